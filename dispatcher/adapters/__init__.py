@@ -1,0 +1,1 @@
+"""One module per AWS service. Each adapter takes its boto3 client as an argument."""

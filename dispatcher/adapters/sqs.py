@@ -1,0 +1,155 @@
+"""SQS: the source FIFO queue and its dead-letter queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dispatcher.adapters.aws_errors import translate
+from dispatcher.errors import ConfigurationError
+from dispatcher.models import QueuedMessage
+from dispatcher.planning import DeadLetter, dispatch_error
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
+EXECUTION_NAME_ATTRIBUTE = "ExecutionName"
+DISPATCH_ERROR_ATTRIBUTE = "DispatchError"
+SQS_MAX_BATCH = 10
+
+
+def _chunks(items: Sequence[Any], size: int = SQS_MAX_BATCH) -> list[Sequence[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def _to_message(raw: MessageTypeDef) -> QueuedMessage:
+    system = raw.get("Attributes", {})
+    attributes: dict[str, dict[str, str]] = {}
+    for key, value in raw.get("MessageAttributes", {}).items():
+        attributes[key] = {"DataType": value["DataType"]}
+        if "StringValue" in value:
+            attributes[key]["StringValue"] = value["StringValue"]
+    name_attribute = raw.get("MessageAttributes", {}).get(EXECUTION_NAME_ATTRIBUTE)
+    return QueuedMessage(
+        message_id=raw["MessageId"],
+        receipt_handle=raw["ReceiptHandle"],
+        body=raw.get("Body", ""),
+        group_id=system.get("MessageGroupId", ""),
+        receive_count=int(system.get("ApproximateReceiveCount", "1")),
+        execution_name=None if name_attribute is None else name_attribute.get("StringValue"),
+        execution_name_type=None if name_attribute is None else name_attribute["DataType"],
+        attributes=attributes,
+    )
+
+
+class SourceQueue:
+    """The FIFO queue producers send jobs to."""
+
+    def __init__(self, client: SQSClient, url: str, wait_seconds: int = 1) -> None:
+        self._client = client
+        self.url = url
+        self._wait_seconds = wait_seconds
+
+    def receive(self, count: int) -> list[QueuedMessage]:
+        """Receive up to ``count`` messages (at most 10), in queue order."""
+        try:
+            response = self._client.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=count,
+                WaitTimeSeconds=self._wait_seconds,
+                MessageSystemAttributeNames=["MessageGroupId", "ApproximateReceiveCount"],
+                MessageAttributeNames=["All"],
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "ReceiveMessage") from error
+        return [_to_message(raw) for raw in response.get("Messages", [])]
+
+    def delete(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """Delete messages whose work is done; return those SQS failed to delete.
+
+        A message that fails to delete is redelivered later and found already started,
+        so a failure here costs a call, never a duplicate.
+        """
+        failed: list[QueuedMessage] = []
+        for chunk in _chunks(messages):
+            by_id = {str(index): message for index, message in enumerate(chunk)}
+            try:
+                response = self._client.delete_message_batch(
+                    QueueUrl=self.url,
+                    Entries=[
+                        {"Id": key, "ReceiptHandle": message.receipt_handle} for key, message in by_id.items()
+                    ],
+                )
+            except (ClientError, BotoCoreError):
+                failed.extend(chunk)
+                continue
+            failed.extend(by_id[entry["Id"]] for entry in response.get("Failed", []))
+        return failed
+
+    def release(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """Make messages visible again at once (visibility 0); return those that failed.
+
+        A message that fails to release simply reappears when its visibility timeout
+        ends, so nothing is lost.
+        """
+        failed: list[QueuedMessage] = []
+        for chunk in _chunks(messages):
+            by_id = {str(index): message for index, message in enumerate(chunk)}
+            try:
+                response = self._client.change_message_visibility_batch(
+                    QueueUrl=self.url,
+                    Entries=[
+                        {"Id": key, "ReceiptHandle": message.receipt_handle, "VisibilityTimeout": 0}
+                        for key, message in by_id.items()
+                    ],
+                )
+            except (ClientError, BotoCoreError):
+                failed.extend(chunk)
+                continue
+            failed.extend(by_id[entry["Id"]] for entry in response.get("Failed", []))
+        return failed
+
+
+class DeadLetterQueue:
+    """The FIFO queue that keeps messages which can never start, with the reason."""
+
+    def __init__(self, client: SQSClient, url: str) -> None:
+        self._client = client
+        self.url = url
+
+    def send(self, dead_letters: Sequence[DeadLetter]) -> list[DeadLetter]:
+        """Copy each message to the DLQ with a `DispatchError`; return those that failed.
+
+        One `SendMessage` per letter: a poison message may be up to 1 MiB, so a batch
+        could exceed the request limit. The deduplication id is the source MessageId,
+        so a retry after a crash between this send and the source delete does not
+        store the message twice. A missing or forbidden DLQ is a configuration error.
+        """
+        failed: list[DeadLetter] = []
+        for letter in dead_letters:
+            attributes: dict[str, Any] = {
+                name: value
+                for name, value in letter.message.attributes.items()
+                if name != DISPATCH_ERROR_ATTRIBUTE and "StringValue" in value
+            }
+            attributes[DISPATCH_ERROR_ATTRIBUTE] = {
+                "DataType": "String",
+                "StringValue": dispatch_error(letter.reason),
+            }
+            try:
+                self._client.send_message(
+                    QueueUrl=self.url,
+                    MessageBody=letter.message.body,
+                    MessageGroupId=letter.message.group_id,
+                    MessageDeduplicationId=letter.message.message_id,
+                    MessageAttributes=attributes,
+                )
+            except (ClientError, BotoCoreError) as error:
+                translated = translate(error, "SendMessage to the dead-letter queue")
+                if isinstance(translated, ConfigurationError):
+                    raise translated from error
+                failed.append(letter)
+        return failed

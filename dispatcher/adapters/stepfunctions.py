@@ -1,0 +1,118 @@
+"""Step Functions: the target state machine and its executions."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from dispatcher.adapters.aws_errors import error_code, translate
+from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError
+from dispatcher.models import ListedRunning
+from dispatcher.planning import listing_page_size
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+
+# Step Functions' own verdicts on one message's name or input: that message is poison.
+REJECTED_INPUT_CODES = frozenset({"InvalidName", "InvalidExecutionInput", "ValidationException"})
+
+
+class StateMachine:
+    """The STANDARD state machine the dispatcher starts executions of."""
+
+    def __init__(self, client: SFNClient, arn: str) -> None:
+        self._client = client
+        self.arn = arn
+
+    def execution_arn(self, name: str) -> str:
+        """The deterministic ARN of the execution called ``name``."""
+        prefix, _, machine = self.arn.rpartition(":stateMachine:")
+        return f"{prefix}:execution:{machine}:{name}"
+
+    def ensure_standard(self) -> None:
+        """Raise a ``ConfigurationError`` unless the state machine exists and is STANDARD."""
+        try:
+            description = self._client.describe_state_machine(stateMachineArn=self.arn)
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, f"DescribeStateMachine({self.arn})") from error
+        if description["type"] != "STANDARD":
+            raise ConfigurationError(
+                f"state machine {self.arn} is {description['type']}: the dispatcher needs a"
+                " STANDARD state machine, because EXPRESS executions cannot be listed or counted"
+            )
+
+    def count_running(self, max_concurrency: int) -> ListedRunning:
+        """Count RUNNING executions, paging only until the count reaches ``max_concurrency``."""
+        names: set[str] = set()
+        token: str | None = None
+        while True:
+            request = {
+                "stateMachineArn": self.arn,
+                "statusFilter": "RUNNING",
+                "maxResults": listing_page_size(max_concurrency, len(names)),
+            }
+            if token:
+                request["nextToken"] = token
+            try:
+                page = self._client.list_executions(**request)  # type: ignore[arg-type]
+            except (ClientError, BotoCoreError) as error:
+                raise translate(error, "ListExecutions") from error
+            names.update(item["name"] for item in page["executions"])
+            token = page.get("nextToken")
+            if len(names) >= max_concurrency:
+                return ListedRunning(count=len(names), names=frozenset(names), complete=not token)
+            if not token:
+                return ListedRunning(count=len(names), names=frozenset(names), complete=True)
+
+    def status_of(self, name: str) -> str | None:
+        """The execution's status, or None when no execution has that name."""
+        try:
+            description = self._client.describe_execution(executionArn=self.execution_arn(name))
+        except ClientError as error:
+            if error_code(error) == "ExecutionDoesNotExist":
+                return None
+            raise translate(error, "DescribeExecution") from error
+        except BotoCoreError as error:
+            raise translate(error, "DescribeExecution") from error
+        return description["status"]
+
+    def has_input(self, name: str, execution_input: str) -> bool:
+        """Whether the existing execution ``name`` was started with this input."""
+        try:
+            description = self._client.describe_execution(executionArn=self.execution_arn(name))
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, "DescribeExecution") from error
+        existing = description.get("input")
+        if existing is None or existing == execution_input:
+            # Input is left out only when the caller may not see it; assume it matches
+            # rather than dead-letter a redelivered message.
+            return True
+        try:
+            return bool(json.loads(existing) == json.loads(execution_input))
+        except ValueError:
+            return False
+
+    def start(self, name: str, execution_input: str) -> str:
+        """Start execution ``name`` with ``execution_input`` verbatim; return its ARN.
+
+        Raises ``ExecutionExistsError`` when the name is taken by a closed execution
+        or one with another input, ``RejectedInputError`` when Step Functions refuses
+        this message, and the translated error otherwise.
+        """
+        try:
+            response = self._client.start_execution(
+                stateMachineArn=self.arn, name=name, input=execution_input
+            )
+        except ClientError as error:
+            code = error_code(error)
+            if code == "ExecutionAlreadyExists":
+                raise ExecutionExistsError(name) from error
+            if code in REJECTED_INPUT_CODES:
+                message = error.response.get("Error", {}).get("Message", "")
+                raise RejectedInputError(f"Step Functions rejected the start: {code}: {message}") from error
+            raise translate(error, "StartExecution") from error
+        except BotoCoreError as error:
+            raise translate(error, "StartExecution") from error
+        return response["executionArn"]

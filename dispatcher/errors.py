@@ -1,0 +1,27 @@
+"""What can go wrong in a tick, in the domain's words.
+
+Adapters translate botocore's ``ClientError`` codes into these, so the service
+decides on meaning (stop the tick, dead-letter, release) and never on strings.
+"""
+
+from __future__ import annotations
+
+
+class DispatcherError(Exception):
+    """Base class of the dispatcher's own errors."""
+
+
+class ConfigurationError(DispatcherError):
+    """The deployment is wrong: the tick stops loudly and every message stays queued."""
+
+
+class TransientError(DispatcherError):
+    """AWS is still throttling or failing after botocore's retries: stop admitting now."""
+
+
+class RejectedInputError(DispatcherError):
+    """Step Functions refused this message's name or input: it can never start."""
+
+
+class ExecutionExistsError(DispatcherError):
+    """An execution with this name already exists and is closed (or has another input)."""

@@ -1,0 +1,1 @@
+"""Local tools that never ship in the Lambda artifact: the emulator and the demo."""

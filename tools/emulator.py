@@ -1,0 +1,189 @@
+"""An embedded AWS: moto's server with the dispatcher's resources, for the demo and tests."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import requests
+
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+
+
+def sample_workflow(wait_seconds: float) -> str:
+    """A STANDARD workflow like the template's sample: wait, then succeed."""
+    return json.dumps(
+        {
+            "Comment": "Sample job: wait, then succeed.",
+            "StartAt": "Work",
+            "States": {
+                "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "Done"},
+                "Done": {"Type": "Succeed"},
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The resources one dispatcher needs, as the template creates them."""
+
+    queue_url: str
+    dead_letter_queue_url: str
+    state_machine_arn: str
+    state_table: str
+
+    def environment(self, max_concurrency: int, **extra: str) -> dict[str, str]:
+        """The dispatcher function's environment for this stack."""
+        return {
+            "QUEUE_URL": self.queue_url,
+            "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue_url,
+            "STATE_MACHINE_ARN": self.state_machine_arn,
+            "MAX_CONCURRENCY": str(max_concurrency),
+            "STATE_TABLE": self.state_table,
+            **extra,
+        }
+
+
+def create_stack(
+    prefix: str | None = None,
+    *,
+    wait_seconds: float = 1,
+    state_machine_type: str = "STANDARD",
+    max_receive_count: int = 100,
+) -> Stack:
+    """Create queue, DLQ, state table and a sample workflow through boto3."""
+    prefix = prefix or f"dispatcher-{uuid.uuid4().hex[:8]}"
+    sqs = boto3.client("sqs", region_name=REGION)
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    stepfunctions = boto3.client("stepfunctions", region_name=REGION)
+    fifo = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
+    dead_letter_url = sqs.create_queue(QueueName=f"{prefix}-dlq.fifo", Attributes=fifo)["QueueUrl"]
+    dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    queue_url = sqs.create_queue(
+        QueueName=f"{prefix}.fifo",
+        Attributes={
+            **fifo,
+            "ContentBasedDeduplication": "true",
+            "VisibilityTimeout": "120",
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count}
+            ),
+        },
+    )["QueueUrl"]
+    table = f"{prefix}-state"
+    dynamodb.create_table(
+        TableName=table,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.update_time_to_live(
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
+    )
+    state_machine_arn = stepfunctions.create_state_machine(
+        name=f"{prefix}-workflow",
+        definition=sample_workflow(wait_seconds),
+        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{prefix}-workflow",
+        type=state_machine_type,  # type: ignore[arg-type]
+    )["stateMachineArn"]
+    return Stack(queue_url, dead_letter_url, state_machine_arn, table)
+
+
+def enable_execution(endpoint_url: str) -> None:
+    """Make a moto server really run state machines (Wait states take real time)."""
+    response = requests.post(
+        f"{endpoint_url}/moto-api/config",
+        json={"stepfunctions": {"execute_state_machine": True}},
+        timeout=10,
+    )
+    response.raise_for_status()
+
+
+@contextmanager
+def moto_server(host: str = "127.0.0.1") -> Iterator[str]:
+    """Run moto's HTTP server on a free loopback port; yield its endpoint URL."""
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415 — moto is a local-only dependency
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address=host, port=0, verbose=False)
+    server.start()
+    try:
+        _, port = server.get_host_and_port()
+        endpoint_url = f"http://{host}:{port}"
+        enable_execution(endpoint_url)
+        yield endpoint_url
+    finally:
+        server.stop()
+
+
+@contextmanager
+def pointed_at(endpoint_url: str) -> Iterator[None]:
+    """Point every boto3 client at ``endpoint_url`` with fake credentials."""
+    saved = {key: os.environ.get(key) for key in [*FAKE_CREDENTIALS, "AWS_ENDPOINT_URL"]}
+    os.environ.update(FAKE_CREDENTIALS)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint_url
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def send_jobs(queue_url: str, jobs: list[dict[str, Any]]) -> list[str]:
+    """Send jobs one by one (FIFO order is send order); return their MessageIds."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    ids = []
+    for job in jobs:
+        request: dict[str, Any] = {
+            "QueueUrl": queue_url,
+            "MessageBody": job["body"],
+            "MessageGroupId": job["group"],
+            "MessageDeduplicationId": job.get("dedup", uuid.uuid4().hex),
+        }
+        if "name" in job:
+            name = {"DataType": "String", "StringValue": job["name"]}
+            request["MessageAttributes"] = {"ExecutionName": name}
+        ids.append(sqs.send_message(**request)["MessageId"])
+    return ids
+
+
+class LocalContext:
+    """The part of Lambda's context object the handler uses, with a real deadline."""
+
+    function_name = "dispatcher-local"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:dispatcher-local"
+
+    def __init__(self, timeout_seconds: float = 30.0) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+        self._deadline = time.monotonic() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left before this invocation would time out."""
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
