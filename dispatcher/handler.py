@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from botocore.config import Config
 from dispatcher.adapters.dynamodb import RecentStarts
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
+from dispatcher.errors import ConfigurationError
 from dispatcher.planning import describe_trigger
 from dispatcher.service import Dispatcher, TickReport
 from dispatcher.settings import Settings, load_settings
@@ -62,6 +64,7 @@ def build_dispatcher(settings: Settings, context: LambdaContext) -> Dispatcher:
         recent_starts=RecentStarts(dynamodb, settings.state_table, settings.state_machine_arn),
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
         time_margin_seconds=settings.time_margin_seconds,
+        clock=time.time,
     )
 
 
@@ -82,8 +85,14 @@ def _emit(report: TickReport, max_concurrency: int) -> None:
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     """Run one tick, whatever invoked it (schedule, Scheduler, manual, status change)."""
     logger.info("tick", extra={"trigger": describe_trigger(event)})
-    settings = load_settings()
-    report = build_dispatcher(settings, context).tick()
+    try:
+        settings = load_settings()
+        report = build_dispatcher(settings, context).tick()
+    except ConfigurationError:
+        # Raised on purpose: Lambda records an error, and this metric can alarm.
+        metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)
+        logger.exception("configuration error: the tick stopped and every message stays queued")
+        raise
     _emit(report, settings.max_concurrency)
     logger.info("tick done", extra=report.as_dict())
     return report.as_dict()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from dispatcher.models import ListedRunning, QueuedMessage, RecordedStart
@@ -174,11 +174,6 @@ def still_counts(status: str | None, record: RecordedStart, now: float) -> bool:
     if status is None:
         return now - record.recorded_at <= RECENT_START_WINDOW_SECONDS
     return status in ACTIVE_STATUSES
-
-
-def newest_first(records: Sequence[RecordedStart]) -> list[RecordedStart]:
-    """Order records newest first (the order they are reported in)."""
-    return sorted(records, key=lambda record: record.recorded_at, reverse=True)
 
 
 def describe_trigger(event: object) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -68,7 +67,7 @@ class Dispatcher:
         recent_starts: RecentStarts,
         remaining_seconds: Callable[[], float],
         time_margin_seconds: float,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
     ) -> None:
         self._max = max_concurrency
         self._state_machine = state_machine

@@ -19,20 +19,9 @@ from typing import Any
 
 import boto3
 
-from tools.emulator import LocalContext, Stack, create_stack, moto_server, pointed_at, send_jobs
+from tools.emulator import LocalContext, Stack, StartLog, create_stack, moto_server, pointed_at, send_jobs
 
 BAR_WIDTH = 20
-
-
-@dataclass
-class StartLog:
-    """Every `StartExecution` the dispatcher made, in call order (seen from its own client)."""
-
-    calls: list[dict[str, Any]] = field(default_factory=list)
-
-    def hook(self, params: dict[str, Any], **_: Any) -> None:
-        """Botocore `provide-client-params` hook: note the call before it is sent."""
-        self.calls.append({"name": params.get("name"), "input": params.get("input")})
 
 
 @dataclass
@@ -161,10 +150,7 @@ def run(arguments: argparse.Namespace) -> int:
         from dispatcher import handler  # noqa: PLC0415 — import after the environment is set
 
         handler.reset_clients()
-        starts = StartLog()
-        session = boto3.setup_default_session() or boto3.DEFAULT_SESSION
-        # The handler's clients come from boto3's default session and inherit this hook.
-        session.events.register("provide-client-params.states.StartExecution", starts.hook)
+        starts = StartLog().install()
         jobs = make_jobs(arguments.jobs, arguments.groups, arguments.poison)
         send_jobs(stack.queue_url, jobs)
         print(

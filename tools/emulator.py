@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -38,6 +38,26 @@ def sample_workflow(wait_seconds: float) -> str:
             },
         }
     )
+
+
+@dataclass
+class StartLog:
+    """Every `StartExecution` the dispatcher asked for, in call order, seen from its client."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def hook(self, params: dict[str, Any], **_: Any) -> None:
+        """Botocore `provide-client-params` hook: note the call before it is sent."""
+        self.calls.append({"name": params.get("name"), "input": params.get("input")})
+
+    def install(self) -> StartLog:
+        """Hook boto3's default session, whose clients the handler builds."""
+        boto3.setup_default_session()
+        session = boto3.DEFAULT_SESSION
+        if session is None:
+            raise RuntimeError("boto3 did not create its default session")
+        session.events.register("provide-client-params.states.StartExecution", self.hook)
+        return self
 
 
 @dataclass(frozen=True)
@@ -73,7 +93,7 @@ def create_stack(
     sqs = boto3.client("sqs", region_name=REGION)
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     stepfunctions = boto3.client("stepfunctions", region_name=REGION)
-    fifo = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
+    fifo = {"FifoQueue": "true", "SqsManagedSseEnabled": "true", "MaximumMessageSize": "1048576"}
     dead_letter_url = sqs.create_queue(QueueName=f"{prefix}-dlq.fifo", Attributes=fifo)["QueueUrl"]
     dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
         "Attributes"

@@ -1,0 +1,66 @@
+# dispatcher — the two commands of the quick start are `make demo` and `make test`.
+# Each creates .venv and installs what it needs on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEV_STAMP := $(VENV)/.installed-dev
+DEMO_ARGS ?=
+PYTEST_ARGS ?=
+
+# The Lambda runs python3.13 on arm64: its artifact is built from wheels for that
+# platform, so no Docker and no local python3.13 are needed.
+export SAM_CLI_TELEMETRY := 0
+
+LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
+
+.PHONY: demo test lint typecheck template-lint unit integration infra soak validate build clean
+
+$(DEV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+## demo: drain a backlog against an embedded AWS emulator (no account, no Docker)
+demo: $(DEV_STAMP)
+	$(BIN)/python -m tools.demo $(DEMO_ARGS)
+
+## test: every quality gate and the whole suite
+test: lint typecheck template-lint
+	$(BIN)/python -m pytest --cov --cov-branch --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(DEV_STAMP)
+	$(BIN)/mypy dispatcher
+
+template-lint: $(DEV_STAMP)
+	$(BIN)/cfn-lint template.yaml
+
+unit: $(DEV_STAMP)
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: $(DEV_STAMP)
+	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+infra: $(DEV_STAMP)
+	$(BIN)/python -m pytest tests/infra $(PYTEST_ARGS)
+
+## validate: `sam validate --lint`
+validate: $(DEV_STAMP)
+	$(BIN)/sam validate --lint
+
+## build: `sam build` without Docker (arm64 / python3.13 wheels)
+build: $(DEV_STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/sam build
+
+# Called by `sam build` (BuildMethod: makefile) with ARTIFACTS_DIR set.
+build-DispatcherFunction:
+	$(PYTHON) -m pip install --quiet --no-compile --no-warn-conflicts $(LAMBDA_PLATFORM) --target "$(ARTIFACTS_DIR)" .
+	rm -rf "$(ARTIFACTS_DIR)/bin"
+
+clean:
+	rm -rf .aws-sam build *.egg-info .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov

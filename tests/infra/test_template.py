@@ -1,0 +1,175 @@
+"""template.yaml: lint-clean, transformable, and shaped the way the contract needs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cfnlint.api import lint_file
+
+from dispatcher.settings import Settings
+from tests.infra.template import TEMPLATE, function_statements, sam_template, statements, transformed
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_template_is_cfn_lint_clean() -> None:
+    """cfn-lint reports nothing: no error, warning or informational finding."""
+    assert [str(match) for match in lint_file(TEMPLATE)] == []
+
+
+@pytest.mark.skipif(shutil.which("sam", path=str(Path(sys.executable).parent)) is None, reason="aws-sam-cli")
+def test_template_passes_sam_validate_lint() -> None:
+    """`sam validate --lint` accepts the template."""
+    sam = str(Path(sys.executable).parent / "sam")
+    result = subprocess.run(
+        [sam, "validate", "--lint", "--template-file", str(TEMPLATE), "--region", "us-east-1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"SAM_CLI_TELEMETRY": "0", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("target", ["", "arn:aws:states:eu-west-1:111122223333:stateMachine:jobs"])
+def test_template_transforms_with_and_without_target(target: str) -> None:
+    """The SAM transform succeeds both for the sample workflow and for a given state machine."""
+    resources = transformed(target)["Resources"]
+    assert resources["DispatcherFunction"]["Type"] == "AWS::Lambda::Function"
+    assert resources["SampleWorkflow"]["Condition"] == "CreateSampleWorkflow"
+
+
+def test_function_environment_mirrors_settings_one_to_one() -> None:
+    """Every Settings field is set in the template, and nothing the settings don't read."""
+    variables = sam_template()["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
+    ours = {name for name in variables if not name.startswith("POWERTOOLS_")}
+    assert ours == {name.upper() for name in Settings.model_fields}
+
+
+def test_function_runtime_concurrency_and_async_limits() -> None:
+    """python3.13 on arm64, one tick at a time, no async retries, a short event age."""
+    resources = transformed()["Resources"]
+    function = resources["DispatcherFunction"]["Properties"]
+    assert function["Runtime"] == "python3.13"
+    assert function["Architectures"] == ["arm64"]
+    assert function["ReservedConcurrentExecutions"] == 1
+    assert function["Handler"] == "dispatcher.handler.lambda_handler"
+    invoke_config = resources["DispatcherFunctionEventInvokeConfig"]["Properties"]
+    assert invoke_config["MaximumRetryAttempts"] == 0
+    assert invoke_config["MaximumEventAgeInSeconds"] <= 120
+
+
+def test_function_timeout_is_well_below_queue_visibility_timeout() -> None:
+    """A tick always ends before the messages it holds could be redelivered."""
+    resources = sam_template()["Resources"]
+    timeout = resources["DispatcherFunction"]["Properties"]["Timeout"]
+    visibility = resources["JobQueue"]["Properties"]["VisibilityTimeout"]
+    assert timeout * 2 <= visibility
+
+
+def test_schedule_is_eventbridge_scheduler_every_minute_by_default() -> None:
+    """EventBridge Scheduler ticks at the ScheduleExpression parameter, rate 1 minute by default."""
+    template = transformed()
+    schedule = template["Resources"]["DispatcherFunctionTick"]
+    assert schedule["Type"] == "AWS::Scheduler::Schedule"
+    assert schedule["Properties"]["ScheduleExpression"] == {"Ref": "ScheduleExpression"}
+    assert template["Parameters"]["ScheduleExpression"]["Default"] == "rate(1 minute)"
+
+
+def test_queues_are_fifo_encrypted_with_a_high_redrive_backstop() -> None:
+    """Both queues are FIFO with SSE; the redrive backstop defaults to at least 100 receives."""
+    template = sam_template()
+    queue = template["Resources"]["JobQueue"]["Properties"]
+    dead_letters = template["Resources"]["DeadLetterQueue"]["Properties"]
+    assert queue["FifoQueue"] is True
+    assert dead_letters["FifoQueue"] is True
+    assert queue["SqsManagedSseEnabled"] is True
+    assert dead_letters["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
+    assert template["Parameters"]["MaxReceiveCount"]["Default"] >= 100
+    assert template["Parameters"]["MaxReceiveCount"]["MinValue"] >= 100
+
+
+def test_queues_deny_requests_without_tls() -> None:
+    """A queue policy denies every request that isn't over TLS, on both queues."""
+    policy = sam_template()["Resources"]["QueuesRequireTls"]["Properties"]
+    [statement] = statements(policy["PolicyDocument"])
+    assert statement["Effect"] == "Deny"
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert policy["Queues"] == [{"Ref": "JobQueue"}, {"Ref": "DeadLetterQueue"}]
+
+
+def test_state_table_keys_ttl_and_encryption() -> None:
+    """pk/sk string keys, on-demand, TTL on expires_at, encrypted."""
+    table = sam_template()["Resources"]["StateTable"]["Properties"]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert {key["AttributeName"]: key["KeyType"] for key in table["KeySchema"]} == {
+        "pk": "HASH",
+        "sk": "RANGE",
+    }
+    assert {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]} == {
+        "pk": "S",
+        "sk": "S",
+    }
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert table["SSESpecification"]["SSEEnabled"] is True
+
+
+def test_sample_workflow_is_standard_wait_then_succeed() -> None:
+    """With no target, the stack deploys a STANDARD workflow: a configurable Wait, then Succeed."""
+    workflow = sam_template()["Resources"]["SampleWorkflow"]["Properties"]
+    assert workflow["Type"] == "STANDARD"
+    states = workflow["Definition"]["States"]
+    assert states[workflow["Definition"]["StartAt"]] == {
+        "Type": "Wait",
+        "Seconds": {"Ref": "SampleWorkflowWaitSeconds"},
+        "Next": "Done",
+    }
+    assert states["Done"] == {"Type": "Succeed"}
+
+
+def test_function_policy_grants_no_wildcards() -> None:
+    """No statement of the function's own policy uses a * action or a * resource."""
+    for statement in function_statements():
+        assert statement["Effect"] == "Allow"
+        assert all("*" not in action for action in statement["Action"])
+        assert statement["Resource"] != "*"
+
+
+def test_function_policy_grants_each_service_its_own_resource() -> None:
+    """State machine, executions, queue, DLQ and table actions are scoped to those resources."""
+    by_sid = {statement["Sid"]: statement for statement in function_statements()}
+    target = {"Fn::If": ["CreateSampleWorkflow", {"Ref": "SampleWorkflow"}, {"Ref": "TargetStateMachineArn"}]}
+    assert by_sid["TargetStateMachine"]["Resource"] == target
+    assert by_sid["TargetExecutions"]["Resource"]["Fn::Sub"][0].endswith(":execution:${Name}:*")
+    assert by_sid["JobQueue"]["Resource"] == {"Fn::GetAtt": ["JobQueue", "Arn"]}
+    assert by_sid["DeadLetterQueue"]["Resource"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
+    assert by_sid["DeadLetterQueue"]["Action"] == ["sqs:SendMessage"]
+    assert by_sid["StateTable"]["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
+
+
+def test_producer_policy_only_sends_to_the_job_queue() -> None:
+    """The managed policy producers attach grants sqs:SendMessage on the job queue and nothing else."""
+    template = sam_template()
+    [statement] = statements(template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"])
+    assert statement["Action"] == ["sqs:SendMessage"]
+    assert statement["Resource"] == {"Fn::GetAtt": ["JobQueue", "Arn"]}
+    assert template["Outputs"]["ProducerPolicyArn"]["Value"] == {"Ref": "ProducerPolicy"}
+    assert template["Outputs"]["JobQueueUrl"]["Value"] == {"Ref": "JobQueue"}
+
+
+def test_samconfig_has_deploy_defaults() -> None:
+    """samconfig.toml names the stack and the deploy options `sam deploy` needs."""
+    import tomllib  # noqa: PLC0415
+
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text())["default"]
+    assert config["global"]["parameters"]["stack_name"]
+    deploy = config["deploy"]["parameters"]
+    assert deploy["capabilities"] == "CAPABILITY_IAM"
+    assert deploy["resolve_s3"] is True
+    assert deploy["confirm_changeset"] is True

@@ -1,0 +1,158 @@
+"""A harness that drives the real handler against moto, with boto3 as the only way in."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from dispatcher import handler
+from tools.emulator import REGION, LocalContext, Stack, StartLog, create_stack
+
+
+@dataclass
+class Harness:
+    """One dispatcher deployment in moto, and what a test needs to look at it."""
+
+    stack: Stack
+    monkeypatch: pytest.MonkeyPatch
+    starts: StartLog
+
+    def __post_init__(self) -> None:
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.dynamodb = boto3.client("dynamodb", region_name=REGION)
+
+    def configure(self, max_concurrency: int, **extra: str) -> None:
+        """Set the function's environment, as the template would."""
+        environment = self.stack.environment(max_concurrency, RECEIVE_WAIT_SECONDS="0", **extra)
+        for key, value in environment.items():
+            self.monkeypatch.setenv(key, value)
+
+    def send(
+        self, body: str = "{}", *, group: str = "g", name: str | None = None, name_type: str = "String"
+    ) -> str:
+        """Enqueue one job as a producer would; return its MessageId."""
+        request: dict[str, Any] = {
+            "QueueUrl": self.stack.queue_url,
+            "MessageBody": body,
+            "MessageGroupId": group,
+            "MessageDeduplicationId": uuid.uuid4().hex,
+        }
+        if name is not None:
+            value_field = "BinaryValue" if name_type == "Binary" else "StringValue"
+            value: Any = name.encode() if name_type == "Binary" else name
+            request["MessageAttributes"] = {"ExecutionName": {"DataType": name_type, value_field: value}}
+        return str(self.sqs.send_message(**request)["MessageId"])
+
+    def tick(self, event: Any = None, *, remaining_seconds: float = 30.0) -> dict[str, Any]:
+        """Invoke the real handler once, as a cold start."""
+        handler.reset_clients()
+        result = handler.lambda_handler({} if event is None else event, LocalContext(remaining_seconds))
+        assert isinstance(result, dict)
+        return result
+
+    def start_directly(self, name: str, execution_input: str = "{}") -> str:
+        """Start an execution outside the dispatcher (someone else's load)."""
+        return str(
+            self.sfn.start_execution(
+                stateMachineArn=self.stack.state_machine_arn, name=name, input=execution_input
+            )["executionArn"]
+        )
+
+    def executions(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Every execution of the state machine (moto's list has no lag), oldest first."""
+        request: dict[str, Any] = {"stateMachineArn": self.stack.state_machine_arn}
+        if status:
+            request["statusFilter"] = status
+        pages = self.sfn.get_paginator("list_executions").paginate(**request)
+        found = [execution for page in pages for execution in page["executions"]]
+        return sorted(found, key=lambda execution: execution["startDate"])
+
+    def running(self) -> int:
+        """RUNNING executions right now."""
+        return len(self.executions("RUNNING"))
+
+    def finish_running(self) -> int:
+        """End every RUNNING execution, as if the workflows completed; return how many."""
+        running = self.executions("RUNNING")
+        for execution in running:
+            self.sfn.stop_execution(executionArn=execution["executionArn"])
+        return len(running)
+
+    def input_of(self, name: str) -> str:
+        """The input Step Functions holds for execution ``name``."""
+        arn = self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+        return str(self.sfn.describe_execution(executionArn=arn)["input"])
+
+    def queue_counts(self, url: str | None = None) -> tuple[int, int]:
+        """(visible, in flight) messages on the source queue, or on ``url``."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=url or self.stack.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]), int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """Every message on the DLQ (received once, so it is then in flight)."""
+        letters: list[dict[str, Any]] = []
+        while True:
+            messages = self.sqs.receive_message(
+                QueueUrl=self.stack.dead_letter_queue_url,
+                MaxNumberOfMessages=10,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+            ).get("Messages", [])
+            if not messages:
+                return letters
+            letters.extend(messages)
+
+    def on(self, event_name: str, hook: Any) -> None:
+        """Register a botocore event hook on the clients the handler builds next."""
+        session = boto3.DEFAULT_SESSION
+        assert session is not None
+        session.events.register(event_name, hook)
+
+    def clear_hooks(self) -> None:
+        """Drop every hook registered with `on` (the start log stays)."""
+        self.starts.install()
+
+    def redeliver(self, receipt_handles: list[str]) -> None:
+        """Make in-flight messages visible again, as their visibility timeout ending would."""
+        for handle in receipt_handles:
+            self.sqs.change_message_visibility(
+                QueueUrl=self.stack.queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+            )
+
+    def started_jobs(self) -> list[Any]:
+        """The `job` field of each started input, in StartExecution call order."""
+        return [json.loads(call["input"])["job"] for call in self.starts.calls]
+
+
+def _harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
+    starts = StartLog().install()
+    harness = Harness(create_stack(**stack_options), monkeypatch, starts)
+    harness.configure(5)
+    return harness
+
+
+@pytest.fixture
+def harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    """In-process moto; executions stay RUNNING until a test ends them."""
+    with mock_aws():
+        yield _harness(monkeypatch)
+
+
+@pytest.fixture
+def executing_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    """In-process moto with state machines really running (a short Wait, then Succeed)."""
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        yield _harness(monkeypatch, wait_seconds=1)

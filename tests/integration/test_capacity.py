@@ -1,0 +1,134 @@
+"""The cap holds although ListExecutions lags, and freed capacity comes back by itself."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
+from freezegun import freeze_time
+
+from dispatcher.adapters.dynamodb import RecentStarts
+from tests.integration.conftest import Harness
+
+
+def hide_all_executions(parsed: dict[str, Any], **_: Any) -> None:
+    """ListExecutions lag: the list omits every execution (AWS may, for up to 60 s)."""
+    parsed["executions"] = []
+    parsed.pop("nextToken", None)
+
+
+def test_tick_counts_recorded_starts_the_list_does_not_show(harness: Harness) -> None:
+    """Starts the list omits still count, so a second tick (a cold start) starts nothing over MAX."""
+    harness.configure(3)
+    harness.on("after-call.states.ListExecutions", hide_all_executions)
+    for job in range(6):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    first = harness.tick()
+    second = harness.tick()
+    assert first["started"] == 3
+    assert second["running"] == 3
+    assert second["started"] == 0
+    assert harness.running() == 3
+
+
+def test_tick_reuses_a_slot_as_soon_as_an_unlisted_start_ends(harness: Harness) -> None:
+    """An execution that ends before the list shows it frees its slot on the next tick."""
+    harness.configure(2)
+    harness.on("after-call.states.ListExecutions", hide_all_executions)
+    for job in range(4):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    assert harness.tick()["started"] == 2
+    harness.finish_running()
+    result = harness.tick()
+    assert result["running"] == 0
+    assert result["started"] == 2
+
+
+def test_tick_forgets_recorded_starts_once_listed(harness: Harness) -> None:
+    """A recorded start the list shows is deleted from the state table: it counts once, via the list."""
+    harness.send("{}")
+    harness.tick()
+    harness.tick()
+    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    assert ledger.since(time.time() - 600) == []
+
+
+def test_tick_start_recorded_by_a_dead_process_holds_a_slot_for_90_seconds(harness: Harness) -> None:
+    """A start recorded before a crash (no execution) holds capacity for at most 90 s."""
+    harness.configure(1)
+    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    harness.send("{}")
+    with freeze_time("2026-11-21 12:00:00", tick=True) as frozen:
+        ledger.record("crashed-before-start", time.time())
+        frozen.tick(60)
+        held = harness.tick()
+        frozen.tick(31)
+        freed = harness.tick()
+    assert (held["running"], held["started"]) == (1, 0)
+    assert (freed["running"], freed["started"]) == (0, 1)
+
+
+def test_tick_throttled_start_releases_the_rest_and_returns_normally(harness: Harness) -> None:
+    """StartExecution still throttled after retries stops admitting; unstarted messages are released."""
+    calls = {"count": 0}
+
+    def throttle_after_first(**_: Any) -> None:
+        calls["count"] += 1
+        if calls["count"] > 1:
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
+            )
+
+    harness.on("before-call.states.StartExecution", throttle_after_first)
+    for job in range(4):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    result = harness.tick()
+    assert result["stopped"] == "throttled"
+    assert result["started"] == 1
+    assert result["released"] == 3
+    assert harness.queue_counts() == (3, 0)
+    assert harness.dead_letters() == []
+
+
+def test_tick_throttled_listing_starts_nothing(harness: Harness) -> None:
+    """Without a count nothing starts; the tick returns normally and keeps every message."""
+
+    def throttle(**_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "ListExecutions"
+        )
+
+    harness.on("before-call.states.ListExecutions", throttle)
+    harness.send("{}")
+    result = harness.tick()
+    assert result["stopped"] == "throttled"
+    assert harness.executions() == []
+    assert harness.queue_counts() == (1, 0)
+
+
+def test_tick_failed_delete_is_redelivered_and_not_started_twice(harness: Harness) -> None:
+    """A started message whose delete fails comes back and is recognised as already started."""
+    message_id = harness.send('{"job": 1}')
+    entries: list[dict[str, Any]] = []
+
+    def note_entries(params: dict[str, Any], **_: Any) -> None:
+        entries[:] = params["Entries"]
+
+    def fail_every_entry(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        failed = [{"Id": entry["Id"], "SenderFault": False, "Code": "InternalError"} for entry in entries]
+        return AWSResponse("", 200, {}, None), {"Successful": [], "Failed": failed}
+
+    harness.on("provide-client-params.sqs.DeleteMessageBatch", note_entries)
+    harness.on("before-call.sqs.DeleteMessageBatch", fail_every_entry)
+    first = harness.tick()
+    assert first["delete_failures"] == 1
+    assert harness.queue_counts() == (0, 1)
+    harness.clear_hooks()
+    harness.redeliver([entry["ReceiptHandle"] for entry in entries])
+    second = harness.tick()
+    assert second["already_started"] + second["started"] == 1
+    assert [execution["name"] for execution in harness.executions()] == [message_id]
+    assert harness.queue_counts() == (0, 0)
