@@ -41,6 +41,7 @@ class RecentStarts:
 
     def record(self, name: str, now: float) -> RecordedStart:
         """Write the start of ``name`` before it happens, so it counts from now on."""
+        now = float(f"{now:.6f}")  # what DynamoDB stores, so the record reads back equal
         key = sort_key(now, name)
         try:
             self._client.put_item(

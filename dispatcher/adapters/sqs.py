@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -73,21 +73,7 @@ class SourceQueue:
         A message that fails to delete is redelivered later and found already started,
         so a failure here costs a call, never a duplicate.
         """
-        failed: list[QueuedMessage] = []
-        for chunk in _chunks(messages):
-            by_id = {str(index): message for index, message in enumerate(chunk)}
-            try:
-                response = self._client.delete_message_batch(
-                    QueueUrl=self.url,
-                    Entries=[
-                        {"Id": key, "ReceiptHandle": message.receipt_handle} for key, message in by_id.items()
-                    ],
-                )
-            except (ClientError, BotoCoreError):
-                failed.extend(chunk)
-                continue
-            failed.extend(by_id[entry["Id"]] for entry in response.get("Failed", []))
-        return failed
+        return self._in_batches(messages, self._client.delete_message_batch, {})
 
     def release(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
         """Make messages visible again at once (visibility 0); return those that failed.
@@ -95,17 +81,23 @@ class SourceQueue:
         A message that fails to release simply reappears when its visibility timeout
         ends, so nothing is lost.
         """
+        return self._in_batches(
+            messages, self._client.change_message_visibility_batch, {"VisibilityTimeout": 0}
+        )
+
+    def _in_batches(
+        self, messages: Sequence[QueuedMessage], call: Callable[..., Any], extra: dict[str, Any]
+    ) -> list[QueuedMessage]:
+        """Apply a receipt-handle batch call in chunks of 10; return the messages it failed."""
         failed: list[QueuedMessage] = []
         for chunk in _chunks(messages):
             by_id = {str(index): message for index, message in enumerate(chunk)}
+            entries = [
+                {"Id": key, "ReceiptHandle": message.receipt_handle, **extra}
+                for key, message in by_id.items()
+            ]
             try:
-                response = self._client.change_message_visibility_batch(
-                    QueueUrl=self.url,
-                    Entries=[
-                        {"Id": key, "ReceiptHandle": message.receipt_handle, "VisibilityTimeout": 0}
-                        for key, message in by_id.items()
-                    ],
-                )
+                response = call(QueueUrl=self.url, Entries=entries)
             except (ClientError, BotoCoreError):
                 failed.extend(chunk)
                 continue

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +136,13 @@ class Harness:
     def started_jobs(self) -> list[Any]:
         """The `job` field of each started input, in StartExecution call order."""
         return [json.loads(call["input"])["job"] for call in self.starts.calls]
+
+    def started_by_group(self, group_of: Callable[[Any], str]) -> dict[str, list[Any]]:
+        """Started jobs per group, each list in StartExecution call order."""
+        by_group: dict[str, list[Any]] = defaultdict(list)
+        for job in self.started_jobs():
+            by_group[group_of(job)].append(job)
+        return dict(by_group)
 
 
 def _harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
