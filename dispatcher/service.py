@@ -85,8 +85,8 @@ class Dispatcher:
             report.stopped = "paused"
             logger.info("paused: MAX_CONCURRENCY is 0, nothing starts")
             return report
-        self._state_machine.ensure_standard()
         try:
+            self._state_machine.ensure_standard()
             report.running = self.count_running()
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
@@ -166,6 +166,9 @@ class Dispatcher:
         for letter in failed:
             outcome.dead_letters.remove(letter)
             outcome.held_back.append(letter.message)
+        if failed:
+            # Released poison would be received again at once: stop until the next tick.
+            outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
         return outcome
 
     def _start(self, message: QueuedMessage, outcome: BatchOutcome) -> None:

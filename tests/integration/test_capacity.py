@@ -132,3 +132,44 @@ def test_tick_failed_delete_is_redelivered_and_not_started_twice(harness: Harnes
     assert second["already_started"] + second["started"] == 1
     assert [execution["name"] for execution in harness.executions()] == [message_id]
     assert harness.queue_counts() == (0, 0)
+
+
+def _throttle(operation: str) -> Any:
+    def hook(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, operation)
+
+    return hook
+
+
+def test_tick_throttled_receive_returns_normally(harness: Harness) -> None:
+    """ReceiveMessage still throttled after retries ends the tick normally, with nothing held."""
+    harness.on("before-call.sqs.ReceiveMessage", _throttle("ReceiveMessage"))
+    harness.send("{}")
+    result = harness.tick()
+    assert result["stopped"] == "throttled"
+    assert harness.queue_counts() == (1, 0)
+
+
+def test_tick_throttled_describe_state_machine_returns_normally(harness: Harness) -> None:
+    """A throttled DescribeStateMachine is back-pressure, not a configuration error."""
+    harness.on("before-call.states.DescribeStateMachine", _throttle("DescribeStateMachine"))
+    harness.send("{}")
+    result = harness.tick()
+    assert result["stopped"] == "throttled"
+    assert harness.executions() == []
+
+
+def test_tick_checks_unlisted_starts_only_until_max_is_reached(harness: Harness) -> None:
+    """Counting stops describing recorded starts once MAX is reached (cost grows with MAX)."""
+    harness.configure(2)
+    harness.on("after-call.states.ListExecutions", hide_all_executions)
+    for job in range(2):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    harness.tick()
+    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger.record("a-third-recorded-start", time.time())
+    described: list[str] = []
+    harness.on("provide-client-params.states.DescribeExecution", lambda params, **_: described.append("x"))
+    result = harness.tick()
+    assert result["running"] == 2
+    assert len(described) == 2

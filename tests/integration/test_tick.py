@@ -215,3 +215,50 @@ def test_tick_stops_admitting_when_time_runs_low(harness: Harness) -> None:
     assert result["stopped"] == "time"
     assert result["started"] == 0
     assert harness.queue_counts() == (1, 0)
+
+
+def test_tick_input_rejected_by_step_functions_goes_to_dlq(harness: Harness) -> None:
+    """Input Step Functions refuses (beyond what the dispatcher checks) is dead-lettered with its reason."""
+    from typing import Any  # noqa: PLC0415
+
+    from botocore.exceptions import ClientError  # noqa: PLC0415
+
+    def reject(**_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "InvalidExecutionInput", "Message": "Input is too deep"}}, "StartExecution"
+        )
+
+    harness.on("before-call.states.StartExecution", reject)
+    harness.send('{"deep": 1}')
+    result = harness.tick()
+    assert result["dead_lettered"] == 1
+    [letter] = harness.dead_letters()
+    reason = letter["MessageAttributes"]["DispatchError"]["StringValue"]
+    assert "InvalidExecutionInput" in reason
+    assert "Input is too deep" in reason
+
+
+def test_tick_failed_dead_letter_keeps_the_message_queued(harness: Harness) -> None:
+    """If the DLQ refuses a poison message, it stays on the queue; the rest of its group starts."""
+    from typing import Any  # noqa: PLC0415
+
+    from botocore.exceptions import ClientError  # noqa: PLC0415
+
+    def unavailable(**_: Any) -> None:
+        raise ClientError(
+            {
+                "Error": {"Code": "ServiceUnavailable", "Message": "try later"},
+                "ResponseMetadata": {"HTTPStatusCode": 503},
+            },
+            "SendMessage",
+        )
+
+    harness.on("before-call.sqs.SendMessage", unavailable)
+    harness.send("not json", group="g")
+    after = harness.send('{"job": 2}', group="g")
+    result = harness.tick()
+    assert result["dead_lettered"] == 0
+    assert result["released"] == 1
+    assert result["stopped"] == "throttled"
+    assert [execution["name"] for execution in harness.executions()] == [after]
+    assert harness.queue_counts() == (1, 0)
