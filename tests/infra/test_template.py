@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -165,8 +166,6 @@ def test_producer_policy_only_sends_to_the_job_queue() -> None:
 
 def test_samconfig_has_deploy_defaults() -> None:
     """samconfig.toml names the stack and the deploy options `sam deploy` needs."""
-    import tomllib  # noqa: PLC0415
-
     config = tomllib.loads((ROOT / "samconfig.toml").read_text())["default"]
     assert config["global"]["parameters"]["stack_name"]
     deploy = config["deploy"]["parameters"]

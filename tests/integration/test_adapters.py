@@ -11,7 +11,7 @@ from dispatcher.adapters.dynamodb import RecentStarts
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError
-from dispatcher.models import QueuedMessage
+from dispatcher.models import QueuedMessage, RecordedStart
 from dispatcher.planning import DeadLetter
 from tests.integration.conftest import Harness
 
@@ -173,10 +173,4 @@ def test_recent_starts_missing_table_is_a_configuration_error(harness: Harness) 
     with pytest.raises(ConfigurationError, match="missing-table"):
         ledger.since(0)
     with pytest.raises(ConfigurationError, match="missing-table"):
-        ledger.forget([ledger_record()])
-
-
-def ledger_record() -> Any:
-    from dispatcher.models import RecordedStart  # noqa: PLC0415
-
-    return RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")
+        ledger.forget([RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")])

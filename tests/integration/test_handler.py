@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from dispatcher import handler
 from dispatcher.errors import ConfigurationError
 from dispatcher.telemetry import logger
 from tests.integration.conftest import Harness
+from tools.emulator import LocalContext
 
 EVENTS = sorted((Path(__file__).parents[2] / "events").glob("*.json"))
 
@@ -46,9 +48,6 @@ def test_handler_runs_one_tick_for_every_sample_event(harness: Harness, path: Pa
 def test_handler_unknown_event_shapes_still_tick_safely(harness: Harness, event: Any) -> None:
     """An event of any shape is one safe tick, never a crash."""
     harness.send('{"job": 1}')
-    from dispatcher import handler  # noqa: PLC0415
-    from tools.emulator import LocalContext  # noqa: PLC0415
-
     result = handler.lambda_handler(event, LocalContext())
     assert result["started"] == 1
 

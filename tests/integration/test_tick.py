@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
+from dispatcher import handler
 from dispatcher.errors import ConfigurationError
 from tests.integration.conftest import Harness
+from tools.emulator import LocalContext
 
 
 def test_tick_starts_max_minus_running(harness: Harness) -> None:
@@ -219,9 +223,6 @@ def test_tick_stops_admitting_when_time_runs_low(harness: Harness) -> None:
 
 def test_tick_input_rejected_by_step_functions_goes_to_dlq(harness: Harness) -> None:
     """Input Step Functions refuses (beyond what the dispatcher checks) is dead-lettered with its reason."""
-    from typing import Any  # noqa: PLC0415
-
-    from botocore.exceptions import ClientError  # noqa: PLC0415
 
     def reject(**_: Any) -> None:
         raise ClientError(
@@ -240,9 +241,6 @@ def test_tick_input_rejected_by_step_functions_goes_to_dlq(harness: Harness) -> 
 
 def test_tick_failed_dead_letter_keeps_the_message_queued(harness: Harness) -> None:
     """If the DLQ refuses a poison message, it stays on the queue; the rest of its group starts."""
-    from typing import Any  # noqa: PLC0415
-
-    from botocore.exceptions import ClientError  # noqa: PLC0415
 
     def unavailable(**_: Any) -> None:
         raise ClientError(
@@ -262,3 +260,26 @@ def test_tick_failed_dead_letter_keeps_the_message_queued(harness: Harness) -> N
     assert result["stopped"] == "throttled"
     assert [execution["name"] for execution in harness.executions()] == [after]
     assert harness.queue_counts() == (1, 0)
+
+
+class _RunningOutContext(LocalContext):
+    """A Lambda context whose remaining time drops below the margin after the first check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.checks += 1
+        return 30_000 if self.checks == 1 else 5_000
+
+
+def test_tick_stops_between_batches_when_time_runs_low(harness: Harness) -> None:
+    """Time is checked before every receive: a batch in progress finishes, no new one starts."""
+    harness.configure(20)
+    for job in range(15):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    result = handler.lambda_handler({}, _RunningOutContext())
+    assert result["started"] == 10
+    assert result["stopped"] == "time"
+    assert harness.queue_counts() == (5, 0)
