@@ -90,6 +90,7 @@ def test_queues_are_fifo_encrypted_with_a_high_redrive_backstop() -> None:
     assert dead_letters["FifoQueue"] is True
     assert queue["SqsManagedSseEnabled"] is True
     assert dead_letters["SqsManagedSseEnabled"] is True
+    assert queue["MaximumMessageSize"] == dead_letters["MaximumMessageSize"] == 1_048_576
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
     assert queue["RedrivePolicy"]["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
     assert template["Parameters"]["MaxReceiveCount"]["Default"] >= 100

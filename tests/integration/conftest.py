@@ -11,6 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from dispatcher import handler
@@ -121,6 +122,27 @@ class Harness:
         session = boto3.DEFAULT_SESSION
         assert session is not None
         session.events.register(event_name, hook)
+
+    def fail(
+        self, call: str, code: str, message: str = "injected", *, status: int = 400, after: int = 0
+    ) -> None:
+        """Make the handler's ``call`` (``states.StartExecution``) raise ``code`` once ``after`` succeeded.
+
+        Raised before the request is sent, so botocore's retries don't see it: this is
+        what a call still failing after every retry looks like to the dispatcher.
+        """
+        calls = {"count": 0}
+        error: Any = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+
+        def hook(**_: Any) -> None:
+            calls["count"] += 1
+            if calls["count"] > after:
+                raise ClientError(error, call.split(".")[1])
+
+        self.on(f"before-call.{call}", hook)
 
     def clear_hooks(self) -> None:
         """Drop every hook registered with `on` (the start log stays)."""

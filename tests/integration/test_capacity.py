@@ -6,8 +6,8 @@ import json
 import time
 from typing import Any
 
+import pytest
 from botocore.awsrequest import AWSResponse
-from botocore.exceptions import ClientError
 from freezegun import freeze_time
 
 from dispatcher.adapters.dynamodb import RecentStarts
@@ -73,16 +73,7 @@ def test_tick_start_recorded_by_a_dead_process_holds_a_slot_for_90_seconds(harne
 
 def test_tick_throttled_start_releases_the_rest_and_returns_normally(harness: Harness) -> None:
     """StartExecution still throttled after retries stops admitting; unstarted messages are released."""
-    calls = {"count": 0}
-
-    def throttle_after_first(**_: Any) -> None:
-        calls["count"] += 1
-        if calls["count"] > 1:
-            raise ClientError(
-                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
-            )
-
-    harness.on("before-call.states.StartExecution", throttle_after_first)
+    harness.fail("states.StartExecution", "ThrottlingException", "Rate exceeded", after=1)
     for job in range(4):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
     result = harness.tick()
@@ -93,15 +84,12 @@ def test_tick_throttled_start_releases_the_rest_and_returns_normally(harness: Ha
     assert harness.dead_letters() == []
 
 
-def test_tick_throttled_listing_starts_nothing(harness: Harness) -> None:
-    """Without a count nothing starts; the tick returns normally and keeps every message."""
-
-    def throttle(**_: Any) -> None:
-        raise ClientError(
-            {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "ListExecutions"
-        )
-
-    harness.on("before-call.states.ListExecutions", throttle)
+@pytest.mark.parametrize(
+    "call", ["states.DescribeStateMachine", "states.ListExecutions", "sqs.ReceiveMessage"]
+)
+def test_tick_throttled_before_admitting_starts_nothing(harness: Harness, call: str) -> None:
+    """Throttled before admitting, the tick returns normally (no configuration error) and holds nothing."""
+    harness.fail(call, "ThrottlingException")
     harness.send("{}")
     result = harness.tick()
     assert result["stopped"] == "throttled"
@@ -132,31 +120,6 @@ def test_tick_failed_delete_is_redelivered_and_not_started_twice(harness: Harnes
     assert second["already_started"] + second["started"] == 1
     assert [execution["name"] for execution in harness.executions()] == [message_id]
     assert harness.queue_counts() == (0, 0)
-
-
-def _throttle(operation: str) -> Any:
-    def hook(**_: Any) -> None:
-        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, operation)
-
-    return hook
-
-
-def test_tick_throttled_receive_returns_normally(harness: Harness) -> None:
-    """ReceiveMessage still throttled after retries ends the tick normally, with nothing held."""
-    harness.on("before-call.sqs.ReceiveMessage", _throttle("ReceiveMessage"))
-    harness.send("{}")
-    result = harness.tick()
-    assert result["stopped"] == "throttled"
-    assert harness.queue_counts() == (1, 0)
-
-
-def test_tick_throttled_describe_state_machine_returns_normally(harness: Harness) -> None:
-    """A throttled DescribeStateMachine is back-pressure, not a configuration error."""
-    harness.on("before-call.states.DescribeStateMachine", _throttle("DescribeStateMachine"))
-    harness.send("{}")
-    result = harness.tick()
-    assert result["stopped"] == "throttled"
-    assert harness.executions() == []
 
 
 def test_tick_checks_unlisted_starts_only_until_max_is_reached(harness: Harness) -> None:

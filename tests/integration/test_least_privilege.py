@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from tests.infra.template import function_statements
 from tests.integration.conftest import Harness
 
@@ -42,10 +40,7 @@ def test_runtime_calls_exactly_the_actions_the_template_grants(harness: Harness)
     harness.on("after-call.states.ListExecutions", hide)
     harness.tick()
 
-    def throttle(**_: Any) -> None:
-        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "StartExecution")
-
-    harness.on("before-call.states.StartExecution", throttle)
+    harness.fail("states.StartExecution", "ThrottlingException")
     harness.send(json.dumps({"job": 2}), group="c")
     harness.tick()
 

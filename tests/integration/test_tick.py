@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from dispatcher import handler
 from dispatcher.errors import ConfigurationError
@@ -223,13 +221,7 @@ def test_tick_stops_admitting_when_time_runs_low(harness: Harness) -> None:
 
 def test_tick_input_rejected_by_step_functions_goes_to_dlq(harness: Harness) -> None:
     """Input Step Functions refuses (beyond what the dispatcher checks) is dead-lettered with its reason."""
-
-    def reject(**_: Any) -> None:
-        raise ClientError(
-            {"Error": {"Code": "InvalidExecutionInput", "Message": "Input is too deep"}}, "StartExecution"
-        )
-
-    harness.on("before-call.states.StartExecution", reject)
+    harness.fail("states.StartExecution", "InvalidExecutionInput", "Input is too deep")
     harness.send('{"deep": 1}')
     result = harness.tick()
     assert result["dead_lettered"] == 1
@@ -241,17 +233,7 @@ def test_tick_input_rejected_by_step_functions_goes_to_dlq(harness: Harness) -> 
 
 def test_tick_failed_dead_letter_keeps_the_message_queued(harness: Harness) -> None:
     """If the DLQ refuses a poison message, it stays on the queue; the rest of its group starts."""
-
-    def unavailable(**_: Any) -> None:
-        raise ClientError(
-            {
-                "Error": {"Code": "ServiceUnavailable", "Message": "try later"},
-                "ResponseMetadata": {"HTTPStatusCode": 503},
-            },
-            "SendMessage",
-        )
-
-    harness.on("before-call.sqs.SendMessage", unavailable)
+    harness.fail("sqs.SendMessage", "ServiceUnavailable", "try later", status=503)
     harness.send("not json", group="g")
     after = harness.send('{"job": 2}', group="g")
     result = harness.tick()
