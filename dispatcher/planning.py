@@ -141,28 +141,30 @@ class RecentStartsReview:
     """How recorded starts relate to what `ListExecutions` showed."""
 
     resolved: tuple[RecordedStart, ...]
-    """Step Functions knows these (listed, or too old to matter): they stop counting."""
+    """Records that can go: too old to matter, or superseded by a newer record of the name."""
     to_check: tuple[RecordedStart, ...]
-    """Not listed yet: `DescribeExecution` tells whether they still run."""
+    """Not listed: `DescribeExecution` tells whether they still run."""
 
 
 def review_recent_starts(
     recorded: Iterable[RecordedStart], listed: ListedRunning, now: float
 ) -> RecentStartsReview:
-    """Split recorded starts into those the list accounts for and those to check.
+    """Split recorded starts into those that can go and those to check.
 
-    Only called when the list was read completely; one name recorded twice (a
-    redelivered message) is checked once.
+    Only called when the list was read completely. A listed start is counted by the
+    list, and its record is kept: `ListExecutions` is eventually consistent, and a later
+    read may omit it again while it is younger than the lag. One name recorded twice (a
+    redelivered message) is judged by its newest record, which holds the slot longest.
     """
+    newest: dict[str, RecordedStart] = {}
     resolved: list[RecordedStart] = []
-    to_check: dict[str, RecordedStart] = {}
-    for record in recorded:
-        too_old = now - record.recorded_at > RECENT_START_WINDOW_SECONDS
-        if too_old or record.name in listed.names or record.name in to_check:
+    for record in sorted(recorded, key=lambda record: record.recorded_at, reverse=True):
+        if record.name in newest or now - record.recorded_at > RECENT_START_WINDOW_SECONDS:
             resolved.append(record)
         else:
-            to_check[record.name] = record
-    return RecentStartsReview(tuple(resolved), tuple(to_check.values()))
+            newest[record.name] = record
+    to_check = [record for name, record in newest.items() if name not in listed.names]
+    return RecentStartsReview(tuple(resolved), tuple(reversed(to_check)))
 
 
 def still_counts(status: str | None, record: RecordedStart, now: float) -> bool:

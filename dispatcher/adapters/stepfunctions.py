@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dispatcher.adapters.aws_errors import error_code, translate
-from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError
+from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
 from dispatcher.models import ListedRunning
 from dispatcher.planning import listing_page_size
 
@@ -82,7 +82,15 @@ class StateMachine:
         """Whether the existing execution ``name`` was started with this input."""
         try:
             description = self._client.describe_execution(executionArn=self.execution_arn(name))
-        except (ClientError, BotoCoreError) as error:
+        except ClientError as error:
+            if error_code(error) == "ExecutionDoesNotExist":
+                # StartExecution just said it exists: DescribeExecution is eventually
+                # consistent and hasn't caught up. Ask again on a later tick.
+                raise TransientError(
+                    f"DescribeExecution({name}) does not show the existing execution yet"
+                ) from error
+            raise translate(error, "DescribeExecution") from error
+        except BotoCoreError as error:
             raise translate(error, "DescribeExecution") from error
         existing = description.get("input")
         if existing is None or existing == execution_input:

@@ -10,7 +10,7 @@ import pytest
 from dispatcher.adapters.dynamodb import RecentStarts
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
-from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError
+from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
 from dispatcher.models import QueuedMessage, RecordedStart
 from dispatcher.planning import DeadLetter
 from tests.integration.conftest import Harness
@@ -67,6 +67,12 @@ def test_has_input_compares_inputs(machine: StateMachine) -> None:
     assert machine.has_input("job-1", '{"a": 1}')
     assert machine.has_input("job-1", '{"a":1}')
     assert not machine.has_input("job-1", '{"a": 2}')
+
+
+def test_has_input_of_an_execution_describe_does_not_show_yet_is_transient(machine: StateMachine) -> None:
+    """The name exists but DescribeExecution (eventually consistent) can't see it yet: retry later."""
+    with pytest.raises(TransientError, match="does not show the existing execution yet"):
+        machine.has_input("started-a-moment-ago", "{}")
 
 
 def test_status_of_unknown_execution_is_none(machine: StateMachine) -> None:

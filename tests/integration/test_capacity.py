@@ -47,11 +47,30 @@ def test_tick_reuses_a_slot_as_soon_as_an_unlisted_start_ends(harness: Harness) 
     assert result["started"] == 2
 
 
-def test_tick_forgets_recorded_starts_once_listed(harness: Harness) -> None:
-    """A recorded start the list shows is deleted from the state table: it counts once, via the list."""
+def test_tick_counts_a_listed_recorded_start_once_and_keeps_its_record(harness: Harness) -> None:
+    """A listed recorded start counts once; its record stays, as a later list may omit it again."""
+    harness.configure(2)
+    harness.send("{}", group="a")
+    harness.send("{}", group="b")
+    harness.configure(1)
+    harness.tick()
+    harness.configure(2)
+    listed = harness.tick()
+    harness.on("after-call.states.ListExecutions", hide_all_executions)
+    omitted = harness.tick()
+    assert (listed["running"], listed["started"]) == (1, 1)
+    assert (omitted["running"], omitted["started"]) == (2, 0)
+    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    assert len(ledger.since(time.time() - 600)) == 2
+
+
+def test_tick_forgets_a_recorded_start_once_it_ended(harness: Harness) -> None:
+    """A recorded start that DescribeExecution shows ended is deleted from the state table."""
+    harness.on("after-call.states.ListExecutions", hide_all_executions)
     harness.send("{}")
     harness.tick()
-    harness.tick()
+    harness.finish_running()
+    assert harness.tick()["running"] == 0
     ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     assert ledger.since(time.time() - 600) == []
 

@@ -194,11 +194,11 @@ def test_group_order_blocks_only_the_held_back_group() -> None:
     assert order.may_start(first_b)
 
 
-def test_review_recent_starts_resolves_listed_and_checks_unlisted() -> None:
-    """A listed start is resolved; one the list doesn't show yet must be checked."""
+def test_review_recent_starts_keeps_listed_and_checks_unlisted() -> None:
+    """A listed start is neither checked nor forgotten (a later list may omit it); unlisted is checked."""
     listed = ListedRunning(count=1, names=frozenset({"seen"}), complete=True)
     review = review_recent_starts([record("seen", 5), record("unseen", 5)], listed, NOW)
-    assert [r.name for r in review.resolved] == ["seen"]
+    assert review.resolved == ()
     assert [r.name for r in review.to_check] == ["unseen"]
 
 
@@ -210,12 +210,20 @@ def test_review_recent_starts_resolves_records_older_than_window() -> None:
     assert review.to_check == ()
 
 
-def test_review_recent_starts_checks_a_name_recorded_twice_once() -> None:
-    """A redelivered message recorded twice holds one slot, not two."""
+def test_review_recent_starts_judges_a_name_recorded_twice_by_its_newest_record() -> None:
+    """A redelivered message recorded twice holds one slot, for as long as its newest record."""
     listed = ListedRunning(count=0, names=frozenset(), complete=True)
-    review = review_recent_starts([record("twice", 30), record("twice", 10)], listed, NOW)
-    assert len(review.to_check) == 1
-    assert len(review.resolved) == 1
+    older, newer = record("twice", 80), record("twice", 10)
+    review = review_recent_starts([older, newer], listed, NOW)
+    assert review.to_check == (newer,)
+    assert review.resolved == (older,)
+
+
+def test_review_recent_starts_checks_oldest_first() -> None:
+    """Unlisted records are checked oldest first, the ones closest to leaving the window."""
+    listed = ListedRunning(count=0, names=frozenset(), complete=True)
+    review = review_recent_starts([record("new", 1), record("old", 50), record("mid", 20)], listed, NOW)
+    assert [r.name for r in review.to_check] == ["old", "mid", "new"]
 
 
 @pytest.mark.parametrize(
