@@ -22,6 +22,12 @@ RECENT_START_WINDOW_SECONDS = 90.0
 FORBIDDEN_NAME_CHARACTERS = frozenset('<>{}[]?*"#%\\^|~`$&,;:/')
 ACTIVE_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
 DISPATCH_ERROR_MAX_LENGTH = 512
+SQS_MAX_MESSAGE_BYTES = 1_048_576
+SQS_MAX_MESSAGE_ATTRIBUTES = 10
+# The source queue's MaximumMessageSize is this much below the DLQ's, so a dead-letter
+# copy (the source message plus a DispatchError of at most 512 characters, 4 bytes
+# each in UTF-8, and the attribute's name and type) always fits.
+DEAD_LETTER_HEADROOM_BYTES = 4096
 
 
 def free_slots(max_concurrency: int, running: int) -> int:
@@ -95,6 +101,28 @@ def dispatch_error(reason: str) -> str:
     if len(reason) <= DISPATCH_ERROR_MAX_LENGTH:
         return reason
     return reason[: DISPATCH_ERROR_MAX_LENGTH - 1] + "…"
+
+
+def dead_letter_attributes(
+    source: dict[str, dict[str, str]], reason: str, error_attribute: str
+) -> dict[str, dict[str, str]]:
+    """The attributes of a DLQ copy: the source's String/Number ones, then the reason.
+
+    SQS allows ten attributes per message, so when the source has more, the reason
+    attribute takes the place of the last copied one, and the reason names every
+    attribute left out (binary values aren't copied either).
+    """
+    copyable = sorted(
+        (name for name, value in source.items() if name != error_attribute and "StringValue" in value),
+        key=lambda name: (name != "ExecutionName", name),
+    )
+    kept = copyable[: SQS_MAX_MESSAGE_ATTRIBUTES - 1]
+    left_out = sorted(set(source) - set(kept) - {error_attribute})
+    if left_out:
+        reason = f"{reason} (attributes not copied: {', '.join(left_out)})"
+    attributes = {name: dict(source[name]) for name in kept}
+    attributes[error_attribute] = {"DataType": "String", "StringValue": dispatch_error(reason)}
+    return attributes
 
 
 def plan_message(message: QueuedMessage) -> Start | DeadLetter:

@@ -9,7 +9,7 @@ from typing import Any
 from dispatcher.adapters.dynamodb import RecentStarts
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
-from dispatcher.errors import ExecutionExistsError, RejectedInputError, TransientError
+from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
 from dispatcher.models import QueuedMessage
 from dispatcher.planning import (
     RECENT_START_WINDOW_SECONDS,
@@ -209,7 +209,14 @@ class Dispatcher:
                 extra={"message_id": letter.message.message_id, "reason": letter.reason},
             )
         done = outcome.started + outcome.already_started + [letter.message for letter in outcome.dead_letters]
-        failed_deletes = self._queue.delete(done)
+        try:
+            failed_deletes = self._queue.delete(done)
+        except ConfigurationError:
+            # Nothing can be deleted: let every message of the batch come back now. The
+            # started ones are found already started, the poison is dead-lettered again
+            # under the same deduplication id.
+            self._queue.release(outcome.held_back + done)
+            raise
         if failed_deletes:
             logger.warning(
                 "delete failed; the messages will be redelivered and found already started",

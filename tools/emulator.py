@@ -15,6 +15,8 @@ from typing import Any
 import boto3
 import requests
 
+from dispatcher.planning import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
+
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"
 FAKE_CREDENTIALS = {
@@ -93,8 +95,10 @@ def create_stack(
     sqs = boto3.client("sqs", region_name=REGION)
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     stepfunctions = boto3.client("stepfunctions", region_name=REGION)
-    fifo = {"FifoQueue": "true", "SqsManagedSseEnabled": "true", "MaximumMessageSize": "1048576"}
-    dead_letter_url = sqs.create_queue(QueueName=f"{prefix}-dlq.fifo", Attributes=fifo)["QueueUrl"]
+    fifo = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
+    dead_letter_url = sqs.create_queue(
+        QueueName=f"{prefix}-dlq.fifo", Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)}
+    )["QueueUrl"]
     dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
@@ -102,6 +106,7 @@ def create_stack(
         QueueName=f"{prefix}.fifo",
         Attributes={
             **fifo,
+            "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES),
             "ContentBasedDeduplication": "true",
             "VisibilityTimeout": "120",
             "RedrivePolicy": json.dumps(

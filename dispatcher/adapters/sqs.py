@@ -10,7 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.errors import ConfigurationError
 from dispatcher.models import QueuedMessage
-from dispatcher.planning import DeadLetter, dispatch_error
+from dispatcher.planning import DeadLetter, dead_letter_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -73,7 +73,7 @@ class SourceQueue:
         A message that fails to delete is redelivered later and found already started,
         so a failure here costs a call, never a duplicate.
         """
-        return self._in_batches(messages, self._client.delete_message_batch, {})
+        return self._in_batches(messages, self._client.delete_message_batch, {}, "DeleteMessageBatch")
 
     def release(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
         """Make messages visible again at once (visibility 0); return those that failed.
@@ -82,13 +82,24 @@ class SourceQueue:
         ends, so nothing is lost.
         """
         return self._in_batches(
-            messages, self._client.change_message_visibility_batch, {"VisibilityTimeout": 0}
+            messages,
+            self._client.change_message_visibility_batch,
+            {"VisibilityTimeout": 0},
+            "ChangeMessageVisibilityBatch",
         )
 
     def _in_batches(
-        self, messages: Sequence[QueuedMessage], call: Callable[..., Any], extra: dict[str, Any]
+        self,
+        messages: Sequence[QueuedMessage],
+        call: Callable[..., Any],
+        extra: dict[str, Any],
+        action: str,
     ) -> list[QueuedMessage]:
-        """Apply a receipt-handle batch call in chunks of 10; return the messages it failed."""
+        """Apply a receipt-handle batch call in chunks of 10; return the messages it failed.
+
+        A configuration error (queue gone, access denied) is raised: it would fail
+        every tick, and only an error makes that visible.
+        """
         failed: list[QueuedMessage] = []
         for chunk in _chunks(messages):
             by_id = {str(index): message for index, message in enumerate(chunk)}
@@ -98,7 +109,10 @@ class SourceQueue:
             ]
             try:
                 response = call(QueueUrl=self.url, Entries=entries)
-            except (ClientError, BotoCoreError):
+            except (ClientError, BotoCoreError) as error:
+                translated = translate(error, f"{action} on {self.url}")
+                if isinstance(translated, ConfigurationError):
+                    raise translated from error
                 failed.extend(chunk)
                 continue
             failed.extend(by_id[entry["Id"]] for entry in response.get("Failed", []))
@@ -122,22 +136,16 @@ class DeadLetterQueue:
         """
         failed: list[DeadLetter] = []
         for letter in dead_letters:
-            attributes: dict[str, Any] = {
-                name: value
-                for name, value in letter.message.attributes.items()
-                if name != DISPATCH_ERROR_ATTRIBUTE and "StringValue" in value
-            }
-            attributes[DISPATCH_ERROR_ATTRIBUTE] = {
-                "DataType": "String",
-                "StringValue": dispatch_error(letter.reason),
-            }
+            attributes = dead_letter_attributes(
+                letter.message.attributes, letter.reason, DISPATCH_ERROR_ATTRIBUTE
+            )
             try:
                 self._client.send_message(
                     QueueUrl=self.url,
                     MessageBody=letter.message.body,
                     MessageGroupId=letter.message.group_id,
                     MessageDeduplicationId=letter.message.message_id,
-                    MessageAttributes=attributes,
+                    MessageAttributes=attributes,  # type: ignore[arg-type]
                 )
             except (ClientError, BotoCoreError) as error:
                 translated = translate(error, "SendMessage to the dead-letter queue")

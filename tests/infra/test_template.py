@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cfnlint.api import lint_file
 
+from dispatcher.planning import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 from dispatcher.settings import Settings
 from tests.infra.template import TEMPLATE, function_statements, sam_template, statements, transformed
 
@@ -82,7 +83,7 @@ def test_schedule_is_eventbridge_scheduler_every_minute_by_default() -> None:
 
 
 def test_queues_are_fifo_encrypted_with_a_high_redrive_backstop() -> None:
-    """Both queues are FIFO with SSE; the redrive backstop defaults to at least 100 receives."""
+    """FIFO, SSE, a high redrive backstop, and a source limit that leaves room for the DLQ copy's reason."""
     template = sam_template()
     queue = template["Resources"]["JobQueue"]["Properties"]
     dead_letters = template["Resources"]["DeadLetterQueue"]["Properties"]
@@ -90,7 +91,8 @@ def test_queues_are_fifo_encrypted_with_a_high_redrive_backstop() -> None:
     assert dead_letters["FifoQueue"] is True
     assert queue["SqsManagedSseEnabled"] is True
     assert dead_letters["SqsManagedSseEnabled"] is True
-    assert queue["MaximumMessageSize"] == dead_letters["MaximumMessageSize"] == 1_048_576
+    assert dead_letters["MaximumMessageSize"] == SQS_MAX_MESSAGE_BYTES
+    assert queue["MaximumMessageSize"] == SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
     assert queue["RedrivePolicy"]["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
     assert template["Parameters"]["MaxReceiveCount"]["Default"] >= 100

@@ -115,12 +115,16 @@ def test_delete_and_release_report_stale_receipt_handles(harness: Harness) -> No
     assert queue.release([stale]) == [stale]
 
 
-def test_delete_and_release_survive_a_missing_queue(harness: Harness) -> None:
-    """When the whole batch call fails, every message is reported failed."""
+def test_delete_and_release_on_a_missing_queue_are_configuration_errors(harness: Harness) -> None:
+    """A queue that is gone (or forbidden) would fail every tick: delete and release raise, naming it."""
     message = _message(harness)
     gone = SourceQueue(harness.sqs, harness.stack.queue_url + "-gone", wait_seconds=0)
-    assert gone.delete([message]) == [message]
-    assert gone.release([message]) == [message]
+    with pytest.raises(
+        ConfigurationError, match=r"DeleteMessageBatch on .*-gone failed with .*NonExistentQueue"
+    ):
+        gone.delete([message])
+    with pytest.raises(ConfigurationError, match=r"ChangeMessageVisibilityBatch on .*-gone"):
+        gone.release([message])
 
 
 def test_dead_letter_keeps_body_group_attributes_and_reason(harness: Harness) -> None:

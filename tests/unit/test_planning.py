@@ -8,11 +8,15 @@ import pytest
 
 from dispatcher.models import ListedRunning, QueuedMessage, RecordedStart
 from dispatcher.planning import (
+    DEAD_LETTER_HEADROOM_BYTES,
+    DISPATCH_ERROR_MAX_LENGTH,
     MAX_INPUT_BYTES,
     RECENT_START_WINDOW_SECONDS,
+    SQS_MAX_MESSAGE_ATTRIBUTES,
     DeadLetter,
     GroupOrder,
     Start,
+    dead_letter_attributes,
     describe_trigger,
     dispatch_error,
     free_slots,
@@ -259,3 +263,37 @@ def test_still_counts_until_step_functions_knows(status: str | None, age: float,
 def test_describe_trigger_labels_any_event(event: object, label: str) -> None:
     """Every event shape gets a label; none is refused."""
     assert describe_trigger(event) == label
+
+
+def _string(value: str) -> dict[str, str]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def test_dead_letter_attributes_copy_the_source_and_add_the_reason() -> None:
+    """String attributes are copied as they are; DispatchError carries the reason."""
+    source = {"ExecutionName": _string("job-1"), "Tenant": _string("t-9")}
+    attributes = dead_letter_attributes(source, "input is not valid JSON", "DispatchError")
+    assert attributes == {**source, "DispatchError": _string("input is not valid JSON")}
+
+
+def test_dead_letter_attributes_stay_within_the_sqs_limit_and_name_what_was_left_out() -> None:
+    """With ten source attributes, ExecutionName and eight others are copied; the reason names the rest."""
+    source = {f"a{index}": _string(str(index)) for index in range(9)}
+    source["ExecutionName"] = _string("job-1")
+    source["Blob"] = {"DataType": "Binary"}
+    attributes = dead_letter_attributes(source, "invalid", "DispatchError")
+    assert len(attributes) == SQS_MAX_MESSAGE_ATTRIBUTES
+    assert "ExecutionName" in attributes
+    assert attributes["DispatchError"]["StringValue"] == "invalid (attributes not copied: Blob, a8)"
+
+
+def test_dead_letter_attributes_replace_a_forged_dispatch_error() -> None:
+    """A producer's own DispatchError attribute is replaced by the dispatcher's reason."""
+    attributes = dead_letter_attributes({"DispatchError": _string("forged")}, "real", "DispatchError")
+    assert attributes == {"DispatchError": _string("real")}
+
+
+def test_dead_letter_headroom_fits_the_longest_dispatch_error() -> None:
+    """The source queue's size limit leaves room for the DispatchError the DLQ copy adds."""
+    longest = "DispatchError" + "String" + "\U0010ffff" * DISPATCH_ERROR_MAX_LENGTH
+    assert len(longest.encode()) <= DEAD_LETTER_HEADROOM_BYTES
