@@ -1,0 +1,24 @@
+"""One faulty emulator for the session; each test gets its own resources and world."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.faults.world import FaultyAws, faulty_moto_server
+
+
+@pytest.fixture(scope="session")
+def faulty_server() -> Iterator[tuple[str, FaultyAws]]:
+    """Moto's HTTP server behind the fault-injecting middleware."""
+    with faulty_moto_server() as server:
+        yield server
+
+
+@pytest.fixture
+def faulty_aws(faulty_server: tuple[str, FaultyAws], monkeypatch: pytest.MonkeyPatch) -> FaultyAws:
+    """Point boto3 (the tests' clients and the handler's) at the faulty emulator."""
+    endpoint_url, middleware = faulty_server
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint_url)
+    return middleware

@@ -1,0 +1,178 @@
+"""The dispatcher's side: cold-start ticks of the real handler, crashes, and its AWS calls.
+
+A crash is simulated inside the dispatcher's own botocore clients: at the chosen step
+a hook raises `Crash`, and from then on every request of that tick raises it again
+before it is sent. No cleanup the dispatcher might attempt reaches AWS, exactly as
+when Lambda kills the process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import botocore.retries.standard
+
+from dispatcher import handler
+from tests.faults.world import World
+from tools.emulator import LocalContext
+
+SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb"}
+CRASH_POINTS = (
+    ("sqs.ReceiveMessage", "after"),
+    ("dynamodb.PutItem", "after"),
+    ("states.StartExecution", "before"),
+    ("states.StartExecution", "after"),
+    ("sqs.SendMessage", "after"),
+    ("sqs.DeleteMessageBatch", "before"),
+    ("sqs.DeleteMessageBatch", "after"),
+    ("sqs.ChangeMessageVisibilityBatch", "after"),
+    ("dynamodb.Query", "after"),
+    ("states.DescribeExecution", "after"),
+    ("dynamodb.BatchWriteItem", "after"),
+)
+"""Where a tick can die: after receive, after recording a start, around StartExecution,
+after dead-lettering, before and in the middle of deleting (the batch was applied, the
+answer never read), while releasing, and while counting."""
+
+
+class Crash(BaseException):
+    """The dispatcher process died (simulated). Not an Exception: nothing may catch it."""
+
+
+@dataclass(frozen=True)
+class CrashPlan:
+    """Die ``when`` ("before" or "after") the ``nth`` call of ``operation`` in a tick."""
+
+    operation: str
+    when: str
+    nth: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.when} {self.operation} #{self.nth}"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One AWS API call the runtime made, and the resource it named."""
+
+    action: str
+    resource: str
+
+
+def _resource(params: dict[str, Any]) -> str:
+    for key in ("QueueUrl", "executionArn", "stateMachineArn", "TableName"):
+        if key in params:
+            return str(params[key])
+    if "RequestItems" in params:
+        return ",".join(sorted(params["RequestItems"]))
+    return ""
+
+
+@dataclass
+class DispatcherProcess:
+    """Runs ticks of the real handler as cold starts and can kill them at any step."""
+
+    calls: set[Call] = field(default_factory=set)
+    crash: CrashPlan | None = None
+    crashed: bool = False
+    _seen: dict[str, int] = field(default_factory=dict)
+
+    def install(self) -> DispatcherProcess:
+        """Hook boto3's default session, from which the handler builds its clients."""
+        boto3.setup_default_session()
+        session = boto3.DEFAULT_SESSION
+        assert session is not None
+        session.events.register("before-parameter-build", self._record)
+        session.events.register("before-call", self._before)
+        session.events.register("after-call", self._after)
+        return self
+
+    def _record(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        prefix = SERVICE_PREFIX[model.service_model.service_id.hyphenize()]
+        self.calls.add(Call(f"{prefix}:{model.name}", _resource(params)))
+
+    def _before(self, model: Any, **_: Any) -> None:
+        operation = f"{SERVICE_PREFIX[model.service_model.service_id.hyphenize()]}.{model.name}"
+        if self.crashed:
+            raise Crash(f"request {operation} after the process died")
+        self._seen[operation] = self._seen.get(operation, 0) + 1
+        self._maybe_crash(operation, "before")
+
+    def _after(self, model: Any, **_: Any) -> None:
+        operation = f"{SERVICE_PREFIX[model.service_model.service_id.hyphenize()]}.{model.name}"
+        self._maybe_crash(operation, "after")
+
+    def _maybe_crash(self, operation: str, when: str) -> None:
+        plan = self.crash
+        if plan and plan.operation == operation and plan.when == when and self._seen[operation] == plan.nth:
+            self.crashed = True
+            raise Crash(str(plan))
+
+    def tick(
+        self, *, crash: CrashPlan | None = None, deadline_after: int | None = None
+    ) -> dict[str, Any] | None:
+        """One cold-start invocation; None when it crashed as planned."""
+        self.crash, self.crashed, self._seen = crash, False, {}
+        handler.reset_clients()
+        context = LocalContext() if deadline_after is None else ShortContext(deadline_after)
+        try:
+            result = handler.lambda_handler({}, context)
+        except Crash:
+            return None
+        finally:
+            self.crash = None
+        assert isinstance(result, dict)
+        return result
+
+
+class ShortContext(LocalContext):
+    """A context whose remaining time drops below any margin after ``checks`` reads."""
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self._checks = checks
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Plenty of time for the first ``checks`` reads, then one second."""
+        self._checks -= 1
+        return 30_000 if self._checks >= 0 else 1_000
+
+
+@contextmanager
+def on_virtual_time(world: World) -> Iterator[None]:
+    """Give the handler the world's clock, and take botocore's backoff sleeps out.
+
+    Retries still happen (so an injected throttle is usually absorbed, as in AWS);
+    only the waiting between attempts is skipped, because time is what the virtual
+    clock is for.
+    """
+    saved_time = handler.time
+    saved_delay = botocore.retries.standard.ExponentialBackoff.delay_amount
+    handler.time = SimpleNamespace(time=world.time)  # type: ignore[assignment]
+    botocore.retries.standard.ExponentialBackoff.delay_amount = lambda self, context: 0.0  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        handler.time = saved_time
+        botocore.retries.standard.ExponentialBackoff.delay_amount = saved_delay  # type: ignore[method-assign]
+
+
+@contextmanager
+def function_environment(variables: dict[str, str]) -> Iterator[None]:
+    """Set the function's environment variables for a while (the handler reads them)."""
+    saved = {key: os.environ.get(key) for key in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

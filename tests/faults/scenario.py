@@ -1,0 +1,478 @@
+"""Generated scenarios: a backlog, a MAX, a fault schedule; run them; check the invariants.
+
+`Scenario.generate(seed)` draws everything from one seed, so any failure is replayed
+with the same seed. `run_scenario` drives the real handler tick by tick against the
+faulty emulator, first with faults on, then with faults off until the queue drains,
+and returns an `Outcome`: what was processed, what was injected, and every violation
+of the invariants in DESIGN.md, checked against the emulator's ground truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from dispatcher.planning import MAX_INPUT_BYTES, RECENT_START_WINDOW_SECONDS
+from tests.faults.process import (
+    CRASH_POINTS,
+    CrashPlan,
+    DispatcherProcess,
+    function_environment,
+    on_virtual_time,
+)
+from tests.faults.world import (
+    REJECTED_INPUT_MARKER,
+    VISIBILITY_TIMEOUT_SECONDS,
+    Execution,
+    FaultPlan,
+    FaultyAws,
+    Lag,
+    World,
+    backend_execution,
+)
+from tools.emulator import REGION, Stack, create_stack
+
+FAULTY_OPERATIONS = (
+    "DescribeStateMachine",
+    "ListExecutions",
+    "DescribeExecution",
+    "StartExecution",
+    "Query",
+    "PutItem",
+    "BatchWriteItem",
+    "ReceiveMessage",
+    "DeleteMessageBatch",
+    "ChangeMessageVisibilityBatch",
+    "SendMessage",
+)
+PROCESSED_THEN_FAILED = (
+    "StartExecution",
+    "PutItem",
+    "ReceiveMessage",
+    "DeleteMessageBatch",
+    "ChangeMessageVisibilityBatch",
+    "SendMessage",
+)
+MAX_DURATION_SECONDS = 120.0
+MAX_LAG_SECONDS = 60.0
+
+# What each kind of poison is, and the DispatchError it must get.
+POISON_KINDS: dict[str, str] = {
+    "invalid json": "input is not valid JSON",
+    "blank body": "input is not valid JSON",
+    "too large": f"larger than the {MAX_INPUT_BYTES}-byte Step Functions limit",
+    "name with space": "invalid ExecutionName: execution name contains whitespace",
+    "name too long": "invalid ExecutionName: execution name is 81 characters, longer than 80",
+    "binary name": "ExecutionName attribute must be of type String, not Binary",
+    "rejected input": "Step Functions rejected the start: InvalidExecutionInput",
+    "name collision": "name collision",
+}
+
+
+@dataclass
+class Job:
+    """One message a producer sends, and what must become of it."""
+
+    key: str
+    group: str
+    body: str
+    arrives: int
+    name: str | None = None
+    name_type: str = "String"
+    poison: str | None = None
+    """The kind of poison (a key of POISON_KINDS), or None for a valid job."""
+    duplicate_of: str | None = None
+    """The key of the job this one repeats (same name, same input)."""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """Further message attributes, as SendMessage takes them."""
+    message_id: str = ""
+
+    @property
+    def execution_name(self) -> str:
+        """The execution this job must end as (valid jobs only)."""
+        return self.name or self.message_id
+
+
+@dataclass
+class Scenario:
+    """Everything one run needs, drawn from ``seed``."""
+
+    seed: int
+    max_concurrency: int
+    jobs: list[Job]
+    faults: FaultPlan
+    fault_ticks: int
+    intervals: list[float]
+    crashes: dict[int, CrashPlan]
+    deadlines: dict[int, int]
+    external: dict[int, float]
+    """Tick → duration of an execution started by someone else before that tick."""
+
+    @classmethod
+    def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
+        """Draw a scenario; ``faults=False`` keeps only what AWS does anyway (lag)."""
+        rng = random.Random(seed)
+        max_concurrency = rng.choice([1, 1, 2, 3, 4, 5, 8])
+        groups = [f"g{index}" for index in range(rng.randint(1, 5))]
+        arrival_ticks = rng.randint(1, 6)
+        jobs = _backlog(rng, rng.randint(1, 24), groups, arrival_ticks)
+        plan = FaultPlan(
+            lag=Lag(
+                start=rng.choice([0.0, 5.0, 30.0, MAX_LAG_SECONDS]),
+                end=rng.choice([0.0, 30.0, MAX_LAG_SECONDS]),
+                describe=rng.choice([0.0, 10.0, MAX_LAG_SECONDS]),
+                flaky=rng.random() < 0.4,
+            )
+        )
+        crash_rate = 0.0
+        deadline_rate = 0.0
+        if faults:
+            plan.throttle = _rates(rng, FAULTY_OPERATIONS, share=0.3)
+            plan.server_error = _rates(rng, FAULTY_OPERATIONS, share=0.2)
+            plan.lost_response = _rates(rng, PROCESSED_THEN_FAILED, share=0.3)
+            plan.partial_delete = rng.choice([0.0, 0.0, 0.2, 0.5])
+            crash_rate = rng.choice([0.0, 0.2, 0.4])
+            deadline_rate = rng.choice([0.0, 0.1])
+        fault_ticks = arrival_ticks + rng.randint(2, 10)
+        crashes = {
+            tick: CrashPlan(*rng.choice(CRASH_POINTS), nth=rng.randint(1, 3))
+            for tick in range(fault_ticks)
+            if rng.random() < crash_rate
+        }
+        deadlines = {tick: rng.randint(0, 3) for tick in range(fault_ticks) if rng.random() < deadline_rate}
+        external = {
+            rng.randrange(fault_ticks): rng.choice([5.0, 60.0, MAX_DURATION_SECONDS])
+            for _ in range(rng.choice([0, 0, 1, 2]))
+        }
+        intervals = [rng.choice([0.0, 1.0, 5.0, 20.0, 45.0, 70.0]) for _ in range(fault_ticks)]
+        return cls(seed, max_concurrency, jobs, plan, fault_ticks, intervals, crashes, deadlines, external)
+
+    @classmethod
+    def empty(cls, max_concurrency: int, faults: FaultPlan | None = None, seed: int = 0) -> Scenario:
+        """No backlog and no schedule: a test sends and ticks by hand."""
+        return cls(seed, max_concurrency, [], faults or FaultPlan(), 0, [], {}, {}, {})
+
+    def describe(self) -> str:
+        """One line to recognise the scenario in a failure report."""
+        kinds = Counter(job.poison or ("duplicate" if job.duplicate_of else "valid") for job in self.jobs)
+        return (
+            f"seed={self.seed} MAX={self.max_concurrency} jobs={dict(kinds)} ticks={self.fault_ticks} "
+            f"lag={self.faults.lag} crashes={[str(plan) for plan in self.crashes.values()]} "
+            f"throttle={self.faults.throttle} 5xx={self.faults.server_error} "
+            f"lost={self.faults.lost_response} partial_delete={self.faults.partial_delete}"
+        )
+
+
+def _rates(rng: random.Random, operations: tuple[str, ...], share: float) -> dict[str, float]:
+    return {operation: rng.choice([0.1, 0.3, 0.7]) for operation in operations if rng.random() < share}
+
+
+def _backlog(rng: random.Random, size: int, groups: list[str], arrival_ticks: int) -> list[Job]:
+    jobs: list[Job] = []
+    named: list[Job] = []
+    for index in range(size):
+        key = f"{rng.getrandbits(32):08x}-{index}"
+        group = rng.choice(groups)
+        arrives = rng.randrange(arrival_ticks)
+        body = json.dumps({"job": key, "seconds": rng.choice([0.0, 1.0, 10.0, 45.0, MAX_DURATION_SECONDS])})
+        draw = rng.random()
+        if draw < 0.12:
+            jobs.append(_poison(rng, key, group, arrives, named))
+        elif draw < 0.2 and named:
+            original = rng.choice(named)
+            # Same group, sent later: a redelivery from the producer's side.
+            jobs.append(
+                Job(
+                    key,
+                    original.group,
+                    original.body,
+                    max(arrives, original.arrives),
+                    original.name,
+                    duplicate_of=original.key,
+                )
+            )
+        else:
+            job = Job(key, group, body, arrives, name=f"job-{key}" if rng.random() < 0.5 else None)
+            jobs.append(job)
+            if job.name:
+                named.append(job)
+    return jobs
+
+
+def _poison(  # noqa: PLR0911 — one return per kind of poison
+    rng: random.Random, key: str, group: str, arrives: int, named: list[Job]
+) -> Job:
+    kind = rng.choice(list(POISON_KINDS))
+    body = json.dumps({"job": key})
+    if kind == "name collision" and named:
+        original = rng.choice(named)
+        return Job(key, original.group, body, max(arrives, original.arrives), original.name, poison=kind)
+    if kind in {"name collision", "invalid json"}:
+        return Job(key, group, f"{{not json {key}", arrives, poison="invalid json")
+    if kind == "blank body":
+        return Job(key, group, " \n\t", arrives, poison=kind)
+    if kind == "too large":
+        padding = "x" * (MAX_INPUT_BYTES - len(body) + 1)
+        return Job(key, group, json.dumps({"job": key, "padding": padding}), arrives, poison=kind)
+    if kind == "name with space":
+        return Job(key, group, body, arrives, name=f"job {key}", poison=kind)
+    if kind == "name too long":
+        return Job(key, group, body, arrives, name="n" * 81, poison=kind)
+    if kind == "binary name":
+        return Job(key, group, body, arrives, name=f"job-{key}", name_type="Binary", poison=kind)
+    return Job(key, group, json.dumps({"job": key, "note": REJECTED_INPUT_MARKER}), arrives, poison=kind)
+
+
+@dataclass
+class Outcome:
+    """What one scenario processed and injected, and every invariant it broke."""
+
+    scenario: Scenario
+    messages: int = 0
+    ticks: int = 0
+    crashes: int = 0
+    liveness_ticks: int = 0
+    injected: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+    calls: set[Any] = field(default_factory=set)
+
+    @property
+    def faults_injected(self) -> int:
+        """Every fault, counting each crash once."""
+        return sum(self.injected.values()) + self.crashes
+
+
+class ScenarioRun:
+    """One scenario against one emulator: send, tick, advance time, then check."""
+
+    def __init__(self, scenario: Scenario, middleware: FaultyAws) -> None:
+        self.scenario = scenario
+        self.world = World(seed=scenario.seed, start=1_800_000_000.0, faults=scenario.faults)
+        self.world.max_concurrency = scenario.max_concurrency
+        middleware.world = self.world
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}")
+        self.process = DispatcherProcess().install()
+        self.outcome = Outcome(scenario)
+
+    def environment(self, **overrides: str) -> dict[str, str]:
+        """The function's environment for this scenario."""
+        return {
+            **self.stack.environment(self.scenario.max_concurrency, RECEIVE_WAIT_SECONDS="0"),
+            **overrides,
+        }
+
+    def run(self) -> Outcome:
+        """Fault phase, then a quiet phase until drained, then the checks."""
+        with on_virtual_time(self.world), function_environment(self.environment()):
+            for tick in range(self.scenario.fault_ticks):
+                for job in self.scenario.jobs:
+                    if job.arrives == tick:
+                        self.send(job)
+                self._start_external(tick)
+                self._tick(tick)
+                self.advance(self.scenario.intervals[tick])
+            self._drain()
+        self._check_end_state()
+        outcome = self.outcome
+        outcome.injected = self.world.injected
+        outcome.violations[:0] = self.world.violations
+        outcome.calls = self.process.calls
+        outcome.messages = len(self.scenario.jobs)
+        return outcome
+
+    # -- driving ----------------------------------------------------------------------
+
+    def send(self, job: Job) -> str:
+        """Send one job as a producer would; note and return its MessageId."""
+        request: dict[str, Any] = {
+            "QueueUrl": self.stack.queue_url,
+            "MessageBody": job.body,
+            "MessageGroupId": job.group,
+            "MessageDeduplicationId": job.key,
+        }
+        attributes = dict(job.attributes)
+        if job.name is not None:
+            value_field = "BinaryValue" if job.name_type == "Binary" else "StringValue"
+            value = job.name.encode() if job.name_type == "Binary" else job.name
+            attributes["ExecutionName"] = {"DataType": job.name_type, value_field: value}
+        if attributes:
+            request["MessageAttributes"] = attributes
+        job.message_id = self.sqs.send_message(**request)["MessageId"]
+        return job.message_id
+
+    def tick(self) -> dict[str, Any]:
+        """One cold-start tick with the function's environment, on the virtual clock."""
+        with on_virtual_time(self.world), function_environment(self.environment()):
+            report = self.process.tick()
+        assert report is not None
+        return report
+
+    def _start_external(self, tick: int) -> None:
+        seconds = self.scenario.external.get(tick)
+        if seconds is not None:
+            self.sfn.start_execution(
+                stateMachineArn=self.stack.state_machine_arn,
+                name=f"external-{tick}",
+                input=json.dumps({"seconds": seconds}),
+            )
+
+    def _tick(self, tick: int | None) -> dict[str, Any] | None:
+        crash = self.scenario.crashes.get(tick) if tick is not None else None
+        deadline = self.scenario.deadlines.get(tick) if tick is not None else None
+        self.outcome.ticks += 1
+        try:
+            report = self.process.tick(crash=crash, deadline_after=deadline)
+        except Exception as error:
+            self.outcome.violations.append(
+                f"tick {self.outcome.ticks} raised {type(error).__name__}: {error}"
+            )
+            return None
+        if report is None:
+            self.outcome.crashes += 1
+        return report
+
+    def advance(self, seconds: float) -> None:
+        """Let virtual time pass: executions end, visibility timeouts expire."""
+
+        def end(execution: Execution) -> None:
+            record = backend_execution(execution.arn)
+            record.status = "SUCCEEDED"
+            record.stop_date = record.stop_date or record.start_date
+
+        self.world.advance(seconds, end)
+        for handle in self.world.expired_in_flight():
+            # A handle that fails belongs to a message deleted or received again since.
+            with contextlib.suppress(self.sqs.exceptions.ClientError):
+                self.sqs.change_message_visibility(
+                    QueueUrl=self.stack.queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+                )
+
+    def _drain(self) -> None:
+        """Faults off: wait out visibility timeouts and recorded starts, then tick to the end."""
+        self.world.faults.quiet()
+        self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
+        left = self._visible_messages()
+        # One tick per MAX messages, one to see the queue empty, one spare; and one more per
+        # name collision, which waits a tick if DescribeExecution doesn't show the original yet.
+        collisions = sum(job.poison == "name collision" for job in self.scenario.jobs)
+        bound = math.ceil(left / self.scenario.max_concurrency) + 2 + collisions
+        settle = MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1
+        for _ in range(bound):
+            running = len(self.world.running())
+            report = self._tick(None)
+            self.outcome.liveness_ticks += 1
+            if report is None:
+                return
+            if report["running"] != running:
+                self.outcome.violations.append(
+                    f"leak: with faults off the tick counted {report['running']} RUNNING, truly {running}"
+                )
+            if report["stopped"] not in {"capacity", "drained", "throttled"}:
+                self.outcome.violations.append(f"liveness: a quiet tick stopped with {report['stopped']!r}")
+            self.advance(settle)
+            if report["stopped"] == "drained" and self._visible_messages() == 0:
+                return
+        self.outcome.violations.append(
+            f"liveness: {left} message(s) not drained within {bound} quiet ticks"
+            f" at MAX {self.scenario.max_concurrency}"
+        )
+
+    def queue_counts(self) -> tuple[int, int]:
+        """(visible, in flight) messages on the source queue."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.stack.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]), int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def _visible_messages(self) -> int:
+        return sum(self.queue_counts())
+
+    def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
+        """Every DLQ message, by its deduplication id (the source MessageId)."""
+        letters: dict[str, list[dict[str, Any]]] = {}
+        while True:
+            messages = self.sqs.receive_message(
+                QueueUrl=self.stack.dead_letter_queue_url,
+                MaxNumberOfMessages=10,
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["All"],
+            ).get("Messages", [])
+            if not messages:
+                return letters
+            for message in messages:
+                letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
+
+    # -- checking ---------------------------------------------------------------------
+
+    def _check_end_state(self) -> None:
+        violations = self.outcome.violations
+        jobs = self.scenario.jobs
+        left = self._visible_messages()
+        if left:
+            violations.append(f"loss: {left} message(s) still on the source queue at the end")
+        ours = {
+            execution.name: execution
+            for execution in self.world.executions.values()
+            if execution.by_dispatcher
+        }
+        expected = {job.execution_name for job in jobs if job.poison is None}
+        for name in sorted(expected - ours.keys()):
+            violations.append(f"loss: no execution for {name}")
+        for name in sorted(ours.keys() - expected):
+            violations.append(f"duplicate: unexpected execution {name}")
+        for job in jobs:
+            execution = ours.get(job.execution_name)
+            if job.poison is None and execution is not None and execution.input != job.body:
+                violations.append(f"input: {job.execution_name} started with another input")
+        self._check_dead_letters()
+        self._check_order(ours)
+
+    def _check_dead_letters(self) -> None:
+        letters = self.dead_letters()
+        for job in self.scenario.jobs:
+            found = letters.pop(job.message_id, [])
+            if job.poison is None:
+                if found:
+                    violations = self.outcome.violations
+                    reason = found[0].get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue")
+                    violations.append(f"dead-lettered a valid job {job.key}: {reason}")
+                continue
+            if len(found) != 1:
+                self.outcome.violations.append(
+                    f"poison {job.key} ({job.poison}) is {len(found)} times in the DLQ"
+                )
+                continue
+            [letter] = found
+            reason = letter.get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue", "")
+            if POISON_KINDS[job.poison] not in reason or letter["Body"] != job.body:
+                self.outcome.violations.append(f"poison {job.key} ({job.poison}) dead-lettered as {reason!r}")
+        for dedup_id in letters:
+            self.outcome.violations.append(f"DLQ holds a message that was never sent as poison: {dedup_id}")
+
+    def _check_order(self, ours: dict[str, Execution]) -> None:
+        by_group: dict[str, list[int]] = {}
+        for job in sorted(self.scenario.jobs, key=lambda job: job.arrives):  # stable: send order
+            execution = ours.get(job.execution_name)
+            if job.poison is None and job.duplicate_of is None and execution is not None:
+                by_group.setdefault(job.group, []).append(execution.sequence)
+        for group, sequence in by_group.items():
+            if sequence != sorted(sequence):
+                self.outcome.violations.append(f"order: group {group} started out of send order {sequence}")
+
+
+def run_scenario(scenario: Scenario, middleware: FaultyAws) -> Outcome:
+    """Run one scenario against the faulty emulator behind ``middleware``."""
+    return ScenarioRun(scenario, middleware).run()

@@ -1,0 +1,83 @@
+"""The invariants of DESIGN.md, checked on generated scenarios under injected faults.
+
+Each scenario (see `Scenario.generate`) draws a backlog, a MAX, AWS's documented lag
+and a fault schedule from its seed, runs the real handler tick by tick against the
+faulty emulator, then runs quiet until the queue drains, and checks cap, no loss, no
+duplicates, order and liveness against the emulator's ground truth. This is the fast
+profile; `make soak` runs thousands more (tests/faults/soak.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from dataclasses import replace
+
+import pytest
+
+from tests.faults.process import CRASH_POINTS, CrashPlan
+from tests.faults.scenario import Job, Scenario, run_scenario
+from tests.faults.world import FaultPlan, FaultyAws, Lag
+
+FAST_PROFILE_SCENARIOS = int(os.environ.get("FAULT_SCENARIOS", "24"))
+
+
+@pytest.mark.parametrize("seed", range(FAST_PROFILE_SCENARIOS))
+def test_generated_scenario_keeps_every_invariant(seed: int, faulty_aws: FaultyAws) -> None:
+    """Cap, no loss, no duplicates, order and liveness hold under a generated fault schedule."""
+    scenario = Scenario.generate(seed)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+
+
+@pytest.mark.parametrize("seed", range(1000, 1004))
+def test_quiet_scenario_drains_with_lag_alone(seed: int, faulty_aws: FaultyAws) -> None:
+    """With no injected fault, only AWS's own lag, every invariant holds and nothing crashes."""
+    scenario = Scenario.generate(seed, faults=False)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+    assert outcome.crashes == 0
+
+
+def crash_course(plan: CrashPlan) -> Scenario:
+    """A backlog that reaches every step of a tick, and a crash at ``plan`` on two ticks of three.
+
+    Short jobs and a 60 s list lag make recorded starts that end unlisted (Describe,
+    then BatchWriteItem); poison and a name collision make dead letters; throttled
+    starts make releases.
+    """
+    jobs = [
+        Job(f"bad-{index}", f"g{index}", "{not json", arrives=index, poison="invalid json")
+        for index in range(3)
+    ]
+    for index in range(10):
+        body = json.dumps({"job": index, "seconds": index % 2})
+        jobs.append(Job(f"ok-{index}", f"g{index % 5}", body, arrives=index // 3, name=f"job-{index}"))
+    jobs.append(
+        Job("clash", "g0", json.dumps({"other": 1}), arrives=3, name="job-0", poison="name collision")
+    )
+    faults = FaultPlan(lag=Lag(start=60.0), partial_delete=0.3, throttle={"StartExecution": 0.7})
+    ticks = 12
+    crashes = {tick: plan for tick in range(ticks) if tick % 3}
+    return replace(
+        Scenario.empty(2, faults, seed=zlib.crc32(str(plan).encode())),
+        jobs=jobs,
+        fault_ticks=ticks,
+        intervals=[25.0] * ticks,
+        crashes=crashes,
+    )
+
+
+@pytest.mark.parametrize(
+    "point", CRASH_POINTS, ids=[f"{when}-{operation}" for operation, when in CRASH_POINTS]
+)
+def test_a_crash_at_each_step_loses_nothing_and_starts_nothing_twice(
+    point: tuple[str, str], faulty_aws: FaultyAws
+) -> None:
+    """Killing the process at any step leaves nothing lost, duplicated, over the cap or leaked."""
+    plan = CrashPlan(*point)
+    scenario = crash_course(plan)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.crashes >= 1, f"the crash point {plan} was never reached"
+    assert outcome.violations == [], scenario.describe()

@@ -1,0 +1,567 @@
+"""A faulty AWS: moto's server behind a fault-injecting middleware, on a virtual clock.
+
+The dispatcher under test talks HTTP to a `ThreadedMotoServer`. Between the two sits
+`FaultyAws`, a WSGI middleware in the test process that sees every request and:
+
+- emulates what moto doesn't: `ListExecutions` and `DescribeExecution` as eventually
+  consistent as AWS documents them (a new execution missing, a finished one still
+  RUNNING), Step Functions' name and input validation, and the SQS visibility timeout
+  on the virtual clock;
+- injects faults on the dispatcher's requests only (recognised by its user agent):
+  throttling and 5xx before a request is processed, a 5xx after it was processed (the
+  response is lost), and `DeleteMessageBatch` entries that fail;
+- keeps the ground truth every property is checked against: when each execution
+  started and ended on the virtual clock, in which order, and how many ran at once at
+  the moment of each start.
+
+Executions never run by themselves (moto's execution switch is off): `World.advance`
+moves the virtual clock and ends the executions whose planned duration is over. The
+dispatcher reads the same virtual clock, so a 60 s lag or a 120 s visibility timeout
+costs no real time.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatcher.planning import MAX_INPUT_BYTES, SQS_MAX_MESSAGE_ATTRIBUTES, name_problem
+from tools.emulator import ACCOUNT_ID, REGION
+
+DISPATCHER_USER_AGENT = "dispatcher"
+VISIBILITY_TIMEOUT_SECONDS = 120.0
+REJECTED_INPUT_MARKER = "step-functions-rejects-this"
+"""An input containing this string is refused by the emulated Step Functions."""
+
+THROTTLE_CODES = {
+    "states": "ThrottlingException",
+    "sqs": "RequestThrottled",
+    "dynamodb": "ThrottlingException",
+}
+SERVICE_BY_TARGET = {"AWSStepFunctions": "states", "AmazonSQS": "sqs", "DynamoDB_20120810": "dynamodb"}
+
+
+@dataclass
+class Lag:
+    """How stale `ListExecutions` and `DescribeExecution` may be, in virtual seconds.
+
+    ``start``: a new execution may be missing from the list for up to this long.
+    ``end``: a finished execution may still be listed (and described) as RUNNING.
+    ``describe``: `DescribeExecution` may say a new execution does not exist.
+    ``flaky``: each call draws its own staleness (an execution seen once may be missed
+    again by a later call, as reads from different replicas would); otherwise each
+    execution has one fixed delay and, once seen, stays seen.
+    """
+
+    start: float = 0.0
+    end: float = 0.0
+    describe: float = 0.0
+    flaky: bool = False
+
+
+@dataclass
+class FaultPlan:
+    """Which faults the middleware injects into the dispatcher's requests."""
+
+    throttle: dict[str, float] = field(default_factory=dict)
+    """Operation (e.g. ``StartExecution``) → chance a request is throttled."""
+    server_error: dict[str, float] = field(default_factory=dict)
+    """Operation → chance of a 500 before the request is processed."""
+    lost_response: dict[str, float] = field(default_factory=dict)
+    """Operation → chance the request is processed and the client gets a 500."""
+    partial_delete: float = 0.0
+    """Chance each `DeleteMessageBatch` entry fails (reported in ``Failed``)."""
+    denied: frozenset[str] = frozenset()
+    """Operations the dispatcher's role may not call (AccessDeniedException)."""
+    lag: Lag = field(default_factory=Lag)
+    enabled: bool = True
+
+    def quiet(self) -> None:
+        """Switch injected faults off (the documented lag of AWS stays)."""
+        self.enabled = False
+
+
+@dataclass
+class Execution:
+    """One execution as the ground truth knows it, on the virtual clock."""
+
+    arn: str
+    name: str
+    input: str
+    started_at: float
+    planned_end: float
+    sequence: int
+    by_dispatcher: bool
+    appear_after: float
+    vanish_after: float
+    describe_after: float
+    ended_at: float | None = None
+
+    def running_at(self, moment: float) -> bool:
+        """Whether the execution was RUNNING at ``moment``."""
+        return self.started_at <= moment and (self.ended_at is None or self.ended_at > moment)
+
+
+@dataclass
+class InFlight:
+    """A message the dispatcher received and has neither deleted nor released."""
+
+    receipt_handle: str
+    visible_at: float
+
+
+class World:
+    """The ground truth: virtual time, executions, in-flight messages, injected faults."""
+
+    def __init__(self, *, seed: int, start: float, faults: FaultPlan | None = None) -> None:
+        self.now = start
+        self.faults = faults or FaultPlan()
+        self.rng = random.Random(seed)
+        self.executions: dict[str, Execution] = {}
+        self.in_flight: dict[str, InFlight] = {}
+        self.injected: Counter[str] = Counter()
+        self.requests: Counter[str] = Counter()
+        self.violations: list[str] = []
+        self.max_concurrency: int | None = None
+        self.peak_running = 0
+        self.lock = threading.RLock()
+
+    # -- time -------------------------------------------------------------------------
+
+    def time(self) -> float:
+        """The virtual clock, in epoch seconds (the dispatcher's `time.time`)."""
+        return self.now
+
+    def advance(self, seconds: float, end: Callable[[Execution], None]) -> None:
+        """Move the clock; end executions whose duration is over; expire visibility timeouts."""
+        with self.lock:
+            self.now += seconds
+            for execution in self.executions.values():
+                if execution.ended_at is None and execution.planned_end <= self.now:
+                    execution.ended_at = max(execution.planned_end, execution.started_at)
+                    end(execution)
+
+    def expired_in_flight(self) -> list[str]:
+        """Receipt handles whose visibility timeout is over; they are forgotten here."""
+        with self.lock:
+            expired = [
+                message_id for message_id, held in self.in_flight.items() if held.visible_at <= self.now
+            ]
+            return [self.in_flight.pop(message_id).receipt_handle for message_id in expired]
+
+    # -- ground truth -----------------------------------------------------------------
+
+    def running(self, moment: float | None = None) -> list[Execution]:
+        """Executions RUNNING at ``moment`` (now by default)."""
+        at = self.now if moment is None else moment
+        return [execution for execution in self.executions.values() if execution.running_at(at)]
+
+    def started(self, arn: str, name: str, execution_input: str, *, by_dispatcher: bool) -> None:
+        """Note a new execution; check the cap at the moment a dispatcher start happens."""
+        with self.lock:
+            if arn in self.executions:
+                return
+            seconds = _planned_seconds(execution_input)
+            lag = self.faults.lag
+            self.executions[arn] = Execution(
+                arn=arn,
+                name=name,
+                input=execution_input,
+                started_at=self.now,
+                planned_end=self.now + seconds,
+                sequence=len(self.executions),
+                by_dispatcher=by_dispatcher,
+                appear_after=self.rng.uniform(0, lag.start),
+                vanish_after=self.rng.uniform(0, lag.end),
+                describe_after=self.rng.uniform(0, lag.describe),
+            )
+            running = self.running()
+            self.peak_running = max(self.peak_running, len(running))
+            counted = [execution for execution in running if self._accountable(execution)]
+            if by_dispatcher and self.max_concurrency is not None and len(counted) > self.max_concurrency:
+                self.violations.append(
+                    f"cap: {len(counted)} RUNNING > MAX {self.max_concurrency}"
+                    f" after the dispatcher started {name}"
+                )
+
+    def _accountable(self, execution: Execution) -> bool:
+        """Whether the dispatcher must count this execution when it starts another.
+
+        Its own starts always (it recorded them); someone else's once `ListExecutions`
+        shows them: a foreign start the list doesn't show yet is invisible to anyone.
+        """
+        if execution.by_dispatcher:
+            return True
+        delay = self.faults.lag.start if self.faults.lag.flaky else execution.appear_after
+        return execution.started_at + delay <= self.now
+
+    def _stale_delay(self, fixed: float, bound: float) -> float:
+        return self.rng.uniform(0, bound) if self.faults.lag.flaky else fixed
+
+    def listed_running(self) -> list[Execution]:
+        """What an eventually consistent `ListExecutions(RUNNING)` returns now, newest first."""
+        lag = self.faults.lag
+        listed = []
+        for execution in self.executions.values():
+            appears = execution.started_at + self._stale_delay(execution.appear_after, lag.start)
+            if appears > self.now:
+                continue
+            if execution.ended_at is not None:
+                vanishes = execution.ended_at + self._stale_delay(execution.vanish_after, lag.end)
+                if vanishes <= self.now:
+                    continue
+            listed.append(execution)
+        return sorted(listed, key=lambda execution: -execution.sequence)
+
+    def described(self, arn: str) -> str | None:
+        """What an eventually consistent `DescribeExecution` says: a status, or None (missing)."""
+        execution = self.executions.get(arn)
+        if execution is None:
+            return None
+        lag = self.faults.lag
+        if execution.started_at + self._stale_delay(execution.describe_after, lag.describe) > self.now:
+            return None
+        if execution.ended_at is None:
+            return "RUNNING"
+        if execution.ended_at + self._stale_delay(execution.vanish_after, lag.end) > self.now:
+            return "RUNNING"
+        return "SUCCEEDED"
+
+    def chance(self, rate: float) -> bool:
+        """Draw whether a fault that hits at ``rate`` hits now (never while faults are off)."""
+        return self.faults.enabled and rate > 0 and self.rng.random() < rate
+
+
+def _planned_seconds(execution_input: str) -> float:
+    try:
+        document = json.loads(execution_input)
+    except ValueError:
+        return 0.0
+    seconds = document.get("seconds", 0.0) if isinstance(document, dict) else 0.0
+    return float(seconds) if isinstance(seconds, int | float) else 0.0
+
+
+# -- the middleware ---------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """One request as the middleware sees it."""
+
+    service: str
+    operation: str
+    body: dict[str, Any]
+    from_dispatcher: bool
+
+
+@dataclass
+class Response:
+    """A WSGI response, buffered so it can be inspected or replaced."""
+
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        """2xx."""
+        return self.status.startswith("2")
+
+    def json(self) -> Any:
+        """The JSON body."""
+        return json.loads(self.body or b"{}")
+
+
+def json_response(status: int, document: dict[str, Any]) -> Response:
+    """A JSON-protocol response."""
+    reason = {200: "OK", 400: "Bad Request", 500: "Internal Server Error"}[status]
+    body = json.dumps(document, default=str).encode()
+    headers = [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(body)))]
+    return Response(f"{status} {reason}", headers, body)
+
+
+def error_response(code: str, message: str, status: int = 400) -> Response:
+    """An AWS JSON-protocol error, as botocore parses it."""
+    return json_response(status, {"__type": code, "message": message})
+
+
+class FaultyAws:
+    """WSGI middleware between the dispatcher and moto (see the module docstring)."""
+
+    def __init__(self, app: Callable[..., Any]) -> None:
+        self._app = app
+        self.world = World(seed=0, start=0.0)
+        """The scenario being run: set it before each one."""
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        """Serve one request: emulate, inject, or pass it through to moto."""
+        request = self._read(environ)
+        if request is None:
+            response = self._forward(environ)
+        else:
+            with self.world.lock:
+                response = self._handle(request, environ)
+        start_response(response.status, response.headers)
+        return [response.body]
+
+    @staticmethod
+    def _read(environ: dict[str, Any]) -> Request | None:
+        service_prefix, _, operation = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
+        service = SERVICE_BY_TARGET.get(service_prefix)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(raw)
+        if service is None:
+            return None
+        from_dispatcher = DISPATCHER_USER_AGENT in environ.get("HTTP_USER_AGENT", "")
+        return Request(service, operation, json.loads(raw or b"{}"), from_dispatcher)
+
+    def _forward(self, environ: dict[str, Any], body: dict[str, Any] | None = None) -> Response:
+        if body is not None:
+            raw = json.dumps(body).encode()
+            environ["wsgi.input"] = io.BytesIO(raw)
+            environ["CONTENT_LENGTH"] = str(len(raw))
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            captured["status"], captured["headers"] = status, headers
+
+        chunks = self._app(environ, capture)
+        try:
+            content = b"".join(chunks)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        headers = [(key, value) for key, value in captured["headers"] if key.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(content))))
+        return Response(captured["status"], headers, content)
+
+    def _handle(self, request: Request, environ: dict[str, Any]) -> Response:
+        world = self.world
+        operation = request.operation
+        if request.from_dispatcher:
+            world.requests[operation] += 1
+            if world.chance(world.faults.throttle.get(operation, 0)):
+                world.injected[f"throttle {operation}"] += 1
+                return error_response(THROTTLE_CODES[request.service], "Rate exceeded (injected)")
+            if world.chance(world.faults.server_error.get(operation, 0)):
+                world.injected[f"5xx {operation}"] += 1
+                return error_response("InternalFailure", "injected before processing", 500)
+            if world.faults.enabled and operation in world.faults.denied:
+                world.injected[f"access denied {operation}"] += 1
+                return error_response(
+                    "AccessDeniedException", f"not authorized to perform {request.service}:{operation}"
+                )
+        response = self._emulate(request, environ)
+        if (
+            request.from_dispatcher
+            and response.ok
+            and world.chance(world.faults.lost_response.get(operation, 0))
+        ):
+            world.injected[f"lost response {operation}"] += 1
+            return error_response("InternalFailure", "injected after processing", 500)
+        return response
+
+    def _emulate(self, request: Request, environ: dict[str, Any]) -> Response:
+        handlers = {
+            "ListExecutions": self._list_executions,
+            "DescribeExecution": self._describe_execution,
+            "StartExecution": self._start_execution,
+            "ReceiveMessage": self._receive_message,
+            "DeleteMessageBatch": self._delete_message_batch,
+            "ChangeMessageVisibilityBatch": self._change_visibility_batch,
+            "SendMessage": self._send_message,
+        }
+        emulate = handlers.get(request.operation)
+        if emulate is None or request.service not in {"states", "sqs"}:
+            return self._forward(environ)
+        return emulate(request, environ)
+
+    # -- Step Functions ---------------------------------------------------------------
+
+    def _list_executions(self, request: Request, environ: dict[str, Any]) -> Response:
+        if not request.from_dispatcher or request.body.get("statusFilter") != "RUNNING":
+            return self._forward(environ)
+        machine = request.body["stateMachineArn"]
+        prefix = machine.replace(":stateMachine:", ":execution:") + ":"
+        listed = [execution for execution in self.world.listed_running() if execution.arn.startswith(prefix)]
+        offset = int(request.body.get("nextToken") or 0)
+        size = int(request.body.get("maxResults") or 100)
+        page = listed[offset : offset + size]
+        document: dict[str, Any] = {
+            "executions": [
+                {
+                    "executionArn": execution.arn,
+                    "stateMachineArn": machine,
+                    "name": execution.name,
+                    "status": "RUNNING",
+                    "startDate": execution.started_at,
+                }
+                for execution in page
+            ]
+        }
+        if offset + size < len(listed):
+            document["nextToken"] = str(offset + size)
+        return json_response(200, document)
+
+    def _describe_execution(self, request: Request, environ: dict[str, Any]) -> Response:
+        response = self._forward(environ)
+        if not request.from_dispatcher or not response.ok:
+            return response
+        arn = request.body["executionArn"]
+        status = self.world.described(arn)
+        if status is None:
+            self.world.injected["describe lag: does not exist"] += 1
+            return error_response("ExecutionDoesNotExist", f"Execution Does Not Exist: '{arn}'")
+        document = response.json()
+        if document.get("status") != status:
+            self.world.injected["describe lag: still RUNNING"] += 1
+            document["status"] = status
+            document.pop("stopDate", None)
+        return json_response(200, document)
+
+    def _start_execution(self, request: Request, environ: dict[str, Any]) -> Response:
+        name = str(request.body.get("name", ""))
+        execution_input = str(request.body.get("input", "{}"))
+        # Step Functions' own validation, which moto leaves out.
+        problem = name_problem(name)
+        if problem is not None:
+            return error_response("InvalidName", f"Invalid Name: '{name}' ({problem})")
+        if len(execution_input.encode()) > MAX_INPUT_BYTES:
+            return error_response("InvalidExecutionInput", "Input exceeds the maximum size")
+        if REJECTED_INPUT_MARKER in execution_input:
+            return error_response("InvalidExecutionInput", "Invalid State Machine Execution Input")
+        response = self._forward(environ)
+        if response.ok:
+            arn = response.json()["executionArn"]
+            self.world.started(arn, name, execution_input, by_dispatcher=request.from_dispatcher)
+        return response
+
+    # -- SQS --------------------------------------------------------------------------
+
+    def _receive_message(self, request: Request, environ: dict[str, Any]) -> Response:
+        response = self._forward(environ)
+        if request.from_dispatcher and response.ok:
+            visible_at = self.world.now + VISIBILITY_TIMEOUT_SECONDS
+            for message in response.json().get("Messages", []):
+                self.world.in_flight[message["MessageId"]] = InFlight(message["ReceiptHandle"], visible_at)
+        return response
+
+    def _send_message(self, request: Request, environ: dict[str, Any]) -> Response:
+        """SQS's own limits, which moto leaves out: ten attributes, and a size that counts them."""
+        attributes = request.body.get("MessageAttributes") or {}
+        if len(attributes) > SQS_MAX_MESSAGE_ATTRIBUTES:
+            return error_response(
+                "InvalidParameterValue",
+                f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum"
+                f" [{SQS_MAX_MESSAGE_ATTRIBUTES}].",
+            )
+        size = len(str(request.body.get("MessageBody", "")).encode()) + sum(
+            len(name.encode()) + len(value["DataType"].encode()) + _value_bytes(value)
+            for name, value in attributes.items()
+        )
+        limit = queue_size_limit(request.body["QueueUrl"])
+        if size > limit:
+            return error_response(
+                "InvalidParameterValue",
+                f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes.",
+            )
+        return self._forward(environ)
+
+    def _settled(self, entries: list[dict[str, Any]], successful: list[dict[str, Any]]) -> None:
+        done = {entry["Id"] for entry in successful}
+        handles = {entry["ReceiptHandle"] for entry in entries if entry["Id"] in done}
+        for message_id, held in list(self.world.in_flight.items()):
+            if held.receipt_handle in handles:
+                del self.world.in_flight[message_id]
+
+    def _delete_message_batch(self, request: Request, environ: dict[str, Any]) -> Response:
+        entries = request.body.get("Entries", [])
+        failing = []
+        if request.from_dispatcher:
+            failing = [entry for entry in entries if self.world.chance(self.world.faults.partial_delete)]
+        if not failing:
+            response = self._forward(environ)
+        else:
+            self.world.injected["failed DeleteMessageBatch entry"] += len(failing)
+            kept = [entry for entry in entries if entry not in failing]
+            response = self._forward(environ, {**request.body, "Entries": kept}) if kept else None
+            document = response.json() if response is not None and response.ok else {"Successful": []}
+            document["Failed"] = [
+                *document.get("Failed", []),
+                *({"Id": entry["Id"], "SenderFault": False, "Code": "InternalError"} for entry in failing),
+            ]
+            response = json_response(200, document)
+        if response.ok:
+            self._settled(entries, response.json().get("Successful", []))
+        return response
+
+    def _change_visibility_batch(self, request: Request, environ: dict[str, Any]) -> Response:
+        response = self._forward(environ)
+        if response.ok:
+            entries = request.body.get("Entries", [])
+            released = [entry for entry in entries if int(entry.get("VisibilityTimeout", 1)) == 0]
+            self._settled(released, response.json().get("Successful", []))
+        return response
+
+
+@contextmanager
+def faulty_moto_server(host: str = "127.0.0.1") -> Iterator[tuple[str, FaultyAws]]:
+    """Run moto's HTTP server behind `FaultyAws`; yield its endpoint URL and the middleware."""
+    import logging  # noqa: PLC0415
+
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # noqa: PLC0415
+    from moto.moto_server.werkzeug_app import (  # noqa: PLC0415
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server  # noqa: PLC0415
+
+    middleware = FaultyAws(DomainDispatcherApplication(create_backend_app))
+
+    class FaultyServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            self._server = make_server(
+                self._ip_address, self._port, middleware, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = FaultyServer(ip_address=host, port=0, verbose=False)
+    server.start()
+    try:
+        bound_host, port = server.get_host_and_port()
+        yield f"http://{bound_host}:{port}", middleware
+    finally:
+        server.stop()
+
+
+def _value_bytes(value: dict[str, Any]) -> int:
+    if "StringValue" in value:
+        return len(str(value["StringValue"]).encode())
+    return len(base64.b64decode(value.get("BinaryValue", "")))
+
+
+def queue_size_limit(queue_url: str) -> int:
+    """A queue's MaximumMessageSize, from moto's own record (same process as the server)."""
+    from moto.sqs.models import sqs_backends  # noqa: PLC0415
+
+    return int(sqs_backends[ACCOUNT_ID][REGION].get_queue(queue_url.rsplit("/", 1)[-1]).maximum_message_size)
+
+
+def backend_execution(arn: str) -> Any:
+    """Moto's own record of an execution (same process as the server)."""
+    from moto.stepfunctions.models import stepfunctions_backends  # noqa: PLC0415
+
+    return stepfunctions_backends[ACCOUNT_ID][REGION].describe_execution(arn)
