@@ -310,9 +310,9 @@ class ScenarioRun:
         job.message_id = self.sqs.send_message(**request)["MessageId"]
         return job.message_id
 
-    def tick(self) -> dict[str, Any]:
-        """One cold-start tick with the function's environment, on the virtual clock."""
-        with on_virtual_time(self.world), function_environment(self.environment()):
+    def tick(self, **environment: str) -> dict[str, Any]:
+        """One cold-start tick with the function's environment (and overrides), on the virtual clock."""
+        with on_virtual_time(self.world), function_environment(self.environment(**environment)):
             report = self.process.tick()
         assert report is not None
         return report
@@ -401,7 +401,11 @@ class ScenarioRun:
         return sum(self.queue_counts())
 
     def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
-        """Every DLQ message, by its deduplication id (the source MessageId)."""
+        """Every DLQ message, by its deduplication id (the source MessageId).
+
+        Each is deleted once read: a FIFO queue holds back a group's later messages
+        while earlier ones are in flight.
+        """
         letters: dict[str, list[dict[str, Any]]] = {}
         while True:
             messages = self.sqs.receive_message(
@@ -414,6 +418,9 @@ class ScenarioRun:
                 return letters
             for message in messages:
                 letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
+                self.sqs.delete_message(
+                    QueueUrl=self.stack.dead_letter_queue_url, ReceiptHandle=message["ReceiptHandle"]
+                )
 
     # -- checking ---------------------------------------------------------------------
 
