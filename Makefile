@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 DEV_STAMP := $(VENV)/.installed-dev
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
+SOAK_ARGS ?=
 
 # The Lambda runs python3.13 on arm64: its artifact is built from wheels for that
 # platform, so no Docker and no local python3.13 are needed.
@@ -48,6 +49,10 @@ integration: $(DEV_STAMP)
 
 infra: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests/infra $(PYTEST_ARGS)
+
+## soak: thousands of generated fault scenarios, with figures (SOAK_ARGS="--scenarios N --first-seed S")
+soak: $(DEV_STAMP)
+	$(BIN)/python -m tests.faults.soak $(SOAK_ARGS)
 
 ## validate: `sam validate --lint`
 validate: $(DEV_STAMP)

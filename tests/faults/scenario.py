@@ -243,6 +243,7 @@ class Outcome:
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     calls: set[Any] = field(default_factory=set)
+    stack: Stack | None = None
 
     @property
     def faults_injected(self) -> int:
@@ -258,6 +259,7 @@ class ScenarioRun:
         self.world = World(seed=scenario.seed, start=1_800_000_000.0, faults=scenario.faults)
         self.world.max_concurrency = scenario.max_concurrency
         middleware.world = self.world
+        boto3.setup_default_session()  # no hooks of an earlier run's dispatcher on our own clients
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
         self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}")
@@ -286,7 +288,8 @@ class ScenarioRun:
         outcome = self.outcome
         outcome.injected = self.world.injected
         outcome.violations[:0] = self.world.violations
-        outcome.calls = self.process.calls
+        outcome.calls = set(self.process.calls)
+        outcome.stack = self.stack
         outcome.messages = len(self.scenario.jobs)
         return outcome
 

@@ -1,0 +1,130 @@
+"""The long profile: thousands of generated fault scenarios, with figures.
+
+    make soak                                   # 2000 scenarios on 2 workers
+    make soak SOAK_ARGS="--scenarios 200"
+    make soak SOAK_ARGS="--first-seed 1234 --scenarios 1"   # replay one seed
+
+Each worker process runs its own faulty emulator and a share of the seeds; the
+summary adds up what was processed and injected, and lists every violation with
+the seed that reproduces it. The exit status is 1 when any invariant broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import multiprocessing
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+QUIET_ENVIRONMENT = {
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_LOG_LEVEL": "CRITICAL",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass
+class Tally:
+    """What a share of the scenarios processed, injected and broke."""
+
+    scenarios: int = 0
+    messages: int = 0
+    poison: int = 0
+    executions: int = 0
+    ticks: int = 0
+    crashes: int = 0
+    injected: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+    def add(self, other: Tally) -> None:
+        """Fold another worker's tally into this one."""
+        self.scenarios += other.scenarios
+        self.messages += other.messages
+        self.poison += other.poison
+        self.executions += other.executions
+        self.ticks += other.ticks
+        self.crashes += other.crashes
+        self.injected.update(other.injected)
+        self.violations.extend(other.violations)
+
+
+def run_share(seeds: list[int]) -> Tally:
+    """Run ``seeds`` against one faulty emulator in this process."""
+    os.environ.update(QUIET_ENVIRONMENT)
+    warnings.simplefilter("ignore")
+    from tests.faults.scenario import Scenario, run_scenario  # noqa: PLC0415 — after the environment is set
+    from tests.faults.world import faulty_moto_server  # noqa: PLC0415
+    from tools.emulator import pointed_at  # noqa: PLC0415
+
+    tally = Tally()
+    with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
+        for seed in seeds:
+            scenario = Scenario.generate(seed)
+            with contextlib.redirect_stdout(io.StringIO()):  # EMF metrics of every tick
+                outcome = run_scenario(scenario, middleware)
+            tally.scenarios += 1
+            tally.messages += outcome.messages
+            tally.poison += sum(job.poison is not None for job in scenario.jobs)
+            tally.executions += sum(
+                execution.by_dispatcher for execution in middleware.world.executions.values()
+            )
+            tally.ticks += outcome.ticks
+            tally.crashes += outcome.crashes
+            tally.injected.update(outcome.injected)
+            tally.violations.extend(
+                f"seed {seed}: {violation}\n    {scenario.describe()}" for violation in outcome.violations
+            )
+    return tally
+
+
+def report(tally: Tally, seeds: range, workers: int, seconds: float) -> str:
+    """The summary the soak prints."""
+    injected = sum(tally.injected.values()) + tally.crashes
+    lines = [
+        f"soak: {tally.scenarios} scenarios (seeds {seeds.start}-{seeds.stop - 1})"
+        f" in {seconds:.0f} s on {workers} worker(s), {tally.scenarios / seconds:.1f} scenarios/s",
+        f"  messages sent{'':<35} {tally.messages:>9,} ({tally.poison:,} poison)",
+        f"  executions started{'':<30} {tally.executions:>9,}",
+        f"  ticks (cold starts){'':<29} {tally.ticks:>9,}",
+        f"  faults injected{'':<33} {injected:>9,}",
+        f"    {'process crashes':<44} {tally.crashes:>9,}",
+    ]
+    lines += [f"    {kind:<44} {count:>9,}" for kind, count in sorted(tally.injected.items())]
+    lines.append(f"  violations{'':<38} {len(tally.violations):>9,}")
+    lines += [f"  ! {violation}" for violation in tally.violations[:20]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the soak; 0 when every invariant held in every scenario."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scenarios", type=int, default=2000)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    arguments = parser.parse_args(argv)
+    seeds = range(arguments.first_seed, arguments.first_seed + arguments.scenarios)
+    workers = max(1, min(arguments.workers, len(seeds)))
+    shares = [list(seeds[index::workers]) for index in range(workers)]
+    started = time.monotonic()
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        tallies = pool.map(run_share, shares)
+    total = Tally()
+    for tally in tallies:
+        total.add(tally)
+    print(report(total, seeds, workers, time.monotonic() - started))
+    return 1 if total.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

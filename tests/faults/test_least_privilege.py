@@ -1,0 +1,112 @@
+"""Least privilege, verified: every call the runtime makes is granted on the resource it touches, and no more.
+
+The calls are recorded by botocore hooks in the dispatcher's own clients (see
+`DispatcherProcess`) while fault scenarios run, so they include the rare paths:
+dead-lettering, releasing, describing unlisted starts, forgetting records. The
+template's statements are resolved against the emulator's resources, as
+CloudFormation would resolve them against the stack's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+from tests.faults.process import CRASH_POINTS, Call, CrashPlan
+from tests.faults.scenario import Scenario, run_scenario
+from tests.faults.test_properties import crash_course
+from tests.faults.world import FaultyAws
+from tests.infra.template import function_statements
+from tools.emulator import ACCOUNT_ID, REGION, Stack
+
+# IAM authorises a batch API with the action of its single-message form.
+BATCH_ACTIONS = {
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+}
+
+
+def queue_arn(url: str) -> str:
+    return f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{url.rsplit('/', 1)[-1]}"
+
+
+def table_arn(name: str) -> str:
+    return f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{name}"
+
+
+def resolve(value: Any, stack: Stack) -> Any:  # noqa: PLR0911 — one return per intrinsic
+    """Resolve the intrinsic functions the role's statements use, for this stack."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return [resolve(item, stack) for item in value]
+    [(function, argument)] = value.items()
+    if function == "Ref":
+        return {"SampleWorkflow": stack.state_machine_arn, "TargetStateMachineArn": stack.state_machine_arn}[
+            argument
+        ]
+    if function == "Fn::GetAtt":
+        return {
+            "JobQueue": queue_arn(stack.queue_url),
+            "DeadLetterQueue": queue_arn(stack.dead_letter_queue_url),
+            "StateTable": table_arn(stack.state_table),
+        }[argument[0]]
+    if function == "Fn::If":
+        return resolve(argument[1], stack)
+    if function == "Fn::Select":
+        return resolve(argument[1], stack)[int(argument[0])]
+    if function == "Fn::Split":
+        return resolve(argument[1], stack).split(argument[0])
+    if function == "Fn::Sub":
+        text, variables = argument
+        names = {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT_ID}
+        names.update({name: resolve(item, stack) for name, item in variables.items()})
+        for name, replacement in names.items():
+            text = text.replace("${" + name + "}", replacement)
+        return text
+    raise AssertionError(f"unexpected intrinsic {function}")
+
+
+def touched(call: Call) -> tuple[str, str]:
+    """The IAM action and resource ARN a recorded call needs."""
+    action = BATCH_ACTIONS.get(call.action, call.action)
+    if call.action.startswith("sqs:"):
+        return action, queue_arn(call.resource)
+    if call.action.startswith("dynamodb:"):
+        return action, table_arn(call.resource)
+    return action, call.resource
+
+
+def test_every_call_is_granted_on_its_resource_and_every_grant_is_used(faulty_aws: FaultyAws) -> None:
+    """Each (action, resource) the runtime used is allowed by a statement; each granted action is used."""
+    outcomes = [run_scenario(crash_course(CrashPlan(*point)), faulty_aws) for point in CRASH_POINTS[:2]]
+    outcomes += [run_scenario(Scenario.generate(seed), faulty_aws) for seed in range(3)]
+    statements = function_statements()
+    ungranted: list[str] = []
+    used: set[tuple[str, str]] = set()
+    for outcome in outcomes:
+        for call in outcome.calls:
+            action, resource = touched(call)
+            granting = [
+                statement["Sid"]
+                for statement in statements
+                if action in statement["Action"]
+                and fnmatch.fnmatchcase(resource, resolve(statement["Resource"], outcome.stack))
+            ]
+            if not granting:
+                ungranted.append(f"{action} on {resource}")
+            used.update((sid, action) for sid in granting)
+    granted = {(statement["Sid"], action) for statement in statements for action in statement["Action"]}
+    assert ungranted == []
+    assert used == granted, f"granted but never called: {sorted(granted - used)}"
+
+
+def test_role_has_no_wildcard_action_and_no_wildcard_resource(faulty_aws: FaultyAws) -> None:
+    """No `*` in an action; a resource wildcard only for the executions of the one state machine."""
+    stack = run_scenario(Scenario.empty(1), faulty_aws).stack
+    executions = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + ":*"
+    for statement in function_statements():
+        assert all("*" not in action for action in statement["Action"])
+        resource = resolve(statement["Resource"], stack)
+        assert "*" not in resource or resource == executions, resource
