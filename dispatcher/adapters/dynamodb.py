@@ -1,8 +1,9 @@
 """DynamoDB: the state table, where the dispatcher remembers its recent starts.
 
 ``ListExecutions`` may omit an execution for up to a minute after it started, so a
-start is written here *before* ``StartExecution`` and counts as running until Step
-Functions shows it. Keys: ``pk`` = ``recent-start#<state machine ARN>``, ``sk`` =
+start is written here *before* ``StartExecution`` and, whenever the list doesn't show
+it, counts as running until ``DescribeExecution`` says it ended or the record is 90 s
+old. Keys: ``pk`` = ``recent-start#<state machine ARN>``, ``sk`` =
 ``<recorded_at, fixed width>#<execution name>`` so a tick reads only the recent ones.
 """
 
@@ -89,7 +90,7 @@ class RecentStarts:
             request["ExclusiveStartKey"] = last_key
 
     def forget(self, records: Sequence[RecordedStart]) -> int:
-        """Delete records Step Functions now accounts for; return how many were left.
+        """Delete records that no longer count (ended, or superseded); return how many were left.
 
         Best effort: a record left behind is reviewed again next tick and found
         resolved again, so a failure here costs calls, never capacity.
