@@ -19,7 +19,16 @@ from typing import Any
 
 import boto3
 
-from tools.emulator import LocalContext, Stack, StartLog, create_stack, moto_server, pointed_at, send_jobs
+from tools.emulator import (
+    LocalContext,
+    Stack,
+    StartLog,
+    create_stack,
+    moto_server,
+    pointed_at,
+    read_all,
+    send_jobs,
+)
 
 BAR_WIDTH = 20
 
@@ -105,15 +114,7 @@ def summarise(
     for job_index in dict.fromkeys(started_inputs):
         by_group[valid[job_index]["group"]].append(job_index)
     in_order = all(sequence == sorted(sequence) for sequence in by_group.values())
-    dead = (
-        boto3.client("sqs")
-        .receive_message(
-            QueueUrl=stack.dead_letter_queue_url,
-            MaxNumberOfMessages=10,
-            MessageAttributeNames=["DispatchError"],
-        )
-        .get("Messages", [])
-    )
+    dead = read_all(stack.dead_letter_queue_url)
     reasons = sorted({message["MessageAttributes"]["DispatchError"]["StringValue"] for message in dead})
     poison = len(jobs) - len(valid)
     return [

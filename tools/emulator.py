@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -136,11 +137,14 @@ def create_stack(
     return Stack(queue_url, dead_letter_url, state_machine_arn, table)
 
 
-def enable_execution(endpoint_url: str) -> None:
-    """Make a moto server really run state machines (Wait states take real time)."""
+def enable_execution(endpoint_url: str, *, enabled: bool = True) -> None:
+    """Make a moto server really run state machines (Wait states take real time), or not.
+
+    The switch is moto's, global to the process: every server in it shares it.
+    """
     response = requests.post(
         f"{endpoint_url}/moto-api/config",
-        json={"stepfunctions": {"execute_state_machine": True}},
+        json={"stepfunctions": {"execute_state_machine": enabled}},
         timeout=10,
     )
     response.raise_for_status()
@@ -164,11 +168,10 @@ def moto_server(host: str = "127.0.0.1") -> Iterator[str]:
 
 
 @contextmanager
-def pointed_at(endpoint_url: str) -> Iterator[None]:
-    """Point every boto3 client at ``endpoint_url`` with fake credentials."""
-    saved = {key: os.environ.get(key) for key in [*FAKE_CREDENTIALS, "AWS_ENDPOINT_URL"]}
-    os.environ.update(FAKE_CREDENTIALS)
-    os.environ["AWS_ENDPOINT_URL"] = endpoint_url
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for a while, then put back what was there."""
+    saved = {key: os.environ.get(key) for key in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
@@ -177,6 +180,33 @@ def pointed_at(endpoint_url: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def pointed_at(endpoint_url: str) -> contextlib.AbstractContextManager[None]:
+    """Point every boto3 client at ``endpoint_url`` with fake credentials."""
+    return environment({**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint_url})
+
+
+def read_all(queue_url: str) -> list[dict[str, Any]]:
+    """Every message on a queue, with all attributes, deleting each once read.
+
+    Deleting matters on a FIFO queue: a group's later messages are held back while
+    an earlier one is in flight.
+    """
+    sqs = boto3.client("sqs", region_name=REGION)
+    found: list[dict[str, Any]] = []
+    while True:
+        messages = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return found
+        for message in messages:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        found.extend(messages)
 
 
 def send_jobs(queue_url: str, jobs: list[dict[str, Any]]) -> list[str]:

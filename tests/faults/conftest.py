@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.faults.world import FaultyAws, faulty_moto_server
+from tools.emulator import enable_execution
 
 
 @pytest.fixture(scope="session")
@@ -21,4 +22,5 @@ def faulty_aws(faulty_server: tuple[str, FaultyAws], monkeypatch: pytest.MonkeyP
     """Point boto3 (the tests' clients and the handler's) at the faulty emulator."""
     endpoint_url, middleware = faulty_server
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint_url)
+    enable_execution(endpoint_url, enabled=False)  # other tests' servers may have turned it on
     return middleware

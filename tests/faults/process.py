@@ -8,7 +8,6 @@ when Lambda kills the process.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -161,18 +160,3 @@ def on_virtual_time(world: World) -> Iterator[None]:
     finally:
         handler.time = saved_time
         botocore.retries.standard.ExponentialBackoff.delay_amount = saved_delay  # type: ignore[method-assign]
-
-
-@contextmanager
-def function_environment(variables: dict[str, str]) -> Iterator[None]:
-    """Set the function's environment variables for a while (the handler reads them)."""
-    saved = {key: os.environ.get(key) for key in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

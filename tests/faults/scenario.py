@@ -25,7 +25,6 @@ from tests.faults.process import (
     CRASH_POINTS,
     CrashPlan,
     DispatcherProcess,
-    function_environment,
     on_virtual_time,
 )
 from tests.faults.world import (
@@ -38,7 +37,7 @@ from tests.faults.world import (
     World,
     backend_execution,
 )
-from tools.emulator import REGION, Stack, create_stack
+from tools.emulator import REGION, Stack, create_stack, environment, read_all
 
 FAULTY_OPERATIONS = (
     "DescribeStateMachine",
@@ -275,7 +274,7 @@ class ScenarioRun:
 
     def run(self) -> Outcome:
         """Fault phase, then a quiet phase until drained, then the checks."""
-        with on_virtual_time(self.world), function_environment(self.environment()):
+        with on_virtual_time(self.world), environment(self.environment()):
             for tick in range(self.scenario.fault_ticks):
                 for job in self.scenario.jobs:
                     if job.arrives == tick:
@@ -313,9 +312,9 @@ class ScenarioRun:
         job.message_id = self.sqs.send_message(**request)["MessageId"]
         return job.message_id
 
-    def tick(self, **environment: str) -> dict[str, Any]:
+    def tick(self, **overrides: str) -> dict[str, Any]:
         """One cold-start tick with the function's environment (and overrides), on the virtual clock."""
-        with on_virtual_time(self.world), function_environment(self.environment(**environment)):
+        with on_virtual_time(self.world), environment(self.environment(**overrides)):
             report = self.process.tick()
         assert report is not None
         return report
@@ -404,26 +403,11 @@ class ScenarioRun:
         return sum(self.queue_counts())
 
     def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
-        """Every DLQ message, by its deduplication id (the source MessageId).
-
-        Each is deleted once read: a FIFO queue holds back a group's later messages
-        while earlier ones are in flight.
-        """
+        """Every DLQ message (deleted once read), by its deduplication id (the source MessageId)."""
         letters: dict[str, list[dict[str, Any]]] = {}
-        while True:
-            messages = self.sqs.receive_message(
-                QueueUrl=self.stack.dead_letter_queue_url,
-                MaxNumberOfMessages=10,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"],
-            ).get("Messages", [])
-            if not messages:
-                return letters
-            for message in messages:
-                letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
-                self.sqs.delete_message(
-                    QueueUrl=self.stack.dead_letter_queue_url, ReceiptHandle=message["ReceiptHandle"]
-                )
+        for message in read_all(self.stack.dead_letter_queue_url):
+            letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
+        return letters
 
     # -- checking ---------------------------------------------------------------------
 

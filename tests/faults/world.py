@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.planning import MAX_INPUT_BYTES, SQS_MAX_MESSAGE_ATTRIBUTES, name_problem
-from tools.emulator import ACCOUNT_ID, REGION
+from tools.emulator import ACCOUNT_ID, REGION, enable_execution
 
 DISPATCHER_USER_AGENT = "dispatcher"
 VISIBILITY_TIMEOUT_SECONDS = 120.0
@@ -542,7 +542,11 @@ def faulty_moto_server(host: str = "127.0.0.1") -> Iterator[tuple[str, FaultyAws
     server.start()
     try:
         bound_host, port = server.get_host_and_port()
-        yield f"http://{bound_host}:{port}", middleware
+        endpoint_url = f"http://{bound_host}:{port}"
+        # Executions end by the virtual clock, not by moto running them (a switch
+        # another server in this process may have turned on).
+        enable_execution(endpoint_url, enabled=False)
+        yield endpoint_url, middleware
     finally:
         server.stop()
 

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from dispatcher import handler
-from tools.emulator import REGION, LocalContext, Stack, StartLog, create_stack
+from tools.emulator import REGION, LocalContext, Stack, StartLog, create_stack, read_all
 
 
 @dataclass
@@ -104,18 +104,8 @@ class Harness:
         )
 
     def dead_letters(self) -> list[dict[str, Any]]:
-        """Every message on the DLQ (received once, so it is then in flight)."""
-        letters: list[dict[str, Any]] = []
-        while True:
-            messages = self.sqs.receive_message(
-                QueueUrl=self.stack.dead_letter_queue_url,
-                MaxNumberOfMessages=10,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["All"],
-            ).get("Messages", [])
-            if not messages:
-                return letters
-            letters.extend(messages)
+        """Every message on the DLQ (deleted once read)."""
+        return read_all(self.stack.dead_letter_queue_url)
 
     def on(self, event_name: str, hook: Any) -> None:
         """Register a botocore event hook on the clients the handler builds next."""
