@@ -187,13 +187,13 @@ def pointed_at(endpoint_url: str) -> contextlib.AbstractContextManager[None]:
     return environment({**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint_url})
 
 
-def read_all(queue_url: str) -> list[dict[str, Any]]:
+def read_all(queue_url: str, sqs: Any = None) -> list[dict[str, Any]]:
     """Every message on a queue, with all attributes, deleting each once read.
 
     Deleting matters on a FIFO queue: a group's later messages are held back while
-    an earlier one is in flight.
+    an earlier one is in flight. ``sqs`` is the client to read with (a new one by default).
     """
-    sqs = boto3.client("sqs", region_name=REGION)
+    sqs = sqs or boto3.client("sqs", region_name=REGION)
     found: list[dict[str, Any]] = []
     while True:
         messages = sqs.receive_message(

@@ -405,7 +405,7 @@ class ScenarioRun:
     def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
         """Every DLQ message (deleted once read), by its deduplication id (the source MessageId)."""
         letters: dict[str, list[dict[str, Any]]] = {}
-        for message in read_all(self.stack.dead_letter_queue_url):
+        for message in read_all(self.stack.dead_letter_queue_url, self.sqs):
             letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
         return letters
 

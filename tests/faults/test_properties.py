@@ -81,3 +81,19 @@ def test_a_crash_at_each_step_loses_nothing_and_starts_nothing_twice(
     outcome = run_scenario(scenario, faulty_aws)
     assert outcome.crashes >= 1, f"the crash point {plan} was never reached"
     assert outcome.violations == [], scenario.describe()
+
+
+def test_cap_holds_when_list_reads_disagree(faulty_aws: FaultyAws) -> None:
+    """A list that shows an execution, then omits it again within the lag, lets no start over MAX through."""
+    jobs = [
+        Job(f"long-{index}", f"g{index}", json.dumps({"job": index, "seconds": 120}), 0) for index in range(9)
+    ]
+    ticks = 30
+    scenario = replace(
+        Scenario.empty(3, FaultPlan(lag=Lag(start=60.0, flaky=True)), seed=60),
+        jobs=jobs,
+        fault_ticks=ticks,
+        intervals=[2.0] * ticks,
+    )
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
