@@ -244,10 +244,66 @@ class Outcome:
     calls: set[Any] = field(default_factory=set)
     stack: Stack | None = None
 
+    executions: int = 0
+    """Executions the dispatcher started."""
+
     @property
     def faults_injected(self) -> int:
         """Every fault, counting each crash once."""
         return sum(self.injected.values()) + self.crashes
+
+
+@dataclass
+class Tally:
+    """Outcomes added up: what many scenarios processed, injected and broke."""
+
+    scenarios: int = 0
+    messages: int = 0
+    poison: int = 0
+    executions: int = 0
+    ticks: int = 0
+    crashes: int = 0
+    injected: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+    def add(self, outcome: Outcome) -> None:
+        """Count one scenario's outcome."""
+        self.scenarios += 1
+        self.messages += outcome.messages
+        self.poison += sum(job.poison is not None for job in outcome.scenario.jobs)
+        self.executions += outcome.executions
+        self.ticks += outcome.ticks
+        self.crashes += outcome.crashes
+        self.injected.update(outcome.injected)
+        self.violations.extend(
+            f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
+            for violation in outcome.violations
+        )
+
+    def merge(self, other: Tally) -> None:
+        """Fold in another tally (another worker's)."""
+        for name in ("scenarios", "messages", "poison", "executions", "ticks", "crashes"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.injected.update(other.injected)
+        self.violations.extend(other.violations)
+
+    def report(self) -> list[str]:
+        """The figures, one per line."""
+        lines = [
+            f"  messages sent{'':<35} {self.messages:>9,} ({self.poison:,} poison)",
+            f"  executions started{'':<30} {self.executions:>9,}",
+            f"  ticks (cold starts){'':<29} {self.ticks:>9,}",
+            f"  faults injected{'':<33} {sum(self.injected.values()) + self.crashes:>9,}",
+            f"    {'process crashes':<44} {self.crashes:>9,}",
+        ]
+        lines += [f"    {kind:<44} {count:>9,}" for kind, count in sorted(self.injected.items())]
+        lines.append(f"  violations{'':<38} {len(self.violations):>9,}")
+        lines += [f"  ! {violation}" for violation in self.violations[:20]]
+        return lines
+
+
+FINISHED = Tally()
+"""Every scenario run in this process (the test session prints it)."""
 
 
 class ScenarioRun:
@@ -290,6 +346,8 @@ class ScenarioRun:
         outcome.calls = set(self.process.calls)
         outcome.stack = self.stack
         outcome.messages = len(self.scenario.jobs)
+        outcome.executions = sum(execution.by_dispatcher for execution in self.world.executions.values())
+        FINISHED.add(outcome)
         return outcome
 
     # -- driving ----------------------------------------------------------------------

@@ -19,8 +19,10 @@ import os
 import sys
 import time
 import warnings
-from collections import Counter
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.faults.scenario import Tally
 
 QUIET_ENVIRONMENT = {
     "POWERTOOLS_TRACE_DISABLED": "true",
@@ -32,76 +34,29 @@ QUIET_ENVIRONMENT = {
 }
 
 
-@dataclass
-class Tally:
-    """What a share of the scenarios processed, injected and broke."""
-
-    scenarios: int = 0
-    messages: int = 0
-    poison: int = 0
-    executions: int = 0
-    ticks: int = 0
-    crashes: int = 0
-    injected: Counter[str] = field(default_factory=Counter)
-    violations: list[str] = field(default_factory=list)
-
-    def add(self, other: Tally) -> None:
-        """Fold another worker's tally into this one."""
-        self.scenarios += other.scenarios
-        self.messages += other.messages
-        self.poison += other.poison
-        self.executions += other.executions
-        self.ticks += other.ticks
-        self.crashes += other.crashes
-        self.injected.update(other.injected)
-        self.violations.extend(other.violations)
-
-
 def run_share(seeds: list[int]) -> Tally:
     """Run ``seeds`` against one faulty emulator in this process."""
     os.environ.update(QUIET_ENVIRONMENT)
     warnings.simplefilter("ignore")
-    from tests.faults.scenario import Scenario, run_scenario  # noqa: PLC0415 — after the environment is set
+    from tests.faults.scenario import Scenario, Tally, run_scenario  # noqa: PLC0415 — after the environment is set
     from tests.faults.world import faulty_moto_server  # noqa: PLC0415
     from tools.emulator import pointed_at  # noqa: PLC0415
 
     tally = Tally()
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
         for seed in seeds:
-            scenario = Scenario.generate(seed)
             with contextlib.redirect_stdout(io.StringIO()):  # EMF metrics of every tick
-                outcome = run_scenario(scenario, middleware)
-            tally.scenarios += 1
-            tally.messages += outcome.messages
-            tally.poison += sum(job.poison is not None for job in scenario.jobs)
-            tally.executions += sum(
-                execution.by_dispatcher for execution in middleware.world.executions.values()
-            )
-            tally.ticks += outcome.ticks
-            tally.crashes += outcome.crashes
-            tally.injected.update(outcome.injected)
-            tally.violations.extend(
-                f"seed {seed}: {violation}\n    {scenario.describe()}" for violation in outcome.violations
-            )
+                tally.add(run_scenario(Scenario.generate(seed), middleware))
     return tally
 
 
 def report(tally: Tally, seeds: range, workers: int, seconds: float) -> str:
     """The summary the soak prints."""
-    injected = sum(tally.injected.values()) + tally.crashes
-    lines = [
+    header = (
         f"soak: {tally.scenarios} scenarios (seeds {seeds.start}-{seeds.stop - 1})"
-        f" in {seconds:.0f} s on {workers} worker(s), {tally.scenarios / seconds:.1f} scenarios/s",
-        f"  messages sent{'':<35} {tally.messages:>9,} ({tally.poison:,} poison)",
-        f"  executions started{'':<30} {tally.executions:>9,}",
-        f"  ticks (cold starts){'':<29} {tally.ticks:>9,}",
-        f"  faults injected{'':<33} {injected:>9,}",
-        f"    {'process crashes':<44} {tally.crashes:>9,}",
-    ]
-    lines += [f"    {kind:<44} {count:>9,}" for kind, count in sorted(tally.injected.items())]
-    lines.append(f"  violations{'':<38} {len(tally.violations):>9,}")
-    lines += [f"  ! {violation}" for violation in tally.violations[:20]]
-    return "\n".join(lines)
+        f" in {seconds:.0f} s on {workers} worker(s), {tally.scenarios / seconds:.1f} scenarios/s"
+    )
+    return "\n".join([header, *tally.report()])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,9 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         tallies = pool.map(run_share, shares)
+    from tests.faults.scenario import Tally  # noqa: PLC0415 — the workers import it after setting the environment
+
     total = Tally()
     for tally in tallies:
-        total.add(tally)
+        total.merge(tally)
     print(report(total, seeds, workers, time.monotonic() - started))
     return 1 if total.violations else 0
 
