@@ -238,7 +238,6 @@ class Outcome:
     messages: int = 0
     ticks: int = 0
     crashes: int = 0
-    liveness_ticks: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     calls: set[Any] = field(default_factory=set)
@@ -246,11 +245,6 @@ class Outcome:
 
     executions: int = 0
     """Executions the dispatcher started."""
-
-    @property
-    def faults_injected(self) -> int:
-        """Every fault, counting each crash once."""
-        return sum(self.injected.values()) + self.crashes
 
 
 @dataclass
@@ -430,7 +424,6 @@ class ScenarioRun:
         for _ in range(bound):
             running = len(self.world.running())
             report = self._tick(None)
-            self.outcome.liveness_ticks += 1
             if report is None:
                 return
             if report["running"] != running:

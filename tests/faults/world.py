@@ -128,10 +128,8 @@ class World:
         self.executions: dict[str, Execution] = {}
         self.in_flight: dict[str, InFlight] = {}
         self.injected: Counter[str] = Counter()
-        self.requests: Counter[str] = Counter()
         self.violations: list[str] = []
         self.max_concurrency: int | None = None
-        self.peak_running = 0
         self.lock = threading.RLock()
 
     # -- time -------------------------------------------------------------------------
@@ -184,7 +182,6 @@ class World:
                 describe_after=self.rng.uniform(0, lag.describe),
             )
             running = self.running()
-            self.peak_running = max(self.peak_running, len(running))
             counted = [execution for execution in running if self._accountable(execution)]
             if by_dispatcher and self.max_concurrency is not None and len(counted) > self.max_concurrency:
                 self.violations.append(
@@ -349,7 +346,6 @@ class FaultyAws:
         world = self.world
         operation = request.operation
         if request.from_dispatcher:
-            world.requests[operation] += 1
             if world.chance(world.faults.throttle.get(operation, 0)):
                 world.injected[f"throttle {operation}"] += 1
                 return error_response(THROTTLE_CODES[request.service], "Rate exceeded (injected)")
