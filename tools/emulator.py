@@ -162,7 +162,10 @@ def moto_server(host: str = "127.0.0.1") -> Iterator[str]:
         _, port = server.get_host_and_port()
         endpoint_url = f"http://{host}:{port}"
         enable_execution(endpoint_url)
-        yield endpoint_url
+        try:
+            yield endpoint_url
+        finally:
+            enable_execution(endpoint_url, enabled=False)  # the switch outlives the server
     finally:
         server.stop()
 

@@ -167,7 +167,9 @@ def _harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
 @pytest.fixture
 def harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
     """In-process moto; executions stay RUNNING until a test ends them."""
-    with mock_aws():
+    # moto's execution switch is global to the process: say explicitly that it is off,
+    # whatever an earlier test (or server) left it at.
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": False}}):
         yield _harness(monkeypatch)
 
 

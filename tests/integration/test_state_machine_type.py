@@ -13,7 +13,7 @@ from tests.integration.conftest import Harness, _harness
 
 @pytest.fixture
 def express_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    with mock_aws():
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": False}}):
         yield _harness(monkeypatch, state_machine_type="EXPRESS")
 
 
