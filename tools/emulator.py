@@ -8,7 +8,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,17 +151,44 @@ def enable_execution(endpoint_url: str, *, enabled: bool = True) -> None:
 
 
 @contextmanager
-def moto_server(host: str = "127.0.0.1") -> Iterator[str]:
-    """Run moto's HTTP server on a free loopback port; yield its endpoint URL."""
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415 — moto is a local-only dependency
+def moto_server(
+    host: str = "127.0.0.1",
+    *,
+    execute: bool = True,
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+) -> Iterator[str]:
+    """Run moto's HTTP server on a free loopback port; yield its endpoint URL.
+
+    ``execute``: whether moto really runs state machines. ``wrap``: a WSGI middleware
+    factory to put in front of moto (the fault-injection tests use one).
+    """
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # noqa: PLC0415 — local-only
+    from moto.moto_server.werkzeug_app import (  # noqa: PLC0415
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server  # noqa: PLC0415
+
+    app: Callable[..., Any] = DomainDispatcherApplication(create_backend_app)
+    if wrap is not None:
+        app = wrap(app)
+
+    class Server(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address=host, port=0, verbose=False)
+    server = Server(ip_address=host, port=0, verbose=False)
     server.start()
     try:
         _, port = server.get_host_and_port()
         endpoint_url = f"http://{host}:{port}"
-        enable_execution(endpoint_url)
+        enable_execution(endpoint_url, enabled=execute)  # another server may have set it either way
         try:
             yield endpoint_url
         finally:

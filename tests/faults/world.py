@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.planning import MAX_INPUT_BYTES, SQS_MAX_MESSAGE_ATTRIBUTES, name_problem
-from tools.emulator import ACCOUNT_ID, REGION, enable_execution
+from tools.emulator import ACCOUNT_ID, REGION, moto_server
 
 DISPATCHER_USER_AGENT = "dispatcher"
 VISIBILITY_TIMEOUT_SECONDS = 120.0
@@ -512,39 +512,18 @@ class FaultyAws:
 
 @contextmanager
 def faulty_moto_server(host: str = "127.0.0.1") -> Iterator[tuple[str, FaultyAws]]:
-    """Run moto's HTTP server behind `FaultyAws`; yield its endpoint URL and the middleware."""
-    import logging  # noqa: PLC0415
+    """Run moto's HTTP server behind `FaultyAws`; yield its endpoint URL and the middleware.
 
-    from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # noqa: PLC0415
-    from moto.moto_server.werkzeug_app import (  # noqa: PLC0415
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import make_server  # noqa: PLC0415
+    moto doesn't run executions here: they end by the virtual clock (`World.advance`).
+    """
+    made: list[FaultyAws] = []
 
-    middleware = FaultyAws(DomainDispatcherApplication(create_backend_app))
+    def wrap(app: Callable[..., Any]) -> FaultyAws:
+        made.append(FaultyAws(app))
+        return made[0]
 
-    class FaultyServer(ThreadedMotoServer):
-        def _server_entry(self) -> None:
-            self._server = make_server(
-                self._ip_address, self._port, middleware, True, request_handler=MotoRequestHandler
-            )
-            self._server_ready_event.set()
-            self._server.serve_forever()
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = FaultyServer(ip_address=host, port=0, verbose=False)
-    server.start()
-    try:
-        bound_host, port = server.get_host_and_port()
-        endpoint_url = f"http://{bound_host}:{port}"
-        # Executions end by the virtual clock, not by moto running them (a switch
-        # another server in this process may have turned on).
-        enable_execution(endpoint_url, enabled=False)
-        yield endpoint_url, middleware
-    finally:
-        server.stop()
+    with moto_server(host, execute=False, wrap=wrap) as endpoint_url:
+        yield endpoint_url, made[0]
 
 
 def _value_bytes(value: dict[str, Any]) -> int:
