@@ -104,17 +104,18 @@ def dispatch_error(reason: str) -> str:
 
 
 def dead_letter_attributes(
-    source: dict[str, dict[str, str]], reason: str, error_attribute: str
+    source: dict[str, dict[str, str]], reason: str, *, error_attribute: str, first: str
 ) -> dict[str, dict[str, str]]:
     """The attributes of a DLQ copy: the source's String/Number ones, then the reason.
 
     SQS allows ten attributes per message, so when the source has more, the reason
-    attribute takes the place of the last copied one, and the reason names every
-    attribute left out (binary values aren't copied either).
+    attribute takes the place of the last copied one (``first`` is kept before any
+    other), and the reason names every attribute left out (binary values aren't
+    copied either).
     """
     copyable = sorted(
         (name for name, value in source.items() if name != error_attribute and "StringValue" in value),
-        key=lambda name: (name != "ExecutionName", name),
+        key=lambda name: (name != first, name),
     )
     kept = copyable[: SQS_MAX_MESSAGE_ATTRIBUTES - 1]
     left_out = sorted(set(source) - set(kept) - {error_attribute})

@@ -137,7 +137,10 @@ class DeadLetterQueue:
         failed: list[DeadLetter] = []
         for letter in dead_letters:
             attributes = dead_letter_attributes(
-                letter.message.attributes, letter.reason, DISPATCH_ERROR_ATTRIBUTE
+                letter.message.attributes,
+                letter.reason,
+                error_attribute=DISPATCH_ERROR_ATTRIBUTE,
+                first=EXECUTION_NAME_ATTRIBUTE,
             )
             try:
                 self._client.send_message(

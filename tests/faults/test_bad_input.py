@@ -15,14 +15,10 @@ from typing import Any
 from dispatcher.planning import DEAD_LETTER_HEADROOM_BYTES, MAX_INPUT_BYTES, SQS_MAX_MESSAGE_BYTES
 from tests.faults.scenario import Job, Scenario, ScenarioRun
 from tests.faults.world import REJECTED_INPUT_MARKER, FaultyAws
+from tests.inputs import json_of_size
 
 SOURCE_QUEUE_LIMIT = SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES
 TOO_LARGE = f"larger than the {MAX_INPUT_BYTES}-byte Step Functions limit"
-
-
-def sized(size: int) -> str:
-    """A JSON object of exactly ``size`` bytes."""
-    return json.dumps({"pad": "x" * (size - len('{"pad": ""}'))})
 
 
 def attributes_bytes(attributes: dict[str, Any]) -> int:
@@ -62,8 +58,8 @@ CORPUS = [
         reason="input is not valid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig):"
         " line 1 column 1 (char 0)",
     ),
-    Case("exactly 262,144 bytes", sized(MAX_INPUT_BYTES)),
-    Case("262,145 bytes", sized(MAX_INPUT_BYTES + 1), reason=f"input is 262145 bytes, {TOO_LARGE}"),
+    Case("exactly 262,144 bytes", json_of_size(MAX_INPUT_BYTES)),
+    Case("262,145 bytes", json_of_size(MAX_INPUT_BYTES + 1), reason=f"input is 262145 bytes, {TOO_LARGE}"),
     Case(
         "fewer characters than the limit, more bytes",
         json.dumps({"e": "€" * 87_382}, ensure_ascii=False),
@@ -71,7 +67,7 @@ CORPUS = [
     ),
     Case(
         "the largest message the queue takes, with ten attributes",
-        sized(LARGEST_BODY),
+        json_of_size(LARGEST_BODY),
         name="largest",
         attributes=TEN_ATTRIBUTES,
         reason=f"input is {LARGEST_BODY} bytes, {TOO_LARGE} (attributes not copied: a8)",

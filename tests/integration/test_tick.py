@@ -9,6 +9,7 @@ import pytest
 
 from dispatcher import handler
 from dispatcher.errors import ConfigurationError
+from tests.inputs import json_of_size
 from tests.integration.conftest import Harness
 from tools.emulator import LocalContext
 
@@ -150,8 +151,7 @@ def test_tick_poison_goes_to_dlq_and_neighbours_start(
 
 def test_tick_exactly_262144_byte_input_starts(harness: Harness) -> None:
     """An input of exactly 262,144 bytes is valid and starts."""
-    body = json.dumps({"x": ""})
-    body = json.dumps({"x": "a" * (262_144 - len(body))})
+    body = json_of_size(262_144)
     assert len(body.encode()) == 262_144
     harness.send(body)
     assert harness.tick()["started"] == 1

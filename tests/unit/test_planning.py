@@ -28,6 +28,7 @@ from dispatcher.planning import (
     review_recent_starts,
     still_counts,
 )
+from tests.inputs import json_of_size
 
 NOW = 1_800_000_000.0
 
@@ -88,17 +89,12 @@ def test_input_problem_accepts_only_json(body: str, problem: str | None) -> None
     assert (found is None) if problem is None else (found is not None and problem in found)
 
 
-def _json_of_size(size: int) -> str:
-    text = json.dumps({"x": ""})
-    return json.dumps({"x": "a" * (size - len(text))})
-
-
 @pytest.mark.parametrize(
     ("size", "valid"), [(MAX_INPUT_BYTES - 1, True), (MAX_INPUT_BYTES, True), (MAX_INPUT_BYTES + 1, False)]
 )
 def test_input_problem_limit_is_262144_bytes_inclusive(size: int, valid: bool) -> None:
     """Exactly 262,144 bytes is valid; one more byte is too large."""
-    body = _json_of_size(size)
+    body = json_of_size(size)
     assert len(body.encode()) == size
     assert (input_problem(body) is None) is valid
 
@@ -265,6 +261,9 @@ def test_describe_trigger_labels_any_event(event: object, label: str) -> None:
     assert describe_trigger(event) == label
 
 
+ATTRIBUTE_NAMES = {"error_attribute": "DispatchError", "first": "ExecutionName"}
+
+
 def _string(value: str) -> dict[str, str]:
     return {"DataType": "String", "StringValue": value}
 
@@ -272,7 +271,7 @@ def _string(value: str) -> dict[str, str]:
 def test_dead_letter_attributes_copy_the_source_and_add_the_reason() -> None:
     """String attributes are copied as they are; DispatchError carries the reason."""
     source = {"ExecutionName": _string("job-1"), "Tenant": _string("t-9")}
-    attributes = dead_letter_attributes(source, "input is not valid JSON", "DispatchError")
+    attributes = dead_letter_attributes(source, "input is not valid JSON", **ATTRIBUTE_NAMES)
     assert attributes == {**source, "DispatchError": _string("input is not valid JSON")}
 
 
@@ -281,7 +280,7 @@ def test_dead_letter_attributes_stay_within_the_sqs_limit_and_name_what_was_left
     source = {f"a{index}": _string(str(index)) for index in range(9)}
     source["ExecutionName"] = _string("job-1")
     source["Blob"] = {"DataType": "Binary"}
-    attributes = dead_letter_attributes(source, "invalid", "DispatchError")
+    attributes = dead_letter_attributes(source, "invalid", **ATTRIBUTE_NAMES)
     assert len(attributes) == SQS_MAX_MESSAGE_ATTRIBUTES
     assert "ExecutionName" in attributes
     assert attributes["DispatchError"]["StringValue"] == "invalid (attributes not copied: Blob, a8)"
@@ -289,7 +288,7 @@ def test_dead_letter_attributes_stay_within_the_sqs_limit_and_name_what_was_left
 
 def test_dead_letter_attributes_replace_a_forged_dispatch_error() -> None:
     """A producer's own DispatchError attribute is replaced by the dispatcher's reason."""
-    attributes = dead_letter_attributes({"DispatchError": _string("forged")}, "real", "DispatchError")
+    attributes = dead_letter_attributes({"DispatchError": _string("forged")}, "real", **ATTRIBUTE_NAMES)
     assert attributes == {"DispatchError": _string("real")}
 
 
