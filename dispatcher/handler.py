@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -11,14 +12,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
-from dispatcher.adapters.dynamodb import RecentStarts
+from dispatcher.adapters.dynamodb import StateTable
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.errors import ConfigurationError
-from dispatcher.planning import describe_trigger
-from dispatcher.service import Dispatcher, TickReport
-from dispatcher.settings import Settings, load_settings
-from dispatcher.telemetry import logger, metrics, tracer
+from dispatcher.planning import describe_trigger, ended_execution
+from dispatcher.service import Dispatcher, TickPolicy, TickReport
+from dispatcher.settings import MAX_START_CONCURRENCY, Settings, load_settings
+from dispatcher.telemetry import capture_lambda_handler, logger, metrics
+from dispatcher.warm import WarmState
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -28,43 +30,73 @@ if TYPE_CHECKING:
 
 # botocore's standard retry mode backs off on throttling and 5xx; what is still
 # failing after these attempts is back-pressure for the tick, not a reason to loop.
-# The read timeout leaves room for a 20 s long poll.
+# The read timeout leaves room for a 20 s long poll; the pool holds a connection per
+# concurrent start, recording batch or delete batch.
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 4},
     connect_timeout=3,
     read_timeout=25,
     user_agent_extra="dispatcher",
+    max_pool_connections=MAX_START_CONCURRENCY + 4,
 )
+# StartExecution is the one call made at a high rate from many threads. Adaptive mode
+# adds a client-side token bucket that slows every thread down when Step Functions
+# throttles, so the pool settles at the account's start rate instead of retrying into it.
+START_CLIENT_CONFIG = CLIENT_CONFIG.merge(Config(retries={"mode": "adaptive", "max_attempts": 5}))
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The boto3 clients one container uses (thread-safe, shared by the start pool)."""
+
+    stepfunctions: SFNClient
+    starts: SFNClient
+    sqs: SQSClient
+    dynamodb: DynamoDBClient
 
 
 @cache
-def _clients() -> tuple[SFNClient, SQSClient, DynamoDBClient]:
+def _clients() -> Clients:
     # Built on first use, never at import: tests (and moto) start before clients
     # exist, and AWS_ENDPOINT_URL is honoured by boto3 itself.
-    return (
-        boto3.client("stepfunctions", config=CLIENT_CONFIG),
-        boto3.client("sqs", config=CLIENT_CONFIG),
-        boto3.client("dynamodb", config=CLIENT_CONFIG),
+    return Clients(
+        stepfunctions=boto3.client("stepfunctions", config=CLIENT_CONFIG),
+        starts=boto3.client("stepfunctions", config=START_CLIENT_CONFIG),
+        sqs=boto3.client("sqs", config=CLIENT_CONFIG),
+        dynamodb=boto3.client("dynamodb", config=CLIENT_CONFIG),
     )
 
 
+_warm = WarmState()
+
+
 def reset_clients() -> None:
-    """Forget cached clients, as a cold start would (a testing hook)."""
+    """Forget cached clients and warm reads, as a cold start would (a testing hook)."""
     _clients.cache_clear()
+    _warm.forget()
 
 
 def build_dispatcher(settings: Settings, context: LambdaContext) -> Dispatcher:
     """Wire the service to AWS for one invocation."""
-    stepfunctions, sqs, dynamodb = _clients()
+    clients = _clients()
     return Dispatcher(
-        max_concurrency=settings.max_concurrency,
-        state_machine=StateMachine(stepfunctions, settings.state_machine_arn),
-        queue=SourceQueue(sqs, settings.queue_url, wait_seconds=settings.receive_wait_seconds),
-        dead_letter_queue=DeadLetterQueue(sqs, settings.dead_letter_queue_url),
-        recent_starts=RecentStarts(dynamodb, settings.state_table, settings.state_machine_arn),
+        policy=TickPolicy(
+            max_concurrency=settings.max_concurrency,
+            time_margin_seconds=settings.time_margin_seconds,
+            start_concurrency=settings.start_concurrency,
+            list_reuse_seconds=settings.list_reuse_seconds,
+            loop_seconds=settings.loop_seconds,
+        ),
+        state_machine=StateMachine(
+            clients.stepfunctions, settings.state_machine_arn, start_client=clients.starts
+        ),
+        queue=SourceQueue(clients.sqs, settings.queue_url, wait_seconds=settings.receive_wait_seconds),
+        dead_letter_queue=DeadLetterQueue(clients.sqs, settings.dead_letter_queue_url),
+        state_table=StateTable(clients.dynamodb, settings.state_table, settings.state_machine_arn),
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
-        time_margin_seconds=settings.time_margin_seconds,
         clock=time.time,
+        sleep=time.sleep,
+        warm=_warm,
     )
 
 
@@ -80,14 +112,15 @@ def _emit(report: TickReport, max_concurrency: int) -> None:
 
 
 @logger.inject_lambda_context(log_event=False, clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
+@capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     """Run one tick, whatever invoked it (schedule, Scheduler, manual, status change)."""
     logger.info("tick", extra={"trigger": describe_trigger(event)})
     try:
         settings = load_settings()
-        report = build_dispatcher(settings, context).tick()
+        ended = ended_execution(event, settings.state_machine_arn)
+        report = build_dispatcher(settings, context).run(ended)
     except ConfigurationError:
         # Raised on purpose: Lambda records an error, and this metric can alarm.
         metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)

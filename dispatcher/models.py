@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 
 class QueuedMessage(BaseModel):
@@ -37,11 +39,53 @@ class RecordedStart(BaseModel):
     sort_key: str
 
 
-class ListedRunning(BaseModel):
-    """What `ListExecutions(statusFilter=RUNNING)` showed this tick."""
+class EndedExecution(BaseModel):
+    """An execution a "Step Functions Execution Status Change" event says has ended."""
 
     model_config = ConfigDict(frozen=True)
 
-    count: int
-    names: frozenset[str]
-    complete: bool = Field(description="False when paging stopped early at MAX.")
+    name: str
+    stopped_at: float = Field(description="The event's stopDate, in epoch seconds (Step Functions' clock).")
+
+
+class StateWindow(BaseModel):
+    """What the state table holds for the review window: recent starts and ended executions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    starts: tuple[RecordedStart, ...] = ()
+    ended: tuple[EndedExecution, ...] = ()
+
+
+class RunningListing(BaseModel):
+    """What `ListExecutions(statusFilter=RUNNING)` showed, and when it was asked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    executions: dict[str, float | None] = Field(
+        description="Name → redriveDate (epoch seconds) of each listed execution, None if never redriven."
+    )
+    complete: bool = Field(description="False when paging stopped early because MAX was reached.")
+    listed_at: float = Field(description="The dispatcher's clock just before the first page was asked for.")
+
+
+class StatusChangeDetail(BaseModel):
+    """The `detail` of a "Step Functions Execution Status Change" event (the fields used)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    state_machine_arn: str = Field(alias="stateMachineArn")
+    name: str
+    status: str
+    stop_date: StrictInt | StrictFloat | None = Field(default=None, alias="stopDate")
+    """Epoch milliseconds; absent or null while the execution runs."""
+
+
+class StatusChangeEvent(BaseModel):
+    """A "Step Functions Execution Status Change" event as EventBridge delivers it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    detail_type: str = Field(alias="detail-type", pattern="^Step Functions Execution Status Change$")
+    time: datetime | None = None
+    detail: StatusChangeDetail

@@ -7,20 +7,32 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from dispatcher.models import ListedRunning, QueuedMessage, RecordedStart
+from pydantic import ValidationError
+
+from dispatcher.models import (
+    EndedExecution,
+    QueuedMessage,
+    RecordedStart,
+    RunningListing,
+    StatusChangeEvent,
+)
 
 MAX_INPUT_BYTES = 262_144
 MAX_NAME_LENGTH = 80
 SQS_MAX_RECEIVE = 10
+# One admission round receives up to this many messages, records their starts in
+# BatchWriteItem calls of 25 and starts them concurrently across message groups.
+ROUND_SIZE = 100
 # ListExecutions may omit an execution for up to 60 s after it started; a start
 # recorded by a process that died before StartExecution must not hold a slot for
 # longer than this, so the window is the lag plus a margin for the start call itself.
 RECENT_START_WINDOW_SECONDS = 90.0
 FORBIDDEN_NAME_CHARACTERS = frozenset('<>{}[]?*"#%\\^|~`$&,;:/')
 ACTIVE_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
+CLOSED_STATUSES = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 DISPATCH_ERROR_MAX_LENGTH = 512
 SQS_MAX_MESSAGE_BYTES = 1_048_576
 SQS_MAX_MESSAGE_ATTRIBUTES = 10
@@ -38,6 +50,11 @@ def free_slots(max_concurrency: int, running: int) -> int:
 def receive_size(free: int) -> int:
     """How many messages one `ReceiveMessage` asks for (SQS returns 10 at most)."""
     return max(0, min(SQS_MAX_RECEIVE, free))
+
+
+def round_size(free: int) -> int:
+    """How many messages one admission round receives."""
+    return max(0, min(ROUND_SIZE, free))
 
 
 def listing_page_size(max_concurrency: int, counted: int) -> int:
@@ -146,6 +163,52 @@ def plan_message(message: QueuedMessage) -> Start | DeadLetter:
     return Start(message, name)
 
 
+@dataclass(frozen=True)
+class Admission:
+    """What one round does with the messages it received, decided before any call."""
+
+    starts: tuple[Start, ...]
+    """At most the free slots, in receive order: record these, then start them."""
+    dead_letters: tuple[DeadLetter, ...]
+    held_back: tuple[QueuedMessage, ...]
+    """Beyond the free slots, or behind a held-back message of the same group."""
+
+
+def admit(messages: Iterable[QueuedMessage], free: int) -> Admission:
+    """Pick the messages a round starts, dead-letters and releases, in receive order.
+
+    A message is only examined when there is a free slot for it, so poison waits behind a
+    full cap like any other message; once one message of a group is held back, the later
+    ones of that group are held back too, or they would start first.
+    """
+    starts: list[Start] = []
+    dead_letters: list[DeadLetter] = []
+    held_back: list[QueuedMessage] = []
+    order = GroupOrder()
+    for message in messages:
+        if len(starts) >= free or not order.may_start(message):
+            order.hold_back(message)
+            held_back.append(message)
+            continue
+        decision = plan_message(message)
+        if isinstance(decision, DeadLetter):
+            dead_letters.append(decision)
+        else:
+            starts.append(decision)
+    return Admission(tuple(starts), tuple(dead_letters), tuple(held_back))
+
+
+def by_group(starts: Iterable[Start]) -> list[list[Start]]:
+    """Starts split into one sequence per message group, each in receive (send) order.
+
+    The sequences may run concurrently; the starts of one sequence run one after another.
+    """
+    groups: dict[str, list[Start]] = {}
+    for start in starts:
+        groups.setdefault(start.message.group_id, []).append(start)
+    return list(groups.values())
+
+
 @dataclass
 class GroupOrder:
     """Keeps send order within each message group while a batch is being admitted.
@@ -166,25 +229,70 @@ class GroupOrder:
 
 
 @dataclass(frozen=True)
-class RecentStartsReview:
-    """How recorded starts relate to what `ListExecutions` showed."""
+class RunningCount:
+    """How many executions hold a slot, as far as the listing and the state table tell."""
 
-    resolved: tuple[RecordedStart, ...]
-    """Records that can go: too old to matter, or superseded by a newer record of the name."""
-    to_check: tuple[RecordedStart, ...]
-    """Not listed: `DescribeExecution` tells whether they still run."""
+    running: int
+    """Listed executions that still run, plus recorded starts that count without a check."""
+    to_check: tuple[RecordedStart, ...] = ()
+    """Recorded starts the list doesn't show: `DescribeExecution` tells whether each still runs."""
+    resolved: tuple[RecordedStart, ...] = ()
+    """Records that can go: too old to matter, superseded, or ended by an event."""
 
 
-def review_recent_starts(
-    recorded: Iterable[RecordedStart], listed: ListedRunning, now: float
-) -> RecentStartsReview:
-    """Split recorded starts into those that can go and those to check.
+def latest_ends(ended: Iterable[EndedExecution]) -> dict[str, float]:
+    """Name → the latest stop any status change event reported (events repeat and reorder)."""
+    latest: dict[str, float] = {}
+    for execution in ended:
+        latest[execution.name] = max(execution.stopped_at, latest.get(execution.name, execution.stopped_at))
+    return latest
 
-    Only called when the list was read completely. A listed start is counted by the
-    list, and its record is kept: `ListExecutions` is eventually consistent, and a later
-    read may omit it again while it is younger than the lag. One name recorded twice (a
-    redelivered message) is judged by its newest record, which holds the slot longest.
+
+def listed_as_running(redriven_at: float | None, stopped_at: float | None) -> bool:
+    """Whether a listed execution holds a slot, given the latest stop an event reported for it.
+
+    ``ListExecutions`` keeps listing an execution for a while after it ended, so one that
+    an event says has ended doesn't count; unless the list shows it redriven after that
+    stop, because then it is running again.
     """
+    if stopped_at is None:
+        return True
+    return redriven_at is not None and redriven_at > stopped_at
+
+
+def counted_names(executions: Mapping[str, float | None], ends: Mapping[str, float]) -> frozenset[str]:
+    """The listed executions that hold a slot."""
+    return frozenset(
+        name for name, redriven_at in executions.items() if listed_as_running(redriven_at, ends.get(name))
+    )
+
+
+def plan_count(
+    listing: RunningListing,
+    ends: Mapping[str, float],
+    recorded: Iterable[RecordedStart],
+    max_concurrency: int,
+    now: float,
+) -> RunningCount:
+    """Count RUNNING from one listing, the ended executions and the recorded starts.
+
+    A listed execution counts unless an event says it ended (and it was not redriven
+    since). A listing that stopped paging at MAX but now counts less than MAX (a reused
+    read, with more ends known since) says nothing of the executions it didn't page
+    through, so the count is MAX: nothing starts until a fresh read.
+
+    Recorded starts: a listed one is counted once, by the list, and its record is kept
+    (a later read may omit it again within the lag). One recorded before the stop an
+    event reports has ended. One recorded after the listing was asked for can't be in
+    it, and counts as it is. Any other one is checked with `DescribeExecution`, oldest
+    first. A name recorded twice (a redelivered message) is judged by its newest record,
+    which holds the slot longest; the older record goes.
+    """
+    listed = counted_names(listing.executions, ends)
+    if len(listed) >= max_concurrency:
+        return RunningCount(len(listed))
+    if not listing.complete:
+        return RunningCount(max_concurrency)
     newest: dict[str, RecordedStart] = {}
     resolved: list[RecordedStart] = []
     for record in sorted(recorded, key=lambda record: record.recorded_at, reverse=True):
@@ -192,8 +300,19 @@ def review_recent_starts(
             resolved.append(record)
         else:
             newest[record.name] = record
-    to_check = [record for name, record in newest.items() if name not in listed.names]
-    return RecentStartsReview(tuple(resolved), tuple(reversed(to_check)))
+    unlisted = 0
+    to_check: list[RecordedStart] = []
+    for name, record in newest.items():
+        stopped_at = ends.get(name)
+        if name in listed:
+            continue
+        if stopped_at is not None and record.recorded_at <= stopped_at:
+            resolved.append(record)
+        elif record.recorded_at > listing.listed_at:
+            unlisted += 1
+        else:
+            to_check.append(record)
+    return RunningCount(len(listed) + unlisted, tuple(reversed(to_check)), tuple(resolved))
 
 
 def still_counts(status: str | None, record: RecordedStart, now: float) -> bool:
@@ -205,6 +324,33 @@ def still_counts(status: str | None, record: RecordedStart, now: float) -> bool:
     if status is None:
         return now - record.recorded_at <= RECENT_START_WINDOW_SECONDS
     return status in ACTIVE_STATUSES
+
+
+def ended_execution(event: object, state_machine_arn: str) -> EndedExecution | None:
+    """The execution a status change event says has ended, or None for any other event.
+
+    Only a "Step Functions Execution Status Change" of ``state_machine_arn`` with a
+    closed status counts; anything else (another state machine, RUNNING, a malformed
+    event) is an ordinary tick. The stop time is ``detail.stopDate``, else the event's
+    ``time``; an event with neither is ignored, because without it a redrive after the
+    stop could not be told apart.
+    """
+    try:
+        change = StatusChangeEvent.model_validate(event)
+    except ValidationError:
+        return None
+    detail = change.detail
+    if detail.state_machine_arn != state_machine_arn or detail.status not in CLOSED_STATUSES:
+        return None
+    if name_problem(detail.name) is not None:
+        return None
+    if detail.stop_date is not None:
+        stopped_at = detail.stop_date / 1000
+    elif change.time is not None:
+        stopped_at = change.time.timestamp()
+    else:
+        return None
+    return EndedExecution(name=detail.name, stopped_at=stopped_at)
 
 
 def describe_trigger(event: object) -> str:

@@ -1,34 +1,69 @@
-"""One tick of the dispatcher: read ports → plan → act → report."""
+"""One tick of the dispatcher: read ports → plan → act → report.
+
+A tick counts RUNNING once, then admits messages in rounds: receive up to 100 in
+batches of 10, record their starts in `BatchWriteItem` calls of 25, start them on a
+bounded pool of threads (one message group per task, so each group starts in send
+order), dead-letter what can never start, then delete and release in batches of 10.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from dispatcher.adapters.dynamodb import RecentStarts
-from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
+from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.adapters.sqs import SQS_MAX_BATCH, DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
-from dispatcher.models import QueuedMessage
+from dispatcher.models import EndedExecution, QueuedMessage, RecordedStart
 from dispatcher.planning import (
     RECENT_START_WINDOW_SECONDS,
     DeadLetter,
-    GroupOrder,
+    Start,
+    admit,
+    by_group,
     free_slots,
-    plan_message,
+    latest_ends,
+    plan_count,
     receive_size,
-    review_recent_starts,
+    round_size,
     still_counts,
 )
 from dispatcher.telemetry import logger
+from dispatcher.warm import WarmState
+
+BATCH_WRITE_LIMIT = 25
+LOOP_INTERVAL_SECONDS = 1.0
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+@dataclass(frozen=True)
+class TickPolicy:
+    """The limits one invocation works within (from the settings)."""
+
+    max_concurrency: int
+    time_margin_seconds: float = 10.0
+    """Stop admitting when less Lambda time than this remains (one round of starts)."""
+    start_concurrency: int = 10
+    """Message groups started at once."""
+    list_reuse_seconds: float = 1.0
+    """A `ListExecutions` read is reused by later ticks of a warm container for this long."""
+    loop_seconds: float = 0.0
+    """Keep ticking for up to this long while jobs wait for slots; 0 is one tick."""
 
 
 @dataclass
 class TickReport:
-    """What one tick saw and did; its dict is the handler's return value."""
+    """What one invocation saw and did; its dict is the handler's return value."""
 
     running: int = 0
+    """RUNNING counted before starting (by the first tick)."""
     free: int = 0
     started: int = 0
     already_started: int = 0
@@ -37,21 +72,77 @@ class TickReport:
     delete_failures: int = 0
     stopped: str = ""
     """Why admission ended: paused, capacity, drained, throttled or time."""
+    ticks: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-serialisable return value of the handler."""
         return asdict(self)
 
+    def add(self, later: TickReport) -> None:
+        """Fold in a later tick of the same invocation."""
+        self.started += later.started
+        self.already_started += later.already_started
+        self.dead_lettered += later.dead_lettered
+        self.released += later.released
+        self.delete_failures += later.delete_failures
+        self.stopped = later.stopped
+        self.ticks += later.ticks
+
 
 @dataclass
-class BatchOutcome:
-    """What became of one received batch."""
+class GroupOutcome:
+    """What became of the starts of one message group in one round."""
 
     started: list[QueuedMessage] = field(default_factory=list)
     already_started: list[QueuedMessage] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     held_back: list[QueuedMessage] = field(default_factory=list)
+    attempted: set[str] = field(default_factory=set)
+    """Names `StartExecution` was called for: their records must stay."""
     stop_reason: str | None = None
+
+
+@dataclass
+class RoundOutcome(GroupOutcome):
+    """What became of one round of received messages."""
+
+    recorded: list[RecordedStart] = field(default_factory=list)
+
+    def merge(self, group: GroupOutcome) -> None:
+        """Add one group's outcome."""
+        self.started += group.started
+        self.already_started += group.already_started
+        self.dead_letters += group.dead_letters
+        self.held_back += group.held_back
+        self.attempted |= group.attempted
+        self.stop_reason = self.stop_reason or group.stop_reason
+
+    def never_started(self) -> list[RecordedStart]:
+        """Records of this round whose `StartExecution` was never called: they can go at once."""
+        return [record for record in self.recorded if record.name not in self.attempted]
+
+
+def settled(
+    pool: Executor, call: Callable[[Item], Result], items: Sequence[Item]
+) -> list[Result | BaseException]:
+    """Run ``call`` on each item in the pool; once every one is done, its result or its exception.
+
+    Waiting for all before looking at any failure matters: a failure must not be acted
+    on (messages released, a tick stopped) while other calls of the batch are running.
+    """
+    futures = [pool.submit(call, item) for item in items]
+    wait_for(futures)
+    return [future.exception() or future.result() for future in futures]
+
+
+def first_failure(results: Sequence[object]) -> BaseException | None:
+    """The first exception among settled results."""
+    return next((result for result in results if isinstance(result, BaseException)), None)
+
+
+def chunks(items: Sequence[Item], size: int) -> list[Sequence[Item]]:
+    """``items`` in consecutive slices of at most ``size``."""
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 class Dispatcher:
@@ -60,25 +151,42 @@ class Dispatcher:
     def __init__(  # noqa: PLR0913 — each port is a separate, injected collaborator
         self,
         *,
-        max_concurrency: int,
+        policy: TickPolicy,
         state_machine: StateMachine,
         queue: SourceQueue,
         dead_letter_queue: DeadLetterQueue,
-        recent_starts: RecentStarts,
+        state_table: StateTable,
         remaining_seconds: Callable[[], float],
-        time_margin_seconds: float,
         clock: Callable[[], float],
+        sleep: Callable[[float], None],
+        warm: WarmState | None = None,
     ) -> None:
-        self._max = max_concurrency
+        self._policy = policy
+        self._max = policy.max_concurrency
         self._state_machine = state_machine
         self._queue = queue
         self._dead_letter_queue = dead_letter_queue
-        self._recent_starts = recent_starts
+        self._state = state_table
         self._remaining_seconds = remaining_seconds
-        self._time_margin = time_margin_seconds
         self._clock = clock
+        self._sleep = sleep
+        self._warm = warm or WarmState()
 
-    def tick(self) -> TickReport:
+    def run(self, ended: EndedExecution | None = None) -> TickReport:
+        """One tick; with a loop policy, more while jobs wait for slots and time remains."""
+        began = self._clock()
+        report = self.tick(ended)
+        interval = max(LOOP_INTERVAL_SECONDS, self._policy.list_reuse_seconds)
+        while (
+            report.stopped == "capacity"
+            and self._clock() - began + interval < self._policy.loop_seconds
+            and self._remaining_seconds() - interval > self._policy.time_margin_seconds
+        ):
+            self._sleep(interval)
+            report.add(self.tick())
+        return report
+
+    def tick(self, ended: EndedExecution | None = None) -> TickReport:
         """Count RUNNING, then admit up to the free slots from the queue."""
         report = TickReport()
         if self._max == 0:
@@ -86,8 +194,10 @@ class Dispatcher:
             logger.info("paused: MAX_CONCURRENCY is 0, nothing starts")
             return report
         try:
-            self._state_machine.ensure_standard()
-            report.running = self.count_running()
+            if ended is not None:
+                self._note_end(ended)
+            self._ensure_standard()
+            report.running = self.count_running(ended)
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
             report.stopped = "throttled"
@@ -96,71 +206,125 @@ class Dispatcher:
         free = report.free = free_slots(self._max, report.running)
         logger.info("capacity", extra={"running": report.running, "free": free, "max": self._max})
         report.stopped = "capacity"
-        while free > 0:
-            if self._remaining_seconds() < self._time_margin:
-                report.stopped = "time"
-                break
-            try:
-                messages = self._queue.receive(receive_size(free))
-            except TransientError as error:
-                report.stopped = "throttled"
-                logger.warning("could not receive", extra={"reason": str(error)})
-                break
-            if not messages:
-                report.stopped = "drained"
-                break
-            outcome = self._admit(messages, free)
-            free -= len(outcome.started)
-            self._settle(outcome, report)
-            if outcome.stop_reason is not None:
-                report.stopped = "throttled"
-                logger.warning("stopped admitting", extra={"reason": outcome.stop_reason})
-                break
+        with ThreadPoolExecutor(self._policy.start_concurrency, thread_name_prefix="dispatcher") as pool:
+            while free > 0:
+                if self._remaining_seconds() < self._policy.time_margin_seconds:
+                    report.stopped = "time"
+                    break
+                try:
+                    messages, receive_stop = self._receive_round(free)
+                except TransientError as error:
+                    report.stopped = "throttled"
+                    logger.warning("could not receive", extra={"reason": str(error)})
+                    break
+                if not messages:
+                    report.stopped = "drained"
+                    break
+                outcome = self._admit(messages, free, pool)
+                free -= len(outcome.started)
+                self._settle(outcome, report, pool)
+                self._forget_never_started(outcome)
+                stop_reason = outcome.stop_reason or receive_stop
+                if stop_reason is not None:
+                    report.stopped = "throttled"
+                    logger.warning("stopped admitting", extra={"reason": stop_reason})
+                    break
         return report
 
-    def count_running(self) -> int:
-        """RUNNING executions, including recorded starts the list doesn't show yet."""
-        listed = self._state_machine.count_running(self._max)
-        if not listed.complete or listed.count >= self._max:
-            return listed.count
+    # -- counting ---------------------------------------------------------------------
+
+    def _note_end(self, ended: EndedExecution) -> None:
+        """Keep the event's news for the ticks of the next minute and a half."""
+        logger.info("execution ended", extra={"execution": ended.name, "stopped_at": ended.stopped_at})
+        try:
+            self._state.note_ended(ended, self._clock())
+        except TransientError as error:
+            # This tick still uses the event; later ticks count the execution until the
+            # list stops showing it, which is safe.
+            logger.warning("could not record the end", extra={"reason": str(error)})
+
+    def _ensure_standard(self) -> None:
+        arn = self._state_machine.arn
+        if arn not in self._warm.standard:
+            self._state_machine.ensure_standard()
+            self._warm.standard.add(arn)
+
+    def count_running(self, ended: EndedExecution | None = None) -> int:
+        """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show."""
         now = self._clock()
-        recorded = self._recent_starts.since(now - RECENT_START_WINDOW_SECONDS)
-        review = review_recent_starts(recorded, listed, now)
-        resolved = list(review.resolved)
-        unlisted = 0
-        for record in review.to_check:
-            if listed.count + unlisted >= self._max:
+        window = self._state.window(now - RECENT_START_WINDOW_SECONDS)
+        ends = latest_ends([*window.ended, *([ended] if ended is not None else [])])
+        arn = self._state_machine.arn
+        listing = self._warm.listing(arn, now, self._policy.list_reuse_seconds)
+        if listing is None:
+            listing = self._state_machine.list_running(self._max, ends, listed_at=now)
+            self._warm.keep(arn, listing)
+        count = plan_count(listing, ends, window.starts, self._max, now)
+        running = count.running
+        resolved = list(count.resolved)
+        for index, record in enumerate(count.to_check):
+            if running >= self._max:
                 break
-            status = self._state_machine.status_of(record.name)
+            try:
+                status = self._state_machine.status_of(record.name)
+            except TransientError as error:
+                # Unknown means running: the cap never depends on a read that failed.
+                running += len(count.to_check) - index
+                logger.warning("could not check recorded starts", extra={"reason": str(error)})
+                break
             if still_counts(status, record, now):
-                unlisted += 1
+                running += 1
             else:
                 resolved.append(record)
         if resolved:
-            self._recent_starts.forget(resolved)
-        if unlisted:
-            logger.info("counting recorded starts not listed yet", extra={"unlisted": unlisted})
-        return listed.count + unlisted
+            self._state.forget(resolved)
+        return running
 
-    def _admit(self, messages: list[QueuedMessage], free: int) -> BatchOutcome:
-        """Decide and start each message of a batch, in receive order."""
-        outcome = BatchOutcome()
-        order = GroupOrder()
+    # -- admitting --------------------------------------------------------------------
+
+    def _receive_round(self, free: int) -> tuple[list[QueuedMessage], str | None]:
+        """Receive up to one round of messages; the reason receiving stopped early, if any.
+
+        Only the first receive long-polls. The round ends at its size or on an empty
+        receive: the rest of the queue may be in groups that are in flight.
+        """
+        wanted = round_size(free)
+        messages: list[QueuedMessage] = []
+        while len(messages) < wanted:
+            try:
+                batch = self._queue.receive(receive_size(wanted - len(messages)), wait=not messages)
+            except TransientError as error:
+                if not messages:
+                    raise
+                return messages, str(error)
+            except BaseException:
+                self._queue.release(messages)
+                raise
+            if not batch:
+                break
+            messages.extend(batch)
+        return messages, None
+
+    def _admit(self, messages: list[QueuedMessage], free: int, pool: Executor) -> RoundOutcome:
+        """Decide, record and start one round, concurrently across message groups."""
+        outcome = RoundOutcome()
         try:
-            for message in messages:
-                if outcome.stop_reason or len(outcome.started) >= free or not order.may_start(message):
-                    order.hold_back(message)
-                    outcome.held_back.append(message)
-                    continue
-                try:
-                    self._start(message, outcome)
-                except TransientError as error:
-                    outcome.stop_reason = str(error)
-                    order.hold_back(message)
-                    outcome.held_back.append(message)
+            admission = admit(messages, free)
+            outcome.dead_letters += admission.dead_letters
+            outcome.held_back += admission.held_back
+            recorded = self._record(admission.starts, outcome, pool)
+            stop = threading.Event()
+            groups = settled(
+                pool, lambda group: self._start_group(group, recorded, stop), by_group(admission.starts)
+            )
+            failure = first_failure(groups)
+            if failure is not None:
+                raise failure
+            for group in groups:
+                outcome.merge(group)  # type: ignore[arg-type]  # no failure: every one is a GroupOutcome
             failed = self._dead_letter_queue.send(outcome.dead_letters)
         except BaseException:
-            # A configuration error or a bug: every message of the batch stays queued.
+            # A configuration error or a bug: every message of the round stays queued.
             self._queue.release(messages)
             raise
         for letter in failed:
@@ -171,13 +335,54 @@ class Dispatcher:
             outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
         return outcome
 
-    def _start(self, message: QueuedMessage, outcome: BatchOutcome) -> None:
-        decision = plan_message(message)
-        if isinstance(decision, DeadLetter):
-            outcome.dead_letters.append(decision)
-            return
-        name = decision.name
-        self._recent_starts.record(name, self._clock())
+    def _record(self, starts: Sequence[Start], outcome: RoundOutcome, pool: Executor) -> set[str]:
+        """Write the round's starts to the state table; return the names that may start.
+
+        A batch still failing after retries (maybe written, maybe not) or left
+        unprocessed stops admitting after this round, and its messages don't start.
+        """
+        names = list(dict.fromkeys(start.name for start in starts))
+        outcome.recorded = self._state.starts_at(names, self._clock())
+        batches = chunks(outcome.recorded, BATCH_WRITE_LIMIT)
+        results = settled(pool, self._state.record, batches)
+        failure = first_failure([result for result in results if not isinstance(result, TransientError)])
+        if failure is not None:
+            raise failure
+        recorded: set[str] = set()
+        for batch, result in zip(batches, results, strict=True):
+            if isinstance(result, TransientError):
+                outcome.stop_reason = outcome.stop_reason or str(result)
+                continue
+            unprocessed = {record.name for record in result}  # type: ignore[union-attr]
+            if unprocessed:
+                outcome.stop_reason = outcome.stop_reason or (
+                    f"the state table left {len(unprocessed)} start record(s) unprocessed"
+                )
+            recorded.update(record.name for record in batch if record.name not in unprocessed)
+        return recorded
+
+    def _start_group(self, starts: list[Start], recorded: set[str], stop: threading.Event) -> GroupOutcome:
+        """Start one group's messages in order; after a throttle anywhere, start no more."""
+        outcome = GroupOutcome()
+        for index, start in enumerate(starts):
+            if stop.is_set() or start.name not in recorded:
+                outcome.held_back += [later.message for later in starts[index:]]
+                break
+            outcome.attempted.add(start.name)
+            try:
+                self._start(start, outcome)
+            except TransientError as error:
+                stop.set()
+                outcome.stop_reason = str(error)
+                outcome.held_back += [later.message for later in starts[index:]]
+                break
+            except BaseException:
+                stop.set()
+                raise
+        return outcome
+
+    def _start(self, start: Start, outcome: GroupOutcome) -> None:
+        message, name = start.message, start.name
         try:
             self._state_machine.start(name, message.body)
         except ExecutionExistsError:
@@ -201,7 +406,9 @@ class Dispatcher:
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
 
-    def _settle(self, outcome: BatchOutcome, report: TickReport) -> None:
+    # -- settling ---------------------------------------------------------------------
+
+    def _settle(self, outcome: RoundOutcome, report: TickReport, pool: Executor) -> None:
         """Delete what is done, release what waits, and count both."""
         for letter in outcome.dead_letters:
             logger.warning(
@@ -209,14 +416,17 @@ class Dispatcher:
                 extra={"message_id": letter.message.message_id, "reason": letter.reason},
             )
         done = outcome.started + outcome.already_started + [letter.message for letter in outcome.dead_letters]
-        try:
-            failed_deletes = self._queue.delete(done)
-        except ConfigurationError:
-            # Nothing can be deleted: let every message of the batch come back now. The
+        deletes = settled(pool, self._queue.delete, chunks(done, SQS_MAX_BATCH))
+        failure = first_failure(deletes)
+        if isinstance(failure, ConfigurationError):
+            # Nothing can be deleted: let every message of the round come back now. The
             # started ones are found already started, the poison is dead-lettered again
             # under the same deduplication id.
             self._queue.release(outcome.held_back + done)
-            raise
+            raise failure
+        if failure is not None:
+            raise failure
+        failed_deletes = [message for failed in deletes for message in failed]  # type: ignore[union-attr]
         if failed_deletes:
             logger.warning(
                 "delete failed; the messages will be redelivered and found already started",
@@ -228,3 +438,12 @@ class Dispatcher:
         report.dead_lettered += len(outcome.dead_letters)
         report.released += len(outcome.held_back)
         report.delete_failures += len(failed_deletes)
+
+    def _forget_never_started(self, outcome: RoundOutcome) -> None:
+        """Free at once the slots recorded for starts this round never attempted.
+
+        Best effort: a record left behind holds its slot for at most the review window.
+        """
+        never_started = outcome.never_started()
+        if never_started:
+            self._state.forget(never_started)

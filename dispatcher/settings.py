@@ -7,6 +7,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dispatcher.errors import ConfigurationError
 
+# Each concurrent start holds one HTTP connection; the clients' pools are sized to match.
+MAX_START_CONCURRENCY = 32
+
 
 class Settings(BaseSettings):
     """Environment variables of the dispatcher function (names are the public contract)."""
@@ -32,7 +35,25 @@ class Settings(BaseSettings):
     time_margin_seconds: float = Field(
         default=10.0,
         ge=0,
-        description="Stop admitting when less Lambda time than this remains (one batch of starts).",
+        description="Stop admitting when less Lambda time than this remains (one round of starts).",
+    )
+    start_concurrency: int = Field(
+        default=10,
+        ge=1,
+        le=MAX_START_CONCURRENCY,
+        description="Message groups whose executions are started at once (each group in send order).",
+    )
+    list_reuse_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="A warm container reuses a ListExecutions read for this long (0: read on every tick).",
+    )
+    loop_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=900,
+        description="Keep ticking in one invocation for up to this long while jobs wait (0: one tick).",
     )
 
 

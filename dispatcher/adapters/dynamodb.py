@@ -1,10 +1,15 @@
-"""DynamoDB: the state table, where the dispatcher remembers its recent starts.
+"""DynamoDB: the state table, the dispatcher's memory of recent starts and ends.
 
 ``ListExecutions`` may omit an execution for up to a minute after it started, so a
 start is written here *before* ``StartExecution`` and, whenever the list doesn't show
 it, counts as running until ``DescribeExecution`` says it ended or the record is 90 s
-old. Keys: ``pk`` = ``recent-start#<state machine ARN>``, ``sk`` =
-``<recorded_at, fixed width>#<execution name>`` so a tick reads only the recent ones.
+old. The list also keeps showing an execution for a while after it ended, so the end a
+status change event reports is written here too, and every tick of the next 90 s
+leaves that execution out.
+
+Keys: ``pk`` = ``recent-start#<state machine ARN>``; ``sk`` = ``<written at, fixed
+width>#<execution name>`` for a start, ``<written at>#ended#<execution name>`` for an
+end (an execution name can't contain ``#``), so one query reads the whole window.
 """
 
 from __future__ import annotations
@@ -16,52 +21,95 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.errors import ConfigurationError
-from dispatcher.models import RecordedStart
+from dispatcher.models import EndedExecution, RecordedStart, StateWindow
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
 
 # DynamoDB's TTL sweep is a backstop for records a tick never resolved; a tick only
 # reads records younger than the review window, so the sweep's own lag is harmless.
 RECORD_LIFETIME_SECONDS = 24 * 3600
 BATCH_WRITE_LIMIT = 25
+ENDED_KIND = "ended"
 
 
-def sort_key(recorded_at: float, name: str) -> str:
+def sort_key(written_at: float, name: str) -> str:
     """Sort key that orders records by time as strings (fixed width until year 2286)."""
-    return f"{recorded_at:017.6f}#{name}"
+    return f"{written_at:017.6f}#{name}"
 
 
-class RecentStarts:
-    """The recent starts of one state machine, in the state table."""
+def _stored_time(moment: float) -> float:
+    return float(f"{moment:.6f}")  # what DynamoDB stores, so a record reads back equal
+
+
+class StateTable:
+    """The recent starts and ends of one state machine, in the state table."""
 
     def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
         self._client = client
         self.table = table
         self._partition = f"recent-start#{state_machine_arn}"
 
-    def record(self, name: str, now: float) -> RecordedStart:
-        """Write the start of ``name`` before it happens, so it counts from now on."""
-        now = float(f"{now:.6f}")  # what DynamoDB stores, so the record reads back equal
-        key = sort_key(now, name)
+    def starts_at(self, names: Sequence[str], now: float) -> list[RecordedStart]:
+        """The records `record` writes for starting ``names`` now (their keys are known before writing)."""
+        now = _stored_time(now)
+        return [RecordedStart(name=name, recorded_at=now, sort_key=sort_key(now, name)) for name in names]
+
+    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
+        """Write starts (at most 25, distinct names) before they happen; return those left unprocessed.
+
+        An unprocessed start must not happen in this round. A call still failing after
+        botocore's retries raises (its records may or may not have been written).
+        """
+        requests: list[WriteRequestTypeDef] = [
+            {
+                "PutRequest": {
+                    "Item": {
+                        "pk": {"S": self._partition},
+                        "sk": {"S": record.sort_key},
+                        "name": {"S": record.name},
+                        "recorded_at": {"N": f"{record.recorded_at:.6f}"},
+                        "expires_at": {"N": str(int(record.recorded_at) + RECORD_LIFETIME_SECONDS)},
+                    }
+                }
+            }
+            for record in records
+        ]
+        try:
+            response = self._client.batch_write_item(RequestItems={self.table: requests})
+        except (ClientError, BotoCoreError) as error:
+            raise translate(error, f"BatchWriteItem on state table {self.table}") from error
+        unprocessed = {
+            request["PutRequest"]["Item"]["sk"]["S"]
+            for request in response.get("UnprocessedItems", {}).get(self.table, [])
+            if "PutRequest" in request
+        }
+        return [record for record in records if record.sort_key in unprocessed]
+
+    def note_ended(self, ended: EndedExecution, now: float) -> None:
+        """Remember for the review window that a status change event said ``ended`` ended."""
+        now = _stored_time(now)
         try:
             self._client.put_item(
                 TableName=self.table,
                 Item={
                     "pk": {"S": self._partition},
-                    "sk": {"S": key},
-                    "name": {"S": name},
+                    "sk": {"S": sort_key(now, f"{ENDED_KIND}#{ended.name}")},
+                    "kind": {"S": ENDED_KIND},
+                    "name": {"S": ended.name},
+                    "stopped_at": {"N": f"{ended.stopped_at:.6f}"},
                     "recorded_at": {"N": f"{now:.6f}"},
                     "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
                 },
             )
         except (ClientError, BotoCoreError) as error:
             raise translate(error, f"PutItem on state table {self.table}") from error
-        return RecordedStart(name=name, recorded_at=now, sort_key=key)
 
-    def since(self, oldest: float) -> list[RecordedStart]:
-        """Records written at or after ``oldest``, read strongly consistently."""
-        records: list[RecordedStart] = []
+    def window(self, oldest: float) -> StateWindow:
+        """Starts and ends written at or after ``oldest``, read strongly consistently."""
+        starts: list[RecordedStart] = []
+        ended: list[EndedExecution] = []
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk >= :oldest",
@@ -76,24 +124,30 @@ class RecentStarts:
                 page = self._client.query(**request)
             except (ClientError, BotoCoreError) as error:
                 raise translate(error, f"Query on state table {self.table}") from error
-            records.extend(
-                RecordedStart(
-                    name=item["name"]["S"],
-                    recorded_at=float(item["recorded_at"]["N"]),
-                    sort_key=item["sk"]["S"],
-                )
-                for item in page.get("Items", [])
-            )
+            for item in page.get("Items", []):
+                if item.get("kind", {}).get("S") == ENDED_KIND:
+                    ended.append(
+                        EndedExecution(name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]))
+                    )
+                else:
+                    starts.append(
+                        RecordedStart(
+                            name=item["name"]["S"],
+                            recorded_at=float(item["recorded_at"]["N"]),
+                            sort_key=item["sk"]["S"],
+                        )
+                    )
             last_key = page.get("LastEvaluatedKey")
             if not last_key:
-                return records
+                return StateWindow(starts=tuple(starts), ended=tuple(ended))
             request["ExclusiveStartKey"] = last_key
 
     def forget(self, records: Sequence[RecordedStart]) -> int:
-        """Delete records that no longer count (ended, or superseded); return how many were left.
+        """Delete records that no longer count (ended, superseded, never started); return how many were left.
 
         Best effort: a record left behind is reviewed again next tick and found
-        resolved again, so a failure here costs calls, never capacity.
+        resolved again (or holds its slot for at most the window), so a failure here
+        costs calls or a little capacity, never the cap.
         """
         left = 0
         for start in range(0, len(records), BATCH_WRITE_LIMIT):

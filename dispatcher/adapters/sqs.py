@@ -53,13 +53,17 @@ class SourceQueue:
         self.url = url
         self._wait_seconds = wait_seconds
 
-    def receive(self, count: int) -> list[QueuedMessage]:
-        """Receive up to ``count`` messages (at most 10), in queue order."""
+    def receive(self, count: int, *, wait: bool = True) -> list[QueuedMessage]:
+        """Receive up to ``count`` messages (at most 10), in queue order.
+
+        ``wait``: long-poll for the configured time; a round's later receives don't, as
+        an empty answer there only means the visible groups are all in flight.
+        """
         try:
             response = self._client.receive_message(
                 QueueUrl=self.url,
                 MaxNumberOfMessages=count,
-                WaitTimeSeconds=self._wait_seconds,
+                WaitTimeSeconds=self._wait_seconds if wait else 0,
                 MessageSystemAttributeNames=["MessageGroupId", "ApproximateReceiveCount"],
                 MessageAttributeNames=["All"],
             )

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dispatcher.adapters.aws_errors import error_code, translate
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
-from dispatcher.models import ListedRunning
-from dispatcher.planning import listing_page_size
+from dispatcher.models import RunningListing
+from dispatcher.planning import counted_names, listing_page_size
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -22,8 +23,10 @@ REJECTED_INPUT_CODES = frozenset({"InvalidName", "InvalidExecutionInput", "Valid
 class StateMachine:
     """The STANDARD state machine the dispatcher starts executions of."""
 
-    def __init__(self, client: SFNClient, arn: str) -> None:
+    def __init__(self, client: SFNClient, arn: str, *, start_client: SFNClient | None = None) -> None:
+        """``start_client``: the client for `StartExecution` (with its own retry mode); else ``client``."""
         self._client = client
+        self._start_client = start_client or client
         self.arn = arn
 
     def execution_arn(self, name: str) -> str:
@@ -43,28 +46,38 @@ class StateMachine:
                 " STANDARD state machine, because EXPRESS executions cannot be listed or counted"
             )
 
-    def count_running(self, max_concurrency: int) -> ListedRunning:
-        """Count RUNNING executions, paging only until the count reaches ``max_concurrency``."""
-        names: set[str] = set()
+    def list_running(
+        self, max_concurrency: int, ends: Mapping[str, float], listed_at: float
+    ) -> RunningListing:
+        """List RUNNING executions, paging only until MAX of them hold a slot.
+
+        Executions that ``ends`` says have ended (and weren't redriven since) are still
+        listed for a while; they are paged past, not counted, so the pages read grow
+        with MAX, not with the backlog.
+        """
+        executions: dict[str, float | None] = {}
         token: str | None = None
         while True:
-            request = {
+            counted = len(counted_names(executions, ends))
+            request: dict[str, Any] = {
                 "stateMachineArn": self.arn,
                 "statusFilter": "RUNNING",
-                "maxResults": listing_page_size(max_concurrency, len(names)),
+                "maxResults": listing_page_size(max_concurrency, counted),
             }
             if token:
                 request["nextToken"] = token
             try:
-                page = self._client.list_executions(**request)  # type: ignore[arg-type]
+                page = self._client.list_executions(**request)
             except (ClientError, BotoCoreError) as error:
                 raise translate(error, "ListExecutions") from error
-            names.update(item["name"] for item in page["executions"])
+            for item in page["executions"]:
+                redrive_date = item.get("redriveDate")
+                executions[item["name"]] = None if redrive_date is None else redrive_date.timestamp()
             token = page.get("nextToken")
-            if len(names) >= max_concurrency:
-                return ListedRunning(count=len(names), names=frozenset(names), complete=not token)
             if not token:
-                return ListedRunning(count=len(names), names=frozenset(names), complete=True)
+                return RunningListing(executions=executions, complete=True, listed_at=listed_at)
+            if len(counted_names(executions, ends)) >= max_concurrency:
+                return RunningListing(executions=executions, complete=False, listed_at=listed_at)
 
     def status_of(self, name: str) -> str | None:
         """The execution's status, or None when no execution has that name."""
@@ -110,7 +123,7 @@ class StateMachine:
         this message, and the translated error otherwise.
         """
         try:
-            response = self._client.start_execution(
+            response = self._start_client.start_execution(
                 stateMachineArn=self.arn, name=name, input=execution_input
             )
         except ClientError as error:

@@ -1,20 +1,27 @@
-"""The dispatcher's side: cold-start ticks of the real handler, crashes, and its AWS calls.
+"""The dispatcher's side: ticks of the real handler, crashes, and its AWS calls.
+
+A tick is a cold start (clients rebuilt, nothing remembered) or a warm one (the same
+container again: clients and warm reads kept), and is triggered by the schedule or by
+a status change event.
 
 A crash is simulated inside the dispatcher's own botocore clients: at the chosen step
-a hook raises `Crash`, and from then on every request of that tick raises it again
-before it is sent. No cleanup the dispatcher might attempt reaches AWS, exactly as
-when Lambda kills the process.
+a hook raises `Crash`, and from then on every request of that tick, from any of its
+threads, raises it again before it is sent. No cleanup the dispatcher might attempt
+reaches AWS, exactly as when Lambda kills the process. The next tick after a crash is
+a cold start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 import boto3
+import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
@@ -24,7 +31,7 @@ from tools.emulator import LocalContext
 SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb"}
 CRASH_POINTS = (
     ("sqs.ReceiveMessage", "after"),
-    ("dynamodb.PutItem", "after"),
+    ("dynamodb.BatchWriteItem:record", "after"),
     ("states.StartExecution", "before"),
     ("states.StartExecution", "after"),
     ("sqs.SendMessage", "after"),
@@ -33,11 +40,14 @@ CRASH_POINTS = (
     ("sqs.ChangeMessageVisibilityBatch", "after"),
     ("dynamodb.Query", "after"),
     ("states.DescribeExecution", "after"),
-    ("dynamodb.BatchWriteItem", "after"),
+    ("dynamodb.BatchWriteItem:forget", "after"),
+    ("dynamodb.PutItem", "after"),
 )
-"""Where a tick can die: after receive, after recording a start, around StartExecution,
-after dead-lettering, before and in the middle of deleting (the batch was applied, the
-answer never read), while releasing, and while counting."""
+"""Where a tick can die: after receive, after recording a round's starts, around
+StartExecution (after the first of a round: the rest of the round unstarted), after
+dead-lettering, before and in the middle of deleting (the batch was applied, the
+answer never read), while releasing, while counting (forgetting ended starts), and
+after recording the end a status change event reported."""
 
 
 class Crash(BaseException):
@@ -73,14 +83,25 @@ def _resource(params: dict[str, Any]) -> str:
     return ""
 
 
+def _label(model: Any, params: dict[str, Any]) -> str:
+    """``service.Operation``; a BatchWriteItem says whether it records starts or forgets them."""
+    label = f"{SERVICE_PREFIX[model.service_model.service_id.hyphenize()]}.{model.name}"
+    if model.name == "BatchWriteItem":
+        requests = [request for batch in params.get("RequestItems", {}).values() for request in batch]
+        label += ":record" if any("PutRequest" in request for request in requests) else ":forget"
+    return label
+
+
 @dataclass
 class DispatcherProcess:
-    """Runs ticks of the real handler as cold starts and can kill them at any step."""
+    """Runs ticks of the real handler, cold or warm, and can kill them at any step."""
 
     calls: set[Call] = field(default_factory=set)
     crash: CrashPlan | None = None
     crashed: bool = False
     _seen: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _current: threading.local = field(default_factory=threading.local)
 
     def install(self) -> DispatcherProcess:
         """Hook boto3's default session, from which the handler builds its clients."""
@@ -94,35 +115,47 @@ class DispatcherProcess:
 
     def _record(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         prefix = SERVICE_PREFIX[model.service_model.service_id.hyphenize()]
-        self.calls.add(Call(f"{prefix}:{model.name}", _resource(params)))
+        self._current.label = _label(model, params)
+        with self._lock:
+            self.calls.add(Call(f"{prefix}:{model.name}", _resource(params)))
 
     def _before(self, model: Any, **_: Any) -> None:
-        operation = f"{SERVICE_PREFIX[model.service_model.service_id.hyphenize()]}.{model.name}"
-        if self.crashed:
-            raise Crash(f"request {operation} after the process died")
-        self._seen[operation] = self._seen.get(operation, 0) + 1
-        self._maybe_crash(operation, "before")
+        operation = self._current.label
+        with self._lock:
+            if self.crashed:
+                raise Crash(f"request {operation} after the process died")
+            self._seen[operation] = self._seen.get(operation, 0) + 1
+            self._current.nth = self._seen[operation]
+            self._maybe_crash(operation, "before", self._current.nth)
 
     def _after(self, model: Any, **_: Any) -> None:
-        operation = f"{SERVICE_PREFIX[model.service_model.service_id.hyphenize()]}.{model.name}"
-        self._maybe_crash(operation, "after")
+        with self._lock:
+            self._maybe_crash(self._current.label, "after", self._current.nth)
 
-    def _maybe_crash(self, operation: str, when: str) -> None:
+    def _maybe_crash(self, operation: str, when: str, nth: int) -> None:
+        """Die at the planned step; ``nth`` counts calls of the operation in the order they were sent."""
         plan = self.crash
-        if plan and plan.operation == operation and plan.when == when and self._seen[operation] == plan.nth:
+        if plan and plan.operation == operation and plan.when == when and nth == plan.nth:
             self.crashed = True
             raise Crash(str(plan))
 
     def tick(
-        self, *, crash: CrashPlan | None = None, deadline_after: int | None = None
+        self,
+        *,
+        event: Any = None,
+        cold: bool = True,
+        crash: CrashPlan | None = None,
+        deadline_after: int | None = None,
     ) -> dict[str, Any] | None:
-        """One cold-start invocation; None when it crashed as planned."""
+        """One invocation (a cold start unless ``cold`` is False); None when it crashed as planned."""
         self.crash, self.crashed, self._seen = crash, False, {}
-        handler.reset_clients()
+        if cold:
+            handler.reset_clients()
         context = LocalContext() if deadline_after is None else ShortContext(deadline_after)
         try:
-            result = handler.lambda_handler({}, context)
+            result = handler.lambda_handler({} if event is None else event, context)
         except Crash:
+            handler.reset_clients()  # the process died: whatever runs next is a cold start
             return None
         finally:
             self.crash = None
@@ -144,19 +177,23 @@ class ShortContext(LocalContext):
 
 
 @contextmanager
-def on_virtual_time(world: World) -> Iterator[None]:
-    """Give the handler the world's clock, and take botocore's backoff sleeps out.
+def on_virtual_time(world: World, sleep: Callable[[float], None] | None = None) -> Iterator[None]:
+    """Give the handler the world's clock, and take botocore's waiting out.
 
-    Retries still happen (so an injected throttle is usually absorbed, as in AWS);
-    only the waiting between attempts is skipped, because time is what the virtual
-    clock is for.
+    Retries still happen (so an injected throttle is usually absorbed, as in AWS), and
+    adaptive mode still measures its rate; only the waiting between attempts and before
+    a rate-limited send is skipped, because time is what the virtual clock is for. A
+    looping invocation's ``sleep`` moves the virtual clock (the run passes it in).
     """
     saved_time = handler.time
     saved_delay = botocore.retries.standard.ExponentialBackoff.delay_amount
-    handler.time = SimpleNamespace(time=world.time)  # type: ignore[assignment]
+    saved_send = botocore.retries.adaptive.ClientRateLimiter.on_sending_request
+    handler.time = SimpleNamespace(time=world.time, sleep=sleep or (lambda seconds: None))  # type: ignore[assignment]
     botocore.retries.standard.ExponentialBackoff.delay_amount = lambda self, context: 0.0  # type: ignore[method-assign]
+    botocore.retries.adaptive.ClientRateLimiter.on_sending_request = lambda self, request, **_: None  # type: ignore[method-assign]
     try:
         yield
     finally:
         handler.time = saved_time
         botocore.retries.standard.ExponentialBackoff.delay_amount = saved_delay  # type: ignore[method-assign]
+        botocore.retries.adaptive.ClientRateLimiter.on_sending_request = saved_send  # type: ignore[method-assign]

@@ -1,10 +1,15 @@
 """Generated scenarios: a backlog, a MAX, a fault schedule; run them; check the invariants.
 
 `Scenario.generate(seed)` draws everything from one seed, so any failure is replayed
-with the same seed. `run_scenario` drives the real handler tick by tick against the
-faulty emulator, first with faults on, then with faults off until the queue drains,
-and returns an `Outcome`: what was processed, what was injected, and every violation
-of the invariants in DESIGN.md, checked against the emulator's ground truth.
+with the same seed (with more than one start thread, the same faults may hit other
+messages: concurrent requests reach the emulator in any order). `run_scenario` drives
+the real handler against the faulty emulator: a scheduled tick at each step of the
+schedule and, between them, a tick for every status change event the emulated
+EventBridge delivers, each tick a cold start or a warm one. First with faults on, then
+with faults and events off until the queue drains (liveness must not depend on best-
+effort events). It returns an `Outcome`: what was processed, what was injected, and
+every violation of the invariants in DESIGN.md, checked against the emulator's ground
+truth.
 """
 
 from __future__ import annotations
@@ -30,12 +35,14 @@ from tests.faults.process import (
 from tests.faults.world import (
     REJECTED_INPUT_MARKER,
     VISIBILITY_TIMEOUT_SECONDS,
+    EventPlan,
     Execution,
     FaultPlan,
     FaultyAws,
     Lag,
     World,
     backend_execution,
+    status_change_event,
 )
 from tools.emulator import REGION, Stack, create_stack, environment, read_all
 
@@ -55,6 +62,7 @@ FAULTY_OPERATIONS = (
 PROCESSED_THEN_FAILED = (
     "StartExecution",
     "PutItem",
+    "BatchWriteItem",
     "ReceiveMessage",
     "DeleteMessageBatch",
     "ChangeMessageVisibilityBatch",
@@ -114,10 +122,22 @@ class Scenario:
     deadlines: dict[int, int]
     external: dict[int, float]
     """Tick → duration of an execution started by someone else before that tick."""
+    events: EventPlan = field(default_factory=EventPlan)
+    warm: float = 0.0
+    """Chance a tick runs in the container of the previous one (clients and warm reads kept)."""
+    start_concurrency: int = 10
+    event_crash_rate: float = 0.0
+    """Chance an event-triggered tick (fault phase) dies."""
+    event_crash: CrashPlan | None = None
+    """Where such a tick dies; None: a step drawn at random each time."""
+    misdirected: dict[int, str] = field(default_factory=dict)
+    """Tick → a misdirected event delivered before it: "other machine" or "running status"."""
+    redrives: dict[int, float] = field(default_factory=dict)
+    """Tick → seconds after its foreign execution ends that someone else redrives it."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
-        """Draw a scenario; ``faults=False`` keeps only what AWS does anyway (lag)."""
+        """Draw a scenario; ``faults=False`` keeps only what AWS does anyway (lag, events as they come)."""
         rng = random.Random(seed)
         max_concurrency = rng.choice([1, 1, 2, 3, 4, 5, 8])
         groups = [f"g{index}" for index in range(rng.randint(1, 5))]
@@ -152,7 +172,35 @@ class Scenario:
             for _ in range(rng.choice([0, 0, 1, 2]))
         }
         intervals = [rng.choice([0.0, 1.0, 5.0, 20.0, 45.0, 70.0]) for _ in range(fault_ticks)]
-        return cls(seed, max_concurrency, jobs, plan, fault_ticks, intervals, crashes, deadlines, external)
+        events = EventPlan(
+            enabled=rng.random() < 0.85,
+            lost=rng.choice([0.0, 0.0, 0.2, 0.5]) if faults else 0.0,
+            duplicated=rng.choice([0.0, 0.2, 0.5]),
+            delay=rng.choice([0.5, 2.0, 10.0, 90.0]),
+        )
+        misdirected = {
+            tick: rng.choice(["other machine", "running status"])
+            for tick in range(fault_ticks)
+            if faults and rng.random() < 0.1
+        }
+        redrives = {tick: rng.choice([1.0, 20.0]) for tick in external if rng.random() < 0.5}
+        return cls(
+            seed,
+            max_concurrency,
+            jobs,
+            plan,
+            fault_ticks,
+            intervals,
+            crashes,
+            deadlines,
+            external,
+            events=events,
+            warm=rng.choice([0.0, 0.5, 0.9]),
+            start_concurrency=rng.choice([1, 2, 10]),
+            event_crash_rate=crash_rate / 2,
+            misdirected=misdirected,
+            redrives=redrives,
+        )
 
     @classmethod
     def empty(cls, max_concurrency: int, faults: FaultPlan | None = None, seed: int = 0) -> Scenario:
@@ -166,7 +214,9 @@ class Scenario:
             f"seed={self.seed} MAX={self.max_concurrency} jobs={dict(kinds)} ticks={self.fault_ticks} "
             f"lag={self.faults.lag} crashes={[str(plan) for plan in self.crashes.values()]} "
             f"throttle={self.faults.throttle} 5xx={self.faults.server_error} "
-            f"lost={self.faults.lost_response} partial_delete={self.faults.partial_delete}"
+            f"lost={self.faults.lost_response} partial_delete={self.faults.partial_delete} "
+            f"events={self.events} warm={self.warm} threads={self.start_concurrency} "
+            f"misdirected={self.misdirected} redrives={self.redrives}"
         )
 
 
@@ -245,6 +295,9 @@ class Outcome:
 
     executions: int = 0
     """Executions the dispatcher started."""
+    executions_in_fault_phase: int = 0
+    event_ticks: int = 0
+    warm_ticks: int = 0
 
 
 @dataclass
@@ -256,6 +309,8 @@ class Tally:
     poison: int = 0
     executions: int = 0
     ticks: int = 0
+    event_ticks: int = 0
+    warm_ticks: int = 0
     crashes: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
@@ -267,6 +322,8 @@ class Tally:
         self.poison += sum(job.poison is not None for job in outcome.scenario.jobs)
         self.executions += outcome.executions
         self.ticks += outcome.ticks
+        self.event_ticks += outcome.event_ticks
+        self.warm_ticks += outcome.warm_ticks
         self.crashes += outcome.crashes
         self.injected.update(outcome.injected)
         self.violations.extend(
@@ -276,7 +333,16 @@ class Tally:
 
     def merge(self, other: Tally) -> None:
         """Fold in another tally (another worker's)."""
-        for name in ("scenarios", "messages", "poison", "executions", "ticks", "crashes"):
+        for name in (
+            "scenarios",
+            "messages",
+            "poison",
+            "executions",
+            "ticks",
+            "event_ticks",
+            "warm_ticks",
+            "crashes",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.injected.update(other.injected)
         self.violations.extend(other.violations)
@@ -286,7 +352,9 @@ class Tally:
         lines = [
             f"  messages sent{'':<35} {self.messages:>9,} ({self.poison:,} poison)",
             f"  executions started{'':<30} {self.executions:>9,}",
-            f"  ticks (cold starts){'':<29} {self.ticks:>9,}",
+            f"  ticks{'':<43} {self.ticks:>9,}",
+            f"    {'triggered by a status change event':<44} {self.event_ticks:>9,}",
+            f"    {'warm (the previous tick' + chr(39) + 's container)':<44} {self.warm_ticks:>9,}",
             f"  faults injected{'':<33} {sum(self.injected.values()) + self.crashes:>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
         ]
@@ -305,7 +373,10 @@ class ScenarioRun:
 
     def __init__(self, scenario: Scenario, middleware: FaultyAws) -> None:
         self.scenario = scenario
-        self.world = World(seed=scenario.seed, start=1_800_000_000.0, faults=scenario.faults)
+        self.world = World(
+            seed=scenario.seed, start=1_800_000_000.0, faults=scenario.faults, events=scenario.events
+        )
+        self.rng = random.Random(f"{scenario.seed}:ticks")
         self.world.max_concurrency = scenario.max_concurrency
         middleware.world = self.world
         boto3.setup_default_session()  # no hooks of an earlier run's dispatcher on our own clients
@@ -314,24 +385,34 @@ class ScenarioRun:
         self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}")
         self.process = DispatcherProcess().install()
         self.outcome = Outcome(scenario)
+        self.event_ticks = 0
+        self.warm_ticks = 0
+        self.redrive_after: dict[str, float] = {}
+        self.redrives: list[tuple[float, str]] = []
 
     def environment(self, **overrides: str) -> dict[str, str]:
         """The function's environment for this scenario."""
         return {
-            **self.stack.environment(self.scenario.max_concurrency, RECEIVE_WAIT_SECONDS="0"),
+            **self.stack.environment(
+                self.scenario.max_concurrency,
+                RECEIVE_WAIT_SECONDS="0",
+                START_CONCURRENCY=str(self.scenario.start_concurrency),
+            ),
             **overrides,
         }
 
     def run(self) -> Outcome:
         """Fault phase, then a quiet phase until drained, then the checks."""
-        with on_virtual_time(self.world), environment(self.environment()):
+        with on_virtual_time(self.world, self.advance), environment(self.environment()):
             for tick in range(self.scenario.fault_ticks):
                 for job in self.scenario.jobs:
                     if job.arrives == tick:
                         self.send(job)
                 self._start_external(tick)
+                self._misdirect(tick)
                 self._tick(tick)
                 self.advance(self.scenario.intervals[tick])
+            self.outcome.executions_in_fault_phase = self._dispatcher_executions()
             self._drain()
         self._check_end_state()
         outcome = self.outcome
@@ -340,11 +421,16 @@ class ScenarioRun:
         outcome.calls = set(self.process.calls)
         outcome.stack = self.stack
         outcome.messages = len(self.scenario.jobs)
-        outcome.executions = sum(execution.by_dispatcher for execution in self.world.executions.values())
+        outcome.executions = self._dispatcher_executions()
+        outcome.event_ticks = self.event_ticks
+        outcome.warm_ticks = self.warm_ticks
         FINISHED.add(outcome)
         return outcome
 
     # -- driving ----------------------------------------------------------------------
+
+    def _dispatcher_executions(self) -> int:
+        return sum(execution.by_dispatcher for execution in self.world.executions.values())
 
     def send(self, job: Job) -> str:
         """Send one job as a producer would; note and return its MessageId."""
@@ -364,10 +450,10 @@ class ScenarioRun:
         job.message_id = self.sqs.send_message(**request)["MessageId"]
         return job.message_id
 
-    def tick(self, **overrides: str) -> dict[str, Any]:
-        """One cold-start tick with the function's environment (and overrides), on the virtual clock."""
-        with on_virtual_time(self.world), environment(self.environment(**overrides)):
-            report = self.process.tick()
+    def tick(self, event: Any = None, *, cold: bool = True, **overrides: str) -> dict[str, Any]:
+        """One tick with the function's environment (and overrides), on the virtual clock."""
+        with on_virtual_time(self.world, self.advance), environment(self.environment(**overrides)):
+            report = self.process.tick(event=event, cold=cold)
         assert report is not None
         return report
 
@@ -379,13 +465,45 @@ class ScenarioRun:
                 name=f"external-{tick}",
                 input=json.dumps({"seconds": seconds}),
             )
+            redrive_after = self.scenario.redrives.get(tick)
+            if redrive_after is not None:
+                self.redrive_after[self._execution_arn(f"external-{tick}")] = redrive_after
 
-    def _tick(self, tick: int | None) -> dict[str, Any] | None:
-        crash = self.scenario.crashes.get(tick) if tick is not None else None
+    def _execution_arn(self, name: str) -> str:
+        return self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+
+    def _misdirect(self, tick: int) -> None:
+        """An event that must change nothing: for another state machine, or a RUNNING status."""
+        kind = self.scenario.misdirected.get(tick)
+        running = [execution for execution in self.world.running() if execution.by_dispatcher]
+        if kind is None or not running:
+            return
+        execution = self.rng.choice(running)
+        if kind == "other machine":
+            event = status_change_event(execution, "SUCCEEDED", self.stack.state_machine_arn + "-other")
+            event["detail"]["stopDate"] = int(self.world.now * 1000)
+        else:
+            event = status_change_event(execution, "RUNNING")
+        self.world.injected[f"misdirected event ({kind})"] += 1
+        self._tick(None, event=event)
+
+    def _tick(self, tick: int | None, event: Any = None) -> dict[str, Any] | None:
+        quiet = not self.world.faults.enabled
+        if event is None:
+            crash = self.scenario.crashes.get(tick) if tick is not None else None
+        elif not quiet and self.rng.random() < self.scenario.event_crash_rate:
+            crash = self.scenario.event_crash or CrashPlan(
+                *self.rng.choice(CRASH_POINTS), nth=self.rng.randint(1, 2)
+            )
+        else:
+            crash = None
         deadline = self.scenario.deadlines.get(tick) if tick is not None else None
+        cold = self.rng.random() >= self.scenario.warm
         self.outcome.ticks += 1
+        self.event_ticks += event is not None
+        self.warm_ticks += not cold
         try:
-            report = self.process.tick(crash=crash, deadline_after=deadline)
+            report = self.process.tick(event=event, cold=cold, crash=crash, deadline_after=deadline)
         except Exception as error:
             self.outcome.violations.append(
                 f"tick {self.outcome.ticks} raised {type(error).__name__}: {error}"
@@ -396,14 +514,33 @@ class ScenarioRun:
         return report
 
     def advance(self, seconds: float) -> None:
-        """Let virtual time pass: executions end, visibility timeouts expire."""
+        """Let virtual time pass: executions end, events arrive (each one a tick), messages reappear."""
+        target = self.world.now + seconds
+        while True:
+            moment = self.world.next_moment()
+            if moment is None or moment > target:
+                break
+            self._move(max(0.0, moment - self.world.now))
+            for event in self.world.due_events():
+                self._tick(None, event=event)
+        self._move(target - self.world.now)
 
+    def _move(self, seconds: float) -> None:
         def end(execution: Execution) -> None:
             record = backend_execution(execution.arn)
             record.status = "SUCCEEDED"
             record.stop_date = record.stop_date or record.start_date
+            redrive_after = self.redrive_after.pop(execution.arn, None)
+            if redrive_after is not None:
+                self.redrives.append((self.world.now + redrive_after, execution.arn))
 
         self.world.advance(seconds, end)
+        for at, arn in list(self.redrives):
+            if at <= self.world.now:
+                self.redrives.remove((at, arn))
+                self.world.redrive(arn, MAX_DURATION_SECONDS)
+                backend_execution(arn).status = "RUNNING"
+                self.world.injected["foreign execution redriven"] += 1
         for handle in self.world.expired_in_flight():
             # A handle that fails belongs to a message deleted or received again since.
             with contextlib.suppress(self.sqs.exceptions.ClientError):
@@ -412,8 +549,14 @@ class ScenarioRun:
                 )
 
     def _drain(self) -> None:
-        """Faults off: wait out visibility timeouts and recorded starts, then tick to the end."""
+        """Faults and events off: wait out visibility timeouts and recorded starts, then tick to the end."""
         self.world.faults.quiet()
+        self.world.events.enabled = False
+        self.world.deliveries.clear()
+        # Someone else's redrive during the drain would start an execution the list can't
+        # show yet, and the exact count below could not be checked.
+        self.redrive_after.clear()
+        self.redrives.clear()
         self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
         left = self._visible_messages()
         # One tick per MAX messages, one to see the queue empty, one spare; and one more per

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import boto3
 import pytest
@@ -86,11 +87,28 @@ DENIABLE = [
     "Query",
     "DescribeExecution",
     "ReceiveMessage",
+    "BatchWriteItem",
     "PutItem",
     "StartExecution",
     "SendMessage",
     "DeleteMessageBatch",
 ]
+
+
+def ended_elsewhere(run: ScenarioRun) -> dict[str, Any]:
+    """A status change event of the target state machine for an execution someone else ran."""
+    arn = run.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + ":elsewhere"
+    return {
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "detail": {
+            "executionArn": arn,
+            "stateMachineArn": run.stack.state_machine_arn,
+            "name": "elsewhere",
+            "status": "SUCCEEDED",
+            "stopDate": int(run.world.now * 1000),
+        },
+    }
 
 
 @pytest.mark.parametrize("operation", DENIABLE)
@@ -107,8 +125,10 @@ def test_access_denied_stops_the_tick_names_the_call_and_keeps_every_message(
     for job in jobs:
         run.send(job)
     run.world.faults.denied = frozenset({operation})
+    # Only a tick a status change event triggers writes with PutItem (the end it reports).
+    event = ended_elsewhere(run) if operation == "PutItem" else None
     with pytest.raises(ConfigurationError, match=f"{operation}.* failed with AccessDeniedException"):
-        run.tick()
+        run.tick(event)
     assert run.queue_counts() == (3, 0)
     run.world.faults.denied = frozenset()
     run.advance(100)  # a start recorded before the denied call holds its slot for 90 s

@@ -17,8 +17,8 @@ from dataclasses import replace
 import pytest
 
 from tests.faults.process import CRASH_POINTS, CrashPlan
-from tests.faults.scenario import Job, Scenario, run_scenario
-from tests.faults.world import FaultPlan, FaultyAws, Lag
+from tests.faults.scenario import Job, Scenario, ScenarioRun, run_scenario
+from tests.faults.world import EventPlan, FaultPlan, FaultyAws, Lag
 
 FAST_PROFILE_SCENARIOS = int(os.environ.get("FAULT_SCENARIOS", "24"))
 
@@ -45,7 +45,8 @@ def crash_course(plan: CrashPlan) -> Scenario:
 
     Short jobs and a 60 s list lag make recorded starts that end unlisted (Describe,
     then BatchWriteItem); poison and a name collision make dead letters; throttled
-    starts make releases.
+    starts make releases; jobs that end send status change events (PutItem), some of
+    them twice, and half of the ticks they trigger crash at ``plan`` too.
     """
     jobs = [
         Job(f"bad-{index}", f"g{index}", "{not json", arrives=index, poison="invalid json")
@@ -66,6 +67,9 @@ def crash_course(plan: CrashPlan) -> Scenario:
         fault_ticks=ticks,
         intervals=[25.0] * ticks,
         crashes=crashes,
+        events=EventPlan(enabled=True, duplicated=0.3, delay=2.0),
+        event_crash_rate=0.5,
+        event_crash=plan,
     )
 
 
@@ -97,3 +101,72 @@ def test_cap_holds_when_list_reads_disagree(faulty_aws: FaultyAws) -> None:
     )
     outcome = run_scenario(scenario, faulty_aws)
     assert outcome.violations == [], scenario.describe()
+
+
+def test_a_crash_with_part_of_a_round_started_loses_and_duplicates_nothing(faulty_aws: FaultyAws) -> None:
+    """Killed after the third start of a round of eight groups: the rest start later, once, in order."""
+    jobs = [
+        Job(
+            f"job-{index}", f"g{index % 8}", json.dumps({"job": index, "seconds": 30}), 0, name=f"job-{index}"
+        )
+        for index in range(24)
+    ]
+    plan = CrashPlan("states.StartExecution", "after", nth=3)
+    scenario = replace(
+        Scenario.empty(8, FaultPlan(lag=Lag(start=30.0, end=30.0)), seed=8),
+        jobs=jobs,
+        fault_ticks=4,
+        intervals=[40.0] * 4,
+        crashes={0: plan},
+        start_concurrency=4,
+        events=EventPlan(enabled=True, delay=1.0),
+    )
+    run = ScenarioRun(scenario, faulty_aws)
+    began = run.world.now
+    outcome = run.run()
+    started_before_the_crash = [e for e in run.world.executions.values() if e.started_at == began]
+    assert outcome.crashes == 1
+    assert 3 <= len(started_before_the_crash) < 8
+    assert outcome.violations == [], scenario.describe()
+
+
+def test_events_lost_duplicated_and_late_never_exceed_max(faulty_aws: FaultyAws) -> None:
+    """Short jobs whose end events are lost, doubled and delayed past the list lag keep cap and order."""
+    jobs = [
+        Job(f"short-{index}", f"g{index % 3}", json.dumps({"job": index, "seconds": 2}), index // 6)
+        for index in range(30)
+    ]
+    ticks = 8
+    scenario = replace(
+        Scenario.empty(3, FaultPlan(lag=Lag(start=30.0, end=60.0, describe=10.0)), seed=31),
+        jobs=jobs,
+        fault_ticks=ticks,
+        intervals=[30.0] * ticks,
+        events=EventPlan(enabled=True, lost=0.3, duplicated=0.5, delay=90.0),
+        warm=0.7,
+    )
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.event_ticks > 10
+    assert outcome.violations == [], scenario.describe()
+
+
+def test_refill_on_completion_drains_faster_than_the_schedule(faulty_aws: FaultyAws) -> None:
+    """With end events a freed slot is refilled by the event's tick, before the next scheduled one."""
+    jobs = [Job(f"j{index}", f"g{index}", json.dumps({"job": index, "seconds": 5}), 0) for index in range(6)]
+
+    def run(events: EventPlan) -> int:
+        scenario = replace(
+            Scenario.empty(2, FaultPlan(lag=Lag(end=60.0)), seed=5),
+            jobs=[replace(job) for job in jobs],
+            fault_ticks=2,
+            intervals=[60.0, 0.0],
+            events=events,
+        )
+        outcome = run_scenario(scenario, faulty_aws)
+        assert outcome.violations == [], scenario.describe()
+        return outcome.executions_in_fault_phase
+
+    schedule_only = run(EventPlan(enabled=False))
+    refilled = run(EventPlan(enabled=True, delay=0.5))
+    assert schedule_only <= 4
+    assert refilled == 6

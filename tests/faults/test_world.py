@@ -56,7 +56,7 @@ def test_lagging_list_omits_new_and_keeps_finished_executions() -> None:
         truth.advance(1, end_nothing)
     first_seen = seen.index(True)
     last_seen = len(seen) - 1 - seen[::-1].index(True)
-    assert first_seen == int(-(-execution.appear_after // 1))
+    assert first_seen == int(-(-execution.runs[0].appear_after // 1))
     assert 100 <= last_seen <= 160
     assert all(seen[first_seen : last_seen + 1])
 

@@ -12,7 +12,12 @@ The dispatcher under test talks HTTP to a `ThreadedMotoServer`. Between the two 
   response is lost), and `DeleteMessageBatch` entries that fail;
 - keeps the ground truth every property is checked against: when each execution
   started and ended on the virtual clock, in which order, and how many ran at once at
-  the moment of each start.
+  the moment of each start;
+- emulates what EventBridge would deliver, which moto doesn't: a "Step Functions
+  Execution Status Change" event for every execution that ends, each one lost,
+  duplicated or delayed (so reordered, or late) as the scenario's `EventPlan` draws;
+- emulates `RedriveExecution` of someone else's failed execution (moto has none):
+  the same execution runs again, and the list shows it with its `redriveDate`.
 
 Executions never run by themselves (moto's execution switch is off): `World.advance`
 moves the virtual clock and ends the executions whose planned duration is over. The
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import random
 import threading
@@ -34,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.planning import MAX_INPUT_BYTES, SQS_MAX_MESSAGE_ATTRIBUTES, name_problem
+from dispatcher.settings import Settings
 from tools.emulator import ACCOUNT_ID, REGION, moto_server
 
 DISPATCHER_USER_AGENT = "dispatcher"
@@ -47,6 +54,9 @@ THROTTLE_CODES = {
     "dynamodb": "ThrottlingException",
 }
 SERVICE_BY_TARGET = {"AWSStepFunctions": "states", "AmazonSQS": "sqs", "DynamoDB_20120810": "dynamodb"}
+LIST_REUSE_SECONDS = float(Settings.model_fields["list_reuse_seconds"].default)
+"""How long the dispatcher may reuse a list read (its default): a foreign execution counts once
+a read at least this old could have shown it."""
 
 
 @dataclass
@@ -65,6 +75,19 @@ class Lag:
     end: float = 0.0
     describe: float = 0.0
     flaky: bool = False
+
+
+@dataclass
+class EventPlan:
+    """How the emulated EventBridge delivers status change events of ended executions."""
+
+    enabled: bool = False
+    lost: float = 0.0
+    """Chance an event is never delivered."""
+    duplicated: float = 0.0
+    """Chance an event is delivered twice (each copy with its own delay)."""
+    delay: float = 0.0
+    """Each delivery comes up to this many seconds after the end (so events reorder)."""
 
 
 @dataclass
@@ -90,24 +113,59 @@ class FaultPlan:
 
 
 @dataclass
+class Run:
+    """One run of an execution: its start, and a redrive is another run of the same execution."""
+
+    started_at: float
+    planned_end: float
+    appear_after: float
+    vanish_after: float
+    ended_at: float | None = None
+
+    def running_at(self, moment: float) -> bool:
+        """Whether this run was RUNNING at ``moment``."""
+        return self.started_at <= moment and (self.ended_at is None or self.ended_at > moment)
+
+
+@dataclass
 class Execution:
     """One execution as the ground truth knows it, on the virtual clock."""
 
     arn: str
     name: str
     input: str
-    started_at: float
-    planned_end: float
     sequence: int
     by_dispatcher: bool
-    appear_after: float
-    vanish_after: float
     describe_after: float
-    ended_at: float | None = None
+    runs: list[Run]
+
+    @property
+    def started_at(self) -> float:
+        """When the execution was first started."""
+        return self.runs[0].started_at
+
+    @property
+    def ended_at(self) -> float | None:
+        """When its latest run ended (None while it runs)."""
+        return self.runs[-1].ended_at
+
+    @property
+    def redriven_at(self) -> float | None:
+        """When it was last redriven, if ever."""
+        return self.runs[-1].started_at if len(self.runs) > 1 else None
 
     def running_at(self, moment: float) -> bool:
         """Whether the execution was RUNNING at ``moment``."""
-        return self.started_at <= moment and (self.ended_at is None or self.ended_at > moment)
+        return any(run.running_at(moment) for run in self.runs)
+
+
+@dataclass(order=True)
+class Delivery:
+    """A status change event EventBridge will deliver at ``at``."""
+
+    at: float
+    sequence: int
+    event: dict[str, Any] = field(compare=False)
 
 
 @dataclass
@@ -121,12 +179,21 @@ class InFlight:
 class World:
     """The ground truth: virtual time, executions, in-flight messages, injected faults."""
 
-    def __init__(self, *, seed: int, start: float, faults: FaultPlan | None = None) -> None:
+    def __init__(
+        self, *, seed: int, start: float, faults: FaultPlan | None = None, events: EventPlan | None = None
+    ) -> None:
         self.now = start
         self.faults = faults or FaultPlan()
-        self.rng = random.Random(seed)
+        self.events = events or EventPlan()
+        # One stream per purpose: concurrent starts reach the world in any order, and
+        # separate streams keep each kind of draw the same whatever that order is.
+        self.rng = random.Random(f"{seed}:faults")
+        self.lag_rng = random.Random(f"{seed}:lag")
+        self.event_rng = random.Random(f"{seed}:events")
         self.executions: dict[str, Execution] = {}
         self.in_flight: dict[str, InFlight] = {}
+        self.deliveries: list[Delivery] = []
+        self._deliveries_made = itertools.count()
         self.injected: Counter[str] = Counter()
         self.violations: list[str] = []
         self.max_concurrency: int | None = None
@@ -139,13 +206,63 @@ class World:
         return self.now
 
     def advance(self, seconds: float, end: Callable[[Execution], None]) -> None:
-        """Move the clock; end executions whose duration is over; expire visibility timeouts."""
+        """Move the clock; end executions whose duration is over (and queue their events)."""
         with self.lock:
             self.now += seconds
             for execution in self.executions.values():
-                if execution.ended_at is None and execution.planned_end <= self.now:
-                    execution.ended_at = max(execution.planned_end, execution.started_at)
+                run = execution.runs[-1]
+                if run.ended_at is None and run.planned_end <= self.now:
+                    run.ended_at = max(run.planned_end, run.started_at)
                     end(execution)
+                    self._emit_end(execution)
+
+    def next_moment(self) -> float | None:
+        """The next virtual time something happens by itself: an end, or an event delivery."""
+        with self.lock:
+            ends = [
+                execution.runs[-1].planned_end
+                for execution in self.executions.values()
+                if execution.runs[-1].ended_at is None
+            ]
+            deliveries = [delivery.at for delivery in self.deliveries]
+            return min([*ends, *deliveries], default=None)
+
+    def due_events(self) -> list[dict[str, Any]]:
+        """Events whose delivery time has come, in delivery order; they leave the queue."""
+        with self.lock:
+            self.deliveries.sort()
+            due = [delivery for delivery in self.deliveries if delivery.at <= self.now]
+            self.deliveries = self.deliveries[len(due) :]
+            return [delivery.event for delivery in due]
+
+    def _emit_end(self, execution: Execution) -> None:
+        plan = self.events
+        if not plan.enabled:
+            return
+        if self.event_rng.random() < plan.lost:
+            self.injected["status change event lost"] += 1
+            return
+        copies = 2 if self.event_rng.random() < plan.duplicated else 1
+        if copies == 2:
+            self.injected["status change event duplicated"] += 1
+        event = status_change_event(execution, "SUCCEEDED")
+        for _ in range(copies):
+            at = self.now + self.event_rng.uniform(0, plan.delay)
+            self.deliveries.append(Delivery(at, next(self._deliveries_made), event))
+
+    def redrive(self, arn: str, seconds: float) -> None:
+        """Someone else redrives an ended execution: it runs again for ``seconds`` (moto has no redrive)."""
+        with self.lock:
+            execution = self.executions[arn]
+            lag = self.faults.lag
+            execution.runs.append(
+                Run(
+                    started_at=self.now,
+                    planned_end=self.now + seconds,
+                    appear_after=self.lag_rng.uniform(0, lag.start),
+                    vanish_after=self.lag_rng.uniform(0, lag.end),
+                )
+            )
 
     def expired_in_flight(self) -> list[str]:
         """Receipt handles whose visibility timeout is over; they are forgotten here."""
@@ -169,17 +286,20 @@ class World:
                 return
             seconds = _planned_seconds(execution_input)
             lag = self.faults.lag
+            run = Run(
+                started_at=self.now,
+                planned_end=self.now + seconds,
+                appear_after=self.lag_rng.uniform(0, lag.start),
+                vanish_after=self.lag_rng.uniform(0, lag.end),
+            )
             self.executions[arn] = Execution(
                 arn=arn,
                 name=name,
                 input=execution_input,
-                started_at=self.now,
-                planned_end=self.now + seconds,
                 sequence=len(self.executions),
                 by_dispatcher=by_dispatcher,
-                appear_after=self.rng.uniform(0, lag.start),
-                vanish_after=self.rng.uniform(0, lag.end),
-                describe_after=self.rng.uniform(0, lag.describe),
+                describe_after=self.lag_rng.uniform(0, lag.describe),
+                runs=[run],
             )
             running = self.running()
             counted = [execution for execution in running if self._accountable(execution)]
@@ -192,31 +312,39 @@ class World:
     def _accountable(self, execution: Execution) -> bool:
         """Whether the dispatcher must count this execution when it starts another.
 
-        Its own starts always (it recorded them); someone else's once `ListExecutions`
-        shows them: a foreign start the list doesn't show yet is invisible to anyone.
+        Its own starts always (it recorded them); someone else's (a start or a redrive)
+        once a `ListExecutions` read the dispatcher may still be reusing could show it:
+        a foreign start the list doesn't show yet is invisible to anyone.
         """
         if execution.by_dispatcher:
             return True
-        delay = self.faults.lag.start if self.faults.lag.flaky else execution.appear_after
-        return execution.started_at + delay <= self.now
+        run = execution.runs[-1]
+        delay = self.faults.lag.start if self.faults.lag.flaky else run.appear_after
+        return run.started_at + delay + LIST_REUSE_SECONDS <= self.now
 
     def _stale_delay(self, fixed: float, bound: float) -> float:
-        return self.rng.uniform(0, bound) if self.faults.lag.flaky else fixed
+        return self.lag_rng.uniform(0, bound) if self.faults.lag.flaky else fixed
 
-    def listed_running(self) -> list[Execution]:
-        """What an eventually consistent `ListExecutions(RUNNING)` returns now, newest first."""
+    def _listed(self, run: Run) -> bool:
         lag = self.faults.lag
+        if run.started_at + self._stale_delay(run.appear_after, lag.start) > self.now:
+            return False
+        return run.ended_at is None or run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now
+
+    def listed_running(self) -> list[tuple[Execution, float | None]]:
+        """What an eventually consistent `ListExecutions(RUNNING)` returns now, newest first.
+
+        Each listed execution comes with the redriveDate the list shows: the latest
+        run's once the list has caught up with it, none while it still shows an earlier
+        run that has ended (the end lag).
+        """
         listed = []
         for execution in self.executions.values():
-            appears = execution.started_at + self._stale_delay(execution.appear_after, lag.start)
-            if appears > self.now:
-                continue
-            if execution.ended_at is not None:
-                vanishes = execution.ended_at + self._stale_delay(execution.vanish_after, lag.end)
-                if vanishes <= self.now:
-                    continue
-            listed.append(execution)
-        return sorted(listed, key=lambda execution: -execution.sequence)
+            shown = [run for run in execution.runs if self._listed(run)]
+            if shown:
+                redriven_at = None if shown[-1] is execution.runs[0] else shown[-1].started_at
+                listed.append((execution, redriven_at))
+        return sorted(listed, key=lambda item: -item[0].sequence)
 
     def described(self, arn: str) -> str | None:
         """What an eventually consistent `DescribeExecution` says: a status, or None (missing)."""
@@ -226,15 +354,42 @@ class World:
         lag = self.faults.lag
         if execution.started_at + self._stale_delay(execution.describe_after, lag.describe) > self.now:
             return None
-        if execution.ended_at is None:
+        run = execution.runs[-1]
+        if run.started_at > self.now or run.ended_at is None:
             return "RUNNING"
-        if execution.ended_at + self._stale_delay(execution.vanish_after, lag.end) > self.now:
+        if run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now:
             return "RUNNING"
         return "SUCCEEDED"
 
     def chance(self, rate: float) -> bool:
         """Draw whether a fault that hits at ``rate`` hits now (never while faults are off)."""
         return self.faults.enabled and rate > 0 and self.rng.random() < rate
+
+
+def status_change_event(
+    execution: Execution, status: str, state_machine_arn: str | None = None
+) -> dict[str, Any]:
+    """The "Step Functions Execution Status Change" event of ``execution``, as EventBridge delivers it."""
+    machine = state_machine_arn or execution.arn.rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
+    run = execution.runs[-1]
+    return {
+        "version": "0",
+        "id": f"event-{execution.sequence}-{len(execution.runs)}-{status}",
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "account": ACCOUNT_ID,
+        "region": REGION,
+        "resources": [execution.arn],
+        "detail": {
+            "executionArn": execution.arn,
+            "stateMachineArn": machine,
+            "name": execution.name,
+            "status": status,
+            "startDate": int(execution.started_at * 1000),
+            "stopDate": None if status == "RUNNING" or run.ended_at is None else int(run.ended_at * 1000),
+            "redriveCount": len(execution.runs) - 1,
+        },
+    }
 
 
 def _planned_seconds(execution_input: str) -> float:
@@ -389,22 +544,23 @@ class FaultyAws:
             return self._forward(environ)
         machine = request.body["stateMachineArn"]
         prefix = machine.replace(":stateMachine:", ":execution:") + ":"
-        listed = [execution for execution in self.world.listed_running() if execution.arn.startswith(prefix)]
+        listed = [item for item in self.world.listed_running() if item[0].arn.startswith(prefix)]
         offset = int(request.body.get("nextToken") or 0)
         size = int(request.body.get("maxResults") or 100)
         page = listed[offset : offset + size]
-        document: dict[str, Any] = {
-            "executions": [
-                {
-                    "executionArn": execution.arn,
-                    "stateMachineArn": machine,
-                    "name": execution.name,
-                    "status": "RUNNING",
-                    "startDate": execution.started_at,
-                }
-                for execution in page
-            ]
-        }
+        document: dict[str, Any] = {"executions": []}
+        for execution, redriven_at in page:
+            item: dict[str, Any] = {
+                "executionArn": execution.arn,
+                "stateMachineArn": machine,
+                "name": execution.name,
+                "status": "RUNNING",
+                "startDate": execution.started_at,
+            }
+            if redriven_at is not None:
+                item["redriveCount"] = len(execution.runs) - 1
+                item["redriveDate"] = redriven_at
+            document["executions"].append(item)
         if offset + size < len(listed):
             document["nextToken"] = str(offset + size)
         return json_response(200, document)

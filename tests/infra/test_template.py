@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from cfnlint.api import lint_file
 
-from dispatcher.planning import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
-from dispatcher.settings import Settings
+from dispatcher.planning import CLOSED_STATUSES, DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
+from dispatcher.settings import MAX_START_CONCURRENCY, Settings
 from tests.infra.template import TEMPLATE, function_statements, sam_template, statements, transformed
 
 ROOT = Path(__file__).parents[2]
+STATUS_ORDER = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
 
 
 def test_template_is_cfn_lint_clean() -> None:
@@ -175,3 +176,44 @@ def test_samconfig_has_deploy_defaults() -> None:
     assert deploy["capabilities"] == "CAPABILITY_IAM"
     assert deploy["resolve_s3"] is True
     assert deploy["confirm_changeset"] is True
+
+
+def test_refill_rule_sends_closed_status_changes_of_the_target_state_machine() -> None:
+    """An EventBridge rule invokes the function on every end of an execution of the target state machine."""
+    resources = transformed()["Resources"]
+    rule = resources["DispatcherFunctionCompletion"]["Properties"]
+    target = {"Fn::If": ["CreateSampleWorkflow", {"Ref": "SampleWorkflow"}, {"Ref": "TargetStateMachineArn"}]}
+    assert rule["EventPattern"] == {
+        "source": ["aws.states"],
+        "detail-type": ["Step Functions Execution Status Change"],
+        "detail": {"stateMachineArn": [target], "status": sorted(CLOSED_STATUSES, key=STATUS_ORDER.index)},
+    }
+    [rule_target] = rule["Targets"]
+    assert rule_target["Arn"] == {"Fn::GetAtt": ["DispatcherFunction", "Arn"]}
+    assert rule_target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 60
+    permission = resources["DispatcherFunctionCompletionPermission"]["Properties"]
+    assert permission["Principal"] == "events.amazonaws.com"
+    assert permission["SourceArn"] == {"Fn::GetAtt": ["DispatcherFunctionCompletion", "Arn"]}
+
+
+def test_refill_rule_is_on_by_default_and_can_be_switched_off() -> None:
+    """RefillOnCompletion (default true) enables the rule; false leaves only the schedule."""
+    template = transformed()
+    assert template["Parameters"]["RefillOnCompletion"]["Default"] == "true"
+    assert template["Conditions"]["RefillOnCompletion"] == {
+        "Fn::Equals": [{"Ref": "RefillOnCompletion"}, "true"]
+    }
+    state = template["Resources"]["DispatcherFunctionCompletion"]["Properties"]["State"]
+    assert state == {"Fn::If": ["RefillOnCompletion", "ENABLED", "DISABLED"]}
+
+
+def test_throughput_parameters_match_the_settings_bounds() -> None:
+    """StartConcurrency and LoopSeconds reach the function within what the settings accept."""
+    template = sam_template()
+    variables = template["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["START_CONCURRENCY"] == {"Ref": "StartConcurrency"}
+    assert variables["LOOP_SECONDS"] == {"Ref": "LoopSeconds"}
+    assert template["Parameters"]["StartConcurrency"]["MaxValue"] == MAX_START_CONCURRENCY
+    timeout = template["Resources"]["DispatcherFunction"]["Properties"]["Timeout"]
+    margin = float(variables["TIME_MARGIN_SECONDS"])
+    assert template["Parameters"]["LoopSeconds"]["MaxValue"] + margin <= timeout

@@ -53,9 +53,12 @@ class Harness:
             request["MessageAttributes"] = {"ExecutionName": {"DataType": name_type, value_field: value}}
         return str(self.sqs.send_message(**request)["MessageId"])
 
-    def tick(self, event: Any = None, *, remaining_seconds: float = 30.0) -> dict[str, Any]:
-        """Invoke the real handler once, as a cold start."""
-        handler.reset_clients()
+    def tick(
+        self, event: Any = None, *, remaining_seconds: float = 30.0, cold: bool = True
+    ) -> dict[str, Any]:
+        """Invoke the real handler once, as a cold start (or in the same warm container)."""
+        if cold:
+            handler.reset_clients()
         result = handler.lambda_handler({} if event is None else event, LocalContext(remaining_seconds))
         assert isinstance(result, dict)
         return result
@@ -80,6 +83,30 @@ class Harness:
     def running(self) -> int:
         """RUNNING executions right now."""
         return len(self.executions("RUNNING"))
+
+    def status_change(self, name: str, status: str = "SUCCEEDED", **detail: Any) -> dict[str, Any]:
+        """The "Step Functions Execution Status Change" event EventBridge delivers for ``name``."""
+        arn = self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+        execution = self.sfn.describe_execution(executionArn=arn)
+        stopped = execution.get("stopDate")
+        return {
+            "version": "0",
+            "id": uuid.uuid4().hex,
+            "detail-type": "Step Functions Execution Status Change",
+            "source": "aws.states",
+            "account": "123456789012",
+            "region": REGION,
+            "resources": [arn],
+            "detail": {
+                "executionArn": arn,
+                "stateMachineArn": self.stack.state_machine_arn,
+                "name": name,
+                "status": status,
+                "startDate": int(execution["startDate"].timestamp() * 1000),
+                "stopDate": None if stopped is None else int(stopped.timestamp() * 1000),
+                **detail,
+            },
+        }
 
     def finish_running(self) -> int:
         """End every RUNNING execution, as if the workflows completed; return how many."""

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from dispatcher.adapters.dynamodb import RecentStarts
+from dispatcher.adapters.dynamodb import StateTable
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
-from dispatcher.models import QueuedMessage, RecordedStart
+from dispatcher.models import EndedExecution, QueuedMessage, RecordedStart, StateWindow
 from dispatcher.planning import DeadLetter
 from tests.integration.conftest import Harness
 
@@ -21,36 +22,68 @@ def machine(harness: Harness) -> StateMachine:
     return StateMachine(harness.sfn, harness.stack.state_machine_arn)
 
 
-def test_count_running_stops_paging_at_max(harness: Harness, machine: StateMachine) -> None:
-    """With more RUNNING than MAX, one page of MAX is read and the count is MAX."""
-    for index in range(7):
-        harness.start_directly(f"busy-{index}")
+def note_list_requests(harness: Harness) -> list[dict[str, Any]]:
     requests: list[dict[str, Any]] = []
     harness.sfn.meta.events.register(
         "provide-client-params.states.ListExecutions", lambda params, **_: requests.append(dict(params))
     )
-    listed = machine.count_running(3)
-    assert listed.count == 3
-    assert not listed.complete
+    return requests
+
+
+def test_list_running_stops_paging_at_max(harness: Harness, machine: StateMachine) -> None:
+    """With more RUNNING than MAX, one page of MAX is read and the listing is partial."""
+    for index in range(7):
+        harness.start_directly(f"busy-{index}")
+    requests = note_list_requests(harness)
+    listing = machine.list_running(3, {}, listed_at=1.0)
+    assert len(listing.executions) == 3
+    assert not listing.complete
+    assert listing.listed_at == 1.0
     assert [request["maxResults"] for request in requests] == [3]
 
 
-def test_count_running_reads_everything_below_max(harness: Harness, machine: StateMachine) -> None:
+def test_list_running_pages_past_executions_known_to_have_ended(
+    harness: Harness, machine: StateMachine
+) -> None:
+    """Listed executions an event says ended don't count toward MAX, so paging goes on past them."""
+    for index in range(5):
+        harness.start_directly(f"busy-{index}")
+    ended = {"busy-4": time.time() + 60, "busy-3": time.time() + 60}  # the newest two, listed first
+    requests = note_list_requests(harness)
+    listing = machine.list_running(2, ended, listed_at=1.0)
+    assert [request["maxResults"] for request in requests] == [2, 2]
+    assert set(listing.executions) == {"busy-4", "busy-3", "busy-2", "busy-1"}
+    assert not listing.complete
+
+
+def test_list_running_reads_everything_below_max(harness: Harness, machine: StateMachine) -> None:
     """With fewer RUNNING than MAX, the list is read completely and names are known."""
     for index in range(4):
         harness.start_directly(f"busy-{index}")
-    listed = machine.count_running(10)
-    assert listed.count == 4
-    assert listed.complete
-    assert listed.names == {f"busy-{index}" for index in range(4)}
+    listing = machine.list_running(10, {}, listed_at=1.0)
+    assert listing.complete
+    assert listing.executions == {f"busy-{index}": None for index in range(4)}
 
 
-def test_count_running_ignores_finished_executions(harness: Harness, machine: StateMachine) -> None:
-    """Only RUNNING executions count."""
+def test_list_running_ignores_finished_executions(harness: Harness, machine: StateMachine) -> None:
+    """Only RUNNING executions are listed."""
     harness.start_directly("done")
     harness.finish_running()
     harness.start_directly("busy")
-    assert machine.count_running(10).names == {"busy"}
+    assert set(machine.list_running(10, {}, listed_at=1.0).executions) == {"busy"}
+
+
+def test_list_running_reads_the_redrive_date(harness: Harness, machine: StateMachine) -> None:
+    """A listed execution's redriveDate comes back in epoch seconds."""
+    harness.start_directly("again")
+
+    def redriven(parsed: dict[str, Any], **_: Any) -> None:
+        for item in parsed["executions"]:
+            item["redriveDate"] = datetime(2026, 11, 21, 12, 0, 1, tzinfo=UTC)
+
+    harness.sfn.meta.events.register("after-call.states.ListExecutions", redriven)
+    listing = machine.list_running(10, {}, listed_at=1.0)
+    assert listing.executions == {"again": datetime(2026, 11, 21, 12, 0, 1, tzinfo=UTC).timestamp()}
 
 
 def test_start_existing_closed_name_raises_exists(harness: Harness, machine: StateMachine) -> None:
@@ -158,29 +191,58 @@ def test_dead_letter_refused_message_is_returned_failed(harness: Harness) -> Non
     assert dead_letters.send([letter]) == [letter]
 
 
-def test_recent_starts_round_trip(harness: Harness) -> None:
-    """Recorded starts are read back newest-window only, and forgotten on request."""
-    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+def state_table(harness: Harness, arn: str | None = None, table: str | None = None) -> StateTable:
+    return StateTable(
+        harness.dynamodb, table or harness.stack.state_table, arn or harness.stack.state_machine_arn
+    )
+
+
+def test_state_table_round_trip(harness: Harness) -> None:
+    """Recorded starts and ends are read back newest-window only; starts are forgotten on request."""
+    table = state_table(harness)
     now = time.time()
-    old = ledger.record("old", now - 200)
-    fresh = ledger.record("fresh", now)
-    assert ledger.since(now - 90) == [fresh]
-    assert ledger.forget([old, fresh]) == 0
-    assert ledger.since(now - 1000) == []
+    [old] = table.starts_at(["old"], now - 200)
+    fresh = table.starts_at(["fresh", "other"], now)
+    assert table.record([old]) == []
+    assert table.record(fresh) == []
+    table.note_ended(EndedExecution(name="fresh", stopped_at=now - 1), now)
+    window = table.window(now - 90)
+    assert window.starts == tuple(fresh)
+    assert window.ended == (EndedExecution(name="fresh", stopped_at=float(f"{now - 1:.6f}")),)
+    assert table.forget([old, *fresh]) == 0
+    assert table.window(now - 1000).starts == ()
 
 
-def test_recent_starts_are_per_state_machine(harness: Harness) -> None:
-    """Two state machines sharing a table don't see each other's starts."""
-    one = RecentStarts(harness.dynamodb, harness.stack.state_table, "arn:one")
-    other = RecentStarts(harness.dynamodb, harness.stack.state_table, "arn:other")
-    one.record("a", time.time())
-    assert other.since(0) == []
+def test_state_table_reports_unprocessed_starts(harness: Harness) -> None:
+    """Starts DynamoDB leaves in UnprocessedItems come back, so they are not started."""
+    table = state_table(harness)
+    records = table.starts_at(["a", "b"], time.time())
+
+    def leave_b_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
+        item = {"pk": {"S": "p"}, "sk": {"S": records[1].sort_key}, "name": {"S": "b"}}
+        parsed["UnprocessedItems"] = {harness.stack.state_table: [{"PutRequest": {"Item": item}}]}
+
+    harness.dynamodb.meta.events.register("after-call.dynamodb.BatchWriteItem", leave_b_unprocessed)
+    assert table.record(records) == [records[1]]
 
 
-def test_recent_starts_missing_table_is_a_configuration_error(harness: Harness) -> None:
-    """Every ledger call against a missing table names it."""
-    ledger = RecentStarts(harness.dynamodb, "missing-table", "arn:x")
+def test_state_table_is_per_state_machine(harness: Harness) -> None:
+    """Two state machines sharing a table don't see each other's starts or ends."""
+    one = state_table(harness, "arn:one")
+    other = state_table(harness, "arn:other")
+    one.record(one.starts_at(["a"], time.time()))
+    one.note_ended(EndedExecution(name="a", stopped_at=1.0), time.time())
+    assert other.window(0) == StateWindow()
+
+
+def test_state_table_missing_table_is_a_configuration_error(harness: Harness) -> None:
+    """Every state table call against a missing table names it."""
+    table = state_table(harness, "arn:x", "missing-table")
     with pytest.raises(ConfigurationError, match="missing-table"):
-        ledger.since(0)
+        table.window(0)
     with pytest.raises(ConfigurationError, match="missing-table"):
-        ledger.forget([RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")])
+        table.record(table.starts_at(["a"], 1.0))
+    with pytest.raises(ConfigurationError, match="missing-table"):
+        table.note_ended(EndedExecution(name="a", stopped_at=1.0), 1.0)
+    with pytest.raises(ConfigurationError, match="missing-table"):
+        table.forget([RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")])

@@ -10,7 +10,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from freezegun import freeze_time
 
-from dispatcher.adapters.dynamodb import RecentStarts
+from dispatcher.adapters.dynamodb import StateTable
 from tests.integration.conftest import Harness
 
 
@@ -60,8 +60,8 @@ def test_tick_counts_a_listed_recorded_start_once_and_keeps_its_record(harness: 
     omitted = harness.tick()
     assert (listed["running"], listed["started"]) == (1, 1)
     assert (omitted["running"], omitted["started"]) == (2, 0)
-    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
-    assert len(ledger.since(time.time() - 600)) == 2
+    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    assert len(ledger.window(time.time() - 600).starts) == 2
 
 
 def test_tick_forgets_a_recorded_start_once_it_ended(harness: Harness) -> None:
@@ -71,17 +71,17 @@ def test_tick_forgets_a_recorded_start_once_it_ended(harness: Harness) -> None:
     harness.tick()
     harness.finish_running()
     assert harness.tick()["running"] == 0
-    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
-    assert ledger.since(time.time() - 600) == []
+    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    assert ledger.window(time.time() - 600).starts == ()
 
 
 def test_tick_start_recorded_by_a_dead_process_holds_a_slot_for_90_seconds(harness: Harness) -> None:
     """A start recorded before a crash (no execution) holds capacity for at most 90 s."""
     harness.configure(1)
-    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     harness.send("{}")
     with freeze_time("2026-11-21 12:00:00", tick=True) as frozen:
-        ledger.record("crashed-before-start", time.time())
+        ledger.record(ledger.starts_at(["crashed-before-start"], time.time()))
         frozen.tick(60)
         held = harness.tick()
         frozen.tick(31)
@@ -148,8 +148,8 @@ def test_tick_checks_unlisted_starts_only_until_max_is_reached(harness: Harness)
     for job in range(2):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
     harness.tick()
-    ledger = RecentStarts(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
-    ledger.record("a-third-recorded-start", time.time())
+    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger.record(ledger.starts_at(["a-third-recorded-start"], time.time()))
     described: list[str] = []
     harness.on("provide-client-params.states.DescribeExecution", lambda params, **_: described.append("x"))
     result = harness.tick()

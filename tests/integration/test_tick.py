@@ -9,6 +9,7 @@ import pytest
 
 from dispatcher import handler
 from dispatcher.errors import ConfigurationError
+from dispatcher.planning import ROUND_SIZE
 from tests.inputs import json_of_size
 from tests.integration.conftest import Harness
 from tools.emulator import LocalContext
@@ -256,12 +257,12 @@ class _RunningOutContext(LocalContext):
         return 30_000 if self.checks == 1 else 5_000
 
 
-def test_tick_stops_between_batches_when_time_runs_low(harness: Harness) -> None:
-    """Time is checked before every receive: a batch in progress finishes, no new one starts."""
-    harness.configure(20)
-    for job in range(15):
+def test_tick_stops_between_rounds_when_time_runs_low(harness: Harness) -> None:
+    """Time is checked before every round: a round in progress finishes, no new one starts."""
+    harness.configure(200)
+    for job in range(ROUND_SIZE + 15):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
     result = handler.lambda_handler({}, _RunningOutContext())
-    assert result["started"] == 10
+    assert result["started"] == ROUND_SIZE
     assert result["stopped"] == "time"
-    assert harness.queue_counts() == (5, 0)
+    assert harness.queue_counts() == (15, 0)

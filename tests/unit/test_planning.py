@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dispatcher.models import ListedRunning, QueuedMessage, RecordedStart
+from dispatcher.models import EndedExecution, QueuedMessage, RecordedStart, RunningListing
 from dispatcher.planning import (
     DEAD_LETTER_HEADROOM_BYTES,
     DISPATCH_ERROR_MAX_LENGTH,
@@ -15,17 +15,24 @@ from dispatcher.planning import (
     SQS_MAX_MESSAGE_ATTRIBUTES,
     DeadLetter,
     GroupOrder,
+    RunningCount,
     Start,
+    admit,
+    by_group,
     dead_letter_attributes,
     describe_trigger,
     dispatch_error,
+    ended_execution,
     free_slots,
     input_problem,
+    latest_ends,
+    listed_as_running,
     listing_page_size,
     name_problem,
+    plan_count,
     plan_message,
     receive_size,
-    review_recent_starts,
+    round_size,
     still_counts,
 )
 from tests.inputs import json_of_size
@@ -194,36 +201,236 @@ def test_group_order_blocks_only_the_held_back_group() -> None:
     assert order.may_start(first_b)
 
 
-def test_review_recent_starts_keeps_listed_and_checks_unlisted() -> None:
+def listing(*names: str, complete: bool = True, age: float = 0.0, **redriven: float) -> RunningListing:
+    executions: dict[str, float | None] = dict.fromkeys(names)
+    executions.update({name: NOW - ago for name, ago in redriven.items()})
+    return RunningListing(executions=executions, complete=complete, listed_at=NOW - age)
+
+
+def ended(name: str, ago: float) -> EndedExecution:
+    return EndedExecution(name=name, stopped_at=NOW - ago)
+
+
+def test_plan_count_keeps_listed_and_checks_unlisted() -> None:
     """A listed start is neither checked nor forgotten (a later list may omit it); unlisted is checked."""
-    listed = ListedRunning(count=1, names=frozenset({"seen"}), complete=True)
-    review = review_recent_starts([record("seen", 5), record("unseen", 5)], listed, NOW)
-    assert review.resolved == ()
-    assert [r.name for r in review.to_check] == ["unseen"]
+    count = plan_count(listing("seen"), {}, [record("seen", 5), record("unseen", 5)], 10, NOW)
+    assert count.running == 1
+    assert count.resolved == ()
+    assert [r.name for r in count.to_check] == ["unseen"]
 
 
-def test_review_recent_starts_resolves_records_older_than_window() -> None:
+def test_plan_count_resolves_records_older_than_window() -> None:
     """A record older than the window no longer counts: the list is consistent by then."""
-    listed = ListedRunning(count=0, names=frozenset(), complete=True)
-    review = review_recent_starts([record("old", RECENT_START_WINDOW_SECONDS + 1)], listed, NOW)
-    assert [r.name for r in review.resolved] == ["old"]
-    assert review.to_check == ()
+    count = plan_count(listing(), {}, [record("old", RECENT_START_WINDOW_SECONDS + 1)], 10, NOW)
+    assert [r.name for r in count.resolved] == ["old"]
+    assert count.to_check == ()
+    assert count.running == 0
 
 
-def test_review_recent_starts_judges_a_name_recorded_twice_by_its_newest_record() -> None:
+def test_plan_count_judges_a_name_recorded_twice_by_its_newest_record() -> None:
     """A redelivered message recorded twice holds one slot, for as long as its newest record."""
-    listed = ListedRunning(count=0, names=frozenset(), complete=True)
     older, newer = record("twice", 80), record("twice", 10)
-    review = review_recent_starts([older, newer], listed, NOW)
-    assert review.to_check == (newer,)
-    assert review.resolved == (older,)
+    count = plan_count(listing(), {}, [older, newer], 10, NOW)
+    assert count.to_check == (newer,)
+    assert count.resolved == (older,)
 
 
-def test_review_recent_starts_checks_oldest_first() -> None:
+def test_plan_count_checks_oldest_first() -> None:
     """Unlisted records are checked oldest first, the ones closest to leaving the window."""
-    listed = ListedRunning(count=0, names=frozenset(), complete=True)
-    review = review_recent_starts([record("new", 1), record("old", 50), record("mid", 20)], listed, NOW)
-    assert [r.name for r in review.to_check] == ["old", "mid", "new"]
+    count = plan_count(listing(), {}, [record("new", 1), record("old", 50), record("mid", 20)], 10, NOW)
+    assert [r.name for r in count.to_check] == ["old", "mid", "new"]
+
+
+def test_plan_count_leaves_out_a_listed_execution_an_event_says_ended() -> None:
+    """The list lags after an end: an execution an event says ended holds no slot though listed."""
+    count = plan_count(listing("done", "busy"), latest_ends([ended("done", 1)]), [], 10, NOW)
+    assert count.running == 1
+
+
+def test_plan_count_counts_an_ended_execution_the_list_shows_redriven_since() -> None:
+    """An execution redriven after the stop an event reports is running again, and counts."""
+    redriven_after = listing("again", again=1)
+    redriven_before = listing("again", again=30)
+    assert plan_count(redriven_after, latest_ends([ended("again", 10)]), [], 10, NOW).running == 1
+    assert plan_count(redriven_before, latest_ends([ended("again", 10)]), [], 10, NOW).running == 0
+
+
+def test_plan_count_resolves_a_record_whose_execution_an_event_says_ended() -> None:
+    """A recorded start that an event says ended needs no DescribeExecution, and its record goes."""
+    started = record("quick", 5)
+    count = plan_count(listing(), latest_ends([ended("quick", 2)]), [started], 10, NOW)
+    assert count.running == 0
+    assert count.to_check == ()
+    assert count.resolved == (started,)
+
+
+def test_plan_count_keeps_a_record_written_after_the_reported_stop() -> None:
+    """A record newer than the stop an event reports is not ended by it: it is checked."""
+    later = record("again", 1)
+    count = plan_count(listing(), latest_ends([ended("again", 5)]), [later], 10, NOW)
+    assert count.to_check == (later,)
+
+
+def test_plan_count_counts_records_newer_than_a_reused_listing_without_checking() -> None:
+    """A start recorded after the listing was read can't be in it: it counts, no DescribeExecution."""
+    count = plan_count(listing("a", age=0.8), {}, [record("new", 0.5), record("old", 5)], 10, NOW)
+    assert count.running == 2
+    assert [r.name for r in count.to_check] == ["old"]
+
+
+def test_plan_count_at_max_reads_no_records() -> None:
+    """A listing that reaches MAX is the count; the records need no review."""
+    count = plan_count(listing("a", "b", complete=False), {}, [record("c", 5)], 2, NOW)
+    assert count == RunningCount(2)
+
+
+def test_plan_count_partial_listing_short_of_max_is_taken_as_full() -> None:
+    """A reused listing that stopped at MAX but now counts less says nothing of the rest: assume MAX."""
+    partial = listing("a", "b", complete=False)
+    count = plan_count(partial, latest_ends([ended("a", 1)]), [], 2, NOW)
+    assert count.running == 2
+
+
+def test_latest_ends_keeps_the_latest_stop_of_repeated_and_reordered_events() -> None:
+    """Duplicated and out-of-order events for one name keep its latest stop."""
+    ends = latest_ends([ended("x", 5), ended("y", 3), ended("x", 9), ended("x", 5)])
+    assert ends == {"x": NOW - 5, "y": NOW - 3}
+
+
+@pytest.mark.parametrize(
+    ("redriven_ago", "stopped_ago", "running"),
+    [(None, None, True), (None, 5, False), (10, 5, False), (2, 5, True), (5, 5, False)],
+)
+def test_listed_as_running_unless_ended_and_not_redriven_since(
+    redriven_ago: float | None, stopped_ago: float | None, running: bool
+) -> None:
+    """Listed means running, unless an event reported a stop later than any redrive."""
+    redriven_at = None if redriven_ago is None else NOW - redriven_ago
+    stopped_at = None if stopped_ago is None else NOW - stopped_ago
+    assert listed_as_running(redriven_at, stopped_at) is running
+
+
+def test_round_size_is_free_capped_at_a_hundred() -> None:
+    """One round receives at most 100 messages, never more than the free slots."""
+    assert [round_size(free) for free in (0, 7, 100, 5000)] == [0, 7, 100, 100]
+
+
+def test_admit_starts_up_to_free_in_receive_order() -> None:
+    """The first `free` valid messages start; the rest are held back."""
+    received = [message(message_id=f"m-{index}", group=f"g{index}") for index in range(5)]
+    admission = admit(received, 3)
+    assert [start.name for start in admission.starts] == ["m-0", "m-1", "m-2"]
+    assert admission.held_back == tuple(received[3:])
+
+
+def test_admit_dead_letters_poison_without_spending_a_slot() -> None:
+    """Poison goes to the DLQ and leaves its slot to the next message."""
+    received = [message("nope", message_id="bad"), message(message_id="ok", group="h")]
+    admission = admit(received, 1)
+    assert [letter.message.message_id for letter in admission.dead_letters] == ["bad"]
+    assert [start.name for start in admission.starts] == ["ok"]
+
+
+def test_admit_holds_back_the_rest_of_a_group_behind_a_held_message() -> None:
+    """Once a group has a message held back, its later messages (poison too) are held back."""
+    received = [
+        message(message_id="a1", group="a"),
+        message(message_id="b1", group="b"),
+        message("nope", message_id="b2", group="b"),
+        message(message_id="c1", group="c"),
+    ]
+    admission = admit(received, 1)
+    assert [start.name for start in admission.starts] == ["a1"]
+    assert [held.message_id for held in admission.held_back] == ["b1", "b2", "c1"]
+    assert admission.dead_letters == ()
+
+
+def test_by_group_keeps_send_order_within_each_group() -> None:
+    """Starts split per group, each sequence in receive order, groups in order of first appearance."""
+    received = [message(message_id=name, group=name[0]) for name in ("a1", "b1", "a2", "c1", "b2", "a3")]
+    groups = by_group(admit(received, 10).starts)
+    assert [[start.name for start in group] for group in groups] == [["a1", "a2", "a3"], ["b1", "b2"], ["c1"]]
+
+
+def status_change(**detail: object) -> dict[str, object]:
+    return {
+        "version": "0",
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "time": "2026-11-21T12:00:05Z",
+        "detail": {
+            "executionArn": f"{MACHINE.replace(':stateMachine:', ':execution:')}:job-1",
+            "stateMachineArn": MACHINE,
+            "name": "job-1",
+            "status": "SUCCEEDED",
+            "startDate": 1_795_262_400_000,
+            "stopDate": 1_795_262_404_500,
+            **detail,
+        },
+    }
+
+
+MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
+
+
+@pytest.mark.parametrize("status", ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"])
+def test_ended_execution_reads_a_closed_status_change(status: str) -> None:
+    """A closed status change of the target state machine names the execution and its stop."""
+    assert ended_execution(status_change(status=status), MACHINE) == EndedExecution(
+        name="job-1", stopped_at=1_795_262_404.5
+    )
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        status_change(status="RUNNING", stopDate=None),
+        status_change(status="PENDING_REDRIVE"),
+        status_change(stateMachineArn=MACHINE + "-other"),
+        status_change(name="bad name"),
+        status_change(stopDate="yesterday"),
+        status_change(stopDate=True),
+        {**status_change(), "detail-type": "Scheduled Event"},
+        {"detail-type": "Step Functions Execution Status Change", "detail": {}},
+        {"detail-type": "Step Functions Execution Status Change", "detail": "nope"},
+        {},
+        [],
+        None,
+        "text",
+    ],
+    ids=[
+        "running",
+        "pending-redrive",
+        "other-state-machine",
+        "invalid-name",
+        "stop-date-text",
+        "stop-date-bool",
+        "other-detail-type",
+        "empty-detail",
+        "detail-not-object",
+        "empty",
+        "list",
+        "null",
+        "string",
+    ],
+)
+def test_ended_execution_is_none_for_any_other_event(event: object) -> None:
+    """Another state machine, an open status or a malformed event is an ordinary tick."""
+    assert ended_execution(event, MACHINE) is None
+
+
+def test_ended_execution_falls_back_to_the_event_time_without_stop_date() -> None:
+    """Without detail.stopDate the event's own time is the stop."""
+    event = status_change()
+    del event["detail"]["stopDate"]  # type: ignore[attr-defined]
+    assert ended_execution(event, MACHINE) == EndedExecution(name="job-1", stopped_at=1_795_262_405.0)
+
+
+def test_ended_execution_without_any_stop_time_is_none() -> None:
+    """With neither stopDate nor time the stop is unknown, so a redrive couldn't be told: ignored."""
+    event = status_change(stopDate=None)
+    del event["time"]
+    assert ended_execution(event, MACHINE) is None
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,40 @@
+"""What a warm Lambda container remembers between invocations.
+
+None of it is needed for correctness: a cold start has none of it and ticks the same.
+It saves calls when invocations come in bursts, as they do when every completed
+execution sends a status change event: a `ListExecutions` read is reused for a short
+while (its age is bounded, and the starts made since are in the state table), and a
+state machine found STANDARD is not described again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dispatcher.models import RunningListing
+
+
+@dataclass
+class WarmState:
+    """Reads one container may reuse across invocations."""
+
+    standard: set[str] = field(default_factory=set)
+    """State machine ARNs already found to exist and to be STANDARD."""
+    listings: dict[str, RunningListing] = field(default_factory=dict)
+    """State machine ARN → its latest RUNNING listing."""
+
+    def listing(self, state_machine_arn: str, now: float, max_age: float) -> RunningListing | None:
+        """The latest listing of the state machine if it is younger than ``max_age`` seconds."""
+        listing = self.listings.get(state_machine_arn)
+        if listing is None or not 0 <= now - listing.listed_at < max_age:
+            return None
+        return listing
+
+    def keep(self, state_machine_arn: str, listing: RunningListing) -> None:
+        """Remember a fresh listing."""
+        self.listings[state_machine_arn] = listing
+
+    def forget(self) -> None:
+        """Forget everything, as a cold start does."""
+        self.standard.clear()
+        self.listings.clear()

@@ -1,0 +1,204 @@
+"""Admission rounds: batched records, concurrent starts per group, batched deletes, and their stops."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from dispatcher.adapters.dynamodb import StateTable
+from tests.integration.conftest import Harness
+
+
+def count_calls(harness: Harness) -> Counter[str]:
+    calls: Counter[str] = Counter()
+
+    def note(model: Any, **_: Any) -> None:
+        calls[model.name] += 1
+
+    harness.on("before-call", note)
+    return calls
+
+
+def test_round_records_starts_in_batches_of_25_before_starting_them(harness: Harness) -> None:
+    """Every StartExecution names a start already written by an earlier BatchWriteItem of ≤ 25 items."""
+    harness.configure(60)
+    order: list[tuple[str, frozenset[str]]] = []
+    lock = threading.Lock()
+
+    def note_records(params: dict[str, Any], **_: Any) -> None:
+        [requests] = params["RequestItems"].values()
+        names = frozenset(request["PutRequest"]["Item"]["name"]["S"] for request in requests)
+        with lock:
+            order.append(("record", names))
+
+    def note_start(params: dict[str, Any], **_: Any) -> None:
+        with lock:
+            order.append(("start", frozenset({params["name"]})))
+
+    harness.on("provide-client-params.dynamodb.BatchWriteItem", note_records)
+    harness.on("provide-client-params.states.StartExecution", note_start)
+    for job in range(60):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    assert harness.tick()["started"] == 60
+    recorded: set[str] = set()
+    for kind, names in order:
+        if kind == "record":
+            assert len(names) <= 25
+            recorded |= names
+        else:
+            assert names <= recorded
+    assert len(recorded) == 60
+
+
+def test_round_batches_receives_records_and_deletes(harness: Harness) -> None:
+    """60 jobs at MAX 60: 6 receives, 3 record batches, 60 starts, 6 delete batches, one count."""
+    harness.configure(60)
+    for job in range(60):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    calls = count_calls(harness)
+    harness.tick()
+    assert dict(calls) == {
+        "DescribeStateMachine": 1,
+        "Query": 1,
+        "ListExecutions": 1,
+        "ReceiveMessage": 6,
+        "BatchWriteItem": 3,
+        "StartExecution": 60,
+        "DeleteMessageBatch": 6,
+    }
+
+
+def test_round_starts_groups_concurrently_within_the_bound(harness: Harness) -> None:
+    """Starts of different groups overlap, never more than START_CONCURRENCY at once."""
+    harness.configure(40, START_CONCURRENCY="4")
+    in_flight = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def enter(**_: Any) -> None:
+        with lock:
+            in_flight["now"] += 1
+            in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+        time.sleep(0.02)
+
+    def leave(**_: Any) -> None:
+        with lock:
+            in_flight["now"] -= 1
+
+    harness.on("before-call.states.StartExecution", enter)
+    harness.on("after-call.states.StartExecution", leave)
+    for job in range(40):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    assert harness.tick()["started"] == 40
+    assert in_flight["peak"] == 4
+
+
+def test_round_keeps_send_order_within_each_group(harness: Harness) -> None:
+    """With many groups started at once, each group's executions start in send order."""
+    harness.configure(50)
+    groups: dict[str, list[int]] = {}
+    for job in range(50):
+        group = f"g{job % 7}"
+        groups.setdefault(group, []).append(job)
+        harness.send(json.dumps({"job": job}), group=group)
+    for _ in range(10):
+        harness.tick()
+        if harness.queue_counts() == (0, 0):
+            break
+    assert harness.started_by_group(lambda job: f"g{job % 7}") == groups
+
+
+def test_round_one_busy_group_is_not_mistaken_for_a_drained_queue(harness: Harness) -> None:
+    """A group in flight makes a later receive of the round empty: the next round carries on."""
+    harness.configure(25)
+    for job in range(25):
+        harness.send(json.dumps({"job": job}), group="only")
+    result = harness.tick()
+    assert result["started"] == 25
+    assert result["stopped"] == "capacity"
+    assert harness.started_jobs() == list(range(25))
+
+
+def test_round_throttled_receive_mid_round_starts_what_it_holds(harness: Harness) -> None:
+    """A receive still throttled after retries, mid-round, ends the tick after starting what arrived."""
+    harness.configure(30)
+    for job in range(30):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    harness.fail("sqs.ReceiveMessage", "ThrottlingException", after=1)
+    result = harness.tick()
+    assert (result["started"], result["stopped"]) == (10, "throttled")
+    assert harness.queue_counts() == (20, 0)
+
+
+def test_round_throttled_start_stops_every_group_and_frees_unattempted_records(harness: Harness) -> None:
+    """After a throttled start no group starts more; records of starts never attempted are deleted."""
+    harness.configure(20, START_CONCURRENCY="1")
+    for job in range(20):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    harness.fail("states.StartExecution", "ThrottlingException", "Rate exceeded", after=5)
+    result = harness.tick()
+    assert (result["started"], result["released"], result["stopped"]) == (5, 15, "throttled")
+    assert harness.queue_counts() == (15, 0)
+    table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    kept = {record.name for record in table.window(time.time() - 60).starts}
+    started = {execution["name"] for execution in harness.executions()}
+    assert len(kept) == 6  # the five started and the one whose start was throttled (it may exist)
+    assert started < kept
+
+
+def test_round_unprocessed_record_is_not_started_and_its_group_waits(harness: Harness) -> None:
+    """A start DynamoDB left unprocessed doesn't happen; the rest of its group is held back too."""
+    harness.configure(10)
+    names = [harness.send(json.dumps({"job": job}), group="a" if job < 3 else f"g{job}") for job in range(6)]
+
+    def leave_first_unprocessed(params: dict[str, Any], **_: Any) -> None:
+        [requests] = params["RequestItems"].values()
+        for request in requests:
+            if "PutRequest" in request and request["PutRequest"]["Item"]["name"]["S"] == names[0]:
+                unprocessed.append(request)
+
+    def answer(parsed: dict[str, Any], **_: Any) -> None:
+        parsed["UnprocessedItems"] = {harness.stack.state_table: list(unprocessed)}
+        unprocessed.clear()
+
+    unprocessed: list[dict[str, Any]] = []
+    harness.on("provide-client-params.dynamodb.BatchWriteItem", leave_first_unprocessed)
+    harness.on("after-call.dynamodb.BatchWriteItem", answer)
+    result = harness.tick()
+    assert result["stopped"] == "throttled"
+    assert {execution["name"] for execution in harness.executions()} == set(names[3:])
+    assert harness.queue_counts() == (3, 0)
+
+
+def test_round_state_table_still_throttled_starts_nothing(harness: Harness) -> None:
+    """Recording still throttled after retries: nothing of the round starts and everything is released."""
+    for job in range(3):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    harness.fail("dynamodb.BatchWriteItem", "ProvisionedThroughputExceededException")
+    result = harness.tick()
+    assert (result["started"], result["released"], result["stopped"]) == (0, 3, "throttled")
+    assert harness.executions() == []
+    assert harness.queue_counts() == (3, 0)
+
+
+def test_invocation_is_one_tick_by_default(harness: Harness) -> None:
+    """Without LOOP_SECONDS an invocation runs one tick, however many jobs wait."""
+    harness.configure(1)
+    for job in range(3):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    result = harness.tick()
+    assert (result["ticks"], result["started"], result["stopped"]) == (1, 1, "capacity")
+
+
+def test_loop_keeps_ticking_while_jobs_wait_for_slots(executing_harness: Harness) -> None:
+    """With LOOP_SECONDS, one invocation refills slots as executions end, until the queue drains."""
+    executing_harness.configure(1, LOOP_SECONDS="20")
+    for job in range(3):
+        executing_harness.send(json.dumps({"job": job}), group=f"g{job}")
+    result = executing_harness.tick(remaining_seconds=60)
+    assert result["started"] == 3
+    assert result["stopped"] == "drained"
+    assert result["ticks"] >= 4
+    assert executing_harness.queue_counts() == (0, 0)
