@@ -1,9 +1,10 @@
 """One tick of the dispatcher: read ports → plan → act → report.
 
 A tick counts RUNNING once, then admits messages in rounds: receive up to 100 in
-batches of 10, record their starts in `BatchWriteItem` calls of 25, start them on a
-bounded pool of threads (one message group per task, so each group starts in send
-order), dead-letter what can never start, then delete and release in batches of 10.
+batches of 10 (in parallel once the first comes back full), record their starts in
+`BatchWriteItem` calls of 25, start them on a bounded pool of threads (one message
+group per task, so each group starts in send order), dead-letter what can never
+start, then delete and release in batches of 10.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dispatcher.errors import ConfigurationError, ExecutionExistsError, Rejected
 from dispatcher.models import EndedExecution, QueuedMessage, RecordedStart
 from dispatcher.planning import (
     RECENT_START_WINDOW_SECONDS,
+    SQS_MAX_RECEIVE,
     DeadLetter,
     Start,
     admit,
@@ -38,6 +40,8 @@ from dispatcher.warm import WarmState
 
 BATCH_WRITE_LIMIT = 25
 LOOP_INTERVAL_SECONDS = 1.0
+WAITING = frozenset({"capacity", "throttled"})
+"""Stops after which jobs may still wait: a looping invocation ticks again (after a pause)."""
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -178,7 +182,7 @@ class Dispatcher:
         report = self.tick(ended)
         interval = max(LOOP_INTERVAL_SECONDS, self._policy.list_reuse_seconds)
         while (
-            report.stopped == "capacity"
+            report.stopped in WAITING
             and self._clock() - began + interval < self._policy.loop_seconds
             and self._remaining_seconds() - interval > self._policy.time_margin_seconds
         ):
@@ -212,7 +216,7 @@ class Dispatcher:
                     report.stopped = "time"
                     break
                 try:
-                    messages, receive_stop = self._receive_round(free)
+                    messages, receive_stop = self._receive_round(free, pool)
                 except TransientError as error:
                     report.stopped = "throttled"
                     logger.warning("could not receive", extra={"reason": str(error)})
@@ -282,28 +286,26 @@ class Dispatcher:
 
     # -- admitting --------------------------------------------------------------------
 
-    def _receive_round(self, free: int) -> tuple[list[QueuedMessage], str | None]:
+    def _receive_round(self, free: int, pool: Executor) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of messages; the reason receiving stopped early, if any.
 
-        Only the first receive long-polls. The round ends at its size or on an empty
-        receive: the rest of the queue may be in groups that are in flight.
+        The first receive long-polls. When it comes back full, the rest of the round is
+        received at once, in parallel and without waiting: FIFO never hands the same
+        group to two receives, so each group's messages still arrive in send order.
         """
         wanted = round_size(free)
-        messages: list[QueuedMessage] = []
-        while len(messages) < wanted:
-            try:
-                batch = self._queue.receive(receive_size(wanted - len(messages)), wait=not messages)
-            except TransientError as error:
-                if not messages:
-                    raise
-                return messages, str(error)
-            except BaseException:
-                self._queue.release(messages)
-                raise
-            if not batch:
-                break
-            messages.extend(batch)
-        return messages, None
+        first = self._queue.receive(receive_size(wanted))
+        if len(first) < receive_size(wanted) or len(first) == wanted:
+            return first, None
+        sizes = [receive_size(wanted - taken) for taken in range(len(first), wanted, SQS_MAX_RECEIVE)]
+        batches = settled(pool, lambda size: self._queue.receive(size, wait=False), sizes)
+        messages = first + [message for batch in batches if isinstance(batch, list) for message in batch]
+        failure = first_failure([batch for batch in batches if not isinstance(batch, TransientError)])
+        if failure is not None:
+            self._queue.release(messages)
+            raise failure
+        throttled = next((batch for batch in batches if isinstance(batch, TransientError)), None)
+        return messages, None if throttled is None else str(throttled)
 
     def _admit(self, messages: list[QueuedMessage], free: int, pool: Executor) -> RoundOutcome:
         """Decide, record and start one round, concurrently across message groups."""

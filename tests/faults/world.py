@@ -177,12 +177,23 @@ class InFlight:
 
 
 class World:
-    """The ground truth: virtual time, executions, in-flight messages, injected faults."""
+    """The ground truth: virtual time, executions, in-flight messages, injected faults.
+
+    With a ``clock`` (the benchmark's `time.time`) the world runs on real time instead:
+    `advance(0, ...)` then only ends the executions whose time has come.
+    """
 
     def __init__(
-        self, *, seed: int, start: float, faults: FaultPlan | None = None, events: EventPlan | None = None
+        self,
+        *,
+        seed: int,
+        start: float,
+        faults: FaultPlan | None = None,
+        events: EventPlan | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        self.now = start
+        self._virtual_now = start
+        self._clock = clock
         self.faults = faults or FaultPlan()
         self.events = events or EventPlan()
         # One stream per purpose: concurrent starts reach the world in any order, and
@@ -201,6 +212,11 @@ class World:
 
     # -- time -------------------------------------------------------------------------
 
+    @property
+    def now(self) -> float:
+        """The world's time: virtual, or the real clock it was given."""
+        return self._virtual_now if self._clock is None else self._clock()
+
     def time(self) -> float:
         """The virtual clock, in epoch seconds (the dispatcher's `time.time`)."""
         return self.now
@@ -208,7 +224,8 @@ class World:
     def advance(self, seconds: float, end: Callable[[Execution], None]) -> None:
         """Move the clock; end executions whose duration is over (and queue their events)."""
         with self.lock:
-            self.now += seconds
+            if self._clock is None:
+                self._virtual_now += seconds
             for execution in self.executions.values():
                 run = execution.runs[-1]
                 if run.ended_at is None and run.planned_end <= self.now:
@@ -301,9 +318,10 @@ class World:
                 describe_after=self.lag_rng.uniform(0, lag.describe),
                 runs=[run],
             )
-            running = self.running()
-            counted = [execution for execution in running if self._accountable(execution)]
-            if by_dispatcher and self.max_concurrency is not None and len(counted) > self.max_concurrency:
+            if not by_dispatcher or self.max_concurrency is None:
+                return
+            counted = [execution for execution in self.running() if self._accountable(execution)]
+            if len(counted) > self.max_concurrency:
                 self.violations.append(
                     f"cap: {len(counted)} RUNNING > MAX {self.max_concurrency}"
                     f" after the dispatcher started {name}"

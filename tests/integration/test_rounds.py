@@ -8,7 +8,10 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.errors import ConfigurationError
 from tests.integration.conftest import Harness
 
 
@@ -202,3 +205,15 @@ def test_loop_keeps_ticking_while_jobs_wait_for_slots(executing_harness: Harness
     assert result["stopped"] == "drained"
     assert result["ticks"] >= 4
     assert executing_harness.queue_counts() == (0, 0)
+
+
+def test_round_forbidden_receive_mid_round_releases_what_it_holds(harness: Harness) -> None:
+    """A later receive of a round denied: the error names it and the first receive's messages are released."""
+    harness.configure(30)
+    for job in range(30):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    harness.fail("sqs.ReceiveMessage", "AccessDenied", "not authorized", status=403, after=1)
+    with pytest.raises(ConfigurationError, match="ReceiveMessage failed with AccessDenied"):
+        harness.tick()
+    assert harness.executions() == []
+    assert harness.queue_counts() == (30, 0)
