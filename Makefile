@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEV_STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
+BENCH_ARGS ?=
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 SOAK_ARGS ?=
@@ -15,7 +17,7 @@ export SAM_CLI_TELEMETRY := 0
 
 LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
 
-.PHONY: demo test lint typecheck template-lint unit integration infra soak validate build clean
+.PHONY: demo test bench lint typecheck template-lint unit integration infra soak validate build clean
 
 $(DEV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +51,14 @@ integration: $(DEV_STAMP)
 
 infra: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests/infra $(PYTEST_ARGS)
+
+$(BENCH_STAMP): $(DEV_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+## bench: the dispatcher against its baselines, with figures and a plot (BENCH_ARGS="--quick")
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 ## soak: thousands of generated fault scenarios, with figures (SOAK_ARGS="--scenarios N --first-seed S")
 soak: $(DEV_STAMP)

@@ -1,0 +1,1 @@
+"""Cost and speed of the dispatcher against its baselines, on the embedded emulator (`make bench`)."""

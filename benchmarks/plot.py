@@ -1,0 +1,57 @@
+"""The picture: RUNNING against MAX over time, schedule only versus refill on completion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+STEP_SECONDS = 0.25
+
+
+def draw(runs: list[dict[str, Any]], max_concurrency: int, seconds: float, path: Path) -> None:
+    """Two panels on one time axis: RUNNING (ground truth), MAX, each start and each completion."""
+    import matplotlib as mpl  # noqa: PLC0415 — a benchmark-only dependency
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    figure, axes = plt.subplots(len(runs), 1, figsize=(10, 2.6 * len(runs)), sharex=True, sharey=True)
+    for axis, run in zip(axes, runs, strict=True):
+        times = [index * STEP_SECONDS for index in range(len(run["running"]))]
+        axis.step(times, run["running"], where="post", color="tab:blue", linewidth=1.4, label="RUNNING")
+        axis.axhline(
+            max_concurrency, color="tab:red", linestyle="--", linewidth=1, label=f"MAX {max_concurrency}"
+        )
+        axis.plot(
+            run["starts_at"],
+            [max_concurrency + 0.9] * len(run["starts_at"]),
+            "|",
+            color="tab:green",
+            markersize=7,
+            label="start",
+        )
+        axis.plot(
+            run["ends_at"],
+            [-0.9] * len(run["ends_at"]),
+            "|",
+            color="tab:gray",
+            markersize=7,
+            label="completion",
+        )
+        title = "refill on completion" if run["refill"] else "schedule only (every 60 s)"
+        axis.set_title(
+            f"{title}: {len(run['starts_at'])} starts, slot freed → next start p50 {run['p50']:.1f} s,"
+            f" p95 {run['p95']:.1f} s",
+            fontsize=10,
+            loc="left",
+        )
+        axis.set_ylim(-2, max_concurrency + 2)
+        axis.set_ylabel("executions")
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize=8, ncols=4)
+    axes[-1].set_xlabel("seconds")
+    axes[-1].set_xlim(0, seconds)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
