@@ -30,8 +30,11 @@ demo: $(DEV_STAMP)
 	$(BIN)/python -m tools.demo $(DEMO_ARGS)
 
 ## test: every quality gate and the whole suite
+# Two workers: one per core here; the fault scenarios' figures are added up across them.
+TEST_WORKERS ?= 2
+
 test: lint typecheck template-lint
-	$(BIN)/python -m pytest --cov --cov-branch --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-branch --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

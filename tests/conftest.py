@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from dispatcher import handler
+from tests.faults.scenario import FINISHED, Tally
 from tools.emulator import FAKE_CREDENTIALS
 
 
@@ -29,3 +32,25 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     handler.reset_clients()
     yield
     handler.reset_clients()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: hand this worker's fault-scenario figures to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["fault_tally"] = json.dumps(FINISHED.as_dict())
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """In the pytest-xdist controller: add up the figures each worker sent."""
+    data = getattr(node, "workeroutput", {}).get("fault_tally")
+    if data:
+        FINISHED.merge(Tally.from_dict(json.loads(data)))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Figures of the fault scenarios this session ran, as `make soak` prints them."""
+    if FINISHED.scenarios:
+        terminalreporter.write_sep("-", f"fault scenarios: {FINISHED.scenarios}")
+        for line in FINISHED.report():
+            terminalreporter.write_line(line)

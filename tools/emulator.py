@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -137,6 +138,30 @@ def create_stack(
     return Stack(queue_url, dead_letter_url, state_machine_arn, table)
 
 
+_SQS_LOCK = threading.RLock()
+
+
+def atomic_sqs() -> None:
+    """Make each of moto's SQS actions atomic, as each SQS request is in AWS (idempotent).
+
+    moto's SQS backend isn't thread-safe: two receives at once can return the same
+    message, or fail with "Set changed size during iteration". The dispatcher receives
+    in parallel, so every emulator here serialises SQS actions with one lock.
+    """
+    from moto.sqs.responses import SQSResponse  # noqa: PLC0415 — local-only
+
+    call_action = SQSResponse.call_action
+    if getattr(call_action, "atomic", False):
+        return
+
+    def atomic(self: Any) -> Any:
+        with _SQS_LOCK:
+            return call_action(self)
+
+    atomic.atomic = True  # type: ignore[attr-defined]
+    SQSResponse.call_action = atomic  # type: ignore[method-assign]
+
+
 def enable_execution(endpoint_url: str, *, enabled: bool = True) -> None:
     """Make a moto server really run state machines (Wait states take real time), or not.
 
@@ -170,6 +195,7 @@ def moto_server(
     )
     from werkzeug.serving import make_server  # noqa: PLC0415
 
+    atomic_sqs()
     app: Callable[..., Any] = DomainDispatcherApplication(create_backend_app)
     if wrap is not None:
         app = wrap(app)

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.faults.scenario import FINISHED
 from tests.faults.world import FaultyAws, faulty_moto_server
 from tools.emulator import enable_execution
 
@@ -25,11 +24,3 @@ def faulty_aws(faulty_server: tuple[str, FaultyAws], monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint_url)
     enable_execution(endpoint_url, enabled=False)  # other tests' servers may have turned it on
     return middleware
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Figures of the fault scenarios this session ran, as `make soak` prints them."""
-    if FINISHED.scenarios:
-        terminalreporter.write_sep("-", f"fault scenarios: {FINISHED.scenarios}")
-        for line in FINISHED.report():
-            terminalreporter.write_line(line)

@@ -20,7 +20,7 @@ import math
 import random
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import boto3
@@ -330,6 +330,15 @@ class Tally:
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
             for violation in outcome.violations
         )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The tally as JSON-ready data (a pytest-xdist worker sends it to the controller)."""
+        return {**asdict(self), "injected": dict(self.injected)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Tally:
+        """A tally sent by `as_dict`."""
+        return cls(**{**data, "injected": Counter(data["injected"])})
 
     def merge(self, other: Tally) -> None:
         """Fold in another tally (another worker's)."""

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from dispatcher import handler
-from tools.emulator import REGION, LocalContext, Stack, StartLog, create_stack, read_all
+from tools.emulator import REGION, LocalContext, Stack, StartLog, atomic_sqs, create_stack, read_all
 
 
 @dataclass
@@ -185,6 +185,7 @@ class Harness:
 
 
 def _harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
+    atomic_sqs()
     starts = StartLog().install()
     harness = Harness(create_stack(**stack_options), monkeypatch, starts)
     harness.configure(5)

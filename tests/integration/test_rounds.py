@@ -8,11 +8,13 @@ import time
 from collections import Counter
 from typing import Any
 
+import boto3
 import pytest
 
 from dispatcher.adapters.dynamodb import StateTable
 from dispatcher.errors import ConfigurationError
 from tests.integration.conftest import Harness
+from tools.emulator import REGION
 
 
 def count_calls(harness: Harness) -> Counter[str]:
@@ -217,3 +219,23 @@ def test_round_forbidden_receive_mid_round_releases_what_it_holds(harness: Harne
         harness.tick()
     assert harness.executions() == []
     assert harness.queue_counts() == (30, 0)
+
+
+def test_emulator_hands_each_message_to_one_of_many_parallel_receives(harness: Harness) -> None:
+    """As in SQS, receives at once never get the same message (moto's own backend would, unlocked)."""
+    for job in range(200):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    got: list[str] = []
+
+    def receive() -> None:
+        sqs = boto3.client("sqs", region_name=REGION)
+        for _ in range(5):
+            messages = sqs.receive_message(QueueUrl=harness.stack.queue_url, MaxNumberOfMessages=10)
+            got.extend(message["MessageId"] for message in messages.get("Messages", []))
+
+    threads = [threading.Thread(target=receive) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(got) == len(set(got)) == 200
