@@ -120,9 +120,10 @@ def report_throughput(result: dict[str, Any], report: Report) -> None:
         f"   {'backlog':>8}{'dispatcher':>12}{'naive':>10}{'list-only':>12}{'vs naive':>10}"
         "   dispatcher's tick"
     )
+    ratios: dict[int, float] = {}
     for backlog in sorted({tick["backlog"] for tick in ticks}):
         ours, naive, listed = by[("dispatcher", backlog)], by[("naive", backlog)], by[("list-only", backlog)]
-        ratio = ours["rate"] / naive["rate"]
+        ratio = ratios[backlog] = ours["rate"] / naive["rate"]
         note = f"{ours['started']:,} started in {ours['seconds']:.1f} s"
         if ours["left"]:
             note += f", {ours['left']:,} left for the next tick (45 s admission window)"
@@ -130,13 +131,13 @@ def report_throughput(result: dict[str, Any], report: Report) -> None:
             f"   {backlog:>8,}{ours['rate']:>12.1f}{naive['rate']:>10.1f}{listed['rate']:>12.1f}"
             f"{ratio:>9.1f}×   {note}"
         )
-        if backlog == 1000:
-            report.say(
-                "   " + report.target("≥ 5× the naive loop (1,000 backlog)", ratio >= 5, f"{ratio:.1f}×")
-            )
     report.say(
         f"   (a baseline stops after {result['baseline_seconds']:.0f} s if it hasn't drained:"
         " its rate is what it sustained)"
+    )
+    report.say(
+        "   "
+        + report.target("≥ 5× the naive loop (1,000 backlog)", ratios[1000] >= 5, f"{ratios[1000]:.1f}×")
     )
     report.say()
     listing = result["listing"]
@@ -203,7 +204,7 @@ def report_burst(
         "   "
         + report.target(
             "≤ 1 ListExecutions per second sustained",
-            default["list_calls_peak"] <= 1,
+            default["list_calls"] <= 1,
             f"{default['list_calls']:.2f}/s, at most {default['list_calls_peak']} in any second",
         )
     )

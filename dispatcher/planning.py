@@ -23,6 +23,9 @@ from dispatcher.models import (
 MAX_INPUT_BYTES = 262_144
 MAX_NAME_LENGTH = 80
 SQS_MAX_RECEIVE = 10
+# Every ListExecutions page asks for the most AWS returns: a call costs one token of a
+# small quota (5/s refill) whatever its size, and paging stops once MAX is counted.
+LIST_PAGE_SIZE = 1000
 # One admission round receives up to this many messages, records their starts in
 # BatchWriteItem calls of 25 and starts them concurrently across message groups.
 ROUND_SIZE = 100
@@ -55,11 +58,6 @@ def receive_size(free: int) -> int:
 def round_size(free: int) -> int:
     """How many messages one admission round receives."""
     return max(0, min(ROUND_SIZE, free))
-
-
-def listing_page_size(max_concurrency: int, counted: int) -> int:
-    """`maxResults` for the next `ListExecutions` page: stop paging once MAX is reached."""
-    return max(1, min(1000, max_concurrency - counted))
 
 
 def _reject_constant(token: str) -> object:

@@ -11,7 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import error_code, translate
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
 from dispatcher.models import RunningListing
-from dispatcher.planning import counted_names, listing_page_size
+from dispatcher.planning import LIST_PAGE_SIZE, counted_names
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -58,11 +58,10 @@ class StateMachine:
         executions: dict[str, float | None] = {}
         token: str | None = None
         while True:
-            counted = len(counted_names(executions, ends))
             request: dict[str, Any] = {
                 "stateMachineArn": self.arn,
                 "statusFilter": "RUNNING",
-                "maxResults": listing_page_size(max_concurrency, counted),
+                "maxResults": LIST_PAGE_SIZE,
             }
             if token:
                 request["nextToken"] = token

@@ -30,30 +30,55 @@ def note_list_requests(harness: Harness) -> list[dict[str, Any]]:
     return requests
 
 
-def test_list_running_stops_paging_at_max(harness: Harness, machine: StateMachine) -> None:
-    """With more RUNNING than MAX, one page of MAX is read and the listing is partial."""
+def more_pages_after_the_first(harness: Harness) -> None:
+    """The first page says more follow (as with over 1000 RUNNING), without starting 1000 executions."""
+
+    def add_token(parsed: dict[str, Any], **_: Any) -> None:
+        parsed.setdefault("nextToken", "more")
+
+    harness.sfn.meta.events.register("after-call.states.ListExecutions", add_token)
+
+
+def test_list_running_asks_for_full_pages_and_stops_paging_at_max(
+    harness: Harness, machine: StateMachine
+) -> None:
+    """Pages of 1000; once MAX executions hold a slot, no further page is read and the listing is partial."""
     for index in range(7):
         harness.start_directly(f"busy-{index}")
     requests = note_list_requests(harness)
+    more_pages_after_the_first(harness)
     listing = machine.list_running(3, {}, listed_at=1.0)
-    assert len(listing.executions) == 3
+    assert len(listing.executions) == 7
     assert not listing.complete
     assert listing.listed_at == 1.0
-    assert [request["maxResults"] for request in requests] == [3]
+    assert [request["maxResults"] for request in requests] == [1000]
 
 
 def test_list_running_pages_past_executions_known_to_have_ended(
     harness: Harness, machine: StateMachine
 ) -> None:
     """Listed executions an event says ended don't count toward MAX, so paging goes on past them."""
-    for index in range(5):
+    for index in range(3):
         harness.start_directly(f"busy-{index}")
-    ended = {"busy-4": time.time() + 60, "busy-3": time.time() + 60}  # the newest two, listed first
+    ended = {"busy-2": time.time() + 60, "busy-1": time.time() + 60}
     requests = note_list_requests(harness)
-    listing = machine.list_running(2, ended, listed_at=1.0)
-    assert [request["maxResults"] for request in requests] == [2, 2]
-    assert set(listing.executions) == {"busy-4", "busy-3", "busy-2", "busy-1"}
-    assert not listing.complete
+    pages = iter([["busy-2", "busy-1"], ["busy-0"]])
+
+    def page_by_page(parsed: dict[str, Any], **_: Any) -> None:
+        names = next(pages)
+        parsed["executions"] = [item for item in parsed["executions"] if item["name"] in names]
+        if names != ["busy-0"]:
+            parsed["nextToken"] = "page-2"
+
+    def drop_token(params: dict[str, Any], **_: Any) -> None:
+        params.pop("nextToken", None)  # moto has no second page to give: the hook above makes them
+
+    harness.sfn.meta.events.register("provide-client-params.states.ListExecutions", drop_token)
+    harness.sfn.meta.events.register("after-call.states.ListExecutions", page_by_page)
+    listing = machine.list_running(1, ended, listed_at=1.0)
+    assert len(requests) == 2
+    assert set(listing.executions) == {"busy-2", "busy-1", "busy-0"}
+    assert listing.complete
 
 
 def test_list_running_reads_everything_below_max(harness: Harness, machine: StateMachine) -> None:

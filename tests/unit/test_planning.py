@@ -27,7 +27,6 @@ from dispatcher.planning import (
     input_problem,
     latest_ends,
     listed_as_running,
-    listing_page_size,
     name_problem,
     plan_count,
     plan_message,
@@ -65,15 +64,6 @@ def test_free_slots_is_max_minus_running_never_negative(
 def test_receive_size_is_free_capped_at_ten(free: int, expected: int) -> None:
     """One receive asks for no more than the free slots, and SQS's limit of 10."""
     assert receive_size(free) == expected
-
-
-@pytest.mark.parametrize(
-    ("max_concurrency", "counted", "expected"),
-    [(5, 0, 5), (5, 4, 1), (5, 5, 1), (2500, 0, 1000), (2500, 2000, 500)],
-)
-def test_listing_page_size_stops_paging_at_max(max_concurrency: int, counted: int, expected: int) -> None:
-    """A listing page asks only for what is left to reach MAX, at most 1000."""
-    assert listing_page_size(max_concurrency, counted) == expected
 
 
 @pytest.mark.parametrize(
