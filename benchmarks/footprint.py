@@ -11,6 +11,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from tools.artifact import build
+
 ROOT = Path(__file__).parents[1]
 
 IMPORTS = {
@@ -46,19 +48,7 @@ def import_seconds(code: str, runs: int) -> float:
 def artifact() -> dict[str, int]:
     """Build the artifact as `sam build` does (the Makefile target) and measure it."""
     with tempfile.TemporaryDirectory() as scratch:
-        target = Path(scratch) / "artifact"
-        subprocess.run(
-            [
-                "make",
-                "--no-print-directory",
-                "build-DispatcherFunction",
-                f"ARTIFACTS_DIR={target}",
-                f"PYTHON={sys.executable}",
-            ],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
+        target = build(Path(scratch) / "artifact")
         files = [path for path in target.rglob("*") if path.is_file()]
         unpacked = sum(path.stat().st_size for path in files)
         archive = Path(scratch) / "artifact.zip"

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
+from tools.artifact import build
 
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("artifact")
-    subprocess.run(  # our own Makefile target, as `sam build` calls it
-        [
-            "make",
-            "--no-print-directory",
-            "build-DispatcherFunction",
-            f"ARTIFACTS_DIR={target}",
-            f"PYTHON={sys.executable}",
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
-    return target
+    return build(tmp_path_factory.mktemp("artifact"))
 
 
 @pytest.mark.slow
