@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -43,6 +44,14 @@ SQS_MAX_MESSAGE_ATTRIBUTES = 10
 # copy (the source message plus a DispatchError of at most 512 characters, 4 bytes
 # each in UTF-8, and the attribute's name and type) always fits.
 DEAD_LETTER_HEADROOM_BYTES = 4096
+
+
+Item = TypeVar("Item")
+
+
+def chunks(items: Sequence[Item], size: int) -> list[Sequence[Item]]:
+    """``items`` in consecutive slices of at most ``size`` (AWS's batch limits)."""
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def free_slots(max_concurrency: int, running: int) -> int:

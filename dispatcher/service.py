@@ -16,7 +16,7 @@ from concurrent.futures import wait as wait_for
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.adapters.dynamodb import BATCH_WRITE_LIMIT, StateTable
 from dispatcher.adapters.sqs import SQS_MAX_BATCH, DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
@@ -28,6 +28,7 @@ from dispatcher.planning import (
     Start,
     admit,
     by_group,
+    chunks,
     free_slots,
     latest_ends,
     plan_count,
@@ -38,7 +39,6 @@ from dispatcher.planning import (
 from dispatcher.telemetry import logger
 from dispatcher.warm import WarmState
 
-BATCH_WRITE_LIMIT = 25
 LOOP_INTERVAL_SECONDS = 1.0
 WAITING = frozenset({"capacity", "throttled"})
 """Stops after which jobs may still wait: a looping invocation ticks again (after a pause)."""
@@ -142,11 +142,6 @@ def settled(
 def first_failure(results: Sequence[object]) -> BaseException | None:
     """The first exception among settled results."""
     return next((result for result in results if isinstance(result, BaseException)), None)
-
-
-def chunks(items: Sequence[Item], size: int) -> list[Sequence[Item]]:
-    """``items`` in consecutive slices of at most ``size``."""
-    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 class Dispatcher:

@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.errors import ConfigurationError
 from dispatcher.models import EndedExecution, RecordedStart, StateWindow
+from dispatcher.planning import chunks
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -150,8 +151,7 @@ class StateTable:
         costs calls or a little capacity, never the cap.
         """
         left = 0
-        for start in range(0, len(records), BATCH_WRITE_LIMIT):
-            chunk = records[start : start + BATCH_WRITE_LIMIT]
+        for chunk in chunks(records, BATCH_WRITE_LIMIT):
             try:
                 response = self._client.batch_write_item(
                     RequestItems={

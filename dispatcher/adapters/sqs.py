@@ -10,7 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.errors import ConfigurationError
 from dispatcher.models import QueuedMessage
-from dispatcher.planning import DeadLetter, dead_letter_attributes
+from dispatcher.planning import DeadLetter, chunks, dead_letter_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 EXECUTION_NAME_ATTRIBUTE = "ExecutionName"
 DISPATCH_ERROR_ATTRIBUTE = "DispatchError"
 SQS_MAX_BATCH = 10
-
-
-def _chunks(items: Sequence[Any], size: int = SQS_MAX_BATCH) -> list[Sequence[Any]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _to_message(raw: MessageTypeDef) -> QueuedMessage:
@@ -105,7 +101,7 @@ class SourceQueue:
         every tick, and only an error makes that visible.
         """
         failed: list[QueuedMessage] = []
-        for chunk in _chunks(messages):
+        for chunk in chunks(messages, SQS_MAX_BATCH):
             by_id = {str(index): message for index, message in enumerate(chunk)}
             entries = [
                 {"Id": key, "ReceiptHandle": message.receipt_handle, **extra}
