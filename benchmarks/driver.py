@@ -18,8 +18,8 @@ from typing import Any
 import boto3
 
 from benchmarks.wire import Emulator, quiet
+from dispatcher.emulator import REGION, LocalContext, Stack, create_stack
 from tests.faults.world import Execution, backend_execution
-from tools.emulator import REGION, LocalContext, Stack, create_stack
 
 LAMBDA_TIMEOUT_SECONDS = 60.0
 TIME_MARGIN_SECONDS = 15.0
@@ -60,7 +60,7 @@ def queued(stack: Stack) -> int:
     """Messages still on the job queue (read from moto's own record: same process)."""
     from moto.sqs.models import sqs_backends  # noqa: PLC0415 — the emulator is local-only
 
-    from tools.emulator import ACCOUNT_ID  # noqa: PLC0415
+    from dispatcher.emulator import ACCOUNT_ID  # noqa: PLC0415
 
     backend = sqs_backends[ACCOUNT_ID][REGION]
     return len(backend.get_queue(stack.queue_url.rsplit("/", 1)[-1])._messages)

@@ -24,7 +24,7 @@ from benchmarks.driver import (
     send_backlog,
 )
 from benchmarks.wire import TokenBucket, emulator, fast_sqs
-from tools.emulator import pointed_at
+from dispatcher.emulator import pointed_at
 
 AWS_BURST = 1300
 AWS_REFILL = 300

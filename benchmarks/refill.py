@@ -24,8 +24,8 @@ from benchmarks.driver import (
     send_backlog,
 )
 from benchmarks.wire import emulator, fast_sqs
+from dispatcher.emulator import pointed_at
 from tests.faults.world import EventPlan, Lag, World
-from tools.emulator import pointed_at
 
 SCHEDULE_EVENT = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
 EVENT_DELAY_SECONDS = 1.0

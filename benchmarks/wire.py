@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatcher.emulator import moto_server
 from tests.faults.world import SERVICE_BY_TARGET, EventPlan, FaultPlan, FaultyAws, Lag, World
-from tools.emulator import moto_server
 
 SYSTEMS = ("naive", "list-only", "dispatcher")
 """User agent markers, most specific first: baselines carry "dispatcher bench-<name>"."""

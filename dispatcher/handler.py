@@ -12,10 +12,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
-from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.adapters.dynamodb import StateTable, TickLease
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
+from dispatcher.adapters.ssm import ControlParameter
 from dispatcher.adapters.stepfunctions import StateMachine
-from dispatcher.errors import ConfigurationError
+from dispatcher.control import Limits, combine
+from dispatcher.errors import ConfigurationError, TransientError
 from dispatcher.planning import describe_trigger, ended_execution
 from dispatcher.service import Dispatcher, TickPolicy, TickReport
 from dispatcher.settings import MAX_START_CONCURRENCY, Settings, load_settings
@@ -25,6 +27,7 @@ from dispatcher.warm import WarmState
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_ssm import SSMClient
     from mypy_boto3_stepfunctions import SFNClient
 
 
@@ -58,6 +61,7 @@ class Clients:
     starts: SFNClient
     sqs: SQSClient
     dynamodb: DynamoDBClient
+    ssm: SSMClient
 
 
 @cache
@@ -69,24 +73,40 @@ def _clients() -> Clients:
         starts=boto3.client("stepfunctions", config=START_CLIENT_CONFIG),
         sqs=boto3.client("sqs", config=CLIENT_CONFIG),
         dynamodb=boto3.client("dynamodb", config=CLIENT_CONFIG),
+        ssm=boto3.client("ssm", config=CLIENT_CONFIG),
     )
 
 
 _warm = WarmState()
 
 
+@cache
+def _control(name: str) -> ControlParameter:
+    # One per container, so Powertools' cache of the value lives across invocations.
+    return ControlParameter(name, client=_clients().ssm)
+
+
 def reset_clients() -> None:
-    """Forget cached clients and warm reads, as a cold start would (a testing hook)."""
+    """Forget cached clients, parameter reads and warm reads, as a cold start would (a testing hook)."""
     _clients.cache_clear()
+    _control.cache_clear()
     _warm.forget()
 
 
-def build_dispatcher(settings: Settings, context: LambdaContext) -> Dispatcher:
+def read_limits(settings: Settings) -> Limits:
+    """MAX and pause for this tick: the control parameter's keys where set, else the environment."""
+    name = settings.control_parameter
+    control = None if name is None else _control(name).read()
+    return combine(settings.max_concurrency, control, name)
+
+
+def build_dispatcher(settings: Settings, limits: Limits, context: LambdaContext) -> Dispatcher:
     """Wire the service to AWS for one invocation."""
     clients = _clients()
     return Dispatcher(
         policy=TickPolicy(
-            max_concurrency=settings.max_concurrency,
+            max_concurrency=limits.max_concurrency,
+            paused=limits.paused,
             time_margin_seconds=settings.time_margin_seconds,
             start_concurrency=settings.start_concurrency,
             list_reuse_seconds=settings.list_reuse_seconds,
@@ -98,6 +118,7 @@ def build_dispatcher(settings: Settings, context: LambdaContext) -> Dispatcher:
         queue=SourceQueue(clients.sqs, settings.queue_url, wait_seconds=settings.receive_wait_seconds),
         dead_letter_queue=DeadLetterQueue(clients.sqs, settings.dead_letter_queue_url),
         state_table=StateTable(clients.dynamodb, settings.state_table, settings.state_machine_arn),
+        lease=TickLease(clients.dynamodb, settings.state_table, settings.state_machine_arn),
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
         clock=time.time,
         sleep=time.sleep,
@@ -105,8 +126,19 @@ def build_dispatcher(settings: Settings, context: LambdaContext) -> Dispatcher:
     )
 
 
-def _emit(report: TickReport, max_concurrency: int) -> None:
-    metrics.add_metric(name="MaxConcurrency", unit=MetricUnit.Count, value=max_concurrency)
+def _emit(report: TickReport, limits: Limits) -> None:
+    if report.stopped == "busy":
+        # Another tick holds the lease and reports for both: two figures of one minute
+        # would halve the dashboard's RUNNING and MAX.
+        metrics.add_metric(name="BusyTicks", unit=MetricUnit.Count, value=1)
+        return
+    metrics.add_metric(name="MaxConcurrency", unit=MetricUnit.Count, value=limits.max_concurrency)
+    metrics.add_metric(name="Paused", unit=MetricUnit.Count, value=int(limits.halted))
+    metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=int(report.stopped == "throttled"))
+    if report.oldest_running_seconds is not None:
+        metrics.add_metric(
+            name="OldestRunningAge", unit=MetricUnit.Seconds, value=report.oldest_running_seconds
+        )
     metrics.add_metric(name="Running", unit=MetricUnit.Count, value=report.running)
     metrics.add_metric(name="FreeSlots", unit=MetricUnit.Count, value=report.free)
     metrics.add_metric(name="Started", unit=MetricUnit.Count, value=report.started)
@@ -125,12 +157,21 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         settings = load_settings()
         ended = ended_execution(event, settings.state_machine_arn)
-        report = build_dispatcher(settings, context).run(ended)
+        try:
+            limits = read_limits(settings)
+        except TransientError as error:
+            # Whether the operator paused is unknown: start nothing, the next tick reads again.
+            logger.warning("could not read the control parameter", extra={"reason": str(error)})
+            metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
+            return TickReport(stopped="throttled").as_dict()
+        report = build_dispatcher(settings, limits, context).run(ended)
     except ConfigurationError:
         # Raised on purpose: Lambda records an error, and this metric can alarm.
         metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)
         logger.exception("configuration error: the tick stopped and every message stays queued")
         raise
-    _emit(report, settings.max_concurrency)
-    logger.info("tick done", extra=report.as_dict())
+    _emit(report, limits)
+    logger.info(
+        "tick done", extra={**report.as_dict(), "max": limits.max_concurrency, "max_from": limits.source}
+    )
     return report.as_dict()

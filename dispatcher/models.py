@@ -67,6 +67,9 @@ class RunningListing(BaseModel):
     )
     complete: bool = Field(description="False when paging stopped early because MAX was reached.")
     listed_at: float = Field(description="The dispatcher's clock just before the first page was asked for.")
+    oldest_started_at: float | None = Field(
+        default=None, description="The earliest startDate among the listed executions (epoch seconds)."
+    )
 
 
 class StatusChangeDetail(BaseModel):

@@ -10,13 +10,14 @@ start, then delete and release in batches of 10.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from dispatcher.adapters.dynamodb import BATCH_WRITE_LIMIT, StateTable
+from dispatcher.adapters.dynamodb import BATCH_WRITE_LIMIT, StateTable, TickLease
 from dispatcher.adapters.sqs import SQS_MAX_BATCH, DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
@@ -52,6 +53,8 @@ class TickPolicy:
     """The limits one invocation works within (from the settings)."""
 
     max_concurrency: int
+    paused: bool = False
+    """The operator paused the dispatcher: nothing starts, nothing is lost."""
     time_margin_seconds: float = 10.0
     """Stop admitting when less Lambda time than this remains (one round of starts)."""
     start_concurrency: int = 10
@@ -75,8 +78,11 @@ class TickReport:
     released: int = 0
     delete_failures: int = 0
     stopped: str = ""
-    """Why admission ended: paused, capacity, drained, throttled or time."""
+    """Why admission ended: paused, busy (another tick holds the lease), capacity, drained,
+    throttled or time."""
     ticks: int = 1
+    oldest_running_seconds: float | None = None
+    """Age of the oldest execution the count saw RUNNING (when the listing was complete)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-serialisable return value of the handler."""
@@ -91,6 +97,8 @@ class TickReport:
         self.delete_failures += later.delete_failures
         self.stopped = later.stopped
         self.ticks += later.ticks
+        if later.oldest_running_seconds is not None:
+            self.oldest_running_seconds = later.oldest_running_seconds
 
 
 @dataclass
@@ -155,6 +163,7 @@ class Dispatcher:
         queue: SourceQueue,
         dead_letter_queue: DeadLetterQueue,
         state_table: StateTable,
+        lease: TickLease,
         remaining_seconds: Callable[[], float],
         clock: Callable[[], float],
         sleep: Callable[[float], None],
@@ -166,37 +175,105 @@ class Dispatcher:
         self._queue = queue
         self._dead_letter_queue = dead_letter_queue
         self._state = state_table
+        self._lease = lease
         self._remaining_seconds = remaining_seconds
         self._clock = clock
         self._sleep = sleep
         self._warm = warm or WarmState()
 
     def run(self, ended: EndedExecution | None = None) -> TickReport:
-        """One tick; with a loop policy, more while jobs wait for slots and time remains."""
+        """Tick while holding the lease; with a loop policy, more while jobs wait and time remains.
+
+        Ticks never overlap: an invocation that can't take the lease notes the end it
+        was told about, asks the holder for one more tick, and returns at once.
+        """
+        if self._policy.paused or self._max == 0:
+            logger.info("paused: nothing starts", extra={"max": self._max, "paused": self._policy.paused})
+            return TickReport(stopped="paused")
+        if ended is not None:
+            self._note_end(ended)
+        owner = uuid.uuid4().hex
+        try:
+            if not self._take_lease(owner):
+                return TickReport(stopped="busy")
+        except TransientError as error:
+            # The write may have been applied with its answer lost: let go, or it expires.
+            logger.warning("could not take the tick lease", extra={"reason": str(error)})
+            self._let_go_after_failure(owner)
+            return TickReport(stopped="throttled")
+        try:
+            report = self._ticks(ended)
+            self._hand_back(owner, report)
+        except BaseException:
+            self._let_go_after_failure(owner)
+            raise
+        return report
+
+    def _hand_back(self, owner: str, report: TickReport) -> None:
+        """Let go of the lease, first ticking again for each invocation that found it held.
+
+        Those invocations came because an execution ended (or a tick was due): their
+        news is in the state table, and one more tick here spends the slot it freed.
+        """
+        try:
+            while not self._lease.release(owner):
+                if not self._time_for_another_tick():
+                    self._lease.let_go(owner)
+                    return
+                self._sleep(self._interval)
+                report.add(self.tick())
+        except TransientError as error:
+            logger.warning(
+                "could not let go of the tick lease: it expires with this invocation",
+                extra={"reason": str(error)},
+            )
+
+    @property
+    def _interval(self) -> float:
+        return max(LOOP_INTERVAL_SECONDS, self._policy.list_reuse_seconds)
+
+    def _time_for_another_tick(self) -> bool:
+        return self._remaining_seconds() - self._interval > self._policy.time_margin_seconds
+
+    def _take_lease(self, owner: str) -> bool:
+        now = self._clock()
+        held_until = now + self._remaining_seconds()
+        if self._lease.acquire(owner, now, held_until):
+            return True
+        if self._lease.ask_again(owner, now):
+            logger.info("another tick holds the lease: it will tick again for this one, which returns")
+            return False
+        # The holder let go between the two calls.
+        if self._lease.acquire(owner, now, held_until):
+            return True
+        logger.info("another tick took the lease: it counts after this invocation's news")
+        return False
+
+    def _let_go_after_failure(self, owner: str) -> None:
+        """Free the lease for the next tick; if that fails too, it expires with this invocation."""
+        try:
+            self._lease.let_go(owner)
+        except Exception as error:
+            logger.warning("could not let go of the tick lease", extra={"reason": str(error)})
+
+    def _ticks(self, ended: EndedExecution | None) -> TickReport:
         began = self._clock()
         report = self.tick(ended)
-        interval = max(LOOP_INTERVAL_SECONDS, self._policy.list_reuse_seconds)
         while (
             report.stopped in WAITING
-            and self._clock() - began + interval < self._policy.loop_seconds
-            and self._remaining_seconds() - interval > self._policy.time_margin_seconds
+            and self._clock() - began + self._interval < self._policy.loop_seconds
+            and self._time_for_another_tick()
         ):
-            self._sleep(interval)
+            self._sleep(self._interval)
             report.add(self.tick())
         return report
 
     def tick(self, ended: EndedExecution | None = None) -> TickReport:
         """Count RUNNING, then admit up to the free slots from the queue."""
         report = TickReport()
-        if self._max == 0:
-            report.stopped = "paused"
-            logger.info("paused: MAX_CONCURRENCY is 0, nothing starts")
-            return report
         try:
-            if ended is not None:
-                self._note_end(ended)
             self._ensure_standard()
-            report.running = self.count_running(ended)
+            report.running = self.count_running(ended, report)
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
             report.stopped = "throttled"
@@ -248,7 +325,7 @@ class Dispatcher:
             self._state_machine.ensure_standard()
             self._warm.standard.add(arn)
 
-    def count_running(self, ended: EndedExecution | None = None) -> int:
+    def count_running(self, ended: EndedExecution | None = None, report: TickReport | None = None) -> int:
         """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show."""
         now = self._clock()
         window = self._state.window(now - RECENT_START_WINDOW_SECONDS)
@@ -259,6 +336,8 @@ class Dispatcher:
             listing = self._state_machine.list_running(self._max, ends, listed_at=now)
             self._warm.keep(arn, listing)
         count = plan_count(listing, ends, window.starts, self._max, now)
+        if report is not None and listing.complete and listing.oldest_started_at is not None:
+            report.oldest_running_seconds = round(max(0.0, now - listing.oldest_started_at), 3)
         running = count.running
         resolved = list(count.resolved)
         for index, record in enumerate(count.to_check):

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
         le=10,
         description="A warm container reuses a ListExecutions read for this long (0: read on every tick).",
     )
+    control_parameter: str | None = Field(
+        default=None,
+        min_length=1,
+        description="SSM parameter with live overrides: JSON {max_concurrency, paused} (read every tick).",
+    )
     loop_seconds: float = Field(
         default=0.0,
         ge=0,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from dispatcher import handler
+from dispatcher.emulator import FAKE_CREDENTIALS
 from tests.faults.scenario import FINISHED, Tally
-from tools.emulator import FAKE_CREDENTIALS
 
 
 @pytest.fixture(autouse=True)

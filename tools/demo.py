@@ -19,7 +19,7 @@ from typing import Any
 
 import boto3
 
-from tools.emulator import (
+from dispatcher.emulator import (
     LocalContext,
     Stack,
     StartLog,

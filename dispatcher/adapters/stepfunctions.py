@@ -56,6 +56,7 @@ class StateMachine:
         with MAX, not with the backlog.
         """
         executions: dict[str, float | None] = {}
+        oldest: float | None = None
         token: str | None = None
         while True:
             request: dict[str, Any] = {
@@ -72,11 +73,17 @@ class StateMachine:
             for item in page["executions"]:
                 redrive_date = item.get("redriveDate")
                 executions[item["name"]] = None if redrive_date is None else redrive_date.timestamp()
+                started = item["startDate"].timestamp()
+                oldest = started if oldest is None else min(oldest, started)
             token = page.get("nextToken")
             if not token:
-                return RunningListing(executions=executions, complete=True, listed_at=listed_at)
+                return RunningListing(
+                    executions=executions, complete=True, listed_at=listed_at, oldest_started_at=oldest
+                )
             if len(counted_names(executions, ends)) >= max_concurrency:
-                return RunningListing(executions=executions, complete=False, listed_at=listed_at)
+                return RunningListing(
+                    executions=executions, complete=False, listed_at=listed_at, oldest_started_at=oldest
+                )
 
     def status_of(self, name: str) -> str | None:
         """The execution's status, or None when no execution has that name."""

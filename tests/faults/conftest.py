@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from dispatcher.emulator import enable_execution
 from tests.faults.world import FaultyAws, faulty_moto_server
-from tools.emulator import enable_execution
 
 
 @pytest.fixture(scope="session")

@@ -25,10 +25,10 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
+from dispatcher.emulator import LocalContext
 from tests.faults.world import World
-from tools.emulator import LocalContext
 
-SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb"}
+SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb", "ssm": "ssm"}
 CRASH_POINTS = (
     ("sqs.ReceiveMessage", "after"),
     ("dynamodb.BatchWriteItem:record", "after"),
@@ -41,7 +41,9 @@ CRASH_POINTS = (
     ("dynamodb.Query", "after"),
     ("states.DescribeExecution", "after"),
     ("dynamodb.BatchWriteItem:forget", "after"),
-    ("dynamodb.PutItem", "after"),
+    ("dynamodb.PutItem:end", "after"),
+    ("dynamodb.PutItem:lease", "after"),
+    ("dynamodb.DeleteItem", "before"),
 )
 """Where a tick can die: after receive, after recording a round's starts, around
 StartExecution (after the first of a round: the rest of the round unstarted), after
@@ -75,7 +77,7 @@ class Call:
 
 
 def _resource(params: dict[str, Any]) -> str:
-    for key in ("QueueUrl", "executionArn", "stateMachineArn", "TableName"):
+    for key in ("QueueUrl", "executionArn", "stateMachineArn", "TableName", "Name"):
         if key in params:
             return str(params[key])
     if "RequestItems" in params:
@@ -84,8 +86,10 @@ def _resource(params: dict[str, Any]) -> str:
 
 
 def _label(model: Any, params: dict[str, Any]) -> str:
-    """``service.Operation``; a BatchWriteItem says whether it records starts or forgets them."""
+    """``service.Operation``, and what a BatchWriteItem (record, forget) or a PutItem (lease, end) is for."""
     label = f"{SERVICE_PREFIX[model.service_model.service_id.hyphenize()]}.{model.name}"
+    if model.name == "PutItem":
+        label += ":lease" if "ConditionExpression" in params else ":end"
     if model.name == "BatchWriteItem":
         requests = [request for batch in params.get("RequestItems", {}).values() for request in batch]
         label += ":record" if any("PutRequest" in request for request in requests) else ":forget"

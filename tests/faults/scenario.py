@@ -25,6 +25,7 @@ from typing import Any
 
 import boto3
 
+from dispatcher.emulator import REGION, LocalContext, Stack, create_stack, environment, read_all
 from dispatcher.planning import MAX_INPUT_BYTES, RECENT_START_WINDOW_SECONDS
 from tests.faults.process import (
     CRASH_POINTS,
@@ -44,7 +45,6 @@ from tests.faults.world import (
     backend_execution,
     status_change_event,
 )
-from tools.emulator import REGION, Stack, create_stack, environment, read_all
 
 FAULTY_OPERATIONS = (
     "DescribeStateMachine",
@@ -298,6 +298,8 @@ class Outcome:
     executions_in_fault_phase: int = 0
     event_ticks: int = 0
     warm_ticks: int = 0
+    busy_ticks: int = 0
+    """Ticks that found the lease held (by a tick that died holding it)."""
 
 
 @dataclass
@@ -311,6 +313,7 @@ class Tally:
     ticks: int = 0
     event_ticks: int = 0
     warm_ticks: int = 0
+    busy_ticks: int = 0
     crashes: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
@@ -324,6 +327,7 @@ class Tally:
         self.ticks += outcome.ticks
         self.event_ticks += outcome.event_ticks
         self.warm_ticks += outcome.warm_ticks
+        self.busy_ticks += outcome.busy_ticks
         self.crashes += outcome.crashes
         self.injected.update(outcome.injected)
         self.violations.extend(
@@ -350,6 +354,7 @@ class Tally:
             "ticks",
             "event_ticks",
             "warm_ticks",
+            "busy_ticks",
             "crashes",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -364,6 +369,7 @@ class Tally:
             f"  ticks{'':<43} {self.ticks:>9,}",
             f"    {'triggered by a status change event':<44} {self.event_ticks:>9,}",
             f"    {'warm (the previous tick' + chr(39) + 's container)':<44} {self.warm_ticks:>9,}",
+            f"    {'busy (a dead tick still held the lease)':<44} {self.busy_ticks:>9,}",
             f"  faults injected{'':<33} {sum(self.injected.values()) + self.crashes:>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
         ]
@@ -398,6 +404,7 @@ class ScenarioRun:
         self.warm_ticks = 0
         self.redrive_after: dict[str, float] = {}
         self.redrives: list[tuple[float, str]] = []
+        self.lease_may_be_held_until = 0.0
 
     def environment(self, **overrides: str) -> dict[str, str]:
         """The function's environment for this scenario."""
@@ -511,6 +518,7 @@ class ScenarioRun:
         self.outcome.ticks += 1
         self.event_ticks += event is not None
         self.warm_ticks += not cold
+        began = self.world.now
         try:
             report = self.process.tick(event=event, cold=cold, crash=crash, deadline_after=deadline)
         except Exception as error:
@@ -518,8 +526,24 @@ class ScenarioRun:
                 f"tick {self.outcome.ticks} raised {type(error).__name__}: {error}"
             )
             return None
+        if report is None or report["stopped"] != "busy":
+            # This tick may have left the lease behind (it died, or a write's answer was
+            # lost), but only until its invocation's time would have run out.
+            self.lease_may_be_held_until = began + LocalContext().get_remaining_time_in_millis() / 1000
         if report is None:
             self.outcome.crashes += 1
+            return None
+        if report["stopped"] == "busy":
+            self.outcome.busy_ticks += 1
+            if self.world.now > self.lease_may_be_held_until:
+                self.outcome.violations.append(
+                    f"stall: tick {self.outcome.ticks} found the lease held at {self.world.now:.1f},"
+                    f" when the last lease taken had expired at {self.lease_may_be_held_until:.1f}"
+                )
+            if report["started"]:
+                self.outcome.violations.append(
+                    f"overlap: a tick without the lease started {report['started']}"
+                )
         return report
 
     def advance(self, seconds: float) -> None:

@@ -38,9 +38,9 @@ def run_share(seeds: list[int]) -> Tally:
     """Run ``seeds`` against one faulty emulator in this process."""
     os.environ.update(QUIET_ENVIRONMENT)
     warnings.simplefilter("ignore")
+    from dispatcher.emulator import pointed_at  # noqa: PLC0415
     from tests.faults.scenario import Scenario, Tally, run_scenario  # noqa: PLC0415 — after the environment is set
     from tests.faults.world import faulty_moto_server  # noqa: PLC0415
-    from tools.emulator import pointed_at  # noqa: PLC0415
 
     tally = Tally()
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):

@@ -15,10 +15,10 @@ from typing import Any
 import boto3
 import pytest
 
+from dispatcher.emulator import ACCOUNT_ID, REGION, sample_workflow
 from dispatcher.errors import ConfigurationError
 from tests.faults.scenario import Job, Scenario, ScenarioRun
 from tests.faults.world import FaultPlan, FaultyAws, Lag
-from tools.emulator import ACCOUNT_ID, REGION, sample_workflow
 
 
 def backlog() -> list[Job]:
@@ -52,7 +52,7 @@ BROKEN_ENVIRONMENTS: dict[str, tuple[Callable[[ScenarioRun], dict[str, str]], st
     ),
     "missing table": (
         lambda run: {"STATE_TABLE": "no-such-table"},
-        "Query on state table no-such-table failed with ResourceNotFoundException",
+        "on state table no-such-table .*failed with ResourceNotFoundException",
     ),
     "malformed MAX_CONCURRENCY": (lambda run: {"MAX_CONCURRENCY": "ten"}, "MAX_CONCURRENCY"),
     "negative MAX_CONCURRENCY": (lambda run: {"MAX_CONCURRENCY": "-1"}, "MAX_CONCURRENCY"),

@@ -12,12 +12,12 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from dispatcher.emulator import ACCOUNT_ID, REGION, Stack
 from tests.faults.process import CRASH_POINTS, Call, CrashPlan
 from tests.faults.scenario import Scenario, run_scenario
 from tests.faults.test_properties import crash_course
 from tests.faults.world import FaultyAws
 from tests.infra.template import function_statements
-from tools.emulator import ACCOUNT_ID, REGION, Stack
 
 # IAM authorises a batch API with the action of its single-message form.
 BATCH_ACTIONS = {
@@ -43,9 +43,11 @@ def resolve(value: Any, stack: Stack) -> Any:  # noqa: PLR0911 — one return pe
         return [resolve(item, stack) for item in value]
     [(function, argument)] = value.items()
     if function == "Ref":
-        return {"SampleWorkflow": stack.state_machine_arn, "TargetStateMachineArn": stack.state_machine_arn}[
-            argument
-        ]
+        return {
+            "SampleWorkflow": stack.state_machine_arn,
+            "TargetStateMachineArn": stack.state_machine_arn,
+            "ControlParameter": stack.control_parameter,
+        }[argument]
     if function == "Fn::GetAtt":
         return {
             "JobQueue": queue_arn(stack.queue_url),
@@ -59,8 +61,13 @@ def resolve(value: Any, stack: Stack) -> Any:  # noqa: PLR0911 — one return pe
     if function == "Fn::Split":
         return resolve(argument[1], stack).split(argument[0])
     if function == "Fn::Sub":
-        text, variables = argument
-        names = {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT_ID}
+        text, variables = (argument, {}) if isinstance(argument, str) else argument
+        names = {
+            "AWS::Partition": "aws",
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT_ID,
+            "ControlParameter": stack.control_parameter,
+        }
         names.update({name: resolve(item, stack) for name, item in variables.items()})
         for name, replacement in names.items():
             text = text.replace("${" + name + "}", replacement)
@@ -75,6 +82,9 @@ def touched(call: Call) -> tuple[str, str]:
         return action, queue_arn(call.resource)
     if call.action.startswith("dynamodb:"):
         return action, table_arn(call.resource)
+    if call.action.startswith("ssm:"):
+        # A name that starts with "/" is not repeated after "parameter" in the ARN.
+        return action, f"arn:aws:ssm:{REGION}:{ACCOUNT_ID}:parameter{call.resource}"
     return action, call.resource
 
 

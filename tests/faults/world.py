@@ -39,9 +39,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatcher.emulator import ACCOUNT_ID, REGION, moto_server
 from dispatcher.planning import MAX_INPUT_BYTES, SQS_MAX_MESSAGE_ATTRIBUTES, name_problem
 from dispatcher.settings import Settings
-from tools.emulator import ACCOUNT_ID, REGION, moto_server
 
 DISPATCHER_USER_AGENT = "dispatcher"
 VISIBILITY_TIMEOUT_SECONDS = 120.0

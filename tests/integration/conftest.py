@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from dispatcher import handler
-from tools.emulator import REGION, LocalContext, Stack, StartLog, atomic_sqs, create_stack, read_all
+from dispatcher.emulator import REGION, LocalContext, Stack, StartLog, atomic_sqs, create_stack, read_all
 
 
 @dataclass

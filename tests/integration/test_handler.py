@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from dispatcher import handler
+from dispatcher.emulator import LocalContext
 from dispatcher.errors import ConfigurationError
 from dispatcher.telemetry import logger
 from tests.integration.conftest import Harness
-from tools.emulator import LocalContext
 
 EVENTS = sorted((Path(__file__).parents[2] / "events").glob("*.json"))
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from dispatcher.emulator import moto_server
 from tests.integration.conftest import Harness, _harness
-from tools.emulator import moto_server
 
 
 @pytest.fixture(scope="module")

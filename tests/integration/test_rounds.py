@@ -12,9 +12,9 @@ import boto3
 import pytest
 
 from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.emulator import REGION
 from dispatcher.errors import ConfigurationError
 from tests.integration.conftest import Harness
-from tools.emulator import REGION
 
 
 def count_calls(harness: Harness) -> Counter[str]:
@@ -59,7 +59,7 @@ def test_round_records_starts_in_batches_of_25_before_starting_them(harness: Har
 
 
 def test_round_batches_receives_records_and_deletes(harness: Harness) -> None:
-    """60 jobs at MAX 60: 6 receives, 3 record batches, 60 starts, 6 delete batches, one count."""
+    """60 jobs at MAX 60: 6 receives, 3 record batches, 60 starts, 6 delete batches, one count, the lease."""
     harness.configure(60)
     for job in range(60):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
@@ -73,6 +73,9 @@ def test_round_batches_receives_records_and_deletes(harness: Harness) -> None:
         "BatchWriteItem": 3,
         "StartExecution": 60,
         "DeleteMessageBatch": 6,
+        "PutItem": 1,
+        "DeleteItem": 1,
+        "GetParameter": 1,
     }
 
 

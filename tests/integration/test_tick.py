@@ -8,11 +8,11 @@ from collections import defaultdict
 import pytest
 
 from dispatcher import handler
+from dispatcher.emulator import LocalContext
 from dispatcher.errors import ConfigurationError
 from dispatcher.planning import ROUND_SIZE
 from tests.inputs import json_of_size
 from tests.integration.conftest import Harness
-from tools.emulator import LocalContext
 
 
 def test_tick_starts_max_minus_running(harness: Harness) -> None:
@@ -246,7 +246,7 @@ def test_tick_failed_dead_letter_keeps_the_message_queued(harness: Harness) -> N
 
 
 class _RunningOutContext(LocalContext):
-    """A Lambda context whose remaining time drops below the margin after the first check."""
+    """A Lambda context whose remaining time drops below the margin after the lease and the first check."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -254,7 +254,7 @@ class _RunningOutContext(LocalContext):
 
     def get_remaining_time_in_millis(self) -> int:
         self.checks += 1
-        return 30_000 if self.checks == 1 else 5_000
+        return 30_000 if self.checks <= 2 else 5_000
 
 
 def test_tick_stops_between_rounds_when_time_runs_low(harness: Harness) -> None:

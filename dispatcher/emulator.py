@@ -1,4 +1,8 @@
-"""An embedded AWS: moto's server with the dispatcher's resources, for the demo and tests."""
+"""An embedded AWS: moto's server with the dispatcher's resources, for `dispatcher local`, the demo and tests.
+
+Local only: moto and requests are imported when used, and the Lambda artifact leaves
+this module out.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
-import requests
 
+from dispatcher.control import Control
 from dispatcher.planning import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 
 REGION = "us-east-1"
@@ -72,16 +76,29 @@ class Stack:
     dead_letter_queue_url: str
     state_machine_arn: str
     state_table: str
+    control_parameter: str
 
     def environment(self, max_concurrency: int, **extra: str) -> dict[str, str]:
-        """The dispatcher function's environment for this stack."""
+        """The dispatcher function's environment for this stack (as the template sets it)."""
         return {
             "QUEUE_URL": self.queue_url,
             "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue_url,
             "STATE_MACHINE_ARN": self.state_machine_arn,
             "MAX_CONCURRENCY": str(max_concurrency),
             "STATE_TABLE": self.state_table,
+            "CONTROL_PARAMETER": self.control_parameter,
             **extra,
+        }
+
+    def outputs(self, function_name: str = "") -> dict[str, str]:
+        """The stack outputs the template declares, for these resources."""
+        return {
+            "JobQueueUrl": self.queue_url,
+            "DeadLetterQueueUrl": self.dead_letter_queue_url,
+            "StateMachineArn": self.state_machine_arn,
+            "StateTableName": self.state_table,
+            "ControlParameterName": self.control_parameter,
+            **({"DispatcherFunctionName": function_name} if function_name else {}),
         }
 
 
@@ -91,13 +108,18 @@ def create_stack(
     wait_seconds: float = 1,
     state_machine_type: str = "STANDARD",
     max_receive_count: int = 100,
+    control: Control | None = None,
 ) -> Stack:
-    """Create queue, DLQ, state table and a sample workflow through boto3."""
+    """Create queue, DLQ, state table, control parameter and a sample workflow through boto3.
+
+    ``control``: the control parameter's first value; None leaves the parameter out
+    (the environment's MAX applies), as a stack deployed before it existed.
+    """
     prefix = prefix or f"dispatcher-{uuid.uuid4().hex[:8]}"
     sqs = boto3.client("sqs", region_name=REGION)
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     stepfunctions = boto3.client("stepfunctions", region_name=REGION)
-    fifo = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
+    fifo: dict[Any, str] = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
     dead_letter_url = sqs.create_queue(
         QueueName=f"{prefix}-dlq.fifo", Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)}
     )["QueueUrl"]
@@ -135,7 +157,12 @@ def create_stack(
         roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{prefix}-workflow",
         type=state_machine_type,  # type: ignore[arg-type]
     )["stateMachineArn"]
-    return Stack(queue_url, dead_letter_url, state_machine_arn, table)
+    parameter = f"/{prefix}/dispatcher/control"
+    if control is not None:
+        boto3.client("ssm", region_name=REGION).put_parameter(
+            Name=parameter, Value=control.as_json(), Type="String"
+        )
+    return Stack(queue_url, dead_letter_url, state_machine_arn, table, parameter)
 
 
 _SQS_LOCK = threading.RLock()
@@ -167,6 +194,8 @@ def enable_execution(endpoint_url: str, *, enabled: bool = True) -> None:
 
     The switch is moto's, global to the process: every server in it shares it.
     """
+    import requests  # noqa: PLC0415 — local-only
+
     response = requests.post(
         f"{endpoint_url}/moto-api/config",
         json={"stepfunctions": {"execute_state_machine": enabled}},
