@@ -30,6 +30,7 @@ class Harness:
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
+        self.ssm = boto3.client("ssm", region_name=REGION)
 
     def configure(self, max_concurrency: int, **extra: str) -> None:
         """Set the function's environment, as the template would."""

@@ -1,0 +1,139 @@
+"""The tick lease: one tick at a time spends the free slots, a dead holder delays nothing for long."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from freezegun import freeze_time
+
+from tests.integration.conftest import Harness
+
+
+def _lease_key(harness: Harness) -> dict[str, Any]:
+    return {"pk": {"S": f"lease#{harness.stack.state_machine_arn}"}, "sk": {"S": "tick"}}
+
+
+def _lease(harness: Harness) -> dict[str, Any] | None:
+    item = harness.dynamodb.get_item(
+        TableName=harness.stack.state_table, Key=_lease_key(harness), ConsistentRead=True
+    )
+    return item.get("Item")
+
+
+def _hold(harness: Harness, held_until: float, owner: str = "another-invocation") -> None:
+    harness.dynamodb.put_item(
+        TableName=harness.stack.state_table,
+        Item={
+            **_lease_key(harness),
+            "owner": {"S": owner},
+            "held_until": {"N": f"{held_until:.6f}"},
+            "expires_at": {"N": str(int(held_until) + 3600)},
+        },
+    )
+
+
+def test_lease_is_let_go_after_a_tick(harness: Harness) -> None:
+    """A tick takes the lease and leaves nothing behind."""
+    harness.configure(2)
+    harness.send("{}")
+    assert harness.tick()["started"] == 1
+    assert _lease(harness) is None
+
+
+def test_lease_held_by_another_invocation_returns_busy_at_once(harness: Harness) -> None:
+    """While another invocation holds the lease, a tick starts nothing, says busy, and asks it to tick again."""
+    harness.configure(2)
+    harness.send("{}")
+    _hold(harness, time.time() + 30)
+    result = harness.tick()
+    assert (result["started"], result["stopped"]) == (0, "busy")
+    assert harness.queue_counts() == (1, 0)
+    lease = _lease(harness)
+    assert lease is not None
+    assert lease["owner"]["S"] == "another-invocation"
+    assert lease["again"] == {"BOOL": True}
+
+
+def test_lease_busy_event_tick_still_records_the_end(harness: Harness) -> None:
+    """An event whose tick can't run leaves the end in the state table for the holder's next tick."""
+    harness.configure(1)
+    harness.send("{}", group="a")
+    harness.send("{}", group="b")
+    assert harness.tick()["started"] == 1
+    [execution] = harness.executions("RUNNING")
+    harness.finish_running()
+    event = harness.status_change(execution["name"])
+    _hold(harness, time.time() + 30)
+    assert harness.tick(event)["stopped"] == "busy"
+    harness.dynamodb.delete_item(TableName=harness.stack.state_table, Key=_lease_key(harness))
+    # moto lists a stopped execution as ended at once; the record is what the lagging
+    # list would need, and it is there.
+    ends = harness.dynamodb.query(
+        TableName=harness.stack.state_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"recent-start#{harness.stack.state_machine_arn}"}},
+    )["Items"]
+    assert [item["name"]["S"] for item in ends if item.get("kind", {}).get("S") == "ended"] == [
+        execution["name"]
+    ]
+    assert harness.tick()["started"] == 1
+
+
+def test_lease_of_a_dead_holder_expires_with_its_invocation(harness: Harness) -> None:
+    """A lease whose holder's time is up is taken over: a dead tick delays the next by at most that."""
+    harness.configure(2)
+    harness.send("{}")
+    with freeze_time(tick=True) as frozen:
+        _hold(harness, time.time() + 60)
+        assert harness.tick()["stopped"] == "busy"
+        frozen.tick(61)
+        result = harness.tick()
+    assert result["started"] == 1
+    assert _lease(harness) is None
+
+
+def test_lease_holder_asked_again_ticks_once_more_before_letting_go(harness: Harness) -> None:
+    """An invocation that found the lease held gets its tick from the holder, within the same invocation."""
+    harness.configure(5)
+    harness.send(json.dumps({"job": 1}), group="a")
+    asked = {"done": False}
+
+    def ask_again(**_: Any) -> None:
+        # Another invocation arrives while this one starts: it finds the lease held and
+        # asks for one more tick (what `TickLease.ask_again` writes), and a job comes too.
+        if not asked["done"]:
+            asked["done"] = True
+            harness.dynamodb.update_item(
+                TableName=harness.stack.state_table,
+                Key=_lease_key(harness),
+                UpdateExpression="SET again = :yes",
+                ExpressionAttributeValues={":yes": {"BOOL": True}},
+            )
+            harness.send(json.dumps({"job": 2}), group="b")
+
+    harness.on("before-call.states.StartExecution", ask_again)
+    result = harness.tick()
+    assert result["ticks"] == 2
+    assert result["started"] == 2
+    assert _lease(harness) is None
+
+
+def test_lease_holder_short_of_time_lets_go_without_another_tick(harness: Harness) -> None:
+    """Asked again with too little time left, the holder lets go: the next invocation ticks."""
+    harness.configure(5)
+    harness.send("{}")
+
+    def ask_again(**_: Any) -> None:
+        harness.dynamodb.update_item(
+            TableName=harness.stack.state_table,
+            Key=_lease_key(harness),
+            UpdateExpression="SET again = :yes",
+            ExpressionAttributeValues={":yes": {"BOOL": True}},
+        )
+
+    harness.on("before-call.states.StartExecution", ask_again)
+    result = harness.tick(remaining_seconds=10.9)
+    assert result["ticks"] == 1
+    assert _lease(harness) is None
