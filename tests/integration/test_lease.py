@@ -43,7 +43,7 @@ def test_lease_is_let_go_after_a_tick(harness: Harness) -> None:
 
 
 def test_lease_held_by_another_invocation_returns_busy_at_once(harness: Harness) -> None:
-    """While another invocation holds the lease, a tick starts nothing, says busy, and asks it to tick again."""
+    """While another invocation holds the lease, a tick starts nothing, says busy, asks for another tick."""
     harness.configure(2)
     harness.send("{}")
     _hold(harness, time.time() + 30)
