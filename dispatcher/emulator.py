@@ -208,10 +208,11 @@ def enable_execution(endpoint_url: str, *, enabled: bool = True) -> None:
 def moto_server(
     host: str = "127.0.0.1",
     *,
+    port: int = 0,
     execute: bool = True,
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> Iterator[str]:
-    """Run moto's HTTP server on a free loopback port; yield its endpoint URL.
+    """Run moto's HTTP server on a loopback port (a free one by default); yield its endpoint URL.
 
     ``execute``: whether moto really runs state machines. ``wrap``: a WSGI middleware
     factory to put in front of moto (the fault-injection tests use one).
@@ -238,7 +239,7 @@ def moto_server(
             self._server.serve_forever()
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = Server(ip_address=host, port=0, verbose=False)
+    server = Server(ip_address=host, port=port, verbose=False)
     server.start()
     try:
         _, port = server.get_host_and_port()

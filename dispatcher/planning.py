@@ -23,6 +23,7 @@ from dispatcher.models import (
 
 MAX_INPUT_BYTES = 262_144
 MAX_NAME_LENGTH = 80
+MAX_GROUP_ID_LENGTH = 128
 SQS_MAX_RECEIVE = 10
 # Every ListExecutions page asks for the most AWS returns: a call costs one token of a
 # small quota (5/s refill) whatever its size, and paging stops once MAX is counted.
@@ -102,6 +103,20 @@ def name_problem(name: str) -> str | None:
         if unicodedata.category(character) == "Cc":
             return "execution name contains a control character"
     return None
+
+
+def group_problem(group: str) -> str | None:
+    """Why a string can't be a FIFO ``MessageGroupId`` (1-128 printable ASCII, no space), or None."""
+    if not 1 <= len(group) <= MAX_GROUP_ID_LENGTH:
+        return f"message group id must be 1 to {MAX_GROUP_ID_LENGTH} characters, not {len(group)}"
+    if not all("!" <= character <= "~" for character in group):
+        return "message group id may hold only letters, digits and punctuation (printable ASCII, no space)"
+    return None
+
+
+def job_problem(body: str, group: str, name: str | None) -> str | None:
+    """Why a job would never start (the rules the dispatcher applies on receipt), or None."""
+    return input_problem(body) or group_problem(group) or (None if name is None else name_problem(name))
 
 
 @dataclass(frozen=True)
