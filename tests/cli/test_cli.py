@@ -1,0 +1,304 @@
+"""`dispatcher` commands, run as a user runs them, with assertions on output and exit status."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatcher.emulator import read_all
+from tests.cli.conftest import SCRIPT, Cli
+
+COMMANDS = ["status", "pause", "resume", "set-max", "enqueue", "tick", "local"]
+
+
+def _control(aws: dict[str, Any], cli: Cli) -> dict[str, Any]:
+    value = aws["ssm"].get_parameter(Name=cli.stack.control_parameter)["Parameter"]["Value"]
+    return dict(json.loads(value))
+
+
+def _start(aws: dict[str, Any], cli: Cli, name: str) -> None:
+    aws["stepfunctions"].start_execution(stateMachineArn=cli.stack.state_machine_arn, name=name, input="{}")
+
+
+def test_cli_help_lists_every_command_with_examples(cli: Cli) -> None:
+    """`--help` names each command and shows examples and the exit statuses."""
+    result = cli.run("--help", stack=False)
+    assert result.returncode == 0
+    for command in COMMANDS:
+        assert command in result.stdout
+    assert "examples:" in result.stdout
+    assert "exit status: 0 success, 1 failure, 2 usage error" in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_cli_every_command_has_help_with_examples(cli: Cli, command: str) -> None:
+    """Each command's `--help` has examples to copy."""
+    result = cli.run(command, "--help", stack=False)
+    assert result.returncode == 0
+    assert "examples:" in result.stdout
+    assert f"dispatcher {command}" in result.stdout or f"{command} " in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((), "the following arguments are required: COMMAND"),
+        (("launch",), "invalid choice: 'launch'"),
+        (("set-max", "-1"), "argument N"),
+        (("set-max", "ten"), "MAX must be an integer >= 0"),
+        (("status", "--watch", "0"), "seconds must be > 0"),
+    ],
+    ids=["no-command", "unknown-command", "negative-max", "word-max", "zero-watch"],
+)
+def test_cli_usage_error_is_one_line_and_exit_2(cli: Cli, arguments: tuple[str, ...], message: str) -> None:
+    """A usage error: exit status 2 and one line on stderr that says what is wrong."""
+    result = cli.run(*arguments, stack=False)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr
+
+
+def test_cli_status_table_counts_every_column(cli: Cli, aws: dict[str, Any]) -> None:
+    """The table shows MAX, paused, RUNNING, free, queued, in flight and dead letters as they are."""
+    _start(aws, cli, "running-1")
+    _start(aws, cli, "running-2")
+    for job in range(4):
+        cli.run("enqueue", json.dumps({"job": job}), "--group", f"g{job}")
+    aws["sqs"].receive_message(QueueUrl=cli.stack.queue_url, MaxNumberOfMessages=1)
+    aws["sqs"].send_message(
+        QueueUrl=cli.stack.dead_letter_queue_url,
+        MessageBody="x",
+        MessageGroupId="g",
+        MessageDeduplicationId="d",
+    )
+    result = cli.run("status")
+    assert result.returncode == 0
+    header, row = result.stdout.strip().splitlines()
+    assert header.split() == [
+        "LANE",
+        "MAX",
+        "PAUSED",
+        "RUNNING",
+        "FREE",
+        "QUEUED",
+        "IN",
+        "FLIGHT",
+        "DEAD",
+        "LETTERS",
+        "OLDEST",
+        "RUNNING",
+    ]
+    lane, maximum, paused, running, free, queued, in_flight, dead, oldest = row.split()
+    assert (lane, maximum, paused, running, free) == ("default", "3", "no", "2", "1")
+    assert (queued, in_flight, dead) == ("3", "1", "1")
+    assert oldest.endswith("s")
+
+
+def test_cli_status_json_has_the_contract_keys(cli: Cli, aws: dict[str, Any]) -> None:
+    """`status --json` is one JSON object with the documented keys and types."""
+    _start(aws, cli, "one")
+    result = cli.run("status", "--json")
+    assert result.returncode == 0
+    [line] = result.stdout.splitlines()
+    status = json.loads(line)
+    for key in ("max_concurrency", "running", "free", "queued", "in_flight", "dead_letters"):
+        assert type(status[key]) is int, key
+    assert status["paused"] is False
+    assert (status["max_concurrency"], status["running"], status["free"]) == (3, 1, 2)
+    assert status["oldest_running_seconds"] >= 0
+
+
+def test_cli_status_watch_refreshes_until_count(cli: Cli) -> None:
+    """`--watch` prints a fresh reading every interval (`--count` stops it for scripts)."""
+    result = cli.run("status", "--watch", "0.2", "--count", "3", "--json")
+    assert result.returncode == 0
+    assert [json.loads(line)["lane"] for line in result.stdout.splitlines()] == ["default"] * 3
+
+
+def test_cli_pause_set_max_resume_change_only_their_own_key(cli: Cli, aws: dict[str, Any]) -> None:
+    """pause, set-max and resume read, modify and write: set-max while paused stays paused."""
+    assert cli.run("pause").returncode == 0
+    assert _control(aws, cli) == {"max_concurrency": 3, "paused": True}
+    result = cli.run("set-max", "7", "--json")
+    assert json.loads(result.stdout) == {
+        "parameter": cli.stack.control_parameter,
+        "max_concurrency": 7,
+        "paused": True,
+    }
+    status = json.loads(cli.run("status", "--json").stdout)
+    assert (status["paused"], status["free"], status["max_concurrency"]) == (True, 0, 7)
+    result = cli.run("resume")
+    assert result.returncode == 0
+    assert "running, MAX 7" in result.stdout
+    assert _control(aws, cli) == {"max_concurrency": 7, "paused": False}
+
+
+def test_cli_paused_tick_starts_nothing_and_resume_starts(cli: Cli, aws: dict[str, Any]) -> None:
+    """A tick run by the CLI honours the pause, then starts once resumed."""
+    cli.run("enqueue", "{}", "--group", "g")
+    cli.run("pause")
+    paused = json.loads(cli.run("tick", "--json").stdout)
+    assert (paused["started"], paused["stopped"]) == (0, "paused")
+    cli.run("resume")
+    result = cli.run("tick")
+    assert result.returncode == 0
+    assert "started 1" in result.stdout
+    running = aws["stepfunctions"].list_executions(
+        stateMachineArn=cli.stack.state_machine_arn, statusFilter="RUNNING"
+    )["executions"]
+    assert len(running) == 1
+
+
+def test_cli_tick_keeps_to_max(cli: Cli) -> None:
+    """`tick` runs the real handler here: at MAX 3 with 5 jobs it starts 3."""
+    for job in range(5):
+        cli.run("enqueue", json.dumps({"job": job}), "--group", f"g{job}")
+    report = json.loads(cli.run("tick", "--json").stdout)
+    assert (report["running"], report["started"], report["stopped"]) == (0, 3, "capacity")
+
+
+def test_cli_tick_invoke_of_a_missing_function_fails_in_one_line(cli: Cli) -> None:
+    """`tick --invoke` reports Lambda's refusal as one line and exit status 1."""
+    result = cli.run("tick", "--invoke", "--function-name", "no-such-function")
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Invoke failed: ResourceNotFoundException" in result.stderr
+
+
+def test_cli_tick_invoke_without_a_function_says_where_to_set_it(cli: Cli) -> None:
+    """The emulated stack has no function output: the error names the output to look for."""
+    result = cli.run("tick", "--invoke")
+    assert result.returncode == 1
+    assert "DispatcherFunctionName" in result.stderr
+
+
+def test_cli_enqueue_one_job_with_name_and_from_stdin(cli: Cli, aws: dict[str, Any]) -> None:
+    """`enqueue BODY --group --name` and `enqueue - --group` send verbatim bodies with explicit dedup ids."""
+    first = cli.run("enqueue", '{"order": 42}', "--group", "customer-7", "--name", "order-42")
+    assert first.returncode == 0
+    assert "sent " in first.stdout
+    assert "name order-42" in first.stdout
+    second = cli.run("enqueue", "-", "--group", "customer-7", stdin='{"order":  43}')
+    assert second.returncode == 0
+    messages = read_all(cli.stack.queue_url, aws["sqs"])
+    assert [message["Body"] for message in messages] == ['{"order": 42}', '{"order":  43}']
+    assert messages[0]["MessageAttributes"]["ExecutionName"]["StringValue"] == "order-42"
+    assert messages[0]["Attributes"]["MessageDeduplicationId"] == "order-42"
+    assert messages[1]["Attributes"]["MessageDeduplicationId"]
+
+
+def test_cli_enqueue_bulk_json_lines_reports_each_failure(
+    cli: Cli, aws: dict[str, Any], tmp_path: Path
+) -> None:
+    """`enqueue --file` sends every valid line in group order and names each invalid one (exit 1)."""
+    lines = [
+        {"input": {"n": 1}, "group": "a"},
+        {"input": {"n": 2}, "group": "a", "name": "two"},
+        {"body": "not json", "group": "b"},
+        {"input": {"n": 3}, "group": "a", "name": "has space"},
+        {"input": {"n": 4}},
+    ]
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    result = cli.run("enqueue", "--file", str(path), "--group", "c")
+    assert result.returncode == 1
+    assert "sent 3 job(s)" in result.stdout
+    failures = [line for line in result.stderr.splitlines() if "not sent" in line]
+    assert len(failures) == 2
+    assert "not valid JSON" in failures[0]
+    assert "whitespace" in failures[1]
+    bodies = [message["Body"] for message in read_all(cli.stack.queue_url, aws["sqs"])]
+    assert sorted(bodies) == ['{"n": 1}', '{"n": 2}', '{"n": 4}']
+    assert bodies.index('{"n": 1}') < bodies.index('{"n": 2}')
+
+
+@pytest.mark.parametrize(
+    ("arguments", "stdin", "message", "status"),
+    [
+        (("enqueue", "{}"), None, "--group is required", 2),
+        (("enqueue", "--group", "g"), None, "give the job's input as BODY", 2),
+        (("enqueue", "{}", "--file", "-"), "", "not both", 2),
+        (("enqueue", "--file", "/no/such/file"), None, "cannot read /no/such/file", 1),
+        (("enqueue", "--file", "-", "--group", "g"), "{broken\n", "-:1: not JSON", 1),
+        (("enqueue", "--file", "-"), '{"group": "g"}\n', 'expected an object with "input"', 1),
+    ],
+    ids=["no-group", "no-body", "body-and-file", "missing-file", "broken-line", "no-input"],
+)
+def test_cli_enqueue_bad_input_is_one_clear_line(
+    cli: Cli, arguments: tuple[str, ...], stdin: str | None, message: str, status: int
+) -> None:
+    """Bad enqueue input: one line naming the problem, and nothing sent."""
+    result = cli.run(*arguments, stdin=stdin)
+    assert result.returncode == status
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr
+
+
+def test_cli_configuration_from_the_function_environment(cli: Cli) -> None:
+    """Without --stack, the function's own variables configure every command."""
+    env = cli.environment(
+        **cli.stack.environment(4),
+    )
+    result = cli.run("status", "--json", stack=False, env=env)
+    assert result.returncode == 0
+    # The control parameter (3) wins over MAX_CONCURRENCY (4), as in a tick.
+    assert json.loads(result.stdout)["max_concurrency"] == 3
+
+
+def test_cli_missing_configuration_names_the_variable(cli: Cli) -> None:
+    """No --stack and no variables: one line naming what to set, exit status 1."""
+    result = cli.run("status", stack=False)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "dispatcher: error: no state machine arn: set environment variable STATE_MACHINE_ARN"
+        " (or use --stack NAME)\n"
+    )
+
+
+def test_cli_unknown_stack_is_one_line(cli: Cli) -> None:
+    """A stack that doesn't exist: exit status 1, one line naming it."""
+    result = cli.run("--stack", "no-such-stack", "status", stack=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("dispatcher: error: stack no-such-stack not found")
+
+
+def test_cli_unreachable_endpoint_is_one_line(cli: Cli) -> None:
+    """An emulator that isn't running: exit status 1 and the endpoint named, no traceback."""
+    result = cli.run("status", "--endpoint-url", "http://127.0.0.1:9")
+    assert result.returncode == 1
+    assert "http://127.0.0.1:9" in result.stderr
+
+
+def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
+    """`dispatcher local` prints the exports and a stack name; `status` works against them; Ctrl-C exits 0."""
+    process = subprocess.Popen(
+        [str(SCRIPT), "local", "--port", "0", "--stack-name", "try-it", "--schedule", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert first.startswith("Emulator ready at http://127.0.0.1:")
+        exports = {}
+        for line in iter(process.stdout.readline, ""):
+            if line.strip().startswith("export "):
+                key, _, value = line.strip().removeprefix("export ").partition("=")
+                exports[key] = value
+            if "Ctrl-C stops" in line:
+                break
+        assert exports["AWS_ENDPOINT_URL"] in first
+        env = {"PATH": cli.environment()["PATH"], **exports}
+        result = cli.run("--stack", "try-it", "status", "--json", stack=False, env=env)
+        assert result.returncode == 0
+        assert json.loads(result.stdout)["max_concurrency"] == 5
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 130
