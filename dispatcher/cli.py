@@ -713,9 +713,7 @@ def parser() -> argparse.ArgumentParser:
         "--stack-name", default="dispatcher-local", help="the emulated stack's name (dispatcher-local)"
     )
     local.add_argument("--max", type=_max, default=5, help="MAX of the emulated stack (5)")
-    local.add_argument(
-        "--wait-seconds", type=int, default=5, help="how long each sample execution runs (5)"
-    )
+    local.add_argument("--wait-seconds", type=int, default=5, help="how long each sample execution runs (5)")
     local.add_argument(
         "--schedule",
         type=float,
