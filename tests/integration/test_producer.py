@@ -82,23 +82,23 @@ def test_producer_sends_one_job_with_its_name_as_deduplication_id(sqs: Any, queu
 
 
 @pytest.mark.parametrize(
-    ("body", "group", "name", "problem"),
+    ("job", "problem"),
     [
-        ("{broken", "g", None, "not valid JSON"),
-        (json.dumps({"x": "y" * MAX_INPUT_BYTES}), "g", None, "larger than"),
-        ("{}", "", None, "message group id"),
-        ("{}", "has space", None, "printable ASCII"),
-        ("{}", "g", "a/b", "forbidden character"),
-        ("{}", "g", "n" * 81, "longer than 80"),
+        (Job("{broken", "g"), "not valid JSON"),
+        (Job(json.dumps({"x": "y" * MAX_INPUT_BYTES}), "g"), "larger than"),
+        (Job("{}", ""), "message group id"),
+        (Job("{}", "has space"), "printable ASCII"),
+        (Job("{}", "g", "a/b"), "forbidden character"),
+        (Job("{}", "g", "n" * 81), "longer than 80"),
     ],
     ids=["json", "size", "empty-group", "group-space", "name-char", "name-length"],
 )
 def test_producer_refuses_what_the_dispatcher_would_dead_letter(
-    sqs: Any, queue_url: str, body: str, group: str, name: str | None, problem: str
+    sqs: Any, queue_url: str, job: Job, problem: str
 ) -> None:
     """The dispatcher's own rules refuse a job before it is sent; nothing reaches the queue."""
     with pytest.raises(JobRejectedError, match=problem):
-        Producer(queue_url, client=sqs).send(body, group=group, name=name)
+        Producer(queue_url, client=sqs).send(job.body, group=job.group, name=job.name)
     assert read_all(queue_url, sqs) == []
 
 
@@ -166,13 +166,13 @@ def test_producer_missing_queue_fails_every_job_with_the_reason(sqs: Any) -> Non
     """A call SQS refuses as a whole (no such queue) fails each job with that reason, no retry loop."""
     url = "https://sqs.us-east-1.amazonaws.com/123456789012/missing.fifo"
     result = Producer(url, client=sqs, sleep=lambda _: None).send_batch([Job("{}", "a"), Job("{}", "b")])
-    assert [sent for sent in result.sent] == []
+    assert result.sent == []
     assert len(result.failed) == 2
     assert all("SendMessageBatch failed" in failure.reason for failure in result.failed)
 
 
 def test_producer_throttled_call_is_retried_then_reported(sqs: Any, queue_url: str) -> None:
-    """A call still throttled after botocore's retries counts as an attempt; after the last, each job fails."""
+    """A call still throttled after botocore's retries is one attempt; after the last, each job fails."""
     calls = {"count": 0}
 
     def throttle(**_: Any) -> None:
