@@ -115,7 +115,7 @@ def _tick_on_schedule(
     stack: Stack, max_concurrency: int, schedule_seconds: float, out: TextIO, until: float | None
 ) -> None:
     from dispatcher import handler  # noqa: PLC0415 — after the environment points at the emulator
-    from dispatcher.telemetry import logger  # noqa: PLC0415
+    from dispatcher.telemetry import logger, metrics  # noqa: PLC0415
 
     os.environ.update(
         {
@@ -135,6 +135,8 @@ def _tick_on_schedule(
         if schedule_seconds <= 0 or (ends is not None and time.monotonic() >= ends):
             continue
         report: dict[str, Any] = handler.lambda_handler({}, LocalContext(60))
+        # Disabled metrics still pile up in Powertools (and print once there are 100).
+        metrics.clear_metrics()
         if report.get("started") or report.get("dead_lettered"):
             out.write(
                 f"{time.strftime('%H:%M:%S')} tick: running {report['running']},"

@@ -470,10 +470,14 @@ class FaultyAws:
         self._app = app
         self.world = World(seed=0, start=0.0)
         """The scenario being run: set it before each one."""
+        self.before: Callable[[Request], None] | None = None
+        """Called with each request before it is served, outside the world's lock (it may block)."""
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """Serve one request: emulate, inject, or pass it through to moto."""
         request = self._read(environ)
+        if request is not None and self.before is not None:
+            self.before(request)
         if request is None:
             response = self._forward(environ)
         else:
