@@ -54,12 +54,15 @@ def test_function_environment_mirrors_settings_one_to_one() -> None:
 
 
 def test_function_runtime_concurrency_and_async_limits() -> None:
-    """python3.13 on arm64, one tick at a time, no async retries, a short event age."""
+    """python3.13 on arm64, reserved concurrency only if asked for, no async retries, a short event age."""
     resources = transformed()["Resources"]
     function = resources["DispatcherFunction"]["Properties"]
     assert function["Runtime"] == "python3.13"
     assert function["Architectures"] == ["arm64"]
-    assert function["ReservedConcurrentExecutions"] == 1
+    assert function["ReservedConcurrentExecutions"] == {
+        "Fn::If": ["HasReservedConcurrency", {"Ref": "ReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert transformed()["Parameters"]["ReservedConcurrency"]["Default"] == ""
     assert function["Handler"] == "dispatcher.handler.lambda_handler"
     invoke_config = resources["DispatcherFunctionEventInvokeConfig"]["Properties"]
     assert invoke_config["MaximumRetryAttempts"] == 0
@@ -217,3 +220,59 @@ def test_throughput_parameters_match_the_settings_bounds() -> None:
     timeout = template["Resources"]["DispatcherFunction"]["Properties"]["Timeout"]
     margin = float(variables["TIME_MARGIN_SECONDS"])
     assert template["Parameters"]["LoopSeconds"]["MaxValue"] + margin <= timeout
+
+
+def test_control_parameter_starts_from_max_concurrency_and_only_it_is_readable() -> None:
+    """The template creates the control parameter from MaxConcurrency; the role may read it alone."""
+    resources = sam_template()["Resources"]
+    parameter = resources["ControlParameter"]["Properties"]
+    assert parameter["Type"] == "String"
+    assert parameter["Value"] == {"Fn::Sub": '{"max_concurrency": ${MaxConcurrency}, "paused": false}'}
+    variables = resources["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["CONTROL_PARAMETER"] == {"Ref": "ControlParameter"}
+    [ssm] = [statement for statement in function_statements() if statement["Sid"] == "ControlParameter"]
+    assert ssm["Action"] == ["ssm:GetParameter"]
+    assert ssm["Resource"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${ControlParameter}"
+    }
+
+
+ALARMS = {
+    "DeadLettersAlarm": "ApproximateNumberOfMessagesVisible",
+    "StallAlarm": "ApproximateAgeOfOldestMessage",
+    "ErrorsAlarm": "Errors",
+    "OldestRunningAlarm": "OldestRunningAge",
+}
+
+
+def test_alarms_watch_dead_letters_stalls_errors_throttles_and_old_executions() -> None:
+    """Each alarm the runbook explains exists, on the right metric, notifying the topic when there is one."""
+    resources = sam_template()["Resources"]
+    for name, metric in ALARMS.items():
+        alarm = resources[name]["Properties"]
+        assert alarm["MetricName"] == metric, name
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert alarm["AlarmActions"]["Fn::If"][0] == "HasAlarmActions"
+    throttled = resources["ThrottledAlarm"]["Properties"]["Metrics"]
+    assert {
+        metric["MetricStat"]["Metric"]["MetricName"] for metric in throttled if "MetricStat" in metric
+    } == {
+        "ThrottledTicks",
+        "Throttles",
+    }
+    assert resources["AlarmTopic"]["Condition"] == "CreateAlarmTopic"
+
+
+def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
+    """The dashboard's custom metrics are emitted by the handler, under the stack's service name."""
+    import inspect  # noqa: PLC0415
+
+    from dispatcher import handler  # noqa: PLC0415
+
+    emitted = inspect.getsource(handler)
+    body = sam_template()["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
+    for metric in ("Running", "MaxConcurrency", "Started", "OldestRunningAge", "ThrottledTicks", "BusyTicks"):
+        assert f'"{metric}"' in body
+        assert f'name="{metric}"' in emitted
+    variables = sam_template()["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
