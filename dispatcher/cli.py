@@ -48,7 +48,13 @@ ENVIRONMENT = {
     "control_parameter": "CONTROL_PARAMETER",
     "function_name": "DISPATCHER_FUNCTION_NAME",
 }
-CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, user_agent_extra="dispatcher-cli")
+# An operator waits for the answer: fewer attempts than the function's, and a short connect timeout.
+CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    connect_timeout=5,
+    read_timeout=30,
+    user_agent_extra="dispatcher-cli",
+)
 LIST_PAGE_SIZE = 1000
 PROGRESS_EVERY = 500
 """Without a terminal, a progress line about every this many jobs."""

@@ -105,7 +105,9 @@ def test_overlapping_ticks_in_two_processes_never_exceed_max(faulty_aws: FaultyA
     stack = create_stack(f"overlap-{os.getpid()}")
     names = _send(stack, jobs=9, seconds=0.3)
     with _real_time(faulty_aws, world):
-        processes = [_ticker(faulty_aws_endpoint(), stack, 3, "--seconds", "10") for _ in range(2)]
+        processes = [
+            _ticker(faulty_aws_endpoint(), stack, 3, "--seconds", "20", "--until-drained") for _ in range(2)
+        ]
         reports = [_reports(process) for process in processes]
     assert world.violations == []
     started = [execution.name for execution in world.executions.values() if execution.by_dispatcher]
@@ -133,7 +135,7 @@ def test_holder_killed_mid_tick_delays_the_next_tick_only_until_its_lease_expire
             inside.set()
             release.wait(30)
 
-    timeout = 4.0
+    timeout = 2.5
     with _real_time(faulty_aws, world):
         faulty_aws.before = hold_first_start
         holder = _ticker(
@@ -158,7 +160,7 @@ def test_holder_killed_mid_tick_delays_the_next_tick_only_until_its_lease_expire
             MessageDeduplicationId="late",
         )
         other = _ticker(
-            faulty_aws_endpoint(), stack, 4, "--seconds", str(timeout + 4), TIME_MARGIN_SECONDS="0.5"
+            faulty_aws_endpoint(), stack, 4, "--seconds", str(timeout + 2), TIME_MARGIN_SECONDS="0.5"
         )
         reports = _reports(other)
     busy = [report for report in reports if report["stopped"] == "busy"]

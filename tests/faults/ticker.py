@@ -23,6 +23,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--ticks", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument(
+        "--until-drained", action="store_true", help="stop after a tick finds the queue empty"
+    )
     args = parser.parse_args()
     ends = time.monotonic() + args.seconds
     ticks = 0
@@ -32,6 +35,8 @@ def main() -> int:
         sys.stdout.write("REPORT " + json.dumps({**report, "began": began, "ended": time.time()}) + "\n")
         sys.stdout.flush()
         ticks += 1
+        if args.until_drained and report["stopped"] == "drained":
+            break
     return 0
 
 
