@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEV_STAMP := $(VENV)/.installed-dev
+LOCAL_STAMP := $(VENV)/.installed-local
 BENCH_STAMP := $(VENV)/.installed-bench
 BENCH_ARGS ?=
 DEMO_ARGS ?=
@@ -25,8 +26,15 @@ $(DEV_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# The demo needs the package and the emulator only, not the dev toolchain.
+$(LOCAL_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[local]'
+	touch $@
+
 ## demo: drain a backlog against an embedded AWS emulator (no account, no Docker)
-demo: $(DEV_STAMP)
+demo: $(LOCAL_STAMP)
 	$(BIN)/python -m tools.demo $(DEMO_ARGS)
 
 ## test: every quality gate and the whole suite

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,13 @@ def summarise(
     for job_index in dict.fromkeys(started_inputs):
         by_group[valid[job_index]["group"]].append(job_index)
     in_order = all(sequence == sorted(sequence) for sequence in by_group.values())
+    if maximum == 0:
+        # Paused: the guarantee is that nothing started and nothing was lost.
+        waiting = queue_depth(stack.queue_url)
+        return [
+            (not starts.calls, f"paused: {len(starts.calls)} executions started at MAX 0"),
+            (waiting == len(jobs), f"nothing lost: {waiting} of {len(jobs)} messages still queued"),
+        ]
     dead = read_all(stack.dead_letter_queue_url)
     reasons = sorted({message["MessageAttributes"]["DispatchError"]["StringValue"] for message in dead})
     poison = len(jobs) - len(valid)
@@ -124,7 +132,7 @@ def summarise(
             f"{len(executions)} executions for {len(valid)} jobs, {len(names) - len(set(names))} duplicates",
         ),
         (
-            in_order and len(by_group) > 0,
+            in_order and (len(by_group) > 0 or not valid),
             f"group order kept in {len(by_group)} groups" if in_order else "group order broken",
         ),
         (
@@ -138,7 +146,7 @@ def summarise(
 def run(arguments: argparse.Namespace) -> int:
     """Run the demo; return the process exit code."""
     with moto_server() as endpoint_url, pointed_at(endpoint_url):
-        stack = create_stack("demo", wait_seconds=arguments.duration)
+        stack = create_stack(wait_seconds=arguments.duration)
         os.environ.update(
             stack.environment(
                 arguments.max,
@@ -155,13 +163,14 @@ def run(arguments: argparse.Namespace) -> int:
         jobs = make_jobs(arguments.jobs, arguments.groups, arguments.poison)
         send_jobs(stack.queue_url, jobs)
         print(
-            f"dispatcher demo: {arguments.jobs} jobs ({arguments.poison} poison)"
+            f"dispatcher demo: {arguments.jobs} jobs + {arguments.poison} poison"
             f" in {arguments.groups} groups,"
             f" MAX_CONCURRENCY={arguments.max}, each job runs {arguments.duration}s,"
             f" a tick every {arguments.interval}s\n"
         )
         began = time.monotonic()
         ticks = 0
+        dead_lettered = 0
         with RunningSampler(stack.state_machine_arn) as sampler:
             while True:
                 ticks += 1
@@ -169,12 +178,16 @@ def run(arguments: argparse.Namespace) -> int:
                 queued = queue_depth(stack.queue_url)
                 running = sampler.count()
                 done = len(starts.calls) - running
+                dead_lettered += result["dead_lettered"]
                 print(
                     f"tick {ticks:3d}  queued {queued:4d}  running {bar(running, arguments.max)}"
                     f" {running:3d}/{arguments.max}  started +{result['started']:<3d}"
-                    f" done {max(done, 0):4d}  dead-lettered {result['dead_lettered']}"
+                    f" done {max(done, 0):4d}  dead-lettered {dead_lettered}"
                 )
                 if queued == 0 and running == 0:
+                    break
+                if result["stopped"] == "paused":
+                    print("\nMAX_CONCURRENCY=0 pauses the dispatcher: nothing starts, nothing is lost.")
                     break
                 if time.monotonic() - began > arguments.timeout:
                     print(f"gave up after {arguments.timeout}s", file=sys.stderr)
@@ -188,21 +201,31 @@ def run(arguments: argparse.Namespace) -> int:
             mark = "✔" if passed else "✘"
             print(f"  {mark} {line}")
         ok = all(passed for passed, _ in checks)
+        drained = "left queued (paused)" if arguments.max == 0 else "drained"
         print(
-            f"\nsummary: {arguments.jobs} jobs drained in {ticks} ticks ({elapsed:.1f}s), peak RUNNING"
+            f"\nsummary: {arguments.jobs} jobs {drained} in {ticks} ticks ({elapsed:.1f}s), peak RUNNING"
             f" {peak}/{arguments.max}, {len(starts.calls)} starts,"
             f" {'all guarantees held' if ok else 'FAILED'}"
         )
         return 0 if ok else 1
 
 
+def _count(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, not {text!r}")
+        return int(text)
+
+    return parse
+
+
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options of the demo."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--max", type=int, default=5, help="MAX_CONCURRENCY (default 5)")
-    parser.add_argument("--jobs", type=int, default=30, help="valid jobs to enqueue (default 30)")
-    parser.add_argument("--groups", type=int, default=4, help="message groups (default 4)")
-    parser.add_argument("--poison", type=int, default=2, help="poison messages to enqueue (default 2)")
+    parser.add_argument("--max", type=_count(0), default=5, help="MAX_CONCURRENCY; 0 pauses (default 5)")
+    parser.add_argument("--jobs", type=_count(0), default=30, help="valid jobs to enqueue (default 30)")
+    parser.add_argument("--groups", type=_count(1), default=4, help="message groups, at least 1 (default 4)")
+    parser.add_argument("--poison", type=_count(0), default=2, help="poison messages to enqueue (default 2)")
     parser.add_argument("--duration", type=int, default=3, help="seconds each job runs (default 3)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between ticks (default 1)")
     parser.add_argument("--timeout", type=float, default=300, help="give up after this many seconds")

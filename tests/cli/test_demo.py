@@ -1,0 +1,39 @@
+"""`make demo`'s edge cases: nothing to do, a pause, and a bad argument each end cleanly."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools import demo
+
+
+def test_demo_with_no_jobs_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--jobs 0 --poison 0` has nothing to drain and reports every guarantee held."""
+    assert demo.main(["--jobs", "0", "--poison", "0", "--interval", "0.1"]) == 0
+    assert "all guarantees held" in capsys.readouterr().out
+
+
+def test_demo_at_max_zero_stops_at_once_and_loses_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--max 0` is a pause: one tick, no start, every message still queued."""
+    assert demo.main(["--max", "0", "--jobs", "3", "--poison", "1", "--timeout", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "dispatcher demo: 3 jobs + 1 poison" in out
+    assert "nothing lost: 4 of 4 messages still queued" in out
+
+
+def test_demo_rejects_zero_groups_as_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--groups 0` is refused with a one-line reason, not a ZeroDivisionError."""
+    with pytest.raises(SystemExit) as exited:
+        demo.main(["--groups", "0"])
+    assert exited.value.code == 2
+    assert "argument --groups: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_demo_dead_letter_column_is_cumulative(capsys: pytest.CaptureFixture[str]) -> None:
+    """The dead-lettered column counts every poison message so far, like "done"."""
+    assert (
+        demo.main(["--jobs", "2", "--poison", "2", "--groups", "2", "--duration", "1", "--interval", "0.3"])
+        == 0
+    )
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tick")]
+    assert rows[-1].endswith("dead-lettered 2")
