@@ -4,6 +4,9 @@
     make soak SOAK_ARGS="--scenarios 200"
     make soak SOAK_ARGS="--first-seed 1234 --scenarios 1"   # replay one seed
 
+Then rounds of two real dispatcher processes ticking at once against one backlog
+(`tests/faults/test_overlap.py`), checked for the cap, loss and duplicates.
+
 Each worker process runs its own faulty emulator and a share of the seeds; the
 summary adds up what was processed and injected, and lists every violation with
 the seed that reproduces it. The exit status is 1 when any invariant broke.
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tests.faults.scenario import Tally
+    from tests.faults.test_overlap import OverlapRound
 
 QUIET_ENVIRONMENT = {
     "POWERTOOLS_TRACE_DISABLED": "true",
@@ -50,13 +54,36 @@ def run_share(seeds: list[int]) -> Tally:
     return tally
 
 
-def report(tally: Tally, seeds: range, workers: int, seconds: float) -> str:
+def run_overlaps(seeds: list[int]) -> list[OverlapRound]:
+    """Rounds of two dispatcher processes ticking at once, against one faulty emulator on the real clock."""
+    os.environ.update(QUIET_ENVIRONMENT)
+    warnings.simplefilter("ignore")
+    from dispatcher.emulator import pointed_at  # noqa: PLC0415
+    from tests.faults.test_overlap import overlap_round  # noqa: PLC0415
+    from tests.faults.world import faulty_moto_server  # noqa: PLC0415
+
+    with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
+        return [overlap_round(middleware, endpoint_url, seed) for seed in seeds]
+
+
+def report(tally: Tally, seeds: range, workers: int, seconds: float, overlaps: list[OverlapRound]) -> str:
     """The summary the soak prints."""
     header = (
         f"soak: {tally.scenarios} scenarios (seeds {seeds.start}-{seeds.stop - 1})"
         f" in {seconds:.0f} s on {workers} worker(s), {tally.scenarios / seconds:.1f} scenarios/s"
     )
-    return "\n".join([header, *tally.report()])
+    lines = [header, *tally.report()]
+    if overlaps:
+        violations = [f"  ! overlap seed {item.seed}: {v}" for item in overlaps for v in item.violations]
+        lines += [
+            f"overlap: {len(overlaps)} rounds of two dispatcher processes ticking at once (real clock)",
+            f"  jobs started{'':<36} {sum(item.started for item in overlaps):>9,}",
+            f"  ticks{'':<43} {sum(item.ticks for item in overlaps):>9,}",
+            f"    {'busy (the other process held the lease)':<44} {sum(item.busy for item in overlaps):>9,}",
+            f"  violations{'':<38} {len(violations):>9,}",
+            *violations[:20],
+        ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", type=int, default=2000)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--overlap-rounds",
+        type=int,
+        default=40,
+        help="rounds of two processes ticking at once (after the scenarios)",
+    )
     arguments = parser.parse_args(argv)
     seeds = range(arguments.first_seed, arguments.first_seed + arguments.scenarios)
     workers = max(1, min(arguments.workers, len(seeds)))
@@ -79,8 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     total = Tally()
     for tally in tallies:
         total.merge(tally)
-    print(report(total, seeds, workers, time.monotonic() - started))
-    return 1 if total.violations else 0
+    seconds = time.monotonic() - started
+    overlap_seeds = list(range(arguments.first_seed, arguments.first_seed + arguments.overlap_rounds))
+    overlaps = []
+    if overlap_seeds:
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            overlaps = pool.apply(run_overlaps, (overlap_seeds,))
+    print(report(total, seeds, workers, seconds, overlaps))
+    return 1 if total.violations or any(item.violations for item in overlaps) else 0
 
 
 if __name__ == "__main__":

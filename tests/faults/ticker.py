@@ -16,6 +16,8 @@ import time
 from dispatcher import handler
 from dispatcher.emulator import LocalContext
 
+BUSY_PAUSE_SECONDS = 0.1
+
 
 def main() -> int:
     """Tick for ``--seconds`` (or ``--ticks`` ticks); each tick's context times out after ``--timeout``."""
@@ -37,6 +39,8 @@ def main() -> int:
         ticks += 1
         if args.until_drained and report["stopped"] == "drained":
             break
+        if report["stopped"] == "busy":
+            time.sleep(BUSY_PAUSE_SECONDS)  # the next invocation comes later, as a schedule or event would
     return 0
 
 
