@@ -9,6 +9,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 BENCH_STAMP := $(VENV)/.installed-bench
 BENCH_ARGS ?=
 DEMO_ARGS ?=
+LOCAL_ARGS ?=
 PYTEST_ARGS ?=
 SOAK_ARGS ?=
 
@@ -18,7 +19,7 @@ export SAM_CLI_TELEMETRY := 0
 
 LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
 
-.PHONY: demo test bench lint typecheck template-lint unit integration infra soak validate build clean
+.PHONY: demo local test bench lint typecheck template-lint unit integration infra soak validate build clean
 
 $(DEV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,10 @@ $(LOCAL_STAMP): pyproject.toml
 ## demo: drain a backlog against an embedded AWS emulator (no account, no Docker)
 demo: $(LOCAL_STAMP)
 	$(BIN)/python -m tools.demo $(DEMO_ARGS)
+
+## local: the embedded emulator with a stack "dispatcher-local" on 127.0.0.1:4567, ticking every 10 s
+local: $(LOCAL_STAMP)
+	$(BIN)/dispatcher local $(LOCAL_ARGS)
 
 ## test: every quality gate and the whole suite
 # Two workers: one per core here; the fault scenarios' figures are added up across them.

@@ -22,7 +22,6 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dispatcher.adapters.aws_errors import error_code
-from dispatcher.adapters.sqs import SQS_MAX_BATCH
 from dispatcher.adapters.ssm import ControlParameter
 from dispatcher.control import Control, combine
 from dispatcher.errors import DispatcherError
@@ -433,13 +432,16 @@ def _open(path: str) -> TextIO:
 
 
 def _progress(total: int) -> Callable[[SendResult], None]:
+    shown = {"step": 0}
+
     def show(result: SendResult) -> None:
         done = len(result.sent) + len(result.failed)
         line = f"sent {len(result.sent):,}/{total:,}, failed {len(result.failed):,}"
         if sys.stderr.isatty():
             sys.stderr.write(f"\r{line}" + ("\n" if done == total else ""))
-        elif done == total or done % PROGRESS_EVERY < SQS_MAX_BATCH:
+        elif done == total or done // PROGRESS_EVERY > shown["step"]:
             sys.stderr.write(line + "\n")
+        shown["step"] = done // PROGRESS_EVERY
         sys.stderr.flush()
 
     return show
