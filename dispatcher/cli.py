@@ -9,6 +9,7 @@ success, 1 on failure and 2 on a usage error, and errors as one line on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -55,6 +56,8 @@ CLIENT_CONFIG = Config(
     user_agent_extra="dispatcher-cli",
 )
 LIST_PAGE_SIZE = 1000
+LOCAL_MODULES = ("moto", "requests", "werkzeug")
+"""What `dispatcher local` needs beyond the package (the `local` extra)."""
 PROGRESS_EVERY = 500
 """Without a terminal, a progress line about every this many jobs."""
 
@@ -114,6 +117,17 @@ class Resources:
             raise CliError(f"no {field_name.replace('_', ' ')}: set {where}")
         return str(value)
 
+    def environment_max(self) -> int:
+        """MAX_CONCURRENCY (or the stack's MaxConcurrency), which the control parameter may override."""
+        if self.max_concurrency is None:
+            where = (
+                f"parameter MaxConcurrency of stack {self.source.removeprefix('stack ')}"
+                if self.source.startswith("stack ")
+                else "environment variable MAX_CONCURRENCY (or use --stack NAME)"
+            )
+            raise CliError(f"no max concurrency: set {where}")
+        return self.max_concurrency
+
     def function_environment(self) -> dict[str, str]:
         """The dispatcher function's environment for a local tick."""
         variables = {
@@ -121,7 +135,7 @@ class Resources:
             "DEAD_LETTER_QUEUE_URL": self.need("dead_letter_queue_url"),
             "STATE_MACHINE_ARN": self.need("state_machine_arn"),
             "STATE_TABLE": self.need("state_table"),
-            "MAX_CONCURRENCY": str(self.max_concurrency if self.max_concurrency is not None else 0),
+            "MAX_CONCURRENCY": str(self.environment_max()),
         }
         if self.control_parameter:
             variables["CONTROL_PARAMETER"] = self.control_parameter
@@ -201,7 +215,10 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     """Read MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution."""
     control = _control(aws, resources)
     read = None if control is None else control.read(fresh=True)
-    environment_max = resources.max_concurrency if resources.max_concurrency is not None else 0
+    if read is None or read.max_concurrency is None:
+        environment_max = resources.environment_max()
+    else:
+        environment_max = resources.max_concurrency or 0  # overridden by the parameter
     limits = combine(environment_max, read, resources.control_parameter)
     running, oldest = _running(aws, resources.need("state_machine_arn"))
     queued, in_flight = _depth(aws, resources.need("queue_url"))
@@ -557,13 +574,14 @@ class _TickContext:
 
 def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Start the embedded emulator with a stack; print what to export; serve until interrupted."""
-    try:
-        from dispatcher import local  # noqa: PLC0415 — needs the `local` extra (moto)
-    except ImportError as error:
+    missing = [module for module in LOCAL_MODULES if importlib.util.find_spec(module) is None]
+    if missing:
         raise CliError(
             "`dispatcher local` needs the emulator:"
-            f" pip install 'dispatcher[local]' ({error.name} is missing)"
-        ) from error
+            f" pip install 'dispatcher[local]' ({', '.join(missing)} missing)"
+        )
+    from dispatcher import local  # noqa: PLC0415 — local only
+
     return local.serve(
         port=args.port,
         stack=args.stack_name,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dispatcher import cli as cli_module
 from dispatcher.emulator import read_all
 from tests.cli.conftest import SCRIPT, Cli
 
@@ -255,8 +256,23 @@ def test_cli_missing_configuration_names_the_variable(cli: Cli) -> None:
     result = cli.run("status", stack=False)
     assert result.returncode == 1
     assert result.stderr == (
-        "dispatcher: error: no state machine arn: set environment variable STATE_MACHINE_ARN"
-        " (or use --stack NAME)\n"
+        "dispatcher: error: no max concurrency:"
+        " set environment variable MAX_CONCURRENCY (or use --stack NAME)\n"
+    )
+    result = cli.run("status", stack=False, env=cli.environment(MAX_CONCURRENCY="3"))
+    assert result.returncode == 1
+    assert "set environment variable STATE_MACHINE_ARN" in result.stderr
+
+
+def test_cli_local_without_the_emulator_installed_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Installed without the `local` extra, `dispatcher local` names the extra to install (exit 1)."""
+    monkeypatch.setattr(cli_module, "LOCAL_MODULES", ("moto", "no_such_module_here"))
+    assert cli_module.main(["local", "--port", "0"]) == 1
+    assert capsys.readouterr().err == (
+        "dispatcher: error: `dispatcher local` needs the emulator:"
+        " pip install 'dispatcher[local]' (no_such_module_here missing)\n"
     )
 
 
