@@ -38,6 +38,14 @@ def test_artifact_is_built_for_python313_arm64(artifact: Path) -> None:
 @pytest.mark.slow
 def test_artifact_leaves_out_tests_and_local_tools(artifact: Path) -> None:
     """Nothing that only runs locally (tests, the demo, the emulator, moto) ships in the Lambda."""
-    for name in ["tests", "tools", "moto", "pytest", "_pytest", "dispatcher/emulator.py", "dispatcher/local.py"]:
+    for name in [
+        "tests",
+        "tools",
+        "moto",
+        "pytest",
+        "_pytest",
+        "dispatcher/emulator.py",
+        "dispatcher/local.py",
+    ]:
         assert not (artifact / name).exists(), name
     assert (artifact / "dispatcher" / "handler.py").exists()
