@@ -350,10 +350,9 @@ def _change_control(
             "no control parameter: set CONTROL_PARAMETER or use --stack NAME"
             " (a stack deployed with the ControlParameter resource)"
         )
-    current = control.read(fresh=True)
-    if current is None and resources.max_concurrency is not None:
-        current = Control(max_concurrency=resources.max_concurrency)
-    updated = change(current or Control())
+    # A parameter that doesn't exist yet is created with the changed key alone: the
+    # environment's MAX keeps applying until someone sets one.
+    updated = change(control.read(fresh=True) or Control())
     control.write(updated)
     return control.name, updated
 

@@ -321,3 +321,14 @@ def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 130
+
+
+def test_cli_pause_creates_a_missing_parameter_with_its_key_alone(cli: Cli, aws: dict[str, Any]) -> None:
+    """No parameter yet: `pause` writes only `paused`, and MAX still comes from the stack."""
+    aws["ssm"].delete_parameter(Name=cli.stack.control_parameter)
+    result = cli.run("pause")
+    assert result.returncode == 0
+    assert "paused, MAX from the environment" in result.stdout
+    assert _control(aws, cli) == {"paused": True}
+    status = json.loads(cli.run("status", "--json").stdout)
+    assert (status["max_concurrency"], status["paused"], status["max_from"]) == (3, True, "environment")
