@@ -497,7 +497,7 @@ def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
     if args.invoke:
         report = _invoke(aws, args.function_name or resources.need("function_name"))
     else:
-        report = _tick_here(resources, args.endpoint_url, args.log_level)
+        report = _tick_here(resources, args.endpoint_url, args.region, args.log_level)
     if args.json:
         out.write(json.dumps(report) + "\n")
     else:
@@ -529,7 +529,9 @@ def _invoke(aws: Aws, function_name: str) -> dict[str, Any]:
     return document
 
 
-def _tick_here(resources: Resources, endpoint_url: str | None, log_level: str) -> dict[str, Any]:
+def _tick_here(
+    resources: Resources, endpoint_url: str | None, region: str | None, log_level: str
+) -> dict[str, Any]:
     """Run the real handler in this process, its logs on stderr and its metrics off."""
     variables = {
         **resources.function_environment(),
@@ -539,6 +541,8 @@ def _tick_here(resources: Resources, endpoint_url: str | None, log_level: str) -
     }
     if endpoint_url:
         variables["AWS_ENDPOINT_URL"] = endpoint_url
+    if region:
+        variables["AWS_DEFAULT_REGION"] = variables["AWS_REGION"] = region
     os.environ.update(variables)
     from dispatcher import handler  # noqa: PLC0415 — imported once the environment is set
     from dispatcher.telemetry import logger  # noqa: PLC0415
