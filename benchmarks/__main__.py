@@ -30,6 +30,10 @@ PLOT = ROOT / "benchmarks" / "refill-on-completion.png"
 LATENCY = 0.02
 LISTING = {"max": 5000, "levels": [0, 999, 1000, 1001, 2500, 5000, 7500]}
 OPERATIONS = [
+    "GetParameter",
+    "PutItem",
+    "DeleteItem",
+    "UpdateItem",
     "DescribeStateMachine",
     "ListExecutions",
     "Query",

@@ -52,8 +52,14 @@ THROTTLE_CODES = {
     "states": "ThrottlingException",
     "sqs": "RequestThrottled",
     "dynamodb": "ThrottlingException",
+    "ssm": "ThrottlingException",
 }
-SERVICE_BY_TARGET = {"AWSStepFunctions": "states", "AmazonSQS": "sqs", "DynamoDB_20120810": "dynamodb"}
+SERVICE_BY_TARGET = {
+    "AWSStepFunctions": "states",
+    "AmazonSQS": "sqs",
+    "DynamoDB_20120810": "dynamodb",
+    "AmazonSSM": "ssm",
+}
 LIST_REUSE_SECONDS = float(Settings.model_fields["list_reuse_seconds"].default)
 """How long the dispatcher may reuse a list read (its default): a foreign execution counts once
 a read at least this old could have shown it."""
