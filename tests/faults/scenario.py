@@ -25,6 +25,7 @@ from typing import Any
 
 import boto3
 
+from dispatcher.control import Control
 from dispatcher.emulator import REGION, LocalContext, Stack, create_stack, environment, read_all
 from dispatcher.planning import MAX_INPUT_BYTES, RECENT_START_WINDOW_SECONDS
 from tests.faults.process import (
@@ -58,16 +59,23 @@ FAULTY_OPERATIONS = (
     "DeleteMessageBatch",
     "ChangeMessageVisibilityBatch",
     "SendMessage",
+    "GetParameter",
+    "UpdateItem",
+    "DeleteItem",
 )
 PROCESSED_THEN_FAILED = (
     "StartExecution",
     "PutItem",
+    "UpdateItem",
+    "DeleteItem",
     "BatchWriteItem",
     "ReceiveMessage",
     "DeleteMessageBatch",
     "ChangeMessageVisibilityBatch",
     "SendMessage",
 )
+CONTROL_OVERRIDE = 3
+"""How much higher MAX_CONCURRENCY is than the control parameter's MAX in a controlled scenario."""
 MAX_DURATION_SECONDS = 120.0
 MAX_LAG_SECONDS = 60.0
 
@@ -134,6 +142,8 @@ class Scenario:
     """Tick → a misdirected event delivered before it: "other machine" or "running status"."""
     redrives: dict[int, float] = field(default_factory=dict)
     """Tick → seconds after its foreign execution ends that someone else redrives it."""
+    controlled: bool = False
+    """MAX comes from the control parameter; the environment's MAX_CONCURRENCY is higher."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -200,6 +210,7 @@ class Scenario:
             event_crash_rate=crash_rate / 2,
             misdirected=misdirected,
             redrives=redrives,
+            controlled=rng.random() < 0.5,
         )
 
     @classmethod
@@ -216,7 +227,7 @@ class Scenario:
             f"throttle={self.faults.throttle} 5xx={self.faults.server_error} "
             f"lost={self.faults.lost_response} partial_delete={self.faults.partial_delete} "
             f"events={self.events} warm={self.warm} threads={self.start_concurrency} "
-            f"misdirected={self.misdirected} redrives={self.redrives}"
+            f"misdirected={self.misdirected} redrives={self.redrives} controlled={self.controlled}"
         )
 
 
@@ -397,7 +408,8 @@ class ScenarioRun:
         boto3.setup_default_session()  # no hooks of an earlier run's dispatcher on our own clients
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
-        self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}")
+        control = Control(max_concurrency=scenario.max_concurrency) if scenario.controlled else None
+        self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}", control=control)
         self.process = DispatcherProcess().install()
         self.outcome = Outcome(scenario)
         self.event_ticks = 0
@@ -410,7 +422,8 @@ class ScenarioRun:
         """The function's environment for this scenario."""
         return {
             **self.stack.environment(
-                self.scenario.max_concurrency,
+                # Controlled: the parameter's MAX must win over a higher environment MAX.
+                self.scenario.max_concurrency + (CONTROL_OVERRIDE if self.scenario.controlled else 0),
                 RECEIVE_WAIT_SECONDS="0",
                 START_CONCURRENCY=str(self.scenario.start_concurrency),
             ),
