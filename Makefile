@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEV_STAMP := $(VENV)/.installed-dev
+EMULATOR_STAMP := $(VENV)/.installed-emulator
 LOCAL_STAMP := $(VENV)/.installed-local
 BENCH_STAMP := $(VENV)/.installed-bench
 BENCH_ARGS ?=
@@ -28,6 +29,13 @@ $(DEV_STAMP): pyproject.toml
 	touch $@
 
 # The demo needs the package and the emulator only, not the dev toolchain.
+$(EMULATOR_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[emulator]'
+	touch $@
+
+# `dispatcher local` also needs moto's CloudFormation (for --stack).
 $(LOCAL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -35,7 +43,7 @@ $(LOCAL_STAMP): pyproject.toml
 	touch $@
 
 ## demo: drain a backlog against an embedded AWS emulator (no account, no Docker)
-demo: $(LOCAL_STAMP)
+demo: $(EMULATOR_STAMP)
 	$(BIN)/python -m tools.demo $(DEMO_ARGS)
 
 ## local: the embedded emulator with a stack "dispatcher-local" on 127.0.0.1:4567, ticking every 10 s

@@ -56,7 +56,16 @@ CLIENT_CONFIG = Config(
     user_agent_extra="dispatcher-cli",
 )
 LIST_PAGE_SIZE = 1000
-LOCAL_MODULES = ("moto", "requests", "werkzeug")
+LOCAL_MODULES = (
+    "moto",
+    "flask",
+    "requests",
+    "openapi_spec_validator",
+    "cfnlint",
+    "joserfc",
+    "graphql",
+    "yaml",
+)
 """What `dispatcher local` needs beyond the package (the `local` extra)."""
 PROGRESS_EVERY = 500
 """Without a terminal, a progress line about every this many jobs."""
