@@ -8,8 +8,8 @@ invokes the real Lambda handler tick after tick until the queue is drained.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import sys
 import threading
 import time
@@ -25,6 +25,7 @@ from dispatcher.emulator import (
     Stack,
     StartLog,
     create_stack,
+    environment,
     moto_server,
     pointed_at,
     read_all,
@@ -145,15 +146,17 @@ def summarise(
 
 def run(arguments: argparse.Namespace) -> int:
     """Run the demo; return the process exit code."""
-    with moto_server() as endpoint_url, pointed_at(endpoint_url):
+    with moto_server() as endpoint_url, pointed_at(endpoint_url), contextlib.ExitStack() as scope:
         stack = create_stack(wait_seconds=arguments.duration)
-        os.environ.update(
-            stack.environment(
-                arguments.max,
-                RECEIVE_WAIT_SECONDS="0",
-                POWERTOOLS_TRACE_DISABLED="true",
-                POWERTOOLS_METRICS_DISABLED="true",
-                POWERTOOLS_LOG_LEVEL="INFO" if arguments.verbose else "ERROR",
+        scope.enter_context(
+            environment(
+                stack.environment(
+                    arguments.max,
+                    RECEIVE_WAIT_SECONDS="0",
+                    POWERTOOLS_TRACE_DISABLED="true",
+                    POWERTOOLS_METRICS_DISABLED="true",
+                    POWERTOOLS_LOG_LEVEL="INFO" if arguments.verbose else "ERROR",
+                )
             )
         )
         from dispatcher import handler  # noqa: PLC0415 — import after the environment is set
