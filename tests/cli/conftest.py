@@ -68,6 +68,7 @@ def emulator() -> Iterator[str]:
 def cli(emulator: str) -> Iterator[Cli]:
     """A fresh stack (with its CloudFormation outputs) in the module's emulator."""
     name = f"cli-{uuid.uuid4().hex[:8]}"
+    boto3.setup_default_session()  # no hooks another test left on the default session
     with pointed_at(emulator):
         stack = create_stack(name)
         register_stack(name, stack, max_concurrency=3)
