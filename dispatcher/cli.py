@@ -26,6 +26,7 @@ from dispatcher.adapters.aws_errors import error_code
 from dispatcher.adapters.ssm import ControlParameter
 from dispatcher.control import Control, combine
 from dispatcher.errors import DispatcherError
+from dispatcher.planning import LIST_PAGE_SIZE
 from dispatcher.producer import Job, Producer, SendResult
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ CLIENT_CONFIG = Config(
     read_timeout=30,
     user_agent_extra="dispatcher-cli",
 )
-LIST_PAGE_SIZE = 1000
+TICK_TIMEOUT_SECONDS = 60.0
+"""A tick run here gets the deployed function's timeout."""
 LOCAL_MODULES = (
     "moto",
     "flask",
@@ -541,44 +543,30 @@ def _invoke(aws: Aws, function_name: str) -> dict[str, Any]:
 def _tick_here(
     resources: Resources, endpoint_url: str | None, region: str | None, log_level: str
 ) -> dict[str, Any]:
-    """Run the real handler in this process, its logs on stderr and its metrics off."""
-    variables = {
-        **resources.function_environment(),
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": log_level,
-        "POWERTOOLS_SERVICE_NAME": PROG,
-    }
+    """One tick of the real handler in this process, against the configured resources."""
+    variables = {**resources.function_environment(), "POWERTOOLS_SERVICE_NAME": PROG}
     if endpoint_url:
         variables["AWS_ENDPOINT_URL"] = endpoint_url
     if region:
         variables["AWS_DEFAULT_REGION"] = variables["AWS_REGION"] = region
-    os.environ.update(variables)
+    return tick_here(variables, log_level)
+
+
+def tick_here(variables: dict[str, str], log_level: str) -> dict[str, Any]:
+    """Run one tick of the real handler in this process: its environment set, logs on stderr, metrics off."""
+    os.environ.update({**variables, "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": log_level})
     from dispatcher import handler  # noqa: PLC0415 — imported once the environment is set
-    from dispatcher.telemetry import logger  # noqa: PLC0415
+    from dispatcher.emulator import LocalContext  # noqa: PLC0415 — the context a local tick runs with
+    from dispatcher.telemetry import logger, metrics  # noqa: PLC0415
 
     for log_handler in logger.handlers:
         if hasattr(log_handler, "setStream"):
             log_handler.setStream(sys.stderr)
     logger.setLevel(log_level)
-    handler.reset_clients()
-    return dict(handler.lambda_handler({}, _TickContext()))
-
-
-class _TickContext:
-    """The part of Lambda's context the handler reads, for a tick run here (60 s, the function's timeout)."""
-
-    function_name = "dispatcher-cli"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:dispatcher-cli"
-
-    def __init__(self, timeout_seconds: float = 60.0) -> None:
-        self.aws_request_id = f"cli-{os.getpid()}-{time.time_ns()}"
-        self._deadline = time.monotonic() + timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        """Milliseconds left before the tick's own deadline."""
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
+    report = dict(handler.lambda_handler({}, LocalContext(TICK_TIMEOUT_SECONDS)))
+    # Disabled metrics still pile up in Powertools (and print once there are 100).
+    metrics.clear_metrics()
+    return report
 
 
 # -- local --------------------------------------------------------------------------

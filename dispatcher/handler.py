@@ -61,7 +61,6 @@ class Clients:
     starts: SFNClient
     sqs: SQSClient
     dynamodb: DynamoDBClient
-    ssm: SSMClient
 
 
 @cache
@@ -73,7 +72,6 @@ def _clients() -> Clients:
         starts=boto3.client("stepfunctions", config=START_CLIENT_CONFIG),
         sqs=boto3.client("sqs", config=CLIENT_CONFIG),
         dynamodb=boto3.client("dynamodb", config=CLIENT_CONFIG),
-        ssm=boto3.client("ssm", config=CLIENT_CONFIG),
     )
 
 
@@ -82,8 +80,10 @@ _warm = WarmState()
 
 @cache
 def _control(name: str) -> ControlParameter:
-    # One per container, so Powertools' cache of the value lives across invocations.
-    return ControlParameter(name, client=_clients().ssm)
+    # One per container, so Powertools' cache of the value lives across invocations; its
+    # client is only built (a cold-start cost) when a control parameter is configured.
+    ssm: SSMClient = boto3.client("ssm", config=CLIENT_CONFIG)
+    return ControlParameter(name, client=ssm)
 
 
 def reset_clients() -> None:

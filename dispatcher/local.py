@@ -8,11 +8,9 @@ so ``--stack`` works against it as against AWS. Local only: needs the ``local`` 
 from __future__ import annotations
 
 import json
-import os
 import socket
-import sys
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 import boto3
 
@@ -20,7 +18,6 @@ from dispatcher.control import Control
 from dispatcher.emulator import (
     FAKE_CREDENTIALS,
     REGION,
-    LocalContext,
     Stack,
     create_stack,
     moto_server,
@@ -76,9 +73,8 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
     wait_seconds: float,
     schedule_seconds: float,
     out: TextIO,
-    until: float | None = None,
 ) -> int:
-    """Run the emulator until interrupted (or for ``until`` seconds); tick every ``schedule_seconds``."""
+    """Run the emulator until interrupted; tick every ``schedule_seconds`` (0: never)."""
     from dispatcher.cli import CliError  # noqa: PLC0415 — the CLI imports this module lazily
 
     if port and not _port_free(port):
@@ -107,36 +103,18 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         ]
         out.write("\n".join(lines) + "\n")
         out.flush()
-        _tick_on_schedule(resources, max_concurrency, schedule_seconds, out, until)
+        _tick_on_schedule(resources, max_concurrency, schedule_seconds, out)
     return 0
 
 
-def _tick_on_schedule(
-    stack: Stack, max_concurrency: int, schedule_seconds: float, out: TextIO, until: float | None
-) -> None:
-    from dispatcher import handler  # noqa: PLC0415 — after the environment points at the emulator
-    from dispatcher.telemetry import logger, metrics  # noqa: PLC0415
+def _tick_on_schedule(stack: Stack, max_concurrency: int, schedule_seconds: float, out: TextIO) -> None:
+    from dispatcher.cli import tick_here  # noqa: PLC0415 — the CLI imports this module lazily
 
-    os.environ.update(
-        {
-            **stack.environment(max_concurrency),
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
-    )
-    for log_handler in logger.handlers:
-        if hasattr(log_handler, "setStream"):
-            log_handler.setStream(sys.stderr)
-    logger.setLevel("WARNING")
-    ends = None if until is None else time.monotonic() + until
-    while ends is None or time.monotonic() < ends:
-        pause = schedule_seconds if schedule_seconds > 0 else 3600.0
-        time.sleep(pause if ends is None else max(0.0, min(pause, ends - time.monotonic())))
-        if schedule_seconds <= 0 or (ends is not None and time.monotonic() >= ends):
+    while True:
+        time.sleep(schedule_seconds if schedule_seconds > 0 else 3600.0)
+        if schedule_seconds <= 0:
             continue
-        report: dict[str, Any] = handler.lambda_handler({}, LocalContext(60))
-        # Disabled metrics still pile up in Powertools (and print once there are 100).
-        metrics.clear_metrics()
+        report = tick_here(stack.environment(max_concurrency), "WARNING")
         if report.get("started") or report.get("dead_lettered"):
             out.write(
                 f"{time.strftime('%H:%M:%S')} tick: running {report['running']},"
