@@ -142,6 +142,7 @@ def _emit(report: TickReport, limits: Limits) -> None:
     metrics.add_metric(name="Running", unit=MetricUnit.Count, value=report.running)
     metrics.add_metric(name="FreeSlots", unit=MetricUnit.Count, value=report.free)
     metrics.add_metric(name="Started", unit=MetricUnit.Count, value=report.started)
+    metrics.add_metric(name="Redriven", unit=MetricUnit.Count, value=report.redriven)
     metrics.add_metric(name="AlreadyStarted", unit=MetricUnit.Count, value=report.already_started)
     metrics.add_metric(name="DeadLettered", unit=MetricUnit.Count, value=report.dead_lettered)
     metrics.add_metric(name="Released", unit=MetricUnit.Count, value=report.released)

@@ -37,6 +37,7 @@ class RecordedStart(BaseModel):
     name: str
     recorded_at: float
     sort_key: str
+    group: str | None = Field(default=None, description="The job's message group (for a restart).")
 
 
 class EndedExecution(BaseModel):

@@ -5,6 +5,7 @@ Nothing here performs I/O or reads a clock; time arrives as ``now`` (epoch secon
 
 from __future__ import annotations
 
+import hashlib
 import json
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,6 +46,15 @@ SQS_MAX_MESSAGE_ATTRIBUTES = 10
 # copy (the source message plus a DispatchError of at most 512 characters, 4 bytes
 # each in UTF-8, and the attribute's name and type) always fits.
 DEAD_LETTER_HEADROOM_BYTES = 4096
+EXECUTION_NAME_ATTRIBUTE = "ExecutionName"
+DISPATCH_ACTION_ATTRIBUTE = "DispatchAction"
+"""Optional String attribute: ``start`` (the default) or ``redrive``."""
+REDRIVE_COUNT_ATTRIBUTE = "RedriveCount"
+"""With ``DispatchAction`` ``redrive``: the execution's ``redriveCount`` when the redrive was asked for."""
+START_ACTION = "start"
+REDRIVE_ACTION = "redrive"
+REDRIVABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+REDRIVE_TOKEN_LENGTH = 64
 
 
 Item = TypeVar("Item")
@@ -125,6 +135,13 @@ class Start:
 
     message: QueuedMessage
     name: str
+    redrive_count: int | None = None
+    """Set when the message asks to redrive execution ``name`` instead (its expected ``redriveCount``)."""
+
+    @property
+    def redrive(self) -> bool:
+        """Whether this is a redrive of an existing execution rather than a new start."""
+        return self.redrive_count is not None
 
 
 @dataclass(frozen=True)
@@ -182,7 +199,71 @@ def plan_message(message: QueuedMessage) -> Start | DeadLetter:
     problem = name_problem(name)
     if problem is not None:
         return DeadLetter(message, f"invalid ExecutionName: {problem}")
-    return Start(message, name)
+    return _plan_action(message, name)
+
+
+def _attribute_text(message: QueuedMessage, attribute: str) -> tuple[str | None, str | None]:
+    """The attribute's value and data type (None, None when absent)."""
+    value = message.attributes.get(attribute)
+    if value is None:
+        return None, None
+    return value.get("StringValue"), value.get("DataType", "")
+
+
+def _plan_action(message: QueuedMessage, name: str) -> Start | DeadLetter:
+    """A start, or a redrive of execution ``name`` when ``DispatchAction`` says so."""
+    action, action_type = _attribute_text(message, DISPATCH_ACTION_ATTRIBUTE)
+    if action_type is None or (action_type.startswith("String") and action == START_ACTION):
+        return Start(message, name)
+    count, _ = _attribute_text(message, REDRIVE_COUNT_ATTRIBUTE)
+    problem = _redrive_problem(message, action, action_type, count)
+    if problem is not None or count is None:
+        return DeadLetter(message, problem or "")
+    return Start(message, name, redrive_count=int(count))
+
+
+def _redrive_problem(
+    message: QueuedMessage, action: str | None, action_type: str, count: str | None
+) -> str | None:
+    """Why a message that isn't a plain start can't be a redrive either, or None."""
+    if not action_type.startswith("String"):
+        return f"{DISPATCH_ACTION_ATTRIBUTE} attribute must be of type String, not {action_type}"
+    if action != REDRIVE_ACTION:
+        return f"{DISPATCH_ACTION_ATTRIBUTE} must be {START_ACTION!r} or {REDRIVE_ACTION!r}, not {action!r}"
+    if message.execution_name_type is None:
+        return f"a redrive needs the {EXECUTION_NAME_ATTRIBUTE} attribute: the execution to redrive"
+    if count is None or not count.strip().isdigit():
+        return (
+            f"a redrive needs the {REDRIVE_COUNT_ATTRIBUTE} attribute: the execution's redriveCount"
+            f" (an integer >= 0) when the redrive was asked for, not {count!r}"
+        )
+    return None
+
+
+def redrive_decision(status: str | None, redrive_count: int, start: Start) -> str:
+    """What to do with a redrive job, given what `DescribeExecution` says now.
+
+    ``redrive``: call `RedriveExecution`; ``done``: it was redriven already (by this job
+    before a crash, or by someone else) or runs again, so the job is done; ``wait``: the
+    read is older than what the job was made from (eventual consistency), ask later.
+    Anything else is the reason the job can never be done (dead-letter it).
+    """
+    expected = start.redrive_count or 0
+    if status is None:
+        return f"redrive: no execution named {start.name!r}"
+    if redrive_count > expected or status in ACTIVE_STATUSES:
+        return "done"
+    if redrive_count < expected:
+        return "wait"
+    if status not in REDRIVABLE_STATUSES:
+        return f"redrive: execution {start.name!r} is {status}, which can't be redriven"
+    return "redrive"
+
+
+def redrive_token(execution_arn: str, redrive_count: int) -> str:
+    """`RedriveExecution`'s ``clientToken``: the same for every attempt at one redrive (kept 15 min)."""
+    digest = hashlib.sha256(execution_arn.encode()).hexdigest()
+    return f"dispatcher-{redrive_count}-{digest}"[:REDRIVE_TOKEN_LENGTH]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.adapters.sqs import SQS_MAX_BATCH
 from dispatcher.errors import DispatcherError, TransientError
-from dispatcher.planning import job_problem
+from dispatcher.planning import EXECUTION_NAME_ATTRIBUTE, job_problem
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Failure", "Job", "JobRejectedError", "Producer", "SendFailedError", "SendResult", "Sent"]
 
-EXECUTION_NAME_ATTRIBUTE = "ExecutionName"
 BATCH_PAYLOAD_LIMIT = 262_144
 """SendMessageBatch's total payload limit on every queue (larger single jobs go alone)."""
 CLIENT_CONFIG = Config(

@@ -34,6 +34,8 @@ from dispatcher.planning import (
     latest_ends,
     plan_count,
     receive_size,
+    redrive_decision,
+    redrive_token,
     round_size,
     still_counts,
 )
@@ -73,6 +75,9 @@ class TickReport:
     """RUNNING counted before starting (by the first tick)."""
     free: int = 0
     started: int = 0
+    """Executions started, and closed executions redriven (they run again)."""
+    redriven: int = 0
+    """Of ``started``: the redrives."""
     already_started: int = 0
     dead_lettered: int = 0
     released: int = 0
@@ -91,6 +96,7 @@ class TickReport:
     def add(self, later: TickReport) -> None:
         """Fold in a later tick of the same invocation."""
         self.started += later.started
+        self.redriven += later.redriven
         self.already_started += later.already_started
         self.dead_lettered += later.dead_lettered
         self.released += later.released
@@ -107,6 +113,8 @@ class GroupOutcome:
 
     started: list[QueuedMessage] = field(default_factory=list)
     already_started: list[QueuedMessage] = field(default_factory=list)
+    redriven: list[QueuedMessage] = field(default_factory=list)
+    """Of ``started``: the redrives."""
     dead_letters: list[DeadLetter] = field(default_factory=list)
     held_back: list[QueuedMessage] = field(default_factory=list)
     attempted: set[str] = field(default_factory=set)
@@ -124,6 +132,7 @@ class RoundOutcome(GroupOutcome):
         """Add one group's outcome."""
         self.started += group.started
         self.already_started += group.already_started
+        self.redriven += group.redriven
         self.dead_letters += group.dead_letters
         self.held_back += group.held_back
         self.attempted |= group.attempted
@@ -417,8 +426,10 @@ class Dispatcher:
         A batch still failing after retries (maybe written, maybe not) or left
         unprocessed stops admitting after this round, and its messages don't start.
         """
-        names = list(dict.fromkeys(start.name for start in starts))
-        outcome.recorded = self._state.starts_at(names, self._clock())
+        groups: dict[str, str] = {}
+        for start in starts:
+            groups.setdefault(start.name, start.message.group_id)
+        outcome.recorded = self._state.starts_at(groups, self._clock())
         batches = chunks(outcome.recorded, BATCH_WRITE_LIMIT)
         results = settled(pool, self._state.record, batches)
         failure = first_failure([result for result in results if not isinstance(result, TransientError)])
@@ -458,6 +469,9 @@ class Dispatcher:
         return outcome
 
     def _start(self, start: Start, outcome: GroupOutcome) -> None:
+        if start.redrive:
+            self._redrive(start, outcome)
+            return
         message, name = start.message, start.name
         try:
             self._state_machine.start(name, message.body)
@@ -479,6 +493,41 @@ class Dispatcher:
         outcome.started.append(message)
         logger.info(
             "started",
+            extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
+        )
+
+    def _redrive(self, start: Start, outcome: GroupOutcome) -> None:
+        """Continue a closed execution from its failed state, unless that was done already.
+
+        The execution's status and ``redriveCount`` tell whether this job's redrive
+        happened (a redelivery after a crash): it never happens twice. A read that lags
+        behind the redrive is covered by the client token, the same for every attempt.
+        """
+        message, name = start.message, start.name
+        state = self._state_machine.state_of(name)
+        decision = redrive_decision(
+            None if state is None else state.status, 0 if state is None else state.redrive_count, start
+        )
+        if decision == "done":
+            outcome.already_started.append(message)
+            logger.info("already redriven", extra={"execution": name, "message_id": message.message_id})
+            return
+        if decision == "wait":
+            raise TransientError(f"DescribeExecution({name}) does not show its latest redrive yet")
+        if decision != "redrive":
+            outcome.dead_letters.append(DeadLetter(message, decision))
+            return
+        try:
+            self._state_machine.redrive(
+                name, redrive_token(self._state_machine.execution_arn(name), start.redrive_count or 0)
+            )
+        except RejectedInputError as error:
+            outcome.dead_letters.append(DeadLetter(message, str(error)))
+            return
+        outcome.started.append(message)
+        outcome.redriven.append(message)
+        logger.info(
+            "redriven",
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
 
@@ -510,6 +559,7 @@ class Dispatcher:
             )
         self._queue.release(outcome.held_back)
         report.started += len(outcome.started)
+        report.redriven += len(outcome.redriven)
         report.already_started += len(outcome.already_started)
         report.dead_lettered += len(outcome.dead_letters)
         report.released += len(outcome.held_back)

@@ -10,11 +10,16 @@ leaves that execution out.
 Keys: ``pk`` = ``recent-start#<state machine ARN>``; ``sk`` = ``<written at, fixed
 width>#<execution name>`` for a start, ``<written at>#ended#<execution name>`` for an
 end (an execution name can't contain ``#``), so one query reads the whole window.
+
+A start record also keeps the job's message group, for 15 days (Step Functions'
+redrive window is 14): ``dispatcher rerun --restart`` finds it near the execution's
+start date. A record that stops counting is overwritten with ``resolved`` rather than
+deleted (the same one write), so the group outlives the count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -31,6 +36,10 @@ if TYPE_CHECKING:
 # DynamoDB's TTL sweep is a backstop for records a tick never resolved; a tick only
 # reads records younger than the review window, so the sweep's own lag is harmless.
 RECORD_LIFETIME_SECONDS = 24 * 3600
+START_RECORD_LIFETIME_SECONDS = 15 * 24 * 3600
+"""A start record (and its message group) outlives Step Functions' 14-day redrive window."""
+GROUP_LOOKUP_MARGIN_SECONDS = 300.0
+"""A start is recorded just before `StartExecution`; this much clock skew and delay is allowed."""
 BATCH_WRITE_LIMIT = 25
 ENDED_KIND = "ended"
 
@@ -38,6 +47,17 @@ ENDED_KIND = "ended"
 def sort_key(written_at: float, name: str) -> str:
     """Sort key that orders records by time as strings (fixed width until year 2286)."""
     return f"{written_at:017.6f}#{name}"
+
+
+def _spans(moments: Sequence[float], margin: float) -> list[tuple[float, float]]:
+    """Sorted moments merged into spans wherever two are within twice ``margin`` of each other."""
+    spans: list[tuple[float, float]] = []
+    for moment in moments:
+        if spans and moment - spans[-1][1] <= 2 * margin:
+            spans[-1] = (spans[-1][0], moment)
+        else:
+            spans.append((moment, moment))
+    return spans
 
 
 def _stored_time(moment: float) -> float:
@@ -52,10 +72,30 @@ class StateTable:
         self.table = table
         self._partition = f"recent-start#{state_machine_arn}"
 
-    def starts_at(self, names: Sequence[str], now: float) -> list[RecordedStart]:
-        """The records `record` writes for starting ``names`` now (their keys are known before writing)."""
+    def starts_at(self, groups: Mapping[str, str], now: float) -> list[RecordedStart]:
+        """The records `record` writes for starting these executions (name → message group) now.
+
+        Their keys are known before writing.
+        """
         now = _stored_time(now)
-        return [RecordedStart(name=name, recorded_at=now, sort_key=sort_key(now, name)) for name in names]
+        return [
+            RecordedStart(name=name, recorded_at=now, sort_key=sort_key(now, name), group=group)
+            for name, group in groups.items()
+        ]
+
+    def _start_item(self, record: RecordedStart, *, resolved: bool = False) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "pk": {"S": self._partition},
+            "sk": {"S": record.sort_key},
+            "name": {"S": record.name},
+            "recorded_at": {"N": f"{record.recorded_at:.6f}"},
+            "expires_at": {"N": str(int(record.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
+        }
+        if record.group is not None:
+            item["group"] = {"S": record.group}
+        if resolved:
+            item["resolved"] = {"BOOL": True}
+        return item
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
         """Write starts (at most 25, distinct names) before they happen; return those left unprocessed.
@@ -64,18 +104,7 @@ class StateTable:
         botocore's retries raises (its records may or may not have been written).
         """
         requests: list[WriteRequestTypeDef] = [
-            {
-                "PutRequest": {
-                    "Item": {
-                        "pk": {"S": self._partition},
-                        "sk": {"S": record.sort_key},
-                        "name": {"S": record.name},
-                        "recorded_at": {"N": f"{record.recorded_at:.6f}"},
-                        "expires_at": {"N": str(int(record.recorded_at) + RECORD_LIFETIME_SECONDS)},
-                    }
-                }
-            }
-            for record in records
+            {"PutRequest": {"Item": self._start_item(record)}} for record in records
         ]
         try:
             response = self._client.batch_write_item(RequestItems={self.table: requests})
@@ -126,6 +155,8 @@ class StateTable:
             except (ClientError, BotoCoreError) as error:
                 raise translate(error, f"Query on state table {self.table}") from error
             for item in page.get("Items", []):
+                if "resolved" in item:
+                    continue
                 if item.get("kind", {}).get("S") == ENDED_KIND:
                     ended.append(
                         EndedExecution(name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]))
@@ -136,6 +167,7 @@ class StateTable:
                             name=item["name"]["S"],
                             recorded_at=float(item["recorded_at"]["N"]),
                             sort_key=item["sk"]["S"],
+                            group=item.get("group", {}).get("S"),
                         )
                     )
             last_key = page.get("LastEvaluatedKey")
@@ -143,8 +175,45 @@ class StateTable:
                 return StateWindow(starts=tuple(starts), ended=tuple(ended))
             request["ExclusiveStartKey"] = last_key
 
+    def groups(self, started: Mapping[str, float]) -> dict[str, str]:
+        """The message groups recorded for executions (name → start date, epoch seconds).
+
+        Reads the records written near each start date, merged into as few queries as
+        the dates allow. A name with no record left (15 days, or started elsewhere) is
+        missing from the answer.
+        """
+        found: dict[str, str] = {}
+        for low, high in _spans(sorted(started.values()), GROUP_LOOKUP_MARGIN_SECONDS):
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": self._partition},
+                    ":low": {"S": sort_key(max(0.0, low - GROUP_LOOKUP_MARGIN_SECONDS), "")},
+                    ":high": {"S": sort_key(high + GROUP_LOOKUP_MARGIN_SECONDS, "~")},
+                },
+                "ProjectionExpression": "#name, #group",
+                "ExpressionAttributeNames": {"#name": "name", "#group": "group"},
+            }
+            while True:
+                try:
+                    page = self._client.query(**request)
+                except (ClientError, BotoCoreError) as error:
+                    raise translate(error, f"Query on state table {self.table}") from error
+                for item in page.get("Items", []):
+                    name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
+                    if name is not None and name in started and group is not None:
+                        found.setdefault(name, group)
+                last_key = page.get("LastEvaluatedKey")
+                if not last_key:
+                    break
+                request["ExclusiveStartKey"] = last_key
+        return found
+
     def forget(self, records: Sequence[RecordedStart]) -> int:
-        """Delete records that no longer count (ended, superseded, never started); return how many were left.
+        """Mark records that no longer count (ended, superseded, never started); return how many were left.
+
+        Each is overwritten as ``resolved`` (one write, like a delete), keeping its group.
 
         Best effort: a record left behind is reviewed again next tick and found
         resolved again (or holds its slot for at most the window), so a failure here
@@ -156,14 +225,7 @@ class StateTable:
                 response = self._client.batch_write_item(
                     RequestItems={
                         self.table: [
-                            {
-                                "DeleteRequest": {
-                                    "Key": {
-                                        "pk": {"S": self._partition},
-                                        "sk": {"S": record.sort_key},
-                                    }
-                                }
-                            }
+                            {"PutRequest": {"Item": self._start_item(record, resolved=True)}}
                             for record in chunk
                         ]
                     }

@@ -10,13 +10,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.errors import ConfigurationError
 from dispatcher.models import QueuedMessage
-from dispatcher.planning import DeadLetter, chunks, dead_letter_attributes
+from dispatcher.planning import EXECUTION_NAME_ATTRIBUTE, DeadLetter, chunks, dead_letter_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import MessageTypeDef
 
-EXECUTION_NAME_ATTRIBUTE = "ExecutionName"
 DISPATCH_ERROR_ATTRIBUTE = "DispatchError"
 SQS_MAX_BATCH = 10
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -18,6 +19,18 @@ if TYPE_CHECKING:
 
 # Step Functions' own verdicts on one message's name or input: that message is poison.
 REJECTED_INPUT_CODES = frozenset({"InvalidName", "InvalidExecutionInput", "ValidationException"})
+# ... and on one redrive: the execution can't be redriven (gone, succeeded, too old).
+NOT_REDRIVABLE_CODES = frozenset({"ExecutionNotRedrivable", "ExecutionDoesNotExist", "ValidationException"})
+
+
+@dataclass(frozen=True)
+class ExecutionState:
+    """What `DescribeExecution` says of one execution."""
+
+    status: str
+    redrive_count: int
+    input: str | None
+    """None when Step Functions left it out (no permission on its KMS key)."""
 
 
 class StateMachine:
@@ -96,6 +109,41 @@ class StateMachine:
         except BotoCoreError as error:
             raise translate(error, "DescribeExecution") from error
         return description["status"]
+
+    def state_of(self, name: str) -> ExecutionState | None:
+        """Status, ``redriveCount`` and input of execution ``name``; None when there is none."""
+        try:
+            description = self._client.describe_execution(executionArn=self.execution_arn(name))
+        except ClientError as error:
+            if error_code(error) == "ExecutionDoesNotExist":
+                return None
+            raise translate(error, "DescribeExecution") from error
+        except BotoCoreError as error:
+            raise translate(error, "DescribeExecution") from error
+        return ExecutionState(
+            status=description["status"],
+            redrive_count=int(description.get("redriveCount") or 0),
+            input=description.get("input"),
+        )
+
+    def redrive(self, name: str, client_token: str) -> None:
+        """Redrive execution ``name`` from its failed state (the same token for every attempt).
+
+        Raises ``RejectedInputError`` when Step Functions says it can't be redriven, and
+        the translated error otherwise.
+        """
+        try:
+            self._start_client.redrive_execution(
+                executionArn=self.execution_arn(name), clientToken=client_token
+            )
+        except ClientError as error:
+            code = error_code(error)
+            if code in NOT_REDRIVABLE_CODES:
+                message = error.response.get("Error", {}).get("Message", "")
+                raise RejectedInputError(f"Step Functions refused the redrive: {code}: {message}") from error
+            raise translate(error, "RedriveExecution") from error
+        except BotoCoreError as error:
+            raise translate(error, "RedriveExecution") from error
 
     def has_input(self, name: str, execution_input: str) -> bool:
         """Whether the existing execution ``name`` was started with this input."""

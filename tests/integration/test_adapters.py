@@ -226,8 +226,8 @@ def test_state_table_round_trip(harness: Harness) -> None:
     """Recorded starts and ends are read back newest-window only; starts are forgotten on request."""
     table = state_table(harness)
     now = time.time()
-    [old] = table.starts_at(["old"], now - 200)
-    fresh = table.starts_at(["fresh", "other"], now)
+    [old] = table.starts_at({"old": "group"}, now - 200)
+    fresh = table.starts_at({"fresh": "group", "other": "group"}, now)
     assert table.record([old]) == []
     assert table.record(fresh) == []
     table.note_ended(EndedExecution(name="fresh", stopped_at=now - 1), now)
@@ -238,10 +238,25 @@ def test_state_table_round_trip(harness: Harness) -> None:
     assert table.window(now - 1000).starts == ()
 
 
+def test_state_table_keeps_groups_after_records_stop_counting(harness: Harness) -> None:
+    """A start's message group outlives its count: `groups` finds it near the start date, resolved or not."""
+    table = state_table(harness)
+    now = time.time()
+    early = table.starts_at({"early": "customer-1"}, now - 3600)
+    late = table.starts_at({"late": "customer-2", "kept": "customer-3"}, now)
+    table.record(early)
+    table.record(late)
+    assert table.forget([*early, late[0]]) == 0
+    assert table.window(now - 90).starts == (late[1],)
+    started = {"early": now - 3600 + 2, "late": now + 1, "kept": now, "unknown": now - 1800}
+    assert table.groups(started) == {"early": "customer-1", "late": "customer-2", "kept": "customer-3"}
+    assert table.groups({"early": now}) == {}, "a record far from the start date is not the execution's"
+
+
 def test_state_table_reports_unprocessed_starts(harness: Harness) -> None:
     """Starts DynamoDB leaves in UnprocessedItems come back, so they are not started."""
     table = state_table(harness)
-    records = table.starts_at(["a", "b"], time.time())
+    records = table.starts_at({"a": "group", "b": "group"}, time.time())
 
     def leave_b_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
         item = {"pk": {"S": "p"}, "sk": {"S": records[1].sort_key}, "name": {"S": "b"}}
@@ -255,7 +270,7 @@ def test_state_table_is_per_state_machine(harness: Harness) -> None:
     """Two state machines sharing a table don't see each other's starts or ends."""
     one = state_table(harness, "arn:one")
     other = state_table(harness, "arn:other")
-    one.record(one.starts_at(["a"], time.time()))
+    one.record(one.starts_at({"a": "group"}, time.time()))
     one.note_ended(EndedExecution(name="a", stopped_at=1.0), time.time())
     assert other.window(0) == StateWindow()
 
@@ -266,7 +281,7 @@ def test_state_table_missing_table_is_a_configuration_error(harness: Harness) ->
     with pytest.raises(ConfigurationError, match="missing-table"):
         table.window(0)
     with pytest.raises(ConfigurationError, match="missing-table"):
-        table.record(table.starts_at(["a"], 1.0))
+        table.record(table.starts_at({"a": "group"}, 1.0))
     with pytest.raises(ConfigurationError, match="missing-table"):
         table.note_ended(EndedExecution(name="a", stopped_at=1.0), 1.0)
     with pytest.raises(ConfigurationError, match="missing-table"):

@@ -81,7 +81,7 @@ def test_tick_start_recorded_by_a_dead_process_holds_a_slot_for_90_seconds(harne
     ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     harness.send("{}")
     with freeze_time("2026-11-21 12:00:00", tick=True) as frozen:
-        ledger.record(ledger.starts_at(["crashed-before-start"], time.time()))
+        ledger.record(ledger.starts_at({"crashed-before-start": "group"}, time.time()))
         frozen.tick(60)
         held = harness.tick()
         frozen.tick(31)
@@ -149,7 +149,7 @@ def test_tick_checks_unlisted_starts_only_until_max_is_reached(harness: Harness)
         harness.send(json.dumps({"job": job}), group=f"g{job}")
     harness.tick()
     ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
-    ledger.record(ledger.starts_at(["a-third-recorded-start"], time.time()))
+    ledger.record(ledger.starts_at({"a-third-recorded-start": "group"}, time.time()))
     described: list[str] = []
     harness.on("provide-client-params.states.DescribeExecution", lambda params, **_: described.append("x"))
     result = harness.tick()
