@@ -40,6 +40,7 @@ OUTPUTS = {
     "state_table": "StateTableName",
     "control_parameter": "ControlParameterName",
     "function_name": "DispatcherFunctionName",
+    "spool_queue_url": "SpoolQueueUrl",
 }
 ENVIRONMENT = {
     "queue_url": "QUEUE_URL",
@@ -48,6 +49,7 @@ ENVIRONMENT = {
     "state_table": "STATE_TABLE",
     "control_parameter": "CONTROL_PARAMETER",
     "function_name": "DISPATCHER_FUNCTION_NAME",
+    "spool_queue_url": "SPOOL_QUEUE_URL",
 }
 # An operator waits for the answer: fewer attempts than the function's, and a short connect timeout.
 CLIENT_CONFIG = Config(
@@ -76,7 +78,7 @@ EPILOG = """\
 configuration:
   --stack NAME reads the stack's outputs (JobQueueUrl, StateMachineArn, ...). Without it,
   the function's own variables are read: QUEUE_URL, DEAD_LETTER_QUEUE_URL,
-  STATE_MACHINE_ARN, STATE_TABLE, MAX_CONCURRENCY, CONTROL_PARAMETER. Credentials and
+  STATE_MACHINE_ARN, STATE_TABLE, MAX_CONCURRENCY, CONTROL_PARAMETER, SPOOL_QUEUE_URL. Credentials and
   region come from the usual AWS places; AWS_ENDPOINT_URL or --endpoint-url points
   every call at an emulator (`dispatcher local`).
 
@@ -89,6 +91,11 @@ examples:
   dispatcher --stack jobs enqueue '{"order": 42}' --group customer-7 --name order-42
   dispatcher --stack jobs enqueue --file jobs.jsonl
   dispatcher --stack jobs tick --invoke
+  dispatcher --stack jobs failed --since 3h
+  dispatcher --stack jobs rerun --redrive --error 'Api.*' --dry-run
+  dispatcher --stack jobs rerun --restart --rate 5
+  dispatcher --stack jobs dead-letters
+  dispatcher --stack jobs redrive-dead-letters
   dispatcher local
 
 exit status: 0 success, 1 failure, 2 usage error.
@@ -113,6 +120,7 @@ class Resources:
     state_table: str | None = None
     control_parameter: str | None = None
     function_name: str | None = None
+    spool_queue_url: str | None = None
     max_concurrency: int | None = None
     source: str = "environment"
 
@@ -747,6 +755,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="tick every SECONDS, like the schedule (10; 0: never)",
     )
+    from dispatcher import rerun_commands  # noqa: PLC0415 — it builds on this module
+
+    rerun_commands.register(command)
     return root
 
 

@@ -320,6 +320,8 @@ def moto_server(
             self._server.serve_forever()
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # moto logs every failed state of a workflow it runs as an error: failures are expected here.
+    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
     server = Server(ip_address=host, port=port, verbose=False)
     server.start()
     try:
@@ -734,8 +736,15 @@ def emulated_server(
 
     with moto_server(host, port=port, execute=execute, wrap=wrap) as endpoint_url:
         emulation = made[0]
+        # A workflow's service tasks (e.g. dynamodb:getItem) call moto back on MOTO_PORT.
+        saved_port = os.environ.get("MOTO_PORT")
+        os.environ["MOTO_PORT"] = endpoint_url.rsplit(":", 1)[-1]
         emulation.start_events(endpoint_url)
         try:
             yield endpoint_url, emulation
         finally:
             emulation.stop_events()
+            if saved_port is None:
+                os.environ.pop("MOTO_PORT", None)
+            else:
+                os.environ["MOTO_PORT"] = saved_port

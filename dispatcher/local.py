@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
+import threading
 import time
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 import boto3
 
@@ -18,10 +21,15 @@ from dispatcher.control import Control
 from dispatcher.emulator import (
     FAKE_CREDENTIALS,
     REGION,
+    Rule,
     Stack,
     create_stack,
-    moto_server,
+    emulated_server,
+    failure_pattern,
     pointed_at,
+    refill_pattern,
+    set_downstream,
+    to_queue,
 )
 
 
@@ -79,12 +87,21 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
 
     if port and not _port_free(port):
         raise CliError(f"port {port} is in use: pass --port with a free one")
-    with moto_server(port=port) as endpoint_url, pointed_at(endpoint_url):
-        resources = create_stack(stack, wait_seconds=wait_seconds)
+    with emulated_server(port=port) as (endpoint_url, emulation), pointed_at(endpoint_url):
+        resources = create_stack(stack, wait_seconds=wait_seconds, downstream=True)
         register_stack(stack, resources, max_concurrency)
+        ended = threading.Event()
+        emulation.rules += [
+            Rule(
+                failure_pattern(resources.state_machine_arn),
+                to_queue(resources.spool_queue_url, endpoint_url),
+            ),
+            Rule(refill_pattern(resources.state_machine_arn), lambda _event: ended.set()),
+        ]
         lines = [
             f"Emulator ready at {endpoint_url} with stack {stack!r}"
-            f" (MAX {max_concurrency}, each sample execution runs {wait_seconds:g} s).",
+            f" (MAX {max_concurrency}, each sample execution runs {wait_seconds:g} s,"
+            " then calls a simulated downstream API).",
             "In another shell:",
             "",
             *(f"  {line}" for line in exports(endpoint_url)),
@@ -92,6 +109,8 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
             f"  dispatcher --stack {stack} status",
             f"  dispatcher --stack {stack} enqueue '{{\"job\": 1}}' --group demo",
             f"  dispatcher --stack {stack} tick",
+            "  python -m dispatcher.local downstream down   # executions fail until 'up'",
+            f"  dispatcher --stack {stack} failed",
             "",
             "Ticking every "
             + (
@@ -103,21 +122,63 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         ]
         out.write("\n".join(lines) + "\n")
         out.flush()
-        _tick_on_schedule(resources, max_concurrency, schedule_seconds, out)
+        _tick_on_schedule(resources, max_concurrency, schedule_seconds, ended, out)
     return 0
 
 
-def _tick_on_schedule(stack: Stack, max_concurrency: int, schedule_seconds: float, out: TextIO) -> None:
+def _tick_on_schedule(
+    stack: Stack, max_concurrency: int, schedule_seconds: float, ended: threading.Event, out: TextIO
+) -> None:
+    """Tick like the deployed function: every ``schedule_seconds``, and when an execution ends."""
     from dispatcher.cli import tick_here  # noqa: PLC0415 — the CLI imports this module lazily
 
     while True:
-        time.sleep(schedule_seconds if schedule_seconds > 0 else 3600.0)
-        if schedule_seconds <= 0:
+        woken = ended.wait(schedule_seconds if schedule_seconds > 0 else 3600.0)
+        ended.clear()
+        if schedule_seconds <= 0 and not woken:
             continue
         report = tick_here(stack.environment(max_concurrency), "WARNING")
         if report.get("started") or report.get("dead_lettered"):
             out.write(
                 f"{time.strftime('%H:%M:%S')} tick: running {report['running']},"
-                f" started {report['started']}, dead-lettered {report['dead_lettered']}\n"
+                f" started {report['started']}"
+                + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
+                + f", dead-lettered {report['dead_lettered']}\n"
             )
             out.flush()
+
+
+def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """``python -m dispatcher.local downstream down|up [--stack NAME]``: the simulated API's state."""
+    import argparse  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(
+        prog="python -m dispatcher.local downstream",
+        description="Bring the simulated downstream API of `dispatcher local` down, or back up.",
+    )
+    parser.add_argument("state", choices=["down", "up"])
+    parser.add_argument("--stack", default="dispatcher-local", help="the emulated stack (dispatcher-local)")
+    args = parser.parse_args(argv)
+    out = out or sys.stdout
+    set_downstream(f"{args.stack}-downstream", up=args.state == "up")
+    out.write(
+        f"downstream API {args.state}: "
+        + ("executions fail with DownstreamUnavailable\n" if args.state == "down" else "executions succeed\n")
+    )
+    return 0
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] != ["downstream"]:
+        sys.stderr.write("usage: python -m dispatcher.local downstream down|up [--stack NAME]\n")
+        return 2
+    try:
+        return downstream(argv[1:])
+    except Exception as error:
+        message: Any = getattr(error, "response", {}).get("Error", {}).get("Message") or error
+        sys.stderr.write(f"error: {message} (is `dispatcher local` running, with its exports set?)\n")
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main(sys.argv[1:]))

@@ -35,7 +35,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.adapters.sqs import SQS_MAX_BATCH
 from dispatcher.errors import DispatcherError, TransientError
-from dispatcher.planning import EXECUTION_NAME_ATTRIBUTE, job_problem
+from dispatcher.planning import (
+    DISPATCH_ACTION_ATTRIBUTE,
+    EXECUTION_NAME_ATTRIBUTE,
+    REDRIVE_ACTION,
+    REDRIVE_COUNT_ATTRIBUTE,
+    job_problem,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -60,15 +66,35 @@ class Job:
     """The execution name; without one, the message's SQS MessageId becomes the name."""
     deduplication_id: str | None = None
     """Defaults to the name, else a random id kept across this call's retries."""
+    redrive_count: int | None = None
+    """Set: not a new start but "redrive execution ``name``", whose ``redriveCount`` is this now."""
 
     def problem(self) -> str | None:
         """Why the dispatcher would never start this job, or None."""
+        if self.redrive_count is not None and (self.name is None or self.redrive_count < 0):
+            return "a redrive job needs the execution's name and its redriveCount (>= 0)"
         return job_problem(self.body, self.group, self.name)
+
+    def attributes(self) -> dict[str, dict[str, str]]:
+        """The message attributes that carry the name and, for a redrive, the action."""
+        attributes: dict[str, dict[str, str]] = {}
+        if self.name is not None:
+            attributes[EXECUTION_NAME_ATTRIBUTE] = {"DataType": "String", "StringValue": self.name}
+        if self.redrive_count is not None:
+            attributes[DISPATCH_ACTION_ATTRIBUTE] = {"DataType": "String", "StringValue": REDRIVE_ACTION}
+            attributes[REDRIVE_COUNT_ATTRIBUTE] = {
+                "DataType": "Number",
+                "StringValue": str(self.redrive_count),
+            }
+        return attributes
 
     def payload_bytes(self) -> int:
         """What the job counts towards a batch's payload limit."""
-        name = 0 if self.name is None else len(EXECUTION_NAME_ATTRIBUTE) + len("String") + len(self.name)
-        return len(self.body.encode("utf-8", errors="replace")) + name
+        attributes = sum(
+            len(key) + len(value["DataType"]) + len(value["StringValue"].encode())
+            for key, value in self.attributes().items()
+        )
+        return len(self.body.encode("utf-8", errors="replace")) + attributes
 
 
 @dataclass(frozen=True)
@@ -229,10 +255,9 @@ class Producer:
             "MessageGroupId": job.group,
             "MessageDeduplicationId": pending.deduplication_id,
         }
-        if job.name is not None:
-            entry["MessageAttributes"] = {
-                EXECUTION_NAME_ATTRIBUTE: {"DataType": "String", "StringValue": job.name}
-            }
+        attributes = job.attributes()
+        if attributes:
+            entry["MessageAttributes"] = attributes
         return entry  # type: ignore[return-value]  # the keys above are the TypedDict's
 
     def _fail_given_up(self, groups: OrderedDict[str, deque[_Pending]], result: SendResult) -> None:
