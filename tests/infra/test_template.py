@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cfnlint.api import lint_file
 
+from dispatcher.emulator import failure_pattern, matches, refill_pattern, status_change_event
 from dispatcher.planning import CLOSED_STATUSES, DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 from dispatcher.settings import MAX_START_CONCURRENCY, Settings
 from tests.infra.template import TEMPLATE, function_statements, sam_template, statements, transformed
@@ -276,3 +277,58 @@ def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
         assert f'name="{metric}"' in emitted
     variables = sam_template()["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
+
+
+def test_failure_spool_keeps_whole_failure_events_for_the_redrive_window() -> None:
+    """FailureSpool (default true) routes FAILED, TIMED_OUT and ABORTED events, untransformed, to a 14-day queue.
+
+    The rule's pattern is the one the emulator delivers with (`failure_pattern`), so the
+    tests' spool is filled as the deployed one is.
+    """
+    template = transformed()
+    resources = template["Resources"]
+    assert template["Parameters"]["FailureSpool"]["Default"] == "true"
+    for name in ("FailureSpoolQueue", "FailureSpoolRule", "FailureSpoolPolicy"):
+        assert resources[name]["Condition"] == "FailureSpool"
+    queue = resources["FailureSpoolQueue"]["Properties"]
+    assert queue["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert "FifoQueue" not in queue
+    rule = resources["FailureSpoolRule"]["Properties"]
+    target = {"Fn::If": ["CreateSampleWorkflow", {"Ref": "SampleWorkflow"}, {"Ref": "TargetStateMachineArn"}]}
+    assert rule["EventPattern"] == failure_pattern(target)  # type: ignore[arg-type]
+    [rule_target] = rule["Targets"]
+    assert rule_target["Arn"] == {"Fn::GetAtt": ["FailureSpoolQueue", "Arn"]}
+    assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), "the body must be the whole event"
+    [allow, deny] = resources["FailureSpoolPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["FailureSpoolRule", "Arn"]}}}
+    assert deny["Effect"] == "Deny"
+    assert template["Outputs"]["SpoolQueueUrl"]["Value"] == {"Ref": "FailureSpoolQueue"}
+
+
+def test_emulated_events_match_the_rules_as_eventbridge_would() -> None:
+    """The emulator's matcher: the spool takes failures of its state machine only; the refill rule every end."""
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
+
+    def event(status: str, machine: str = arn) -> dict[str, object]:
+        return status_change_event(
+            {
+                "executionArn": f"{machine.replace(':stateMachine:', ':execution:')}:x",
+                "stateMachineArn": machine,
+                "name": "x",
+                "status": status,
+                "startDate": 1.0,
+                "stopDate": 2.0,
+                "input": "{}",
+            }
+        )
+
+    statuses = [*STATUS_ORDER, "RUNNING"]
+    assert [matches(failure_pattern(arn), event(status)) for status in statuses] == [
+        False, True, True, True, False
+    ]  # fmt: skip
+    assert [matches(refill_pattern(arn), event(status)) for status in statuses] == [
+        True, True, True, True, False
+    ]  # fmt: skip
+    assert not matches(failure_pattern(arn), event("FAILED", arn + "-other"))
