@@ -280,7 +280,7 @@ def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
 
 
 def test_failure_spool_keeps_whole_failure_events_for_the_redrive_window() -> None:
-    """FailureSpool (default true) routes FAILED, TIMED_OUT and ABORTED events, untransformed, to a 14-day queue.
+    """FailureSpool (default true) sends FAILED, TIMED_OUT and ABORTED events, whole, to a 14-day queue.
 
     The rule's pattern is the one the emulator delivers with (`failure_pattern`), so the
     tests' spool is filled as the deployed one is.
@@ -298,7 +298,9 @@ def test_failure_spool_keeps_whole_failure_events_for_the_redrive_window() -> No
     assert rule["EventPattern"] == failure_pattern(target)  # type: ignore[arg-type]
     [rule_target] = rule["Targets"]
     assert rule_target["Arn"] == {"Fn::GetAtt": ["FailureSpoolQueue", "Arn"]}
-    assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), "the body must be the whole event"
+    assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), (
+        "the body must be the whole event"
+    )
     [allow, deny] = resources["FailureSpoolPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert allow["Principal"] == {"Service": "events.amazonaws.com"}
     assert allow["Action"] == "sqs:SendMessage"
@@ -308,7 +310,7 @@ def test_failure_spool_keeps_whole_failure_events_for_the_redrive_window() -> No
 
 
 def test_emulated_events_match_the_rules_as_eventbridge_would() -> None:
-    """The emulator's matcher: the spool takes failures of its state machine only; the refill rule every end."""
+    """The emulator's matcher: the spool takes its machine's failures only; the refill rule every end."""
     arn = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
 
     def event(status: str, machine: str = arn) -> dict[str, object]:

@@ -1,0 +1,387 @@
+"""Re-run rules without AWS: redrive messages and decisions, spooled failures, restarts, dead-letter moves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dispatcher.adapters.stepfunctions import ExecutionState
+from dispatcher.models import QueuedMessage
+from dispatcher.planning import (
+    MAX_NAME_LENGTH,
+    DeadLetter,
+    Start,
+    plan_message,
+    redrive_decision,
+    redrive_token,
+)
+from dispatcher.producer import Job
+from dispatcher.rerun import (
+    REDRIVE,
+    RESTART,
+    Filters,
+    Held,
+    Pace,
+    Spooled,
+    by_execution,
+    choose_group,
+    counts,
+    default_group,
+    parse_failure,
+    plan_move,
+    plan_rerun,
+    reasons,
+    restart_name,
+)
+
+NOW = 1_800_000_000.0
+ARN = "arn:aws:states:us-east-1:123456789012:execution:jobs:order-1"
+
+
+def redrive_message(**attributes: dict[str, str]) -> QueuedMessage:
+    given = {
+        "ExecutionName": {"DataType": "String", "StringValue": "order-1"},
+        "DispatchAction": {"DataType": "String", "StringValue": "redrive"},
+        "RedriveCount": {"DataType": "Number", "StringValue": "2"},
+        **attributes,
+    }
+    given = {key: value for key, value in given.items() if value}
+    name = given.get("ExecutionName")
+    return QueuedMessage(
+        message_id="m-1",
+        receipt_handle="r",
+        body="{}",
+        group_id="g",
+        execution_name=None if name is None else name["StringValue"],
+        execution_name_type=None if name is None else name["DataType"],
+        attributes=given,
+    )
+
+
+def test_a_redrive_message_plans_a_redrive_of_the_named_execution_at_its_count() -> None:
+    """DispatchAction redrive + ExecutionName + RedriveCount: a redrive, not a start."""
+    decision = plan_message(redrive_message())
+    assert isinstance(decision, Start)
+    assert (decision.name, decision.redrive_count, decision.redrive) == ("order-1", 2, True)
+
+
+def test_messages_valid_before_redrive_existed_still_start() -> None:
+    """No DispatchAction, or DispatchAction start: the start of today."""
+    plain = plan_message(redrive_message(DispatchAction={}, RedriveCount={}))
+    explicit = plan_message(redrive_message(DispatchAction={"DataType": "String", "StringValue": "start"}))
+    assert isinstance(plain, Start)
+    assert not plain.redrive
+    assert isinstance(explicit, Start)
+    assert not explicit.redrive
+
+
+@pytest.mark.parametrize(
+    ("attributes", "reason"),
+    [
+        ({"DispatchAction": {"DataType": "String", "StringValue": "rerun"}}, "must be 'start' or 'redrive'"),
+        ({"DispatchAction": {"DataType": "Number", "StringValue": "1"}}, "must be of type String"),
+        ({"ExecutionName": {}}, "needs the ExecutionName attribute"),
+        ({"RedriveCount": {}}, "needs the RedriveCount attribute"),
+        ({"RedriveCount": {"DataType": "Number", "StringValue": "-1"}}, "an integer >= 0"),
+        ({"RedriveCount": {"DataType": "String", "StringValue": "two"}}, "not 'two'"),
+    ],
+)
+def test_a_malformed_redrive_message_is_dead_lettered_with_its_reason(
+    attributes: dict[str, dict[str, str]], reason: str
+) -> None:
+    """A redrive that can never happen goes to the DLQ saying why."""
+    decision = plan_message(redrive_message(**attributes))
+    assert isinstance(decision, DeadLetter)
+    assert reason in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("status", "count", "expected"),
+    [
+        ("FAILED", 2, "redrive"),
+        ("TIMED_OUT", 2, "redrive"),
+        ("ABORTED", 2, "redrive"),
+        ("RUNNING", 2, "done"),  # this job's redrive happened (a redelivery after a crash)
+        ("PENDING_REDRIVE", 2, "done"),
+        ("FAILED", 3, "done"),  # redriven since, and failed again: never twice
+        ("SUCCEEDED", 3, "done"),
+        ("FAILED", 1, "wait"),  # the read lags behind what the job was made from
+    ],
+)
+def test_redrive_decision_never_redrives_twice(status: str, count: int, expected: str) -> None:
+    """Status and redriveCount tell whether this job's redrive already happened."""
+    start = Start(redrive_message(), "order-1", redrive_count=2)
+    assert redrive_decision(status, count, start) == expected
+
+
+def test_redrive_decision_dead_letters_what_cannot_be_redriven() -> None:
+    """A missing execution, or one that SUCCEEDED without a redrive, can never be redriven."""
+    start = Start(redrive_message(), "order-1", redrive_count=0)
+    assert "no execution named 'order-1'" in redrive_decision(None, 0, start)
+    assert "SUCCEEDED, which can't be redriven" in redrive_decision("SUCCEEDED", 0, start)
+
+
+def test_redrive_token_is_the_same_for_one_redrive_and_fits_the_api() -> None:
+    """One token per (execution, count): a retried call is idempotent, the next redrive is not."""
+    assert redrive_token(ARN, 0) == redrive_token(ARN, 0)
+    assert redrive_token(ARN, 0) != redrive_token(ARN, 1)
+    assert redrive_token(ARN, 0) != redrive_token(ARN + "x", 0)
+    assert len(redrive_token(ARN, 10**9)) <= 64
+
+
+def test_a_redrive_job_carries_its_action_and_count() -> None:
+    """The producer client sends a redrive job's attributes; it refuses one without a name."""
+    job = Job("{}", "g", "order-1", redrive_count=0)
+    assert job.attributes() == {
+        "ExecutionName": {"DataType": "String", "StringValue": "order-1"},
+        "DispatchAction": {"DataType": "String", "StringValue": "redrive"},
+        "RedriveCount": {"DataType": "Number", "StringValue": "0"},
+    }
+    assert Job("{}", "g", None, redrive_count=0).problem() is not None
+    assert Job("{}", "g", "order-1").attributes() == {
+        "ExecutionName": {"DataType": "String", "StringValue": "order-1"}
+    }
+    assert job.payload_bytes() > Job("{}", "g", "order-1").payload_bytes()
+
+
+# -- spooled failures -----------------------------------------------------------------
+
+
+def event(  # noqa: PLR0913 — one keyword per field of the event
+    name: str = "order-1",
+    status: str = "FAILED",
+    *,
+    stop: float = NOW,
+    start: float = NOW - 60,
+    redrive_count: int = 0,
+    error: str | None = "Api.Unavailable",
+    execution_input: str | None = '{"order": 1}',
+) -> str:
+    return json.dumps(
+        {
+            "detail-type": "Step Functions Execution Status Change",
+            "source": "aws.states",
+            "detail": {
+                "executionArn": f"arn:aws:states:us-east-1:123456789012:execution:jobs:{name}",
+                "name": name,
+                "status": status,
+                "startDate": int(start * 1000),
+                "stopDate": int(stop * 1000),
+                "input": execution_input,
+                "inputDetails": {"included": execution_input is not None},
+                "error": error,
+                "cause": "maintenance",
+                "redriveCount": redrive_count,
+            },
+        }
+    )
+
+
+def held(body: str, message_id: str = "s-1") -> Held:
+    return Held(message_id=message_id, receipt_handle=f"r-{message_id}", body=body, hidden_until=NOW)
+
+
+def test_a_spooled_event_reads_as_a_failure() -> None:
+    """Name, status, error, times, input and redriveCount come from the event's detail."""
+    failure = parse_failure(event(redrive_count=1, execution_input=None))
+    assert failure is not None
+    assert (failure.name, failure.status, failure.error, failure.redrive_count) == (
+        "order-1",
+        "FAILED",
+        "Api.Unavailable",
+        1,
+    )
+    assert (failure.started_at, failure.stopped_at, failure.input) == (NOW - 60, NOW, None)
+    assert failure.as_json()["stopped_at"] == "2027-01-15T08:00:00Z"
+
+
+@pytest.mark.parametrize("body", ["not json", "{}", event(status="SUCCEEDED"), json.dumps({"detail": {}})])
+def test_anything_but_a_failure_event_is_unreadable(body: str) -> None:
+    """Other messages on the spool are left alone, not misread."""
+    assert parse_failure(body) is None
+
+
+def test_spool_messages_group_by_execution_at_its_latest_failure() -> None:
+    """Repeated events count once; a redriven execution that failed again shows its latest failure."""
+    messages = [
+        held(event("b", start=NOW - 10), "1"),
+        held(event("a", redrive_count=0, stop=NOW - 30, error="First"), "2"),
+        held(event("a", redrive_count=1, stop=NOW, error="Again"), "3"),
+        held(event("a", redrive_count=0, stop=NOW - 30, error="First"), "4"),
+        held("garbage", "5"),
+    ]
+    spooled, unreadable = by_execution(messages)
+    assert [item.failure.name for item in spooled] == ["a", "b"], "oldest start first"
+    assert spooled[0].failure.error == "Again"
+    assert [message.message_id for message in spooled[0].messages] == ["2", "3", "4"]
+    assert [message.message_id for message in unreadable] == ["5"]
+    assert counts(item.failure for item in spooled) == {
+        "status": {"FAILED": 2},
+        "error": {"Again": 1, "Api.Unavailable": 1},
+    }
+
+
+def test_filters_select_by_status_error_name_and_time() -> None:
+    """Each filter narrows; globs match error names and execution names."""
+    failure = parse_failure(event(status="TIMED_OUT", error="States.Timeout", stop=NOW))
+    assert failure is not None
+    assert Filters().keep(failure)
+    assert Filters(statuses=frozenset({"TIMED_OUT"}), error="States.*", name="order-*").keep(failure)
+    assert not Filters(statuses=frozenset({"FAILED"})).keep(failure)
+    assert not Filters(error="Api*").keep(failure)
+    assert not Filters(name="other-*").keep(failure)
+    assert Filters(since=NOW, until=NOW).keep(failure)
+    assert not Filters(since=NOW + 1).keep(failure)
+    assert not Filters(until=NOW - 1).keep(failure)
+
+
+# -- planning a re-run ----------------------------------------------------------------
+
+
+def test_restart_names_are_derived_deterministically_within_80_characters() -> None:
+    """The same failure derives the same name; a restart of a restart replaces the suffix."""
+    first = restart_name("order-1", ARN)
+    assert first == restart_name("order-1", ARN)
+    assert first.startswith("order-1-rerun-")
+    assert len(first) == len("order-1-rerun-") + 8
+    second = restart_name(first, ARN.replace("order-1", first))
+    assert second.startswith("order-1-rerun-")
+    assert second != first
+    long = restart_name("x" * MAX_NAME_LENGTH, ARN)
+    assert len(long) == MAX_NAME_LENGTH
+
+
+def spooled(**fields: object) -> Spooled:
+    failure = parse_failure(event(**fields))  # type: ignore[arg-type]
+    assert failure is not None
+    return Spooled(failure, [held(event(**fields))])  # type: ignore[arg-type]
+
+
+def state(
+    status: str = "FAILED", count: int = 0, execution_input: str | None = '{"order": 1}'
+) -> ExecutionState:
+    return ExecutionState(status=status, redrive_count=count, input=execution_input)
+
+
+def test_a_restart_is_a_new_job_with_the_same_input_in_the_group() -> None:
+    """Same input, derived name as name and deduplication id, the chosen group."""
+    rerun = plan_rerun(spooled(), RESTART, state(), ("customer-7", "recorded"), NOW)
+    assert rerun.job == Job(
+        '{"order": 1}', "customer-7", restart_name("order-1", ARN), restart_name("order-1", ARN)
+    )
+    assert rerun.as_json()["group_source"] == "recorded"
+
+
+def test_a_redrive_job_names_the_execution_at_its_current_count() -> None:
+    """The count is what Step Functions says now: the dispatcher redrives only while it still is."""
+    rerun = plan_rerun(spooled(redrive_count=0), REDRIVE, state(count=1), ("g", "default"), NOW)
+    assert rerun.job is not None
+    assert (rerun.job.name, rerun.job.redrive_count) == ("order-1", 1)
+    assert rerun.job.deduplication_id is not None
+    assert rerun.job.deduplication_id.startswith("redrive-1-")
+    again = plan_rerun(spooled(redrive_count=0), REDRIVE, state(count=1), ("g", "default"), NOW + 3600)
+    assert again.job == rerun.job, "the same failure queues the same job"
+
+
+@pytest.mark.parametrize(
+    ("mode", "current", "skip", "resolved"),
+    [
+        (RESTART, state("RUNNING", 1), "RUNNING again", True),
+        (REDRIVE, state("SUCCEEDED", 1), "SUCCEEDED since", True),
+        (REDRIVE, None, "no longer has this execution", False),
+        (RESTART, state(execution_input=None), None, False),
+    ],
+)
+def test_reruns_skip_what_is_running_again_or_done(
+    mode: str, current: ExecutionState | None, skip: str | None, resolved: bool
+) -> None:
+    """Nothing is queued for an execution that runs again or succeeded (its spool messages go)."""
+    rerun = plan_rerun(spooled(), mode, current, ("g", "default"), NOW)
+    if skip is None:
+        assert rerun.job is not None
+        assert rerun.job.body == '{"order": 1}', "the event's input"
+    else:
+        assert rerun.job is None
+        assert rerun.skip is not None
+        assert skip in rerun.skip
+    assert rerun.resolved is resolved
+
+
+def test_reruns_that_cannot_happen_say_why_and_keep_the_failure() -> None:
+    """Too late to redrive, or no input anywhere: skipped, spool message kept."""
+    late = plan_rerun(spooled(stop=NOW - 15 * 86400), REDRIVE, state(), ("g", "default"), NOW)
+    blind = plan_rerun(spooled(execution_input=None), RESTART, None, ("g", "default"), NOW)
+    assert late.skip is not None
+    assert "use --restart" in late.skip
+    assert not late.resolved
+    assert blind.skip is not None
+    assert "input is not available" in blind.skip
+    assert not blind.resolved
+
+
+def test_the_group_is_the_option_else_the_recorded_one_else_its_own() -> None:
+    """--group wins; then the state table's record; else a group named after the execution."""
+    assert choose_group(ARN, "customer-7", "manual") == ("manual", "option")
+    assert choose_group(ARN, "customer-7", None) == ("customer-7", "recorded")
+    assert choose_group(ARN, None, None) == (default_group(ARN), "default")
+    assert choose_group(ARN, "bad group", None)[1] == "default"
+
+
+# -- dead letters ---------------------------------------------------------------------
+
+
+def dead_letter(reason: str | None, name: str | None = None, dedup: str = "source-id") -> Held:
+    attributes: dict[str, dict[str, str]] = {"Tenant": {"DataType": "String", "StringValue": "t-1"}}
+    if reason is not None:
+        attributes["DispatchError"] = {"DataType": "String", "StringValue": reason}
+    if name is not None:
+        attributes["ExecutionName"] = {"DataType": "String", "StringValue": name}
+    return Held(
+        message_id="dlq-id",
+        receipt_handle="r",
+        body="not json",
+        hidden_until=NOW,
+        attributes=attributes,
+        system={"MessageGroupId": "g-1", "MessageDeduplicationId": dedup, "SentTimestamp": "1000"},
+    )
+
+
+def test_a_dead_letter_moves_back_without_its_dispatch_error_under_its_source_id() -> None:
+    """Same body, group and attributes; DispatchError gone; the source message's id as dedup id and name."""
+    move = plan_move(dead_letter("input is not valid JSON"))
+    assert move.group == "g-1"
+    assert move.deduplication_id == "source-id"
+    assert move.attributes == {
+        "Tenant": {"DataType": "String", "StringValue": "t-1"},
+        "ExecutionName": {"DataType": "String", "StringValue": "source-id"},
+    }
+    assert move.as_json()["reason"] == "input is not valid JSON"
+
+
+def test_a_named_dead_letter_keeps_its_name_and_one_sqs_moved_keeps_its_id() -> None:
+    """An ExecutionName stays as it was; a message SQS moved (no DispatchError) keeps its MessageId."""
+    named = plan_move(dead_letter("name collision", name="order-9"))
+    by_sqs = plan_move(dead_letter(None, dedup="producer-dedup"))
+    assert named.attributes["ExecutionName"]["StringValue"] == "order-9"
+    assert by_sqs.deduplication_id == "dlq-id"
+    assert reasons([named, by_sqs, named]) == {"name collision": 2, "(moved by SQS: maxReceiveCount)": 1}
+
+
+def test_pace_spaces_actions_at_the_rate() -> None:
+    """N actions at R per second take (N - 1) / R seconds; no rate, no waiting."""
+    clock = {"now": 0.0}
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock["now"] += seconds
+
+    pace = Pace(4.0, clock=lambda: clock["now"], sleep=sleep)
+    for _ in range(5):
+        pace.wait()
+    assert clock["now"] == pytest.approx(1.0)
+    unpaced = Pace(None, clock=lambda: 0.0, sleep=sleep)
+    unpaced.wait()
+    unpaced.wait()
+    assert len(slept) == 4
