@@ -13,7 +13,18 @@ from pathlib import Path
 import boto3
 import pytest
 
-from dispatcher.emulator import FAKE_CREDENTIALS, REGION, Stack, create_stack, moto_server, pointed_at
+from dispatcher.emulator import (
+    FAKE_CREDENTIALS,
+    REGION,
+    Emulation,
+    Rule,
+    Stack,
+    create_stack,
+    emulated_server,
+    failure_pattern,
+    pointed_at,
+    to_queue,
+)
 from dispatcher.local import register_stack
 
 SCRIPT = Path(sys.executable).parent / "dispatcher"
@@ -58,21 +69,40 @@ class Cli:
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[str]:
-    """One emulator per module; executions stay RUNNING until a test stops them."""
-    with moto_server(execute=False) as endpoint_url, pointed_at(endpoint_url):
-        yield endpoint_url
+def emulated(request: pytest.FixtureRequest) -> Iterator[tuple[str, Emulation]]:
+    """One emulator per module, with RedriveExecution and EventBridge emulated.
+
+    Executions stay RUNNING until a test stops them, unless the module sets
+    ``EXECUTE = True`` (then moto runs them: the sample workflow waits 1 s and calls
+    the simulated downstream API).
+    """
+    execute = bool(getattr(request.module, "EXECUTE", False))
+    with emulated_server(execute=execute) as (endpoint_url, emulation), pointed_at(endpoint_url):
+        yield endpoint_url, emulation
+
+
+@pytest.fixture(scope="module")
+def emulator(emulated: tuple[str, Emulation]) -> str:
+    """The module's emulator endpoint."""
+    return emulated[0]
 
 
 @pytest.fixture
-def cli(emulator: str) -> Iterator[Cli]:
-    """A fresh stack (with its CloudFormation outputs) in the module's emulator."""
+def cli(emulated: tuple[str, Emulation], request: pytest.FixtureRequest) -> Iterator[Cli]:
+    """A fresh stack (with its CloudFormation outputs and failure spool) in the module's emulator."""
+    endpoint_url, emulation = emulated
     name = f"cli-{uuid.uuid4().hex[:8]}"
     boto3.setup_default_session()  # no hooks another test left on the default session
-    with pointed_at(emulator):
-        stack = create_stack(name)
+    with pointed_at(endpoint_url):
+        wait_seconds = getattr(request.module, "WAIT_SECONDS", 1)
+        stack = create_stack(name, downstream=True, wait_seconds=wait_seconds)
         register_stack(name, stack, max_concurrency=3)
-        yield Cli(emulator, name, stack)
+        rule = Rule(failure_pattern(stack.state_machine_arn), to_queue(stack.spool_queue_url, endpoint_url))
+        emulation.rules.append(rule)
+        try:
+            yield Cli(endpoint_url, name, stack)
+        finally:
+            emulation.rules.remove(rule)
 
 
 @pytest.fixture
@@ -81,5 +111,5 @@ def aws(emulator: str) -> Iterator[dict[str, object]]:
     with pointed_at(emulator):
         yield {
             service: boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
-            for service in ("sqs", "stepfunctions", "ssm")
+            for service in ("sqs", "stepfunctions", "ssm", "dynamodb")
         }

@@ -14,7 +14,19 @@ from dispatcher import cli as cli_module
 from dispatcher.emulator import read_all
 from tests.cli.conftest import SCRIPT, Cli
 
-COMMANDS = ["status", "pause", "resume", "set-max", "enqueue", "tick", "local"]
+COMMANDS = [
+    "status",
+    "pause",
+    "resume",
+    "set-max",
+    "enqueue",
+    "tick",
+    "local",
+    "failed",
+    "rerun",
+    "dead-letters",
+    "redrive-dead-letters",
+]
 
 
 def _control(aws: dict[str, Any], cli: Cli) -> dict[str, Any]:

@@ -1,0 +1,315 @@
+"""Re-running failures as a user does: `failed`, `rerun --restart|--redrive`, through the dispatcher's cap.
+
+moto runs the sample workflow here (``EXECUTE``, no wait): it calls the
+simulated downstream API and fails with ``DownstreamUnavailable`` while it is down.
+The emulator delivers each failure's status change event to the stack's spool, and
+emulates `RedriveExecution` (moto runs the whole workflow again).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+
+from dispatcher import cli as cli_module
+from dispatcher import handler
+from dispatcher.emulator import REGION, LocalContext, environment, read_all, send_jobs, set_downstream
+from dispatcher.telemetry import metrics
+from tests.cli.conftest import SCRIPT, Cli
+
+EXECUTE = True
+WAIT_SECONDS = 0
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def tick(cli: Cli) -> dict[str, Any]:
+    """One tick of the real handler in this process (faster than `dispatcher tick`, tested elsewhere)."""
+    variables = {
+        **cli.stack.environment(3, RECEIVE_WAIT_SECONDS="0"),
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
+    with environment(variables):
+        handler.reset_clients()
+        try:
+            return dict(handler.lambda_handler({}, LocalContext(60)))
+        finally:
+            metrics.clear_metrics()
+            handler.reset_clients()
+
+
+def spooled(aws: dict[str, Any], cli: Cli) -> int:
+    attributes = aws["sqs"].get_queue_attributes(
+        QueueUrl=cli.stack.spool_queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+def failed(cli: Cli, *arguments: str) -> dict[str, Any]:
+    result = cli.run("failed", "--json", *arguments)
+    assert result.returncode == 0, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def executions(aws: dict[str, Any], cli: Cli) -> dict[str, dict[str, Any]]:
+    listed = aws["stepfunctions"].list_executions(stateMachineArn=cli.stack.state_machine_arn)["executions"]
+    return {
+        item["name"]: aws["stepfunctions"].describe_execution(executionArn=item["executionArn"])
+        for item in listed
+    }
+
+
+def fail_jobs(cli: Cli, jobs: list[tuple[str, str]]) -> None:
+    """Enqueue (name, group) jobs while the downstream API is down; tick until each failed and is spooled."""
+    set_downstream(cli.stack.downstream_table, up=False)
+    send_jobs(
+        cli.stack.queue_url,
+        [{"body": json.dumps({"order": name}), "group": group, "name": name} for name, group in jobs],
+    )
+    aws = {"sqs": boto3.client("sqs", region_name=REGION)}
+    started = 0
+
+    def all_started() -> bool:
+        nonlocal started
+        started += tick(cli)["started"]
+        return started >= len(jobs)
+
+    wait_for(all_started, what="every job started")
+    wait_for(lambda: spooled(aws, cli) == len(jobs), what="every failure spooled")
+    set_downstream(cli.stack.downstream_table, up=True)
+
+
+def queued_jobs(cli: Cli) -> list[dict[str, Any]]:
+    return [
+        {
+            "body": message["Body"],
+            "group": message["Attributes"]["MessageGroupId"],
+            "attributes": {
+                key: value["StringValue"] for key, value in message.get("MessageAttributes", {}).items()
+            },
+        }
+        for message in read_all(cli.stack.queue_url)
+    ]
+
+
+def test_failed_lists_spooled_failures_with_filters_and_counts(cli: Cli) -> None:
+    """Name, status, error and time as a table; --json with counts; filters narrow; nothing is consumed."""
+    fail_jobs(cli, [("order-1", "customer-1"), ("order-2", "customer-2")])
+    table = cli.run("failed")
+    assert table.returncode == 0
+    assert table.stdout.splitlines()[0].split() == ["NAME", "STATUS", "ERROR", "STOPPED", "(UTC)", "CAUSE"]
+    assert "order-1" in table.stdout
+    assert "order-2" in table.stdout
+    assert "2 failed execution(s): FAILED 2; by error: DownstreamUnavailable 2" in table.stdout
+    document = failed(cli)
+    assert document["counts"] == {"status": {"FAILED": 2}, "error": {"DownstreamUnavailable": 2}}
+    assert {failure["name"] for failure in document["failures"]} == {"order-1", "order-2"}
+    assert failed(cli, "--status", "TIMED_OUT,ABORTED")["total"] == 0
+    narrowed = failed(cli, "--error", "Downstream*", "--name", "order-2", "--since", "1h", "--until", "0s")
+    assert [failure["name"] for failure in narrowed["failures"]] == ["order-2"]
+    assert failed(cli)["total"] == 2, "listing consumes nothing"
+    bad = cli.run("failed", "--since", "yesterday")
+    assert bad.returncode == 2
+    assert "not a time: 'yesterday'" in bad.stderr
+
+
+def test_rerun_restart_queues_new_jobs_in_the_original_groups_and_they_start_once(
+    cli: Cli, aws: dict[str, Any]
+) -> None:
+    """--dry-run changes nothing; --restart queues each failure once, under a derived name, in its group."""
+    fail_jobs(cli, [("order-1", "customer-1"), ("order-2", "customer-2"), ("order-3", "customer-1")])
+    dry = cli.run("rerun", "--restart", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would queue restart order-1 as order-1-rerun-" in dry.stdout
+    assert "in group customer-1 (recorded)" in dry.stdout
+    assert dry.stdout.rstrip().endswith("would queue 3 restart job(s), skipped 0 (dry run: nothing changed)")
+    assert failed(cli)["total"] == 3
+    assert read_all(cli.stack.queue_url) == []
+
+    first = cli.run("rerun", "--restart", "--max", "2", "--json")
+    assert first.returncode == 0, first.stderr
+    queued = json.loads(first.stdout)["queued"]
+    assert len(queued) == 2, "--max 2"
+    expected = {"order-1": "customer-1", "order-2": "customer-2", "order-3": "customer-1"}
+    assert all((job["group"], job["group_source"]) == (expected[job["name"]], "recorded") for job in queued)
+    assert failed(cli)["total"] == 1, "a spool message leaves once its job is queued"
+    rest = cli.run("rerun", "--restart", "--json")
+    queued += json.loads(rest.stdout)["queued"]
+    names = {job["name"]: job["job_name"] for job in queued}
+    assert all(names[name].startswith(f"{name}-rerun-") for name in names)
+    assert failed(cli)["total"] == 0
+
+    started = 0
+
+    def all_restarted() -> bool:
+        nonlocal started
+        started += tick(cli)["started"]
+        return started >= len(names)
+
+    wait_for(all_restarted, what="the restarts started")
+    final = wait_for(
+        lambda: (
+            (found := executions(aws, cli))
+            and all(found.get(job, {}).get("status") == "SUCCEEDED" for job in names.values())
+            and found
+        ),
+        what="the restarts succeeded",
+    )
+    for original, job in names.items():
+        assert json.loads(final[job]["input"]) == json.loads(final[original]["input"]), "the same input"
+        assert final[original]["status"] == "FAILED", "the failed execution is left as it was"
+    assert len(final) == 6, "each failure restarted exactly once"
+
+
+def test_rerun_redrive_continues_the_same_executions_under_the_cap_and_never_twice(
+    cli: Cli, aws: dict[str, Any]
+) -> None:
+    """--redrive queues redrive jobs; the dispatcher redrives at most MAX at once, once each."""
+    jobs = [(f"order-{index}", f"customer-{index % 2}") for index in range(5)]
+    fail_jobs(cli, jobs)
+    assert cli.run("set-max", "2").returncode == 0
+    result = cli.run("rerun", "--redrive")
+    assert result.returncode == 0, result.stderr
+    assert "queued redrive order-0 (redriveCount 0) in group customer-0 (recorded)" in result.stdout
+    redriven = []
+    while len(redriven) < len(jobs):
+        report = tick(cli)
+        assert report["started"] <= 2, report
+        assert report["started"] == report["redriven"]
+        redriven += [report["redriven"]] * report["redriven"]
+        if report["started"] == 0:
+            time.sleep(0.3)
+    final = wait_for(
+        lambda: (
+            (found := executions(aws, cli))
+            and all(found[name]["status"] == "SUCCEEDED" for name, _ in jobs)
+            and found
+        ),
+        what="the redriven executions succeeded",
+    )
+    assert {name: final[name].get("redriveCount") for name, _ in jobs} == dict.fromkeys(
+        (name for name, _ in jobs), 1
+    )
+    assert len(final) == len(jobs), "a redrive is the same execution, not a new one"
+
+    # The same redrive job delivered again (a crash before its delete, after SQS's
+    # five-minute deduplication): the dispatcher sees the redrive happened.
+    aws["sqs"].send_message(
+        QueueUrl=cli.stack.queue_url,
+        MessageBody="{}",
+        MessageGroupId="again",
+        MessageDeduplicationId="again",
+        MessageAttributes={
+            "ExecutionName": {"DataType": "String", "StringValue": "order-0"},
+            "DispatchAction": {"DataType": "String", "StringValue": "redrive"},
+            "RedriveCount": {"DataType": "Number", "StringValue": "0"},
+        },
+    )
+    report = tick(cli)
+    assert (report["started"], report["already_started"]) == (0, 1)
+    assert executions(aws, cli)["order-0"]["redriveCount"] == 1
+
+
+def test_rerun_rate_paces_the_queueing(cli: Cli) -> None:
+    """--rate R queues N jobs in no less than (N - 1) / R seconds."""
+    fail_jobs(cli, [(f"order-{index}", "customer") for index in range(4)])
+    began = time.monotonic()
+    result = cli.run("rerun", "--restart", "--rate", "3")
+    elapsed = time.monotonic() - began
+    assert result.returncode == 0, result.stderr
+    assert "queued 4 restart job(s)" in result.stdout
+    assert elapsed >= 3 / 3
+
+
+def test_an_interrupted_rerun_loses_nothing_and_a_second_run_queues_each_job_once(cli: Cli) -> None:
+    """Ctrl-C mid-way gives back what it had not queued; running again queues the rest, nothing twice."""
+    names = [f"order-{index}" for index in range(5)]
+    fail_jobs(cli, [(name, "customer") for name in names])
+    process = subprocess.Popen(
+        [str(SCRIPT), "--stack", cli.stack_name, "rerun", "--restart", "--rate", "2"],
+        env=cli.environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2.5)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    left = failed(cli)["total"]
+    assert 0 < left < len(names), "interrupted mid-way, the rest given back at once"
+    again = cli.run("rerun", "--restart")
+    assert again.returncode == 0, again.stderr
+    assert failed(cli)["total"] == 0
+    jobs = queued_jobs(cli)
+    restarted = sorted(job["attributes"]["ExecutionName"].split("-rerun-")[0] for job in jobs)
+    assert restarted == names, "every failure queued exactly once"
+
+
+def test_a_crash_between_queueing_and_the_spool_delete_queues_the_same_job_again(
+    cli: Cli, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job is queued but its spool message stays: the next run queues the identical job, deduplicated."""
+    fail_jobs(cli, [("order-1", "customer-1")])
+    crashes = {"left": 1}
+
+    def crash(**_: Any) -> None:
+        if crashes["left"]:
+            crashes["left"] -= 1
+            raise KeyboardInterrupt  # dies right after SendMessageBatch, before the spool delete
+
+    real_client = cli_module.Aws.client
+
+    def client(self: cli_module.Aws, service: str) -> Any:
+        made = real_client(self, service)
+        if service == "sqs" and not getattr(made, "_crash_hooked", False):
+            made.meta.events.register("before-call.sqs.DeleteMessageBatch", crash)
+            made._crash_hooked = True
+        return made
+
+    monkeypatch.setattr(cli_module.Aws, "client", client)
+    assert cli_module.main(["--stack", cli.stack_name, "rerun", "--restart"]) == 130
+    assert failed(cli)["total"] == 1, "the spool message is still there"
+    assert cli_module.main(["--stack", cli.stack_name, "rerun", "--restart"]) == 0
+    assert failed(cli)["total"] == 0
+    jobs = queued_jobs(cli)
+    assert len(jobs) == 1, "the second send was the same job, deduplicated by SQS"
+    name = jobs[0]["attributes"]["ExecutionName"]
+    aws["sqs"].send_message(
+        QueueUrl=cli.stack.queue_url,
+        MessageBody=jobs[0]["body"],
+        MessageGroupId="customer-1",
+        MessageDeduplicationId=name,
+        MessageAttributes={"ExecutionName": {"DataType": "String", "StringValue": name}},
+    )
+    assert tick(cli)["started"] == 1
+    wait_for(lambda: executions(aws, cli)[name]["status"] == "SUCCEEDED", what="the restart ended")
+    # The same job once more, after SQS's deduplication window: it is found already started.
+    aws["sqs"].send_message(
+        QueueUrl=cli.stack.queue_url,
+        MessageBody=jobs[0]["body"],
+        MessageGroupId="customer-1",
+        MessageDeduplicationId="after-the-window",
+        MessageAttributes={"ExecutionName": {"DataType": "String", "StringValue": name}},
+    )
+    report = tick(cli)
+    assert (report["started"], report["already_started"]) == (0, 1)
