@@ -38,6 +38,9 @@ class RecordedStart(BaseModel):
     recorded_at: float
     sort_key: str
     group: str | None = Field(default=None, description="The job's message group (for a restart).")
+    redrive_count: int | None = Field(
+        default=None, description="For a redrive: the execution's redriveCount before it (None for a start)."
+    )
 
 
 class EndedExecution(BaseModel):

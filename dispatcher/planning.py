@@ -418,12 +418,19 @@ def plan_count(
     return RunningCount(len(listed) + unlisted, tuple(reversed(to_check)), tuple(resolved))
 
 
-def still_counts(status: str | None, record: RecordedStart, now: float) -> bool:
+def still_counts(
+    status: str | None, record: RecordedStart, now: float, redrive_count: int | None = None
+) -> bool:
     """Whether a recorded start the list doesn't show holds a slot.
 
-    ``status`` is what `DescribeExecution` said, or None when the execution does not
-    exist (its process may still be about to start it, or may have died).
+    ``status`` and ``redrive_count`` are what `DescribeExecution` said, ``status`` None
+    when the execution does not exist (its process may still be about to start it, or
+    may have died). A recorded redrive counts like a start until the read shows the
+    redrive (a ``redriveCount`` above the one the record was made at): a read that
+    still shows the failure it redrives says nothing of the run that follows.
     """
+    if record.redrive_count is not None and (redrive_count or 0) <= record.redrive_count:
+        status = None
     if status is None:
         return now - record.recorded_at <= RECENT_START_WINDOW_SECONDS
     return status in ACTIVE_STATUSES

@@ -39,7 +39,6 @@ from dispatcher.adapters.sqs import SQS_MAX_BATCH
 from dispatcher.adapters.stepfunctions import ExecutionState
 from dispatcher.errors import DispatcherError
 from dispatcher.planning import (
-    ACTIVE_STATUSES,
     EXECUTION_NAME_ATTRIBUTE,
     MAX_NAME_LENGTH,
     REDRIVABLE_STATUSES,
@@ -56,6 +55,8 @@ STATUS_CHANGE = "Step Functions Execution Status Change"
 READ_VISIBILITY_SECONDS = 300
 """How long a read hides spool or dead-letter messages from other readers (renewed while working)."""
 RENEW_MARGIN_SECONDS = 60.0
+READ_WAIT_SECONDS = 1
+"""Each receive long-polls this long: an empty short poll may miss messages on other SQS hosts."""
 REDRIVE_WINDOW_SECONDS = 14 * 24 * 3600
 RERUN_SUFFIX = re.compile(r"-rerun-[0-9a-f]{8}$")
 RESTART = "restart"
@@ -158,7 +159,7 @@ class HeldQueue:
                 QueueUrl=self.url,
                 MaxNumberOfMessages=max(1, min(SQS_MAX_BATCH, count)),
                 VisibilityTimeout=self._visibility,
-                WaitTimeSeconds=1,
+                WaitTimeSeconds=READ_WAIT_SECONDS,
                 MessageAttributeNames=["All"],
                 MessageSystemAttributeNames=["All"],
             )
@@ -210,9 +211,11 @@ class HeldQueue:
                 response = self._client.delete_message_batch(QueueUrl=self.url, Entries=entries)  # type: ignore[arg-type]
             except (ClientError, BotoCoreError) as error:
                 raise translate(error, f"DeleteMessageBatch on {self.url}") from error
-            failed += [batch[int(entry["Id"])] for entry in response.get("Failed", [])]
+            undeleted = [batch[int(entry["Id"])] for entry in response.get("Failed", [])]
+            failed += undeleted
             for held in batch:
-                self.held.pop(held.message_id, None)
+                if held not in undeleted:  # still held: given back with the rest
+                    self.held.pop(held.message_id, None)
         return failed
 
     def release_all(self) -> None:
@@ -366,17 +369,25 @@ def plan_rerun(  # noqa: PLR0911 — one answer per state the execution can be i
 ) -> Rerun:
     """Decide one re-run from what Step Functions says of the execution now.
 
-    ``group``: the message group and where it came from. An execution that runs
-    again or succeeded since has nothing left to re-run; a redrive takes the
-    execution's current ``redriveCount`` (what the dispatcher checks before it redrives).
+    ``group``: the message group and where it came from. An execution redriven since
+    that runs again or succeeded has nothing left to re-run; one that a lagging read
+    doesn't show failed yet is left for a later run. A redrive takes the execution's
+    current ``redriveCount`` (what the dispatcher checks before it redrives).
     """
     failure = spooled.failure
     rerun = Rerun(spooled, mode, group_source=group[1])
-    if state is not None and state.status in ACTIVE_STATUSES:
-        rerun.skip, rerun.resolved = f"{state.status} again (redriven since)", True
+    if (
+        state is not None
+        and state.redrive_count > failure.redrive_count
+        and state.status not in REDRIVABLE_STATUSES
+    ):
+        rerun.skip, rerun.resolved = f"{state.status} since: redriven after this failure", True
         return rerun
-    if state is not None and state.status not in REDRIVABLE_STATUSES:
-        rerun.skip, rerun.resolved = f"{state.status} since (redriven)", True
+    if state is not None and (
+        state.redrive_count < failure.redrive_count or state.status not in REDRIVABLE_STATUSES
+    ):
+        # DescribeExecution is eventually consistent: it may not show the failure yet.
+        rerun.skip = f"Step Functions still shows it {state.status}: run this again in a minute"
         return rerun
     execution_input = (state.input if state is not None else None) or failure.input
     if mode == REDRIVE:

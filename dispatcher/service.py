@@ -353,13 +353,17 @@ class Dispatcher:
             if running >= self._max:
                 break
             try:
-                status = self._state_machine.status_of(record.name)
+                state = self._state_machine.state_of(record.name)
             except TransientError as error:
                 # Unknown means running: the cap never depends on a read that failed.
                 running += len(count.to_check) - index
                 logger.warning("could not check recorded starts", extra={"reason": str(error)})
                 break
-            if still_counts(status, record, now):
+            if state is None:
+                counts = still_counts(None, record, now)
+            else:
+                counts = still_counts(state.status, record, now, state.redrive_count)
+            if counts:
                 running += 1
             else:
                 resolved.append(record)
@@ -427,9 +431,12 @@ class Dispatcher:
         unprocessed stops admitting after this round, and its messages don't start.
         """
         groups: dict[str, str] = {}
+        redrives: dict[str, int] = {}
         for start in starts:
             groups.setdefault(start.name, start.message.group_id)
-        outcome.recorded = self._state.starts_at(groups, self._clock())
+            if start.redrive_count is not None:
+                redrives.setdefault(start.name, start.redrive_count)
+        outcome.recorded = self._state.starts_at(groups, self._clock(), redrives)
         batches = chunks(outcome.recorded, BATCH_WRITE_LIMIT)
         results = settled(pool, self._state.record, batches)
         failure = first_failure([result for result in results if not isinstance(result, TransientError)])

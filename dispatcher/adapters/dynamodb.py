@@ -49,6 +49,10 @@ def sort_key(written_at: float, name: str) -> str:
     return f"{written_at:017.6f}#{name}"
 
 
+def _optional_int(text: str | None) -> int | None:
+    return None if text is None else int(text)
+
+
 def _spans(moments: Sequence[float], margin: float) -> list[tuple[float, float]]:
     """Sorted moments merged into spans wherever two are within twice ``margin`` of each other."""
     spans: list[tuple[float, float]] = []
@@ -72,14 +76,24 @@ class StateTable:
         self.table = table
         self._partition = f"recent-start#{state_machine_arn}"
 
-    def starts_at(self, groups: Mapping[str, str], now: float) -> list[RecordedStart]:
+    def starts_at(
+        self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
+    ) -> list[RecordedStart]:
         """The records `record` writes for starting these executions (name → message group) now.
 
-        Their keys are known before writing.
+        ``redrives``: name → redriveCount before, for the executions redriven rather
+        than started. The records' keys are known before writing.
         """
         now = _stored_time(now)
+        redrives = redrives or {}
         return [
-            RecordedStart(name=name, recorded_at=now, sort_key=sort_key(now, name), group=group)
+            RecordedStart(
+                name=name,
+                recorded_at=now,
+                sort_key=sort_key(now, name),
+                group=group,
+                redrive_count=redrives.get(name),
+            )
             for name, group in groups.items()
         ]
 
@@ -93,6 +107,8 @@ class StateTable:
         }
         if record.group is not None:
             item["group"] = {"S": record.group}
+        if record.redrive_count is not None:
+            item["redrive_count"] = {"N": str(record.redrive_count)}
         if resolved:
             item["resolved"] = {"BOOL": True}
         return item
@@ -168,6 +184,7 @@ class StateTable:
                             recorded_at=float(item["recorded_at"]["N"]),
                             sort_key=item["sk"]["S"],
                             group=item.get("group", {}).get("S"),
+                            redrive_count=_optional_int(item.get("redrive_count", {}).get("N")),
                         )
                     )
             last_key = page.get("LastEvaluatedKey")

@@ -98,18 +98,6 @@ class StateMachine:
                     executions=executions, complete=False, listed_at=listed_at, oldest_started_at=oldest
                 )
 
-    def status_of(self, name: str) -> str | None:
-        """The execution's status, or None when no execution has that name."""
-        try:
-            description = self._client.describe_execution(executionArn=self.execution_arn(name))
-        except ClientError as error:
-            if error_code(error) == "ExecutionDoesNotExist":
-                return None
-            raise translate(error, "DescribeExecution") from error
-        except BotoCoreError as error:
-            raise translate(error, "DescribeExecution") from error
-        return description["status"]
-
     def state_of(self, name: str) -> ExecutionState | None:
         """Status, ``redriveCount`` and input of execution ``name``; None when there is none."""
         try:

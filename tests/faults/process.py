@@ -44,12 +44,14 @@ CRASH_POINTS = (
     ("dynamodb.PutItem:end", "after"),
     ("dynamodb.PutItem:lease", "after"),
     ("dynamodb.DeleteItem", "before"),
+    ("states.RedriveExecution", "before"),
+    ("states.RedriveExecution", "after"),
 )
 """Where a tick can die: after receive, after recording a round's starts, around
 StartExecution (after the first of a round: the rest of the round unstarted), after
 dead-lettering, before and in the middle of deleting (the batch was applied, the
 answer never read), while releasing, while counting (forgetting ended starts), and
-after recording the end a status change event reported."""
+after recording the end a status change event reported, and around a redrive."""
 
 
 class Crash(BaseException):
@@ -93,7 +95,8 @@ def _label(model: Any, params: dict[str, Any]) -> str:
         label += ":lease" if "ConditionExpression" in params else ":end"
     if model.name == "BatchWriteItem":
         requests = [request for batch in params.get("RequestItems", {}).values() for request in batch]
-        label += ":record" if any("PutRequest" in request for request in requests) else ":forget"
+        resolved = any("resolved" in request.get("PutRequest", {}).get("Item", {}) for request in requests)
+        label += ":forget" if resolved else ":record"
     return label
 
 

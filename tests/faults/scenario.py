@@ -28,6 +28,8 @@ import boto3
 from dispatcher.control import Control
 from dispatcher.emulator import REGION, LocalContext, Stack, create_stack, environment, read_all
 from dispatcher.planning import MAX_INPUT_BYTES, RECENT_START_WINDOW_SECONDS
+from dispatcher.rerun import restart_name
+from tests.faults.operator import RERUN_CRASH_POINTS, expire_holds, run_rerun
 from tests.faults.process import (
     CRASH_POINTS,
     CrashPlan,
@@ -144,6 +146,11 @@ class Scenario:
     """Tick → seconds after its foreign execution ends that someone else redrives it."""
     controlled: bool = False
     """MAX comes from the control parameter; the environment's MAX_CONCURRENCY is higher."""
+    outage_seconds: float = 0.0
+    """The downstream API is down this long from the start: jobs that call it fail meanwhile."""
+    rerun_mode: str = "restart"
+    reruns: dict[int, CrashPlan | None] = field(default_factory=dict)
+    """Tick → the operator runs `dispatcher rerun` before it (and dies there, if a plan is given)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -194,6 +201,15 @@ class Scenario:
             if faults and rng.random() < 0.1
         }
         redrives = {tick: rng.choice([1.0, 20.0]) for tick in external if rng.random() < 0.5}
+        reruns = {
+            tick: (
+                CrashPlan(*rng.choice(RERUN_CRASH_POINTS), nth=rng.randint(1, 2))
+                if faults and rng.random() < 0.4
+                else None
+            )
+            for tick in range(1, fault_ticks)
+            if rng.random() < 0.25
+        }
         return cls(
             seed,
             max_concurrency,
@@ -211,6 +227,9 @@ class Scenario:
             misdirected=misdirected,
             redrives=redrives,
             controlled=rng.random() < 0.5,
+            outage_seconds=rng.choice([0.0, 60.0, 300.0, 3600.0]),
+            rerun_mode=rng.choice(["restart", "redrive"]),
+            reruns=reruns,
         )
 
     @classmethod
@@ -227,8 +246,13 @@ class Scenario:
             f"throttle={self.faults.throttle} 5xx={self.faults.server_error} "
             f"lost={self.faults.lost_response} partial_delete={self.faults.partial_delete} "
             f"events={self.events} warm={self.warm} threads={self.start_concurrency} "
-            f"misdirected={self.misdirected} redrives={self.redrives} controlled={self.controlled}"
+            f"misdirected={self.misdirected} redrives={self.redrives} controlled={self.controlled} "
+            f"outage={self.outage_seconds} rerun={self.rerun_mode} reruns={_plans(self.reruns)}"
         )
+
+
+def _plans(reruns: dict[int, CrashPlan | None]) -> dict[int, str]:
+    return {tick: "" if plan is None else str(plan) for tick, plan in reruns.items()}
 
 
 def _rates(rng: random.Random, operations: tuple[str, ...], share: float) -> dict[str, float]:
@@ -242,7 +266,9 @@ def _backlog(rng: random.Random, size: int, groups: list[str], arrival_ticks: in
         key = f"{rng.getrandbits(32):08x}-{index}"
         group = rng.choice(groups)
         arrives = rng.randrange(arrival_ticks)
-        body = json.dumps({"job": key, "seconds": rng.choice([0.0, 1.0, 10.0, 45.0, MAX_DURATION_SECONDS])})
+        seconds = rng.choice([0.0, 1.0, 10.0, 45.0, MAX_DURATION_SECONDS])
+        downstream = rng.random() < 0.4
+        body = json.dumps({"job": key, "seconds": seconds, **({"downstream": True} if downstream else {})})
         draw = rng.random()
         if draw < 0.12:
             jobs.append(_poison(rng, key, group, arrives, named))
@@ -311,6 +337,15 @@ class Outcome:
     warm_ticks: int = 0
     busy_ticks: int = 0
     """Ticks that found the lease held (by a tick that died holding it)."""
+    failures: int = 0
+    """Runs that failed (the downstream API was down)."""
+    reruns: int = 0
+    """`dispatcher rerun` runs, and of them, killed mid-way."""
+    rerun_crashes: int = 0
+    rerun_jobs: int = 0
+    """Re-run jobs queued (restarts and redrives)."""
+    redriven: int = 0
+    """Executions the dispatcher redrove."""
 
 
 @dataclass
@@ -326,6 +361,11 @@ class Tally:
     warm_ticks: int = 0
     busy_ticks: int = 0
     crashes: int = 0
+    failures: int = 0
+    reruns: int = 0
+    rerun_crashes: int = 0
+    rerun_jobs: int = 0
+    redriven: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -340,6 +380,11 @@ class Tally:
         self.warm_ticks += outcome.warm_ticks
         self.busy_ticks += outcome.busy_ticks
         self.crashes += outcome.crashes
+        self.failures += outcome.failures
+        self.reruns += outcome.reruns
+        self.rerun_crashes += outcome.rerun_crashes
+        self.rerun_jobs += outcome.rerun_jobs
+        self.redriven += outcome.redriven
         self.injected.update(outcome.injected)
         self.violations.extend(
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
@@ -367,10 +412,19 @@ class Tally:
             "warm_ticks",
             "busy_ticks",
             "crashes",
+            "failures",
+            "reruns",
+            "rerun_crashes",
+            "rerun_jobs",
+            "redriven",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.injected.update(other.injected)
         self.violations.extend(other.violations)
+
+    def faults(self) -> int:
+        """Every fault injected: into requests, and crashes of ticks and of `rerun`."""
+        return sum(self.injected.values()) + self.crashes + self.rerun_crashes
 
     def report(self) -> list[str]:
         """The figures, one per line."""
@@ -381,8 +435,13 @@ class Tally:
             f"    {'triggered by a status change event':<44} {self.event_ticks:>9,}",
             f"    {'warm (the previous tick' + chr(39) + 's container)':<44} {self.warm_ticks:>9,}",
             f"    {'busy (a dead tick still held the lease)':<44} {self.busy_ticks:>9,}",
-            f"  faults injected{'':<33} {sum(self.injected.values()) + self.crashes:>9,}",
+            f"  runs failed (downstream API down){'':<15} {self.failures:>9,}",
+            f"  `dispatcher rerun` runs{'':<25} {self.reruns:>9,}",
+            f"    {'re-run jobs queued':<44} {self.rerun_jobs:>9,}",
+            f"    {'executions redriven by the dispatcher':<44} {self.redriven:>9,}",
+            f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
+            f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",
         ]
         lines += [f"    {kind:<44} {count:>9,}" for kind, count in sorted(self.injected.items())]
         lines.append(f"  violations{'':<38} {len(self.violations):>9,}")
@@ -417,6 +476,10 @@ class ScenarioRun:
         self.redrive_after: dict[str, float] = {}
         self.redrives: list[tuple[float, str]] = []
         self.lease_may_be_held_until = 0.0
+        self.world.outage_until = self.world.now + scenario.outage_seconds
+        self.redrive_jobs: set[tuple[str, int]] = set()
+        """(execution name, redriveCount) of every redrive job `rerun` sent."""
+        self.restart_jobs: set[str] = set()
 
     def environment(self, **overrides: str) -> dict[str, str]:
         """The function's environment for this scenario."""
@@ -426,6 +489,7 @@ class ScenarioRun:
                 self.scenario.max_concurrency + (CONTROL_OVERRIDE if self.scenario.controlled else 0),
                 RECEIVE_WAIT_SECONDS="0",
                 START_CONCURRENCY=str(self.scenario.start_concurrency),
+                SPOOL_QUEUE_URL=self.stack.spool_queue_url,
             ),
             **overrides,
         }
@@ -439,10 +503,13 @@ class ScenarioRun:
                         self.send(job)
                 self._start_external(tick)
                 self._misdirect(tick)
+                if tick in self.scenario.reruns:
+                    self._rerun(self.scenario.reruns[tick])
                 self._tick(tick)
                 self.advance(self.scenario.intervals[tick])
             self.outcome.executions_in_fault_phase = self._dispatcher_executions()
             self._drain()
+            self._rerun_what_failed()
         self._check_end_state()
         outcome = self.outcome
         outcome.injected = self.world.injected
@@ -453,6 +520,7 @@ class ScenarioRun:
         outcome.executions = self._dispatcher_executions()
         outcome.event_ticks = self.event_ticks
         outcome.warm_ticks = self.warm_ticks
+        outcome.redriven = len(self.world.dispatcher_redrives)
         FINISHED.add(outcome)
         return outcome
 
@@ -497,6 +565,47 @@ class ScenarioRun:
             redrive_after = self.scenario.redrives.get(tick)
             if redrive_after is not None:
                 self.redrive_after[self._execution_arn(f"external-{tick}")] = redrive_after
+
+    def _rerun(self, crash: CrashPlan | None) -> None:
+        """The operator runs `dispatcher rerun`; killed, its held spool messages come back later."""
+        result, sent = run_rerun(self.scenario.rerun_mode, crash)
+        self.outcome.reruns += 1
+        for entry in sent:
+            attributes = {
+                key: value["StringValue"] for key, value in entry.get("MessageAttributes", {}).items()
+            }
+            if "RedriveCount" in attributes:
+                self.redrive_jobs.add((attributes["ExecutionName"], int(attributes["RedriveCount"])))
+            else:
+                self.restart_jobs.add(attributes["ExecutionName"])
+        self.outcome.rerun_jobs += len(result.queued)
+        if result.crashed:
+            self.outcome.rerun_crashes += 1
+            expire_holds(self.stack.spool_queue_url)
+        elif result.exit_status != 0:
+            # An AWS error that outlived the CLI's retries: the operator runs it again later.
+            self.world.injected["`dispatcher rerun` failed on AWS errors"] += 1
+
+    def _spooled(self) -> int:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.stack.spool_queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def _rerun_what_failed(self) -> None:
+        """The outage is over: re-run whatever is spooled, and drain, until nothing failed is left."""
+        self.world.outage_until = 0.0
+        for _ in range(3):
+            expire_holds(self.stack.spool_queue_url)
+            if not self._spooled():
+                return
+            self._rerun(None)
+            self._drain()
+        if self._spooled():
+            self.outcome.violations.append(f"loss: {self._spooled()} spooled failure(s) never re-run")
 
     def _execution_arn(self, name: str) -> str:
         return self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
@@ -574,13 +683,16 @@ class ScenarioRun:
     def _move(self, seconds: float) -> None:
         def end(execution: Execution) -> None:
             record = backend_execution(execution.arn)
-            record.status = "SUCCEEDED"
+            record.status = execution.runs[-1].status
+            self.outcome.failures += record.status == "FAILED"
             record.stop_date = record.stop_date or record.start_date
             redrive_after = self.redrive_after.pop(execution.arn, None)
             if redrive_after is not None:
                 self.redrives.append((self.world.now + redrive_after, execution.arn))
 
         self.world.advance(seconds, end)
+        for event in self.world.take_spooled():
+            self.sqs.send_message(QueueUrl=self.stack.spool_queue_url, MessageBody=json.dumps(event))
         for at, arn in list(self.redrives):
             if at <= self.world.now:
                 self.redrives.remove((at, arn))
@@ -663,16 +775,49 @@ class ScenarioRun:
             if execution.by_dispatcher
         }
         expected = {job.execution_name for job in jobs if job.poison is None}
+        restarts = self._restarts(ours)
         for name in sorted(expected - ours.keys()):
             violations.append(f"loss: no execution for {name}")
-        for name in sorted(ours.keys() - expected):
+        for name in sorted(ours.keys() - expected - restarts.keys()):
             violations.append(f"duplicate: unexpected execution {name}")
+        self._check_reruns(ours, restarts)
         for job in jobs:
             execution = ours.get(job.execution_name)
             if job.poison is None and execution is not None and execution.input != job.body:
                 violations.append(f"input: {job.execution_name} started with another input")
         self._check_dead_letters()
         self._check_order(ours)
+
+    def _restarts(self, ours: dict[str, Execution]) -> dict[str, Execution]:
+        """Restart name → the failed execution it re-runs (any execution of ours that ever failed)."""
+        return {
+            restart_name(execution.name, execution.arn): execution
+            for execution in ours.values()
+            if any(run.status == "FAILED" for run in execution.runs)
+        }
+
+    def _check_reruns(self, ours: dict[str, Execution], restarts: dict[str, Execution]) -> None:
+        """Every failure re-run once, in the scenario's mode: restarted under its derived name or redriven."""
+        violations = self.outcome.violations
+        for name, count in self.world.dispatcher_redrives:
+            if (name, count) not in self.redrive_jobs:
+                violations.append(
+                    f"duplicate: {name} redriven at redriveCount {count}, which no job asked for"
+                )
+        if self.scenario.rerun_mode == "redrive" and self.restart_jobs:
+            violations.append(f"rerun: restart jobs in a redrive scenario: {sorted(self.restart_jobs)}")
+        for execution in ours.values():
+            final = execution.runs[-1]
+            if final.status != "FAILED":
+                continue
+            restart = ours.get(restart_name(execution.name, execution.arn))
+            if self.scenario.rerun_mode == "redrive" or restart is None:
+                violations.append(f"loss: {execution.name} failed and was never re-run")
+            elif restart.input != execution.input:
+                violations.append(f"input: the restart of {execution.name} has another input")
+        for name in restarts.keys() & ours.keys():
+            if self.scenario.rerun_mode == "redrive":
+                violations.append(f"rerun: {name} restarted in a redrive scenario")
 
     def _check_dead_letters(self) -> None:
         letters = self.dead_letters()

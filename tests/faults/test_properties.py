@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.faults.operator import RERUN_CRASH_POINTS
 from tests.faults.process import CRASH_POINTS, CrashPlan
 from tests.faults.scenario import Job, Scenario, ScenarioRun, run_scenario
 from tests.faults.world import EventPlan, FaultPlan, FaultyAws, Lag
@@ -46,14 +47,17 @@ def crash_course(plan: CrashPlan) -> Scenario:
     Short jobs and a 60 s list lag make recorded starts that end unlisted (Describe,
     then BatchWriteItem); poison and a name collision make dead letters; throttled
     starts make releases; jobs that end send status change events (PutItem), some of
-    them twice, and half of the ticks they trigger crash at ``plan`` too.
+    them twice, and half of the ticks they trigger crash at ``plan`` too; jobs that
+    fail in the outage are redriven (RedriveExecution).
     """
     jobs = [
         Job(f"bad-{index}", f"g{index}", "{not json", arrives=index, poison="invalid json")
         for index in range(3)
     ]
     for index in range(10):
-        body = json.dumps({"job": index, "seconds": index % 2})
+        # Half of them call the downstream API, down for the first minute: they fail,
+        # and the operator has them redriven (a redrive can die at ``plan`` too).
+        body = json.dumps({"job": index, "seconds": index % 2, **({"downstream": True} if index % 2 else {})})
         jobs.append(Job(f"ok-{index}", f"g{index % 5}", body, arrives=index // 3, name=f"job-{index}"))
     jobs.append(
         Job("clash", "g0", json.dumps({"other": 1}), arrives=3, name="job-0", poison="name collision")
@@ -70,6 +74,9 @@ def crash_course(plan: CrashPlan) -> Scenario:
         events=EventPlan(enabled=True, duplicated=0.3, delay=2.0),
         event_crash_rate=0.5,
         event_crash=plan,
+        outage_seconds=60.0,
+        rerun_mode="redrive",
+        reruns={3: None, 6: None},
     )
 
 
@@ -170,3 +177,64 @@ def test_refill_on_completion_drains_faster_than_the_schedule(faulty_aws: Faulty
     refilled = run(EventPlan(enabled=True, delay=0.5))
     assert schedule_only <= 4
     assert refilled == 6
+
+
+def rerun_course(mode: str, crash: CrashPlan | None) -> Scenario:
+    """New jobs keep arriving while failures are re-run, at MAX 2: the operator runs `rerun` every other tick.
+
+    Every job calls the downstream API, down for the first two minutes, so the early
+    ones fail; each `rerun` dies at ``crash`` (its held spool messages come back later).
+    """
+    jobs = [
+        Job(
+            f"job-{index}",
+            f"g{index % 3}",
+            json.dumps({"job": index, "seconds": 5 * (index % 3), "downstream": True}),
+            arrives=index // 3,
+            name=f"job-{index}" if index % 2 else None,
+        )
+        for index in range(15)
+    ]
+    ticks = 12
+    faults = FaultPlan(lag=Lag(start=30.0, end=30.0, describe=10.0), throttle={"RedriveExecution": 0.3})
+    return replace(
+        Scenario.empty(2, faults, seed=zlib.crc32(f"{mode}{crash}".encode())),
+        jobs=jobs,
+        fault_ticks=ticks,
+        intervals=[20.0] * ticks,
+        events=EventPlan(enabled=True, duplicated=0.3, delay=2.0),
+        outage_seconds=120.0,
+        rerun_mode=mode,
+        reruns=dict.fromkeys(range(2, ticks, 2), crash),
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "point"),
+    [
+        (mode, point)
+        for index, point in enumerate(RERUN_CRASH_POINTS)
+        for mode in (["restart", "redrive"] if index % 2 else ["redrive", "restart"])[:1]
+    ],
+    ids=[f"{when}-{operation}" for operation, when in RERUN_CRASH_POINTS],
+)
+def test_a_rerun_killed_at_each_step_loses_nothing_and_reruns_nothing_twice(
+    mode: str, point: tuple[str, str], faulty_aws: FaultyAws
+) -> None:
+    """Killing `dispatcher rerun` anywhere: every failure is still re-run exactly once, within MAX."""
+    scenario = rerun_course(mode, CrashPlan(*point))
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.failures > 0
+    assert outcome.rerun_crashes >= 1, f"the crash point {point} was never reached"
+    assert outcome.violations == [], scenario.describe()
+
+
+@pytest.mark.parametrize("mode", ["restart", "redrive"])
+def test_cap_holds_with_reruns_mixed_into_traffic(mode: str, faulty_aws: FaultyAws) -> None:
+    """Re-runs queued among new jobs never take RUNNING over MAX (checked at every start and redrive)."""
+    scenario = rerun_course(mode, None)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.failures > 0
+    assert outcome.rerun_jobs >= outcome.failures // 2
+    assert (outcome.redriven > 0) is (mode == "redrive")
+    assert outcome.violations == [], scenario.describe()

@@ -78,5 +78,5 @@ def test_describe_lag_hides_a_new_execution_then_shows_it_running() -> None:
     [execution] = truth.executions.values()
     assert truth.described(execution.arn) is None
     truth.advance(60, end_nothing)
-    assert truth.described(execution.arn) == "RUNNING"
+    assert truth.described(execution.arn) == ("RUNNING", 0)
     assert truth.described(ARN + "never") is None

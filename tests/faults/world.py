@@ -16,8 +16,15 @@ The dispatcher under test talks HTTP to a `ThreadedMotoServer`. Between the two 
 - emulates what EventBridge would deliver, which moto doesn't: a "Step Functions
   Execution Status Change" event for every execution that ends, each one lost,
   duplicated or delayed (so reordered, or late) as the scenario's `EventPlan` draws;
-- emulates `RedriveExecution` of someone else's failed execution (moto has none):
-  the same execution runs again, and the list shows it with its `redriveDate`.
+- emulates `RedriveExecution` (moto has none), by the dispatcher or by someone else:
+  a FAILED, TIMED_OUT or ABORTED execution runs again under the same name and ARN, the
+  list shows it with its `redriveDate`, `DescribeExecution` with its `redriveCount`
+  (each as late as the lag allows), a ``clientToken`` seen before redrives nothing
+  again, and any other status is refused with ``ExecutionNotRedrivable``;
+- emulates the failure spool's EventBridge rule: the status change event of every run
+  that ends FAILED goes to the spool queue, sometimes twice. A run whose input says
+  ``{"downstream": true}`` fails when it ends during the world's outage
+  (``outage_until``), as a job calling a downstream API in maintenance would.
 
 Executions never run by themselves (moto's execution switch is off): `World.advance`
 moves the virtual clock and ends the executions whose planned duration is over. The
@@ -60,6 +67,8 @@ SERVICE_BY_TARGET = {
     "DynamoDB_20120810": "dynamodb",
     "AmazonSSM": "ssm",
 }
+FAILED_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+CLIENT_TOKEN_SECONDS = 15 * 60
 LIST_REUSE_SECONDS = float(Settings.model_fields["list_reuse_seconds"].default)
 """How long the dispatcher may reuse a list read (its default): a foreign execution counts once
 a read at least this old could have shown it."""
@@ -127,6 +136,8 @@ class Run:
     appear_after: float
     vanish_after: float
     ended_at: float | None = None
+    status: str = "SUCCEEDED"
+    """How this run ended (FAILED when it called the downstream API during the outage)."""
 
     def running_at(self, moment: float) -> bool:
         """Whether this run was RUNNING at ``moment``."""
@@ -214,6 +225,13 @@ class World:
         self.injected: Counter[str] = Counter()
         self.violations: list[str] = []
         self.max_concurrency: int | None = None
+        self.outage_until = 0.0
+        """Until then, runs of jobs that call the downstream API fail."""
+        self.spooled: list[dict[str, Any]] = []
+        """Failure events for the spool queue, to be sent outside the lock (`take_spooled`)."""
+        self.redrive_tokens: dict[str, float] = {}
+        self.dispatcher_redrives: list[tuple[str, int]] = []
+        """(execution name, its redriveCount before) for each redrive the dispatcher made."""
         self.lock = threading.RLock()
 
     # -- time -------------------------------------------------------------------------
@@ -236,6 +254,8 @@ class World:
                 run = execution.runs[-1]
                 if run.ended_at is None and run.planned_end <= self.now:
                     run.ended_at = max(run.planned_end, run.started_at)
+                    if _calls_downstream(execution.input) and run.ended_at < self.outage_until:
+                        run.status = "FAILED"
                     end(execution)
                     self._emit_end(execution)
 
@@ -258,7 +278,18 @@ class World:
             self.deliveries = self.deliveries[len(due) :]
             return [delivery.event for delivery in due]
 
+    def take_spooled(self) -> list[dict[str, Any]]:
+        """Failure events due for the spool; they leave the world."""
+        with self.lock:
+            spooled, self.spooled = self.spooled, []
+            return spooled
+
     def _emit_end(self, execution: Execution) -> None:
+        status = execution.runs[-1].status
+        if status in FAILED_STATUSES:
+            event = status_change_event(execution, status)
+            copies = 2 if self.event_rng.random() < self.events.duplicated else 1
+            self.spooled += [event] * copies
         plan = self.events
         if not plan.enabled:
             return
@@ -268,24 +299,31 @@ class World:
         copies = 2 if self.event_rng.random() < plan.duplicated else 1
         if copies == 2:
             self.injected["status change event duplicated"] += 1
-        event = status_change_event(execution, "SUCCEEDED")
+        event = status_change_event(execution, status)
         for _ in range(copies):
             at = self.now + self.event_rng.uniform(0, plan.delay)
             self.deliveries.append(Delivery(at, next(self._deliveries_made), event))
 
-    def redrive(self, arn: str, seconds: float) -> None:
-        """Someone else redrives an ended execution: it runs again for ``seconds`` (moto has no redrive)."""
+    def redrive(self, arn: str, seconds: float | None = None, *, by_dispatcher: bool = False) -> None:
+        """Redrive an ended execution: it runs again, for ``seconds`` or as its input says (moto has none).
+
+        A redrive by the dispatcher is checked against the cap like a start.
+        """
         with self.lock:
             execution = self.executions[arn]
             lag = self.faults.lag
+            planned = _planned_seconds(execution.input) if seconds is None else seconds
             execution.runs.append(
                 Run(
                     started_at=self.now,
-                    planned_end=self.now + seconds,
+                    planned_end=self.now + planned,
                     appear_after=self.lag_rng.uniform(0, lag.start),
                     vanish_after=self.lag_rng.uniform(0, lag.end),
                 )
             )
+            if by_dispatcher:
+                self.dispatcher_redrives.append((execution.name, len(execution.runs) - 2))
+                self._check_cap(f"the dispatcher redrove {execution.name}")
 
     def expired_in_flight(self) -> list[str]:
         """Receipt handles whose visibility timeout is over; they are forgotten here."""
@@ -324,14 +362,15 @@ class World:
                 describe_after=self.lag_rng.uniform(0, lag.describe),
                 runs=[run],
             )
-            if not by_dispatcher or self.max_concurrency is None:
-                return
-            counted = [execution for execution in self.running() if self._accountable(execution)]
-            if len(counted) > self.max_concurrency:
-                self.violations.append(
-                    f"cap: {len(counted)} RUNNING > MAX {self.max_concurrency}"
-                    f" after the dispatcher started {name}"
-                )
+            if by_dispatcher:
+                self._check_cap(f"the dispatcher started {name}")
+
+    def _check_cap(self, what: str) -> None:
+        if self.max_concurrency is None:
+            return
+        counted = [execution for execution in self.running() if self._accountable(execution)]
+        if len(counted) > self.max_concurrency:
+            self.violations.append(f"cap: {len(counted)} RUNNING > MAX {self.max_concurrency} after {what}")
 
     def _accountable(self, execution: Execution) -> bool:
         """Whether the dispatcher must count this execution when it starts another.
@@ -370,20 +409,37 @@ class World:
                 listed.append((execution, redriven_at))
         return sorted(listed, key=lambda item: -item[0].sequence)
 
-    def described(self, arn: str) -> str | None:
-        """What an eventually consistent `DescribeExecution` says: a status, or None (missing)."""
+    def described(self, arn: str) -> tuple[str, int] | None:
+        """What an eventually consistent `DescribeExecution` says: status and redriveCount, or None (missing).
+
+        A redrive shows once the start lag of its run has passed; until then the read
+        shows the run before it.
+        """
         execution = self.executions.get(arn)
         if execution is None:
             return None
         lag = self.faults.lag
         if execution.started_at + self._stale_delay(execution.describe_after, lag.describe) > self.now:
             return None
+        index = len(execution.runs) - 1
+        while index > 0 and (
+            execution.runs[index].started_at
+            + self._stale_delay(execution.runs[index].appear_after, lag.start)
+            > self.now
+        ):
+            index -= 1
+        run = execution.runs[index]
+        if run.ended_at is None or run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now:
+            return "RUNNING", index
+        return run.status, index
+
+    def truly(self, arn: str) -> tuple[str, int] | None:
+        """Status and redriveCount as they are (what `RedriveExecution` itself goes by)."""
+        execution = self.executions.get(arn)
+        if execution is None:
+            return None
         run = execution.runs[-1]
-        if run.started_at > self.now or run.ended_at is None:
-            return "RUNNING"
-        if run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now:
-            return "RUNNING"
-        return "SUCCEEDED"
+        return ("RUNNING" if run.ended_at is None else run.status), len(execution.runs) - 1
 
     def chance(self, rate: float) -> bool:
         """Draw whether a fault that hits at ``rate`` hits now (never while faults are off)."""
@@ -412,8 +468,24 @@ def status_change_event(
             "startDate": int(execution.started_at * 1000),
             "stopDate": None if status == "RUNNING" or run.ended_at is None else int(run.ended_at * 1000),
             "redriveCount": len(execution.runs) - 1,
+            "input": execution.input,
+            "inputDetails": {"included": True},
+            **(
+                {"error": "Job.Failed", "cause": "planned by the scenario"}
+                if status in FAILED_STATUSES
+                else {}
+            ),
         },
     }
+
+
+def _calls_downstream(execution_input: str) -> bool:
+    """Whether the job calls the downstream API (so fails during an outage)."""
+    try:
+        document = json.loads(execution_input)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and document.get("downstream") is True
 
 
 def _planned_seconds(execution_input: str) -> float:
@@ -555,6 +627,7 @@ class FaultyAws:
             "ListExecutions": self._list_executions,
             "DescribeExecution": self._describe_execution,
             "StartExecution": self._start_execution,
+            "RedriveExecution": self._redrive_execution,
             "ReceiveMessage": self._receive_message,
             "DeleteMessageBatch": self._delete_message_batch,
             "ChangeMessageVisibilityBatch": self._change_visibility_batch,
@@ -598,16 +671,42 @@ class FaultyAws:
         if not request.from_dispatcher or not response.ok:
             return response
         arn = request.body["executionArn"]
-        status = self.world.described(arn)
-        if status is None:
+        described = self.world.described(arn)
+        if described is None:
             self.world.injected["describe lag: does not exist"] += 1
             return error_response("ExecutionDoesNotExist", f"Execution Does Not Exist: '{arn}'")
+        status, redrive_count = described
         document = response.json()
-        if document.get("status") != status:
+        if status == "RUNNING" and self.world.truly(arn) != (status, redrive_count):
             self.world.injected["describe lag: still RUNNING"] += 1
-            document["status"] = status
+        document["status"] = status
+        document["redriveCount"] = redrive_count
+        if status == "RUNNING":
             document.pop("stopDate", None)
         return json_response(200, document)
+
+    def _redrive_execution(self, request: Request, environ: dict[str, Any]) -> Response:
+        """What AWS does (see the module docstring); moto has no RedriveExecution."""
+        world = self.world
+        arn = str(request.body.get("executionArn", ""))
+        token = str(request.body.get("clientToken") or "")
+        now = world.now
+        world.redrive_tokens = {
+            seen: at for seen, at in world.redrive_tokens.items() if now - at < CLIENT_TOKEN_SECONDS
+        }
+        if token and token in world.redrive_tokens:
+            world.injected["redrive repeated with its client token"] += 1
+            return json_response(200, {"redriveDate": world.redrive_tokens[token]})
+        truly = world.truly(arn)
+        if truly is None:
+            return error_response("ExecutionDoesNotExist", f"Execution Does Not Exist: '{arn}'")
+        if truly[0] not in FAILED_STATUSES:
+            return error_response("ExecutionNotRedrivable", f"Execution is {truly[0]}: '{arn}'")
+        world.redrive(arn, by_dispatcher=request.from_dispatcher)
+        backend_execution(arn).status = "RUNNING"
+        if token:
+            world.redrive_tokens[token] = now
+        return json_response(200, {"redriveDate": now})
 
     def _start_execution(self, request: Request, environ: dict[str, Any]) -> Response:
         name = str(request.body.get("name", ""))

@@ -135,7 +135,7 @@ def test_has_input_of_an_execution_describe_does_not_show_yet_is_transient(machi
 
 def test_status_of_unknown_execution_is_none(machine: StateMachine) -> None:
     """An execution that was never started has no status."""
-    assert machine.status_of("never-started") is None
+    assert machine.state_of("never-started") is None
 
 
 def test_start_rejected_input_is_poison(machine: StateMachine) -> None:

@@ -7,14 +7,16 @@ import json
 import pytest
 
 from dispatcher.adapters.stepfunctions import ExecutionState
-from dispatcher.models import QueuedMessage
+from dispatcher.models import QueuedMessage, RecordedStart
 from dispatcher.planning import (
     MAX_NAME_LENGTH,
+    RECENT_START_WINDOW_SECONDS,
     DeadLetter,
     Start,
     plan_message,
     redrive_decision,
     redrive_token,
+    still_counts,
 )
 from dispatcher.producer import Job
 from dispatcher.rerun import (
@@ -287,8 +289,10 @@ def test_a_redrive_job_names_the_execution_at_its_current_count() -> None:
 @pytest.mark.parametrize(
     ("mode", "current", "skip", "resolved"),
     [
-        (RESTART, state("RUNNING", 1), "RUNNING again", True),
-        (REDRIVE, state("SUCCEEDED", 1), "SUCCEEDED since", True),
+        (RESTART, state("RUNNING", 1), "RUNNING since: redriven", True),
+        (REDRIVE, state("SUCCEEDED", 1), "SUCCEEDED since: redriven", True),
+        (REDRIVE, state("RUNNING", 0), "still shows it RUNNING", False),  # a read that lags the failure
+        (RESTART, state("FAILED", -1), "still shows it FAILED", False),
         (REDRIVE, None, "no longer has this execution", False),
         (RESTART, state(execution_input=None), None, False),
     ],
@@ -296,7 +300,7 @@ def test_a_redrive_job_names_the_execution_at_its_current_count() -> None:
 def test_reruns_skip_what_is_running_again_or_done(
     mode: str, current: ExecutionState | None, skip: str | None, resolved: bool
 ) -> None:
-    """Nothing is queued for an execution that runs again or succeeded (its spool messages go)."""
+    """Nothing is queued for an execution redriven since (its spool messages go), or not yet shown failed."""
     rerun = plan_rerun(spooled(), mode, current, ("g", "default"), NOW)
     if skip is None:
         assert rerun.job is not None
@@ -385,3 +389,14 @@ def test_pace_spaces_actions_at_the_rate() -> None:
     unpaced.wait()
     unpaced.wait()
     assert len(slept) == 4
+
+
+def test_a_recorded_redrive_counts_until_a_read_shows_the_redrive() -> None:
+    """A read that still shows the failure being redriven (its old redriveCount) frees nothing."""
+    record = RecordedStart(name="order-1", recorded_at=NOW - 10, sort_key="k", redrive_count=2)
+    assert still_counts("FAILED", record, NOW, redrive_count=2), "stale: the redrive isn't shown yet"
+    assert not still_counts("FAILED", record, NOW + RECENT_START_WINDOW_SECONDS, redrive_count=2)
+    assert still_counts("RUNNING", record, NOW, redrive_count=3)
+    assert not still_counts("FAILED", record, NOW, redrive_count=3), "the redriven run ended"
+    plain = RecordedStart(name="order-1", recorded_at=NOW - 10, sort_key="k")
+    assert not still_counts("FAILED", plain, NOW, redrive_count=2)
