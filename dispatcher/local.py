@@ -114,7 +114,7 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
             "",
             "Ticking every "
             + (
-                f"{schedule_seconds:g} s, like the schedule."
+                f"{schedule_seconds:g} s and whenever an execution ends, like the deployed function."
                 if schedule_seconds > 0
                 else "- never: run `tick`."
             )
@@ -133,10 +133,11 @@ def _tick_on_schedule(
     from dispatcher.cli import tick_here  # noqa: PLC0415 — the CLI imports this module lazily
 
     while True:
-        woken = ended.wait(schedule_seconds if schedule_seconds > 0 else 3600.0)
-        ended.clear()
-        if schedule_seconds <= 0 and not woken:
+        if schedule_seconds <= 0:  # never by itself: only the ticks run with `dispatcher tick`
+            time.sleep(3600.0)
             continue
+        ended.wait(schedule_seconds)
+        ended.clear()
         report = tick_here(stack.environment(max_concurrency), "WARNING")
         if report.get("started") or report.get("dead_lettered"):
             out.write(
