@@ -521,7 +521,9 @@ def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         out.write(json.dumps(report) + "\n")
     else:
         out.write(
-            f"running {report.get('running')}, started {report.get('started')},"
+            f"running {report.get('running')}, started {report.get('started')}"
+            + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
+            + ","
             f" already started {report.get('already_started', 0)},"
             f" dead-lettered {report.get('dead_lettered')},"
             f" released {report.get('released', 0)}, stopped: {report.get('stopped', '?')}\n"
