@@ -49,7 +49,8 @@ def run_share(seeds: list[int]) -> Tally:
     tally = Tally()
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
         for seed in seeds:
-            with contextlib.redirect_stdout(io.StringIO()):  # EMF metrics of every tick
+            # EMF metrics of every tick; the one-line errors of `dispatcher rerun` runs that AWS failed.
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 tally.add(run_scenario(Scenario.generate(seed), middleware))
     return tally
 
