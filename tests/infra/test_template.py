@@ -334,3 +334,23 @@ def test_emulated_events_match_the_rules_as_eventbridge_would() -> None:
         True, True, True, True, False
     ]  # fmt: skip
     assert not matches(failure_pattern(arn), event("FAILED", arn + "-other"))
+
+
+def test_emulated_events_leave_out_a_large_input_as_eventbridge_does() -> None:
+    """Input and output above 248 KiB together: the event says the input is not included."""
+    description = {
+        "executionArn": "arn:aws:states:us-east-1:123456789012:execution:jobs:x",
+        "stateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:jobs",
+        "name": "x",
+        "status": "FAILED",
+        "startDate": 1.0,
+        "stopDate": 2.0,
+        "input": '{"padding": "' + "x" * 200_000 + '"}',
+        "output": '{"padding": "' + "y" * 60_000 + '"}',
+    }
+    large = status_change_event(description)["detail"]
+    assert (large["input"], large["inputDetails"]) == (None, {"included": False})
+    small = status_change_event({**description, "output": None})["detail"]
+    assert small["input"] == description["input"]
+    assert small["inputDetails"] == {"included": True}
+    assert (small["startDate"], small["stopDate"]) == (1000, 2000)

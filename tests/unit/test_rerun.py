@@ -400,3 +400,10 @@ def test_a_recorded_redrive_counts_until_a_read_shows_the_redrive() -> None:
     assert not still_counts("FAILED", record, NOW, redrive_count=3), "the redriven run ended"
     plain = RecordedStart(name="order-1", recorded_at=NOW - 10, sort_key="k")
     assert not still_counts("FAILED", plain, NOW, redrive_count=2)
+
+
+def test_a_restart_reads_the_input_the_event_left_out() -> None:
+    """Above 248 KiB the event carries no input: DescribeExecution's is used."""
+    rerun = plan_rerun(spooled(execution_input=None), RESTART, state(), ("g", "recorded"), NOW)
+    assert rerun.job is not None
+    assert rerun.job.body == '{"order": 1}'
