@@ -611,14 +611,19 @@ def _max(text: str) -> int:
     return int(text)
 
 
-def _seconds(text: str) -> float:
+def positive(text: str, what: str, bound: str) -> float:
+    """An argument that must be a number above 0 (``what`` names it in errors, ``bound`` says the rule)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError("seconds must be > 0")
+        raise argparse.ArgumentTypeError(bound)
     return value
+
+
+def _seconds(text: str) -> float:
+    return positive(text, "a number of seconds", "seconds must be > 0")
 
 
 class _Parser(argparse.ArgumentParser):

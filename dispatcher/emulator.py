@@ -642,13 +642,7 @@ class Emulation:
 
     def start_events(self, endpoint_url: str) -> None:
         """Start delivering status change events (needs the server's URL to describe executions)."""
-        self._client = boto3.client(
-            "stepfunctions",
-            region_name=REGION,
-            endpoint_url=endpoint_url,
-            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        )
+        self._client = local_client("stepfunctions", endpoint_url)
         self._watcher = threading.Thread(target=self._watch, name="eventbridge-emulator", daemon=True)
         self._watcher.start()
 
@@ -704,15 +698,20 @@ def _run_again(execution: Any) -> None:
         execution.status = "RUNNING"
 
 
-def to_queue(queue_url: str, endpoint_url: str) -> Callable[[dict[str, Any]], None]:
-    """An EventBridge target: each event, whole, as the body of a message on an SQS queue."""
-    sqs = boto3.client(
-        "sqs",
+def local_client(service: str, endpoint_url: str) -> Any:
+    """A boto3 client for the emulator at ``endpoint_url``, whatever the environment says."""
+    return boto3.client(
+        service,  # type: ignore[call-overload]  # any service the emulator serves
         region_name=REGION,
         endpoint_url=endpoint_url,
         aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
     )
+
+
+def to_queue(queue_url: str, endpoint_url: str) -> Callable[[dict[str, Any]], None]:
+    """An EventBridge target: each event, whole, as the body of a message on an SQS queue."""
+    sqs = local_client("sqs", endpoint_url)
 
     def deliver(event: dict[str, Any]) -> None:
         sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(event))

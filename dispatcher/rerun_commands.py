@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.adapters.aws_errors import translate
 from dispatcher.adapters.dynamodb import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
-from dispatcher.cli import PROGRESS_EVERY, Aws, Resources, UsageError
+from dispatcher.cli import PROGRESS_EVERY, Aws, Resources, UsageError, positive
 from dispatcher.errors import DispatcherError
 from dispatcher.planning import REDRIVABLE_STATUSES
 from dispatcher.producer import Producer
@@ -65,13 +65,7 @@ def _moment(text: str) -> float:
 
 
 def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a rate: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the rate must be > 0 per second")
-    return value
+    return positive(text, "a rate", "the rate must be > 0 per second")
 
 
 def _count(text: str) -> int:

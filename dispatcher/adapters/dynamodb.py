@@ -19,7 +19,7 @@ deleted (the same one write), so the group outlives the count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -165,32 +165,24 @@ class StateTable:
             },
             "ConsistentRead": True,
         }
-        while True:
-            try:
-                page = self._client.query(**request)
-            except (ClientError, BotoCoreError) as error:
-                raise translate(error, f"Query on state table {self.table}") from error
-            for item in page.get("Items", []):
-                if "resolved" in item:
-                    continue
-                if item.get("kind", {}).get("S") == ENDED_KIND:
-                    ended.append(
-                        EndedExecution(name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]))
+        for item in self._query(request):
+            if "resolved" in item:
+                continue
+            if item.get("kind", {}).get("S") == ENDED_KIND:
+                ended.append(
+                    EndedExecution(name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]))
+                )
+            else:
+                starts.append(
+                    RecordedStart(
+                        name=item["name"]["S"],
+                        recorded_at=float(item["recorded_at"]["N"]),
+                        sort_key=item["sk"]["S"],
+                        group=item.get("group", {}).get("S"),
+                        redrive_count=_optional_int(item.get("redrive_count", {}).get("N")),
                     )
-                else:
-                    starts.append(
-                        RecordedStart(
-                            name=item["name"]["S"],
-                            recorded_at=float(item["recorded_at"]["N"]),
-                            sort_key=item["sk"]["S"],
-                            group=item.get("group", {}).get("S"),
-                            redrive_count=_optional_int(item.get("redrive_count", {}).get("N")),
-                        )
-                    )
-            last_key = page.get("LastEvaluatedKey")
-            if not last_key:
-                return StateWindow(starts=tuple(starts), ended=tuple(ended))
-            request["ExclusiveStartKey"] = last_key
+                )
+        return StateWindow(starts=tuple(starts), ended=tuple(ended))
 
     def groups(self, started: Mapping[str, float]) -> dict[str, str]:
         """The message groups recorded for executions (name → start date, epoch seconds).
@@ -212,20 +204,24 @@ class StateTable:
                 "ProjectionExpression": "#name, #group",
                 "ExpressionAttributeNames": {"#name": "name", "#group": "group"},
             }
-            while True:
-                try:
-                    page = self._client.query(**request)
-                except (ClientError, BotoCoreError) as error:
-                    raise translate(error, f"Query on state table {self.table}") from error
-                for item in page.get("Items", []):
-                    name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
-                    if name is not None and name in started and group is not None:
-                        found.setdefault(name, group)
-                last_key = page.get("LastEvaluatedKey")
-                if not last_key:
-                    break
-                request["ExclusiveStartKey"] = last_key
+            for item in self._query(request):
+                name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
+                if name is not None and name in started and group is not None:
+                    found.setdefault(name, group)
         return found
+
+    def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every item a Query returns, page after page."""
+        while True:
+            try:
+                page = self._client.query(**request)
+            except (ClientError, BotoCoreError) as error:
+                raise translate(error, f"Query on state table {self.table}") from error
+            yield from page.get("Items", [])
+            last_key = page.get("LastEvaluatedKey")
+            if not last_key:
+                return
+            request["ExclusiveStartKey"] = last_key
 
     def forget(self, records: Sequence[RecordedStart]) -> int:
         """Mark records that no longer count (ended, superseded, never started); return how many were left.

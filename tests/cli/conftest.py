@@ -113,3 +113,26 @@ def aws(emulator: str) -> Iterator[dict[str, object]]:
             service: boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
             for service in ("sqs", "stepfunctions", "ssm", "dynamodb")
         }
+
+
+def crash_once_before(monkeypatch: pytest.MonkeyPatch, operation: str) -> None:
+    """The CLI's next `operation` (e.g. ``sqs.DeleteMessageBatch``) in this process dies as with Ctrl-C."""
+    from dispatcher import cli as cli_module  # noqa: PLC0415
+
+    crashes = {"left": 1}
+
+    def crash(**_: object) -> None:
+        if crashes["left"]:
+            crashes["left"] -= 1
+            raise KeyboardInterrupt
+
+    real_client = cli_module.Aws.client
+
+    def client(self: cli_module.Aws, service: str) -> object:
+        made = real_client(self, service)
+        if not getattr(made, "_crash_hooked", False):
+            made.meta.events.register(f"before-call.{operation}", crash)
+            made._crash_hooked = True
+        return made
+
+    monkeypatch.setattr(cli_module.Aws, "client", client)

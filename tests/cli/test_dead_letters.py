@@ -12,7 +12,7 @@ from dispatcher import cli as cli_module
 from dispatcher import handler
 from dispatcher.emulator import LocalContext, environment, read_all
 from dispatcher.telemetry import metrics
-from tests.cli.conftest import Cli
+from tests.cli.conftest import Cli, crash_once_before
 
 
 def tick(cli: Cli) -> dict[str, Any]:
@@ -102,23 +102,7 @@ def test_an_interrupted_dead_letter_redrive_moves_nothing_twice(
 ) -> None:
     """A crash after a send, before its delete: running again sends the same message, deduplicated."""
     dead_letter(aws, cli)
-    crashes = {"left": 1}
-
-    def crash(**_: Any) -> None:
-        if crashes["left"]:
-            crashes["left"] -= 1
-            raise KeyboardInterrupt
-
-    real_client = cli_module.Aws.client
-
-    def client(self: cli_module.Aws, service: str) -> Any:
-        made = real_client(self, service)
-        if service == "sqs" and not getattr(made, "_crash_hooked", False):
-            made.meta.events.register("before-call.sqs.DeleteMessageBatch", crash)
-            made._crash_hooked = True
-        return made
-
-    monkeypatch.setattr(cli_module.Aws, "client", client)
+    crash_once_before(monkeypatch, "sqs.DeleteMessageBatch")
     assert cli_module.main(["--stack", cli.stack_name, "redrive-dead-letters"]) == 130
     assert cli_module.main(["--stack", cli.stack_name, "redrive-dead-letters"]) == 0
     back = read_all(cli.stack.queue_url)

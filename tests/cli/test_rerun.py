@@ -22,7 +22,7 @@ from dispatcher import cli as cli_module
 from dispatcher import handler
 from dispatcher.emulator import REGION, LocalContext, environment, read_all, send_jobs, set_downstream
 from dispatcher.telemetry import metrics
-from tests.cli.conftest import SCRIPT, Cli
+from tests.cli.conftest import SCRIPT, Cli, crash_once_before
 
 EXECUTE = True
 WAIT_SECONDS = 0
@@ -249,23 +249,7 @@ def test_a_crash_between_queueing_and_the_spool_delete_queues_the_same_job_again
 ) -> None:
     """The job is queued but its spool message stays: the next run queues the identical job, deduplicated."""
     fail_jobs(cli, [("order-1", "customer-1")])
-    crashes = {"left": 1}
-
-    def crash(**_: Any) -> None:
-        if crashes["left"]:
-            crashes["left"] -= 1
-            raise KeyboardInterrupt  # dies right after SendMessageBatch, before the spool delete
-
-    real_client = cli_module.Aws.client
-
-    def client(self: cli_module.Aws, service: str) -> Any:
-        made = real_client(self, service)
-        if service == "sqs" and not getattr(made, "_crash_hooked", False):
-            made.meta.events.register("before-call.sqs.DeleteMessageBatch", crash)
-            made._crash_hooked = True
-        return made
-
-    monkeypatch.setattr(cli_module.Aws, "client", client)
+    crash_once_before(monkeypatch, "sqs.DeleteMessageBatch")
     assert cli_module.main(["--stack", cli.stack_name, "rerun", "--restart"]) == 130
     assert failed(cli)["total"] == 1, "the spool message is still there"
     assert cli_module.main(["--stack", cli.stack_name, "rerun", "--restart"]) == 0
