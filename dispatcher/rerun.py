@@ -182,12 +182,14 @@ class HeldQueue:
 
     def read_all(self, progress: Callable[[int], None] | None = None) -> list[Held]:
         """Receive until the queue shows nothing more; every message read, in receive order."""
-        read: list[Held] = []
+        read: dict[str, Held] = {}
         while True:
+            self.keep_hidden()
             batch = self.receive()
             if not batch:
-                return read
-            read += batch
+                return list(read.values())
+            # A message whose hold ran out while reading comes again: it is listed once.
+            read.update((held.message_id, held) for held in batch)
             if progress is not None:
                 progress(len(read))
 
