@@ -115,15 +115,22 @@ def aws(emulator: str) -> Iterator[dict[str, object]]:
         }
 
 
-def crash_once_before(monkeypatch: pytest.MonkeyPatch, operation: str) -> None:
-    """The CLI's next `operation` (e.g. ``sqs.DeleteMessageBatch``) in this process dies as with Ctrl-C."""
+def crash_once_before(monkeypatch: pytest.MonkeyPatch, operation: str, *, killed: bool = False) -> None:
+    """The CLI's next `operation` (e.g. ``sqs.DeleteMessageBatch``) in this process dies as with Ctrl-C.
+
+    ``killed``: as when the process is killed instead: every later call of that run
+    fails too, so nothing it held is given back (its holds run out by themselves).
+    """
     from dispatcher import cli as cli_module  # noqa: PLC0415
 
-    crashes = {"left": 1}
+    crashes = {"left": 1, "dead": False}
 
-    def crash(**_: object) -> None:
-        if crashes["left"]:
+    def crash(event_name: str, **_: object) -> None:
+        if crashes["dead"]:
+            raise KeyboardInterrupt
+        if event_name.endswith(operation) and crashes["left"]:
             crashes["left"] -= 1
+            crashes["dead"] = killed
             raise KeyboardInterrupt
 
     real_client = cli_module.Aws.client
@@ -131,7 +138,7 @@ def crash_once_before(monkeypatch: pytest.MonkeyPatch, operation: str) -> None:
     def client(self: cli_module.Aws, service: str) -> object:
         made = real_client(self, service)
         if not getattr(made, "_crash_hooked", False):
-            made.meta.events.register(f"before-call.{operation}", crash)
+            made.meta.events.register("before-call", crash)
             made._crash_hooked = True
         return made
 

@@ -13,6 +13,7 @@ from dispatcher import handler
 from dispatcher.emulator import LocalContext, environment, read_all
 from dispatcher.telemetry import metrics
 from tests.cli.conftest import Cli, crash_once_before
+from tests.faults.operator import expire_holds
 
 
 def tick(cli: Cli) -> dict[str, Any]:
@@ -100,10 +101,14 @@ def test_redrive_dead_letters_moves_each_back_once_in_group_order(cli: Cli, aws:
 def test_an_interrupted_dead_letter_redrive_moves_nothing_twice(
     cli: Cli, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A crash after a send, before its delete: running again sends the same message, deduplicated."""
+    """Killed after a send, before its delete: once its hold runs out, running again moves nothing twice."""
     dead_letter(aws, cli)
-    crash_once_before(monkeypatch, "sqs.DeleteMessageBatch")
+    unhooked = cli_module.Aws.client
+    crash_once_before(monkeypatch, "sqs.DeleteMessageBatch", killed=True)
     assert cli_module.main(["--stack", cli.stack_name, "redrive-dead-letters"]) == 130
+    monkeypatch.setattr(cli_module.Aws, "client", unhooked)
+    assert json.loads(cli.run("redrive-dead-letters", "--json").stdout)["total"] == 0, "all still held"
+    expire_holds(cli.stack.dead_letter_queue_url)
     assert cli_module.main(["--stack", cli.stack_name, "redrive-dead-letters"]) == 0
     back = read_all(cli.stack.queue_url)
     assert sorted(message["Body"] for message in back) == ["not json 0", "not json 1", "not json 2", "{}"]
