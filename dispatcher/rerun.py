@@ -330,6 +330,13 @@ def restart_name(name: str, execution_arn: str) -> str:
     return base + suffix
 
 
+def state_machine_of(execution_arn: str) -> str:
+    """The state machine ARN of an execution ARN (``...:execution:<machine>:<name>``)."""
+    prefix, _, rest = execution_arn.partition(":execution:")
+    machine = rest.rsplit(":", 1)[0] if ":" in rest else rest
+    return f"{prefix}:stateMachine:{machine}"
+
+
 def default_group(execution_arn: str) -> str:
     """The message group of a re-run whose original group is unknown: one of its own."""
     return f"rerun-{hashlib.sha256(execution_arn.encode()).hexdigest()[:16]}"

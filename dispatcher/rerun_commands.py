@@ -41,6 +41,7 @@ from dispatcher.rerun import (
     plan_move,
     plan_rerun,
     reasons,
+    state_machine_of,
 )
 
 DEAD_LETTER_VISIBILITY_SECONDS = 120
@@ -197,16 +198,27 @@ def _groups(aws: Aws, resources: Resources, selected: list[Spooled], option: str
     """The recorded message group of each execution, when the state table still has it."""
     if option is not None or not selected:
         return {}
-    table = StateTable(
-        aws.client("dynamodb"), resources.need("state_table"), resources.need("state_machine_arn")
-    )
-    try:
-        return table.groups({item.failure.name: item.failure.started_at for item in selected})
-    except DispatcherError as error:
-        sys.stderr.write(
-            f"could not read the recorded groups ({error}); each re-run gets a group of its own\n"
-        )
+    if not resources.state_table:
+        sys.stderr.write("no state table configured: each re-run gets a group of its own (or pass --group)\n")
         return {}
+    found: dict[str, str] = {}
+    for machine, items in _by_state_machine(selected).items():
+        table = StateTable(aws.client("dynamodb"), resources.state_table, machine)
+        try:
+            found |= table.groups({item.failure.name: item.failure.started_at for item in items})
+        except DispatcherError as error:
+            sys.stderr.write(
+                f"could not read the recorded groups ({error}); each re-run gets a group of its own\n"
+            )
+    return found
+
+
+def _by_state_machine(selected: list[Spooled]) -> dict[str, list[Spooled]]:
+    """Failures by the state machine their execution ARN names."""
+    machines: dict[str, list[Spooled]] = {}
+    for item in selected:
+        machines.setdefault(state_machine_of(item.failure.execution_arn), []).append(item)
+    return machines
 
 
 def _plan(
@@ -218,13 +230,14 @@ def _plan(
     if args.max is not None:
         selected = selected[: args.max]
     groups = _groups(aws, resources, selected, args.group)
-    machine = StateMachine(aws.client("stepfunctions"), resources.need("state_machine_arn"))
+    client = aws.client("stepfunctions")
     mode = REDRIVE if args.redrive else RESTART
     now = time.time()
     plans = []
     for item in selected:
         spool.keep_hidden()
         group = choose_group(item.failure.execution_arn, groups.get(item.failure.name), args.group)
+        machine = StateMachine(client, state_machine_of(item.failure.execution_arn))
         plans.append(plan_rerun(item, mode, machine.state_of(item.failure.name), group, now))
     return plans, unreadable
 
@@ -465,6 +478,7 @@ def register(command: Callable[..., argparse.ArgumentParser]) -> None:
         "  dispatcher --stack jobs failed --error 'Api*' --json\n",
     )
     _add_filters(failed)
+    failed.add_argument("--dry-run", action="store_true", help="accepted: listing never changes anything")
 
     rerun = command(
         "rerun",
@@ -492,11 +506,14 @@ def register(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     rerun.add_argument("--dry-run", action="store_true", help="show what would be queued; change nothing")
 
-    command(
+    dead_letters = command(
         "dead-letters",
         command_dead_letters,
         "List the dead-letter queue with each message's DispatchError.",
         "  dispatcher --stack jobs dead-letters\n  dispatcher --stack jobs dead-letters --json\n",
+    )
+    dead_letters.add_argument(
+        "--dry-run", action="store_true", help="accepted: listing never changes anything"
     )
     redrive = command(
         "redrive-dead-letters",

@@ -8,6 +8,7 @@ emulates `RedriveExecution` (moto runs the whole workflow again).
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
@@ -126,6 +127,12 @@ def test_rerun_restart_queues_new_jobs_in_the_original_groups_and_they_start_onc
     with pytest.raises(SystemExit) as usage:
         cli_module.main(["failed", "--since", "yesterday"])
     assert usage.value.code == 2
+    listed = (
+        io.StringIO()
+    )  # configured by SPOOL_QUEUE_URL alone; --dry-run accepted (listing changes nothing)
+    with environment({"SPOOL_QUEUE_URL": cli.stack.spool_queue_url}):
+        assert cli_module.main(["failed", "--dry-run", "--json"], out=listed) == 0
+    assert json.loads(listed.getvalue())["total"] == 3
     dry = cli.run("rerun", "--restart", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "would queue restart order-1 as order-1-rerun-" in dry.stdout

@@ -35,6 +35,7 @@ from dispatcher.rerun import (
     plan_rerun,
     reasons,
     restart_name,
+    state_machine_of,
 )
 
 NOW = 1_800_000_000.0
@@ -407,3 +408,8 @@ def test_a_restart_reads_the_input_the_event_left_out() -> None:
     rerun = plan_rerun(spooled(execution_input=None), RESTART, state(), ("g", "recorded"), NOW)
     assert rerun.job is not None
     assert rerun.job.body == '{"order": 1}'
+
+
+def test_the_state_machine_of_an_execution_arn() -> None:
+    """A failure names its state machine through its execution ARN (no configuration needed)."""
+    assert state_machine_of(ARN) == "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
