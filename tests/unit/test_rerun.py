@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -413,3 +414,16 @@ def test_a_restart_reads_the_input_the_event_left_out() -> None:
 def test_the_state_machine_of_an_execution_arn() -> None:
     """A failure names its state machine through its execution ARN (no configuration needed)."""
     assert state_machine_of(ARN) == "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
+
+
+def test_the_sample_failure_event_reads_as_a_spooled_failure() -> None:
+    """events/execution-failed.json is a spool message body as EventBridge delivers it."""
+    body = (Path(__file__).parents[2] / "events" / "execution-failed.json").read_text()
+    failure = parse_failure(body)
+    assert failure is not None
+    assert (failure.name, failure.status, failure.error, failure.input) == (
+        "order-7",
+        "FAILED",
+        "DownstreamUnavailable",
+        '{"order": 7}',
+    )
