@@ -25,3 +25,7 @@ class RejectedInputError(DispatcherError):
 
 class ExecutionExistsError(DispatcherError):
     """An execution with this name already exists and is closed (or has another input)."""
+
+
+class NotYetError(DispatcherError):
+    """What this message needs can't be told yet (a read lags): its group waits, the others go on."""

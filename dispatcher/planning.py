@@ -244,16 +244,19 @@ def redrive_decision(status: str | None, redrive_count: int, start: Start) -> st
     """What to do with a redrive job, given what `DescribeExecution` says now.
 
     ``redrive``: call `RedriveExecution`; ``done``: it was redriven already (by this job
-    before a crash, or by someone else) or runs again, so the job is done; ``wait``: the
-    read is older than what the job was made from (eventual consistency), ask later.
+    before a crash, or by someone else: a higher ``redriveCount``), so the job is done;
+    ``wait``: the read is older than the one the job was made from (eventual
+    consistency), ask later.
     Anything else is the reason the job can never be done (dead-letter it).
     """
     expected = start.redrive_count or 0
     if status is None:
         return f"redrive: no execution named {start.name!r}"
-    if redrive_count > expected or status in ACTIVE_STATUSES:
+    if redrive_count > expected or status == "PENDING_REDRIVE":
         return "done"
-    if redrive_count < expected:
+    if redrive_count < expected or status in ACTIVE_STATUSES:
+        # Older than the read the job was made from (RUNNING at the same count is the
+        # run that failed, before it failed): the list and Describe lag. Ask again later.
         return "wait"
     if status not in REDRIVABLE_STATUSES:
         return f"redrive: execution {start.name!r} is {status}, which can't be redriven"

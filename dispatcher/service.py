@@ -20,7 +20,13 @@ from typing import Any, TypeVar
 from dispatcher.adapters.dynamodb import BATCH_WRITE_LIMIT, StateTable, TickLease
 from dispatcher.adapters.sqs import SQS_MAX_BATCH, DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
-from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
+from dispatcher.errors import (
+    ConfigurationError,
+    ExecutionExistsError,
+    NotYetError,
+    RejectedInputError,
+    TransientError,
+)
 from dispatcher.models import EndedExecution, QueuedMessage, RecordedStart
 from dispatcher.planning import (
     RECENT_START_WINDOW_SECONDS,
@@ -465,6 +471,12 @@ class Dispatcher:
             outcome.attempted.add(start.name)
             try:
                 self._start(start, outcome)
+            except NotYetError as error:
+                # Nothing was started: the record can go, and the group waits for a later tick.
+                outcome.attempted.discard(start.name)
+                outcome.held_back += [later.message for later in starts[index:]]
+                logger.info("waiting", extra={"execution": start.name, "reason": str(error)})
+                break
             except TransientError as error:
                 stop.set()
                 outcome.stop_reason = str(error)
@@ -520,7 +532,7 @@ class Dispatcher:
             logger.info("already redriven", extra={"execution": name, "message_id": message.message_id})
             return
         if decision == "wait":
-            raise TransientError(f"DescribeExecution({name}) does not show its latest redrive yet")
+            raise NotYetError(f"DescribeExecution({name}) shows a state older than the redrive job's")
         if decision != "redrive":
             outcome.dead_letters.append(DeadLetter(message, decision))
             return

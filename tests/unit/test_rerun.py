@@ -106,8 +106,9 @@ def test_a_malformed_redrive_message_is_dead_lettered_with_its_reason(
         ("FAILED", 2, "redrive"),
         ("TIMED_OUT", 2, "redrive"),
         ("ABORTED", 2, "redrive"),
-        ("RUNNING", 2, "done"),  # this job's redrive happened (a redelivery after a crash)
+        ("RUNNING", 3, "done"),  # this job's redrive happened (a redelivery after a crash)
         ("PENDING_REDRIVE", 2, "done"),
+        ("RUNNING", 2, "wait"),  # a read from before the failure the job was made from
         ("FAILED", 3, "done"),  # redriven since, and failed again: never twice
         ("SUCCEEDED", 3, "done"),
         ("FAILED", 1, "wait"),  # the read lags behind what the job was made from
