@@ -11,8 +11,10 @@ import io
 import json
 import logging
 import os
+import re
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,6 +46,7 @@ EVENT_DATA_LIMIT_BYTES = 248 * 1024
 SPOOL_RETENTION_SECONDS = 14 * 24 * 3600
 REDRIVE_WINDOW_SECONDS = 14 * 24 * 3600
 CLIENT_TOKEN_SECONDS = 15 * 60
+INVOKE_PATH = re.compile(r"/2015-03-31/functions/(?P<function>[^/]+)/invocations")
 DOWNSTREAM_KEY = {"pk": {"S": "downstream"}, "sk": {"S": "status"}}
 DOWNSTREAM_ERROR = "DownstreamUnavailable"
 
@@ -532,12 +535,17 @@ class Emulation:
       `DescribeExecution` goes to every `Rule` whose pattern matches, once per run.
       Exactly once and in order, unlike EventBridge, which may lose, repeat or reorder
       (the fault harness emulates those).
+    - Lambda `Invoke` (request-response) of the functions in ``functions``, by name or
+      ARN: the function is a Python callable run here with the event; what it returns is
+      the payload, and what it raises is an ``Unhandled`` function error, as Lambda
+      reports one. Other functions are moto's (which needs Docker to run them).
     """
 
     def __init__(self, app: Callable[..., Any], poll_seconds: float = 0.2) -> None:
         self._app = app
         self.poll_seconds = poll_seconds
         self.rules: list[Rule] = []
+        self.functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self._redrives: dict[str, _Redrive] = {}
         self._tokens: dict[str, tuple[float, float]] = {}
         self._delivered: set[tuple[str, int]] = set()
@@ -549,7 +557,10 @@ class Emulation:
     # -- HTTP -------------------------------------------------------------------------
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        """Serve one request: emulate `RedriveExecution`, annotate redrives, or pass through."""
+        """Serve one request: emulate `RedriveExecution` or `Invoke`, annotate redrives, or pass through."""
+        function = self._invoked(environ)
+        if function is not None:
+            return self._invoke(function, environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target not in {
             "AWSStepFunctions.RedriveExecution",
@@ -594,6 +605,34 @@ class Emulation:
                     if item.get("status") == "RUNNING":
                         item.pop("stopDate", None)
         return captured["status"], document
+
+    # -- Lambda Invoke ------------------------------------------------------------------
+
+    def _invoked(self, environ: dict[str, Any]) -> Callable[[dict[str, Any]], Any] | None:
+        """The emulated function a request-response `Invoke` names, if it names one."""
+        match = INVOKE_PATH.fullmatch(urllib.parse.unquote(environ.get("PATH_INFO", "")))
+        if environ.get("REQUEST_METHOD") != "POST" or match is None:
+            return None
+        if environ.get("HTTP_X_AMZ_INVOCATION_TYPE", "RequestResponse") != "RequestResponse":
+            return None
+        return self.functions.get(match["function"].rsplit(":function:", 1)[-1].split(":")[0])
+
+    def _invoke(
+        self,
+        function: Callable[[dict[str, Any]], Any],
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+    ) -> list[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        headers = [("Content-Type", "application/json"), ("X-Amz-Executed-Version", "$LATEST")]
+        try:
+            body = json.dumps(function(json.loads(raw or b"{}")), default=str).encode()
+        except Exception as error:  # Lambda reports any exception as a function error
+            body = json.dumps({"errorMessage": str(error), "errorType": type(error).__name__}).encode()
+            headers.append(("X-Amz-Function-Error", "Unhandled"))
+        start_response("200 OK", [*headers, ("Content-Length", str(len(body)))])
+        return [body]
 
     # -- RedriveExecution ---------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import boto3
@@ -33,8 +33,16 @@ from dispatcher.emulator import (
 )
 
 
-def register_stack(name: str, stack: Stack, max_concurrency: int) -> None:
-    """A CloudFormation stack in the emulator: the control parameter, and the template's outputs."""
+def function_name(stack: str) -> str:
+    """The emulated dispatcher function of stack ``stack`` (named as SAM names it, less the suffix)."""
+    return f"{stack}-DispatcherFunction"
+
+
+def register_stack(name: str, stack: Stack, max_concurrency: int, function: str = "") -> None:
+    """A CloudFormation stack in the emulator: the control parameter, and the template's outputs.
+
+    ``function``: the name of an emulated dispatcher function, for `tick --invoke`.
+    """
     template = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "dispatcher (local emulator)",
@@ -49,7 +57,7 @@ def register_stack(name: str, stack: Stack, max_concurrency: int) -> None:
                 },
             }
         },
-        "Outputs": {key: {"Value": value} for key, value in stack.outputs().items()},
+        "Outputs": {key: {"Value": value} for key, value in stack.outputs(function).items()},
     }
     boto3.client("cloudformation", region_name=REGION).create_stack(
         StackName=name,
@@ -83,14 +91,21 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
     out: TextIO,
 ) -> int:
     """Run the emulator until interrupted; tick every ``schedule_seconds`` (0: never)."""
-    from dispatcher.cli import CliError  # noqa: PLC0415 — the CLI imports this module lazily
+    from dispatcher.cli import CliError, tick_here  # noqa: PLC0415 — the CLI imports this module lazily
 
     if port and not _port_free(port):
         raise CliError(f"port {port} is in use: pass --port with a free one")
     with emulated_server(port=port) as (endpoint_url, emulation), pointed_at(endpoint_url):
         resources = create_stack(stack, wait_seconds=wait_seconds, downstream=True)
-        register_stack(stack, resources, max_concurrency)
+        register_stack(stack, resources, max_concurrency, function_name(stack))
         ended = threading.Event()
+        ticking = threading.Lock()  # the handler's module state serves one tick at a time
+
+        def tick(_event: object = None) -> dict[str, Any]:
+            with ticking:
+                return tick_here(resources.environment(max_concurrency), "WARNING")
+
+        emulation.functions[function_name(stack)] = tick
         emulation.rules += [
             Rule(
                 failure_pattern(resources.state_machine_arn),
@@ -108,7 +123,7 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
             "",
             f"  dispatcher --stack {stack} status",
             f"  dispatcher --stack {stack} enqueue '{{\"job\": 1}}' --group demo",
-            f"  dispatcher --stack {stack} tick",
+            f"  dispatcher --stack {stack} tick            # or tick --invoke: the emulated function",
             "  python -m dispatcher.local downstream down   # executions fail until 'up'",
             f"  dispatcher --stack {stack} failed",
             "",
@@ -122,23 +137,21 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         ]
         out.write("\n".join(lines) + "\n")
         out.flush()
-        _tick_on_schedule(resources, max_concurrency, schedule_seconds, ended, out)
+        _tick_on_schedule(tick, schedule_seconds, ended, out)
     return 0
 
 
 def _tick_on_schedule(
-    stack: Stack, max_concurrency: int, schedule_seconds: float, ended: threading.Event, out: TextIO
+    tick: Callable[[], dict[str, Any]], schedule_seconds: float, ended: threading.Event, out: TextIO
 ) -> None:
     """Tick like the deployed function: every ``schedule_seconds``, and when an execution ends."""
-    from dispatcher.cli import tick_here  # noqa: PLC0415 — the CLI imports this module lazily
-
     while True:
         if schedule_seconds <= 0:  # never by itself: only the ticks run with `dispatcher tick`
             time.sleep(3600.0)
             continue
         ended.wait(schedule_seconds)
         ended.clear()
-        report = tick_here(stack.environment(max_concurrency), "WARNING")
+        report = tick()
         if report.get("started") or report.get("dead_lettered"):
             out.write(
                 f"{time.strftime('%H:%M:%S')} tick: running {report['running']},"

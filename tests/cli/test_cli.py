@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dispatcher import cli as cli_module
-from dispatcher.emulator import read_all
+from dispatcher.emulator import Emulation, read_all
 from tests.cli.conftest import SCRIPT, Cli
 
 COMMANDS = [
@@ -185,6 +185,40 @@ def test_cli_tick_invoke_of_a_missing_function_fails_in_one_line(cli: Cli) -> No
     assert "Invoke failed: ResourceNotFoundException" in result.stderr
 
 
+def test_cli_tick_invoke_reports_a_function_error_in_one_line(
+    cli: Cli, emulated: tuple[str, Emulation]
+) -> None:
+    """A tick that raised in the function: Lambda's errorMessage, one line, exit status 1."""
+
+    def broken(_event: object) -> object:
+        raise RuntimeError("CONTROL_PARAMETER /x: not valid JSON")
+
+    emulated[1].functions["broken-tick"] = broken
+    try:
+        result = cli.run("tick", "--invoke", "--function-name", "broken-tick")
+    finally:
+        del emulated[1].functions["broken-tick"]
+    assert result.returncode == 1
+    assert result.stderr == (
+        "dispatcher: error: the tick failed in broken-tick: CONTROL_PARAMETER /x: not valid JSON\n"
+    )
+
+
+def test_cli_tick_invoke_of_a_function_that_is_not_the_dispatcher(
+    cli: Cli, emulated: tuple[str, Emulation]
+) -> None:
+    """A function that answers something other than a tick report: named, with what it said."""
+    emulated[1].functions["hello"] = lambda _event: "hello world"
+    try:
+        result = cli.run(
+            "tick", "--invoke", "--function-name", "arn:aws:lambda:us-east-1:123456789012:function:hello"
+        )
+    finally:
+        del emulated[1].functions["hello"]
+    assert result.returncode == 1
+    assert "returned '\"hello world\"', not a tick report" in result.stderr
+
+
 def test_cli_tick_invoke_without_a_function_says_where_to_set_it(cli: Cli) -> None:
     """The emulated stack has no function output: the error names the output to look for."""
     result = cli.run("tick", "--invoke")
@@ -332,6 +366,14 @@ def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
         result = cli.run("--stack", "try-it", "status", "--json", stack=False, env=env)
         assert result.returncode == 0
         assert json.loads(result.stdout)["max_concurrency"] == 5
+        cli.run("--stack", "try-it", "enqueue", '{"job": 1}', "--group", "g", stack=False, env=env)
+        # The stack names its emulated function: the tick runs in the `local` process.
+        invoked = cli.run("--stack", "try-it", "tick", "--invoke", "--json", stack=False, env=env)
+        assert invoked.returncode == 0, invoked.stderr
+        report = json.loads(invoked.stdout)
+        assert (report["running"], report["started"], report["stopped"]) == (0, 1, "drained")
+        again = cli.run("--stack", "try-it", "tick", "--invoke", stack=False, env=env)
+        assert again.stdout.startswith("running 1, started 0,")
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=20) == 130
