@@ -9,22 +9,9 @@ from typing import Any
 import pytest
 
 from dispatcher import cli as cli_module
-from dispatcher import handler
-from dispatcher.emulator import LocalContext, environment, read_all
-from dispatcher.telemetry import metrics
+from dispatcher.emulator import read_all
 from tests.cli.conftest import Cli, crash_once_before
 from tests.faults.operator import expire_holds
-
-
-def tick(cli: Cli) -> dict[str, Any]:
-    variables = {**cli.stack.environment(3, RECEIVE_WAIT_SECONDS="0"), "POWERTOOLS_METRICS_DISABLED": "true"}
-    with environment(variables):
-        handler.reset_clients()
-        try:
-            return dict(handler.lambda_handler({}, LocalContext(60)))
-        finally:
-            metrics.clear_metrics()
-            handler.reset_clients()
 
 
 def dead_letter(aws: dict[str, Any], cli: Cli) -> list[str]:
@@ -49,7 +36,7 @@ def dead_letter(aws: dict[str, Any], cli: Cli) -> list[str]:
             MessageAttributes={"ExecutionName": {"DataType": "String", "StringValue": "bad name"}},
         )["MessageId"]
     )
-    assert tick(cli)["dead_lettered"] == 4
+    assert cli.tick_in_process()["dead_lettered"] == 4
     return ids
 
 

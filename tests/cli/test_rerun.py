@@ -20,9 +20,7 @@ import boto3
 import pytest
 
 from dispatcher import cli as cli_module
-from dispatcher import handler
-from dispatcher.emulator import REGION, LocalContext, environment, read_all, send_jobs, set_downstream
-from dispatcher.telemetry import metrics
+from dispatcher.emulator import REGION, environment, read_all, send_jobs, set_downstream
 from tests.cli.conftest import SCRIPT, Cli, crash_once_before
 
 EXECUTE = True
@@ -37,21 +35,6 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "c
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def tick(cli: Cli) -> dict[str, Any]:
-    """One tick of the real handler in this process (faster than `dispatcher tick`, tested elsewhere)."""
-    variables = {
-        **cli.stack.environment(3, RECEIVE_WAIT_SECONDS="0"),
-        "POWERTOOLS_METRICS_DISABLED": "true",
-    }
-    with environment(variables):
-        handler.reset_clients()
-        try:
-            return dict(handler.lambda_handler({}, LocalContext(60)))
-        finally:
-            metrics.clear_metrics()
-            handler.reset_clients()
 
 
 def spooled(aws: dict[str, Any], cli: Cli) -> int:
@@ -90,7 +73,7 @@ def fail_jobs(cli: Cli, jobs: list[tuple[str, str]]) -> None:
 
     def all_started() -> bool:
         nonlocal started
-        started += tick(cli)["started"]
+        started += cli.tick_in_process()["started"]
         return started >= len(jobs)
 
     wait_for(all_started, what="every job started")
@@ -158,7 +141,7 @@ def test_rerun_restart_queues_new_jobs_in_the_original_groups_and_they_start_onc
 
     def all_restarted() -> bool:
         nonlocal started
-        started += tick(cli)["started"]
+        started += cli.tick_in_process()["started"]
         return started >= len(names)
 
     wait_for(all_restarted, what="the restarts started")
@@ -188,7 +171,7 @@ def test_rerun_redrive_continues_the_same_executions_under_the_cap_and_never_twi
     assert "queued redrive order-0 (redriveCount 0) in group customer-0 (recorded)" in result.stdout
     redriven = []
     while len(redriven) < len(jobs):
-        report = tick(cli)
+        report = cli.tick_in_process()
         assert report["started"] <= 2, report
         assert report["started"] == report["redriven"]
         redriven += [report["redriven"]] * report["redriven"]
@@ -220,7 +203,7 @@ def test_rerun_redrive_continues_the_same_executions_under_the_cap_and_never_twi
             "RedriveCount": {"DataType": "Number", "StringValue": "0"},
         },
     )
-    report = tick(cli)
+    report = cli.tick_in_process()
     assert (report["started"], report["already_started"]) == (0, 1)
     assert executions(aws, cli)["order-0"]["redriveCount"] == 1
 
@@ -271,7 +254,7 @@ def test_a_crash_between_queueing_and_the_spool_delete_queues_the_same_job_again
         MessageDeduplicationId=name,
         MessageAttributes={"ExecutionName": {"DataType": "String", "StringValue": name}},
     )
-    assert tick(cli)["started"] == 1
+    assert cli.tick_in_process()["started"] == 1
     wait_for(lambda: executions(aws, cli)[name]["status"] == "SUCCEEDED", what="the restart ended")
     # The same job once more, after SQS's deduplication window: it is found already started.
     aws["sqs"].send_message(
@@ -281,5 +264,5 @@ def test_a_crash_between_queueing_and_the_spool_delete_queues_the_same_job_again
         MessageDeduplicationId="after-the-window",
         MessageAttributes={"ExecutionName": {"DataType": "String", "StringValue": name}},
     )
-    report = tick(cli)
+    report = cli.tick_in_process()
     assert (report["started"], report["already_started"]) == (0, 1)
