@@ -107,9 +107,13 @@ def test_rerun_restart_queues_new_jobs_in_the_original_groups_and_they_start_onc
     narrowed = failed(cli, "--error", "Downstream*", "--name", "order-2", "--since", "1h", "--until", "0s")
     assert [failure["name"] for failure in narrowed["failures"]] == ["order-2"]
     assert narrowed["counts"] == {"status": {"FAILED": 1}, "error": {"DownstreamUnavailable": 1}}
-    with pytest.raises(SystemExit) as usage:
-        cli_module.main(["failed", "--since", "yesterday"])
-    assert usage.value.code == 2
+    assert failed(cli, "--status", "failed,aborted")["total"] == 3
+    other = cli.run("failed", "--status", "TIMED_OUT")
+    assert (other.returncode, other.stdout) == (0, "no spooled failures match\n")
+    for wrong in (["--since", "yesterday"], ["--status", "SUCCEEDED"]):
+        with pytest.raises(SystemExit) as usage:
+            cli_module.main(["failed", *wrong])
+        assert usage.value.code == 2
     listed = (
         io.StringIO()
     )  # configured by SPOOL_QUEUE_URL alone; --dry-run accepted (listing changes nothing)
