@@ -243,6 +243,7 @@ ALARMS = {
     "StallAlarm": "ApproximateAgeOfOldestMessage",
     "ErrorsAlarm": "Errors",
     "OldestRunningAlarm": "OldestRunningAge",
+    "FailureSpoolAlarm": "FailedInvocations",
 }
 
 
@@ -262,6 +263,9 @@ def test_alarms_watch_dead_letters_stalls_errors_throttles_and_old_executions() 
         "Throttles",
     }
     assert resources["AlarmTopic"]["Condition"] == "CreateAlarmTopic"
+    spool = resources["FailureSpoolAlarm"]
+    assert spool["Condition"] == "FailureSpool"
+    assert spool["Properties"]["Dimensions"] == [{"Name": "RuleName", "Value": {"Ref": "FailureSpoolRule"}}]
 
 
 def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
