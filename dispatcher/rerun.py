@@ -355,6 +355,8 @@ class Rerun:
     """Why nothing is queued."""
     resolved: bool = False
     """Skipped because nothing is left to do: its spool messages go."""
+    redrive_count: int = 0
+    """The execution's redriveCount now: which failure of it this re-run is for."""
 
     def as_json(self) -> dict[str, Any]:
         """The plan for ``--json``."""
@@ -384,7 +386,12 @@ def plan_rerun(  # noqa: PLR0911 — one answer per state the execution can be i
     current ``redriveCount`` (what the dispatcher checks before it redrives).
     """
     failure = spooled.failure
-    rerun = Rerun(spooled, mode, group_source=group[1])
+    rerun = Rerun(
+        spooled,
+        mode,
+        group_source=group[1],
+        redrive_count=failure.redrive_count if state is None else state.redrive_count,
+    )
     if (
         state is not None
         and state.redrive_count > failure.redrive_count

@@ -20,12 +20,12 @@ from typing import Any, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dispatcher.adapters.aws_errors import translate
-from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.adapters.dynamodb import RerunClaims, StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli import PROGRESS_EVERY, Aws, Resources, UsageError, positive
 from dispatcher.errors import DispatcherError
 from dispatcher.planning import REDRIVABLE_STATUSES
-from dispatcher.producer import Producer
+from dispatcher.producer import Job, Producer
 from dispatcher.rerun import (
     REDRIVE,
     RESTART,
@@ -199,7 +199,10 @@ def _groups(aws: Aws, resources: Resources, selected: list[Spooled], option: str
     if option is not None or not selected:
         return {}
     if not resources.state_table:
-        sys.stderr.write("no state table configured: each re-run gets a group of its own (or pass --group)\n")
+        sys.stderr.write(
+            "no state table configured: each re-run gets a group of its own (or pass --group),"
+            " and nothing records which way a failure was re-run\n"
+        )
         return {}
     found: dict[str, str] = {}
     for machine, items in _by_state_machine(selected).items():
@@ -254,12 +257,14 @@ def command_rerun(args: argparse.Namespace, aws: Aws, resources: Resources, out:
     producer = Producer(resources.need("queue_url"), client=aws.client("sqs"))
     pace = Pace(args.rate)
     outcome = _Outcome()
-    queued, skipped, failed = outcome.queued, outcome.skipped, outcome.failed
+    queued, skipped = outcome.queued, outcome.skipped
     try:
         plans, outcome.unreadable = _plan(args, aws, resources, spool)
         progress = _Progress("queued" if not args.dry_run else "planned", len(plans), quiet=args.json)
         for done, rerun in enumerate(plans, start=1):
             spool.keep_hidden()
+            if rerun.job is not None:
+                _check_claim(aws, resources, rerun, dry_run=args.dry_run)
             if rerun.job is None:
                 skipped.append(rerun)
                 if rerun.resolved and not args.dry_run:
@@ -268,23 +273,48 @@ def command_rerun(args: argparse.Namespace, aws: Aws, resources: Resources, out:
                 queued.append(rerun)
             else:
                 pace.wait()
-                result = producer.send_batch([rerun.job])
-                if result.failed:
-                    failed.append((rerun, result.failed[0].reason))
-                else:
-                    queued.append(rerun)
-                    undeleted = spool.delete(rerun.spooled.messages)
-                    if undeleted:
-                        sys.stderr.write(
-                            f"queued {rerun.spooled.failure.name}, but its spool message stays:"
-                            " a later rerun queues the same job again, which starts nothing twice\n"
-                        )
+                _queue(rerun, rerun.job, producer, spool, outcome)
             if len(plans) > 1:
                 progress.show(done, final=done == len(plans))
     finally:
         spool.release_all()
     _report_reruns(args, out, outcome)
-    return 1 if failed else 0
+    return 1 if outcome.failed else 0
+
+
+def _queue(rerun: Rerun, job: Job, producer: Producer, spool: HeldQueue, outcome: _Outcome) -> None:
+    """Queue one re-run job; once it is queued, delete its spool messages."""
+    result = producer.send_batch([job])
+    if result.failed:
+        outcome.failed.append((rerun, result.failed[0].reason))
+        return
+    outcome.queued.append(rerun)
+    if spool.delete(rerun.spooled.messages):
+        sys.stderr.write(
+            f"queued {rerun.spooled.failure.name}, but its spool message stays:"
+            " a later rerun queues the same job again, which starts nothing twice\n"
+        )
+
+
+def _check_claim(aws: Aws, resources: Resources, rerun: Rerun, *, dry_run: bool) -> None:
+    """Claim the failure for this run's mode (dry run: only look); skip it if the other mode has it."""
+    if not resources.state_table:  # said once already: no table, no groups and no claims
+        return
+    claims = RerunClaims(
+        aws.client("dynamodb"), resources.state_table, state_machine_of(rerun.spooled.failure.execution_arn)
+    )
+    name = rerun.spooled.failure.name
+    if dry_run:
+        other = claims.claimed(name, rerun.redrive_count)
+        other = None if other == rerun.mode else other
+    else:
+        other = claims.claim(name, rerun.redrive_count, rerun.mode, time.time())
+    if other is not None:
+        rerun.job = None
+        rerun.skip = (
+            f"an earlier run queued it for --{other} (its job may still be waiting):"
+            f" finish with `dispatcher rerun --{other}`"
+        )
 
 
 def _describe(rerun: Rerun) -> str:

@@ -270,3 +270,42 @@ def test_a_crash_between_queueing_and_the_spool_delete_queues_the_same_job_again
     )
     report = cli.tick_in_process()
     assert (report["started"], report["already_started"]) == (0, 1)
+
+
+def test_a_failure_queued_one_way_by_a_killed_run_is_not_re_run_the_other_way(
+    cli: Cli, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after queueing a redrive job, before deleting the spool message: --restart refuses it."""
+    fail_jobs(cli, [("order-1", "customer-1"), ("order-2", "customer-2")])
+    crash_once_before(monkeypatch, "sqs.DeleteMessageBatch")
+    assert cli_module.main(["--stack", cli.stack_name, "rerun", "--redrive", "--name", "order-1"]) == 130
+    assert failed(cli)["total"] == 2, "order-1's spool message is still there"
+    refusal = "skipped order-1: an earlier run queued it for --redrive (its job may still be waiting):"
+    dry = cli.run("rerun", "--restart", "--dry-run")
+    assert refusal in dry.stdout
+    assert "would queue restart order-2 as order-2-rerun-" in dry.stdout
+    switched = cli.run("rerun", "--restart")
+    assert switched.returncode == 0, switched.stderr
+    assert refusal + " finish with `dispatcher rerun --redrive`" in switched.stdout
+    assert switched.stdout.rstrip().endswith(
+        "queued 1 restart job(s), skipped 1; the dispatcher runs them within MAX"
+    )
+    assert [failure["name"] for failure in failed(cli)["failures"]] == ["order-1"]
+    finished = cli.run("rerun", "--redrive")
+    assert finished.returncode == 0, finished.stderr
+    assert failed(cli)["total"] == 0
+    for _ in range(3):
+        cli.tick_in_process()
+    found = wait_for(
+        lambda: (
+            (found := executions(aws, cli))
+            and found.get("order-1", {}).get("status") == "SUCCEEDED"
+            and found
+        ),
+        what="order-1 redriven",
+    )
+    assert found["order-1"]["redriveCount"] == 1
+    assert sorted(name for name in found if "-rerun-" in name) == [
+        name for name in found if name.startswith("order-2-rerun-")
+    ], "order-2 restarted; order-1 redriven once and never restarted"
+    assert not any(name.startswith("order-1-rerun-") for name in found)

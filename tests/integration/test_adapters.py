@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.adapters.dynamodb import RerunClaims, StateTable
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
@@ -273,6 +273,31 @@ def test_state_table_is_per_state_machine(harness: Harness) -> None:
     one.record(one.starts_at({"a": "group"}, time.time()))
     one.note_ended(EndedExecution(name="a", stopped_at=1.0), time.time())
     assert other.window(0) == StateWindow()
+
+
+def test_rerun_claims_give_each_failure_to_one_mode(harness: Harness) -> None:
+    """The first mode to claim a failure keeps it; the same mode may claim again; a later failure is free."""
+    claims = RerunClaims(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    now = time.time()
+    assert claims.claimed("order-1", 0) is None
+    assert claims.claim("order-1", 0, "redrive", now) is None
+    assert claims.claim("order-1", 0, "redrive", now + 1) is None, "a rerun run again, or a retried write"
+    assert claims.claim("order-1", 0, "restart", now + 2) == "redrive"
+    assert claims.claimed("order-1", 0) == "redrive"
+    assert claims.claim("order-1", 1, "restart", now + 3) is None, "failed again after its redrive"
+    other = RerunClaims(harness.dynamodb, harness.stack.state_table, "arn:other")
+    assert other.claim("order-1", 0, "restart", now) is None, "claims are per state machine"
+    item = harness.dynamodb.get_item(
+        TableName=harness.stack.state_table,
+        Key={"pk": {"S": f"rerun#{harness.stack.state_machine_arn}"}, "sk": {"S": "order-1#0"}},
+    )["Item"]
+    assert int(item["expires_at"]["N"]) == int(now + 1) + 15 * 24 * 3600, "the latest claim, kept 15 days"
+    assert state_table(harness).window(0) == StateWindow(), "no tick reads them"
+    missing = RerunClaims(harness.dynamodb, "missing-table", "arn:x")
+    with pytest.raises(ConfigurationError, match="missing-table"):
+        missing.claim("order-1", 0, "restart", now)
+    with pytest.raises(ConfigurationError, match="missing-table"):
+        missing.claimed("order-1", 0)
 
 
 def test_state_table_missing_table_is_a_configuration_error(harness: Harness) -> None:
