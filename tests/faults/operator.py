@@ -23,13 +23,15 @@ from tests.faults.process import Crash, CrashPlan
 RERUN_CRASH_POINTS = (
     ("sqs.ReceiveMessage", "after"),
     ("states.DescribeExecution", "after"),
+    ("dynamodb.PutItem", "after"),
     ("sqs.SendMessageBatch", "before"),
     ("sqs.SendMessageBatch", "after"),
     ("sqs.DeleteMessageBatch", "before"),
     ("sqs.DeleteMessageBatch", "after"),
 )
-"""Where `rerun` can die: while reading the spool, while planning, around queueing a job
-(after: the job is queued, its spool message not yet deleted), around the spool delete."""
+"""Where `rerun` can die: while reading the spool, while planning, once a failure is claimed
+for its mode (no job queued yet), around queueing a job (after: the job is queued, its
+spool message not yet deleted), around the spool delete."""
 
 
 @dataclass
@@ -39,6 +41,7 @@ class RerunResult:
     crashed: bool = False
     exit_status: int | None = None
     queued: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
 
 @contextmanager
@@ -104,7 +107,9 @@ def run_rerun(mode: str, crash: CrashPlan | None = None) -> tuple[RerunResult, l
             return result, sent
     report = out.getvalue()
     # A run that failed (AWS still failing after retries) says so in one line on stderr.
-    result.queued = json.loads(report)["queued"] if report else []
+    document = json.loads(report) if report else {}
+    result.queued = document.get("queued", [])
+    result.skipped = document.get("skipped", [])
     return result, sent
 
 

@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import random
+import re
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,7 @@ import boto3
 from dispatcher.control import Control
 from dispatcher.emulator import REGION, LocalContext, Stack, create_stack, environment, read_all
 from dispatcher.planning import MAX_INPUT_BYTES, RECENT_START_WINDOW_SECONDS
-from dispatcher.rerun import restart_name
+from dispatcher.rerun import REDRIVE, RESTART, restart_name
 from tests.faults.operator import RERUN_CRASH_POINTS, expire_holds, run_rerun
 from tests.faults.process import (
     CRASH_POINTS,
@@ -48,6 +49,9 @@ from tests.faults.world import (
     backend_execution,
     status_change_event,
 )
+
+ADVICE = re.compile(r"finish with `dispatcher rerun --(\w+)`")
+"""How a skipped failure says which mode an earlier run queued it for."""
 
 FAULTY_OPERATIONS = (
     "DescribeStateMachine",
@@ -151,6 +155,8 @@ class Scenario:
     rerun_mode: str = "restart"
     reruns: dict[int, CrashPlan | None] = field(default_factory=dict)
     """Tick → the operator runs `dispatcher rerun` before it (and dies there, if a plan is given)."""
+    rerun_switch: bool = False
+    """After the first killed `rerun`, the operator switches to the other mode."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -230,6 +236,7 @@ class Scenario:
             outage_seconds=rng.choice([0.0, 60.0, 300.0, 3600.0]),
             rerun_mode=rng.choice(["restart", "redrive"]),
             reruns=reruns,
+            rerun_switch=rng.random() < 0.5,
         )
 
     @classmethod
@@ -248,6 +255,7 @@ class Scenario:
             f"events={self.events} warm={self.warm} threads={self.start_concurrency} "
             f"misdirected={self.misdirected} redrives={self.redrives} controlled={self.controlled} "
             f"outage={self.outage_seconds} rerun={self.rerun_mode} reruns={_plans(self.reruns)}"
+            f" switch={self.rerun_switch}"
         )
 
 
@@ -344,6 +352,10 @@ class Outcome:
     rerun_crashes: int = 0
     rerun_jobs: int = 0
     """Re-run jobs queued (restarts and redrives)."""
+    rerun_switches: int = 0
+    """Runs in the other mode after a killed one."""
+    rerun_refused: int = 0
+    """Failures a run skipped because an earlier run claimed them for the other mode."""
     redriven: int = 0
     """Executions the dispatcher redrove."""
 
@@ -365,6 +377,8 @@ class Tally:
     reruns: int = 0
     rerun_crashes: int = 0
     rerun_jobs: int = 0
+    rerun_switches: int = 0
+    rerun_refused: int = 0
     redriven: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
@@ -384,6 +398,8 @@ class Tally:
         self.reruns += outcome.reruns
         self.rerun_crashes += outcome.rerun_crashes
         self.rerun_jobs += outcome.rerun_jobs
+        self.rerun_switches += outcome.rerun_switches
+        self.rerun_refused += outcome.rerun_refused
         self.redriven += outcome.redriven
         self.injected.update(outcome.injected)
         self.violations.extend(
@@ -416,6 +432,8 @@ class Tally:
             "reruns",
             "rerun_crashes",
             "rerun_jobs",
+            "rerun_switches",
+            "rerun_refused",
             "redriven",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -438,6 +456,8 @@ class Tally:
             f"  runs failed (downstream API down){'':<15} {self.failures:>9,}",
             f"  `dispatcher rerun` runs{'':<25} {self.reruns:>9,}",
             f"    {'re-run jobs queued':<44} {self.rerun_jobs:>9,}",
+            f"    {'runs in the other mode after a kill':<44} {self.rerun_switches:>9,}",
+            f"    {'failures skipped: queued the other way':<44} {self.rerun_refused:>9,}",
             f"    {'executions redriven by the dispatcher':<44} {self.redriven:>9,}",
             f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
@@ -480,6 +500,9 @@ class ScenarioRun:
         self.redrive_jobs: set[tuple[str, int]] = set()
         """(execution name, redriveCount) of every redrive job `rerun` sent."""
         self.restart_jobs: set[str] = set()
+        self.rerun_mode = scenario.rerun_mode
+        """The mode the operator runs `rerun` in now (switched after a kill, with ``rerun_switch``)."""
+        self.modes_used: set[str] = set()
 
     def environment(self, **overrides: str) -> dict[str, str]:
         """The function's environment for this scenario."""
@@ -566,10 +589,27 @@ class ScenarioRun:
             if redrive_after is not None:
                 self.redrive_after[self._execution_arn(f"external-{tick}")] = redrive_after
 
-    def _rerun(self, crash: CrashPlan | None) -> None:
-        """The operator runs `dispatcher rerun`; killed, its held spool messages come back later."""
-        result, sent = run_rerun(self.scenario.rerun_mode, crash)
+    def _rerun(self, crash: CrashPlan | None, mode: str | None = None) -> None:
+        """The operator runs `dispatcher rerun`; killed, its held spool messages come back later.
+
+        With ``rerun_switch``, the runs after the first killed one are in the other mode;
+        failures an earlier run queued the other way are skipped, and the operator then
+        does as the skip says (runs that mode once).
+        """
+        mode = mode or self.rerun_mode
+        self.modes_used.add(mode)
+        if mode != self.scenario.rerun_mode:
+            self.outcome.rerun_switches += 1
+        result, sent = run_rerun(mode, crash)
         self.outcome.reruns += 1
+        if result.crashed and self.scenario.rerun_switch:
+            self.rerun_mode = REDRIVE if self.scenario.rerun_mode == RESTART else RESTART
+        refusals = [
+            match.group(1)
+            for skipped in result.skipped
+            if (match := ADVICE.search(skipped.get("skipped", ""))) is not None
+        ]
+        self.outcome.rerun_refused += len(refusals)
         for entry in sent:
             attributes = {
                 key: value["StringValue"] for key, value in entry.get("MessageAttributes", {}).items()
@@ -585,6 +625,9 @@ class ScenarioRun:
         elif result.exit_status != 0:
             # An AWS error that outlived the CLI's retries: the operator runs it again later.
             self.world.injected["`dispatcher rerun` failed on AWS errors"] += 1
+        for other in sorted(set(refusals) - {mode}):
+            if mode == self.rerun_mode:  # not from inside an advised run
+                self._rerun(None, other)
 
     def _spooled(self) -> int:
         attributes = self.sqs.get_queue_attributes(
@@ -797,27 +840,30 @@ class ScenarioRun:
         }
 
     def _check_reruns(self, ours: dict[str, Execution], restarts: dict[str, Execution]) -> None:
-        """Every failure re-run once, in the scenario's mode: restarted under its derived name or redriven."""
+        """Every failure re-run once, in a mode the operator ran: restarted or redriven, never both."""
         violations = self.outcome.violations
+        redriven = {name for name, _ in self.world.dispatcher_redrives}
         for name, count in self.world.dispatcher_redrives:
             if (name, count) not in self.redrive_jobs:
                 violations.append(
                     f"duplicate: {name} redriven at redriveCount {count}, which no job asked for"
                 )
-        if self.scenario.rerun_mode == "redrive" and self.restart_jobs:
-            violations.append(f"rerun: restart jobs in a redrive scenario: {sorted(self.restart_jobs)}")
+        if RESTART not in self.modes_used and self.restart_jobs:
+            violations.append(f"rerun: restart jobs, but no restart run: {sorted(self.restart_jobs)}")
         for execution in ours.values():
             final = execution.runs[-1]
+            restart = ours.get(restart_name(execution.name, execution.arn))
+            if final.status == "SUCCEEDED" and execution.name in redriven and restart is not None:
+                violations.append(f"duplicate: {execution.name} redriven and restarted for one failure")
             if final.status != "FAILED":
                 continue
-            restart = ours.get(restart_name(execution.name, execution.arn))
-            if self.scenario.rerun_mode == "redrive" or restart is None:
+            if restart is None:
                 violations.append(f"loss: {execution.name} failed and was never re-run")
             elif restart.input != execution.input:
                 violations.append(f"input: the restart of {execution.name} has another input")
-        for name in restarts.keys() & ours.keys():
-            if self.scenario.rerun_mode == "redrive":
-                violations.append(f"rerun: {name} restarted in a redrive scenario")
+        if RESTART not in self.modes_used:
+            for name in sorted(restarts.keys() & ours.keys()):
+                violations.append(f"rerun: {name} restarted, but no restart run")
 
     def _check_dead_letters(self) -> None:
         letters = self.dead_letters()

@@ -211,7 +211,7 @@ def rerun_course(mode: str, crash: CrashPlan | None) -> Scenario:
 
 
 # The steps where a kill leaves the most to put right: a job queued but its spool message
-# kept, and the spool delete's answer lost. The soak kills `rerun` at all six.
+# kept, and the spool delete's answer lost. The soak kills `rerun` at all seven.
 RERUN_KILLS = [
     ("redrive", ("sqs.SendMessageBatch", "after")),
     ("restart", ("sqs.SendMessageBatch", "after")),
@@ -237,4 +237,21 @@ def test_a_rerun_killed_at_each_step_loses_nothing_and_reruns_nothing_twice(
     assert outcome.failures > 0
     assert outcome.rerun_crashes >= 1, f"the crash point {point} was never reached"
     assert (outcome.redriven > 0) is (mode == "redrive")
+    assert outcome.violations == [], scenario.describe()
+
+
+def test_switching_modes_after_a_killed_rerun_reruns_nothing_both_ways(faulty_aws: FaultyAws) -> None:
+    """Killed after queueing restart jobs, then run with --redrive: each failure is still re-run once.
+
+    A queued restart leaves the failed execution as it was, so the redrive run always
+    meets the claim and skips it; the operator does as the skip says, and every failure
+    is re-run once, one way. (Without the claims: "redriven and restarted for one
+    failure". The soak switches both ways; tests/cli switches from --redrive.)
+    """
+    crash = CrashPlan("sqs.SendMessageBatch", "after")
+    scenario = replace(rerun_course("restart", crash), rerun_switch=True)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.rerun_crashes >= 1
+    assert outcome.rerun_switches >= 1, "ran the other way after the kill"
+    assert outcome.rerun_refused >= 1, "a failure the killed run had queued was claimed"
     assert outcome.violations == [], scenario.describe()
