@@ -23,6 +23,9 @@ class QueuedMessage(BaseModel):
         default=None, description="DataType of the `ExecutionName` attribute, when present."
     )
     receive_count: int = 1
+    sent_at: float | None = Field(
+        default=None, description="When SQS received the message (its SentTimestamp), epoch seconds."
+    )
     attributes: dict[str, dict[str, str]] = Field(
         default_factory=dict,
         description="Message attributes as SQS returned them, copied to the DLQ.",

@@ -240,17 +240,23 @@ def _redrive_problem(
     return None
 
 
-def redrive_decision(status: str | None, redrive_count: int, start: Start) -> str:
-    """What to do with a redrive job, given what `DescribeExecution` says now.
+def redrive_decision(status: str | None, redrive_count: int, start: Start, now: float) -> str:
+    """What to do with a redrive job, given what `DescribeExecution` says ``now``.
 
     ``redrive``: call `RedriveExecution`; ``done``: it was redriven already (by this job
     before a crash, or by someone else: a higher ``redriveCount``), so the job is done;
     ``wait``: the read is older than the one the job was made from (eventual
-    consistency), ask later.
+    consistency), ask later. An execution `DescribeExecution` doesn't know yet may be
+    one that started less than a minute ago (a quick failure, re-run at once): it is
+    waited for until the job is ``RECENT_START_WINDOW_SECONDS`` old, as the job was
+    sent after the execution started.
     Anything else is the reason the job can never be done (dead-letter it).
     """
     expected = start.redrive_count or 0
     if status is None:
+        sent_at = start.message.sent_at
+        if sent_at is not None and now - sent_at <= RECENT_START_WINDOW_SECONDS:
+            return "wait"
         return f"redrive: no execution named {start.name!r}"
     if redrive_count > expected or status == "PENDING_REDRIVE":
         return "done"

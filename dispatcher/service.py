@@ -49,7 +49,7 @@ from dispatcher.telemetry import logger
 from dispatcher.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
-WAITING = frozenset({"capacity", "throttled"})
+WAITING = frozenset({"capacity", "throttled", "waiting"})
 """Stops after which jobs may still wait: a looping invocation ticks again (after a pause)."""
 
 Item = TypeVar("Item")
@@ -320,6 +320,11 @@ class Dispatcher:
                     report.stopped = "throttled"
                     logger.warning("stopped admitting", extra={"reason": stop_reason})
                     break
+                if not (outcome.started or outcome.already_started or outcome.dead_letters):
+                    # Everything received waits (e.g. a redrive job whose execution no read
+                    # shows yet, and its group): receiving again would hand back the same.
+                    report.stopped = "waiting"
+                    break
         return report
 
     # -- counting ---------------------------------------------------------------------
@@ -525,14 +530,20 @@ class Dispatcher:
         message, name = start.message, start.name
         state = self._state_machine.state_of(name)
         decision = redrive_decision(
-            None if state is None else state.status, 0 if state is None else state.redrive_count, start
+            None if state is None else state.status,
+            0 if state is None else state.redrive_count,
+            start,
+            self._clock(),
         )
         if decision == "done":
             outcome.already_started.append(message)
             logger.info("already redriven", extra={"execution": name, "message_id": message.message_id})
             return
         if decision == "wait":
-            raise NotYetError(f"DescribeExecution({name}) shows a state older than the redrive job's")
+            raise NotYetError(
+                f"DescribeExecution({name}) shows a state older than the redrive job's"
+                + (" (no execution yet)" if state is None else "")
+            )
         if decision != "redrive":
             outcome.dead_letters.append(DeadLetter(message, decision))
             return

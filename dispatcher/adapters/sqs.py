@@ -34,6 +34,7 @@ def _to_message(raw: MessageTypeDef) -> QueuedMessage:
         body=raw.get("Body", ""),
         group_id=system.get("MessageGroupId", ""),
         receive_count=int(system.get("ApproximateReceiveCount", "1")),
+        sent_at=int(system["SentTimestamp"]) / 1000 if "SentTimestamp" in system else None,
         execution_name=None if name_attribute is None else name_attribute.get("StringValue"),
         execution_name_type=None if name_attribute is None else name_attribute["DataType"],
         attributes=attributes,
@@ -59,7 +60,7 @@ class SourceQueue:
                 QueueUrl=self.url,
                 MaxNumberOfMessages=count,
                 WaitTimeSeconds=self._wait_seconds if wait else 0,
-                MessageSystemAttributeNames=["MessageGroupId", "ApproximateReceiveCount"],
+                MessageSystemAttributeNames=["MessageGroupId", "ApproximateReceiveCount", "SentTimestamp"],
                 MessageAttributeNames=["All"],
             )
         except (ClientError, BotoCoreError) as error:

@@ -223,8 +223,16 @@ def test_an_interrupted_rerun_loses_nothing_and_a_second_run_queues_each_job_onc
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2.5)
-    process.send_signal(signal.SIGINT)
+    sqs = boto3.client("sqs", region_name=REGION)
+
+    def queued() -> int:
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=cli.stack.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"])
+
+    wait_for(lambda: queued() >= 1, what="the first re-run job queued")
+    process.send_signal(signal.SIGINT)  # at 2 a second, the next is half a second away
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr

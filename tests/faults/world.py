@@ -220,6 +220,8 @@ class World:
         self.event_rng = random.Random(f"{seed}:events")
         self.executions: dict[str, Execution] = {}
         self.in_flight: dict[str, InFlight] = {}
+        self.sent_at: dict[str, float] = {}
+        """SQS MessageId → when it was sent, on the virtual clock (its SentTimestamp)."""
         self.deliveries: list[Delivery] = []
         self._deliveries_made = itertools.count()
         self.injected: Counter[str] = Counter()
@@ -632,6 +634,7 @@ class FaultyAws:
             "DeleteMessageBatch": self._delete_message_batch,
             "ChangeMessageVisibilityBatch": self._change_visibility_batch,
             "SendMessage": self._send_message,
+            "SendMessageBatch": self._send_message_batch,
         }
         emulate = handlers.get(request.operation)
         if emulate is None or request.service not in {"states", "sqs"}:
@@ -729,11 +732,20 @@ class FaultyAws:
 
     def _receive_message(self, request: Request, environ: dict[str, Any]) -> Response:
         response = self._forward(environ)
-        if request.from_dispatcher and response.ok:
+        if not response.ok:
+            return response
+        document = response.json()
+        messages = document.get("Messages", [])
+        if request.from_dispatcher:
             visible_at = self.world.now + VISIBILITY_TIMEOUT_SECONDS
-            for message in response.json().get("Messages", []):
+            for message in messages:
                 self.world.in_flight[message["MessageId"]] = InFlight(message["ReceiptHandle"], visible_at)
-        return response
+        # SentTimestamp on the virtual clock, like every other time the dispatcher reads.
+        stamped = [message for message in messages if "SentTimestamp" in message.get("Attributes", {})]
+        for message in stamped:
+            sent_at = self.world.sent_at.get(message["MessageId"], self.world.now)
+            message["Attributes"]["SentTimestamp"] = str(int(sent_at * 1000))
+        return json_response(200, document) if stamped else response
 
     def _send_message(self, request: Request, environ: dict[str, Any]) -> Response:
         """SQS's own limits, which moto leaves out: ten attributes, and a size that counts them."""
@@ -754,7 +766,17 @@ class FaultyAws:
                 "InvalidParameterValue",
                 f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes.",
             )
-        return self._forward(environ)
+        response = self._forward(environ)
+        if response.ok:
+            self.world.sent_at.setdefault(response.json()["MessageId"], self.world.now)
+        return response
+
+    def _send_message_batch(self, request: Request, environ: dict[str, Any]) -> Response:
+        response = self._forward(environ)
+        if response.ok:
+            for entry in response.json().get("Successful", []):
+                self.world.sent_at.setdefault(entry["MessageId"], self.world.now)
+        return response
 
     def _settled(self, entries: list[dict[str, Any]], successful: list[dict[str, Any]]) -> None:
         done = {entry["Id"] for entry in successful}

@@ -6,11 +6,12 @@ import json
 from collections import defaultdict
 
 import pytest
+from freezegun import freeze_time
 
 from dispatcher import handler
 from dispatcher.emulator import LocalContext
 from dispatcher.errors import ConfigurationError
-from dispatcher.planning import ROUND_SIZE
+from dispatcher.planning import RECENT_START_WINDOW_SECONDS, ROUND_SIZE
 from tests.inputs import json_of_size
 from tests.integration.conftest import Harness
 
@@ -266,3 +267,34 @@ def test_tick_stops_between_rounds_when_time_runs_low(harness: Harness) -> None:
     assert result["started"] == ROUND_SIZE
     assert result["stopped"] == "time"
     assert harness.queue_counts() == (15, 0)
+
+
+def test_tick_waits_for_a_redrive_job_s_execution_describe_does_not_show_yet(harness: Harness) -> None:
+    """A redrive job naming no known execution waits while it is young, then is dead-lettered.
+
+    DescribeExecution may not show a new execution yet; only the job's group waits meanwhile.
+    """
+    harness.configure(3)
+    with freeze_time(tick=True) as frozen:
+        harness.sqs.send_message(
+            QueueUrl=harness.stack.queue_url,
+            MessageBody="{}",
+            MessageGroupId="g",
+            MessageDeduplicationId="redrive-ghost",
+            MessageAttributes={
+                "ExecutionName": {"DataType": "String", "StringValue": "ghost"},
+                "DispatchAction": {"DataType": "String", "StringValue": "redrive"},
+                "RedriveCount": {"DataType": "Number", "StringValue": "0"},
+            },
+        )
+        harness.send('{"behind": 1}', group="g", name="behind-the-ghost")
+        harness.send('{"other": 1}', group="other", name="another-group")
+        young = harness.tick()
+        assert (young["started"], young["dead_lettered"]) == (1, 0), "only the other group went"
+        assert young["stopped"] == "waiting", "the round after hands back the same two: not received again"
+        frozen.tick(RECENT_START_WINDOW_SECONDS + 1)
+        old = harness.tick()
+    assert (old["started"], old["dead_lettered"]) == (1, 1)
+    [letter] = harness.dead_letters()
+    reason = letter["MessageAttributes"]["DispatchError"]["StringValue"]
+    assert reason == "redrive: no execution named 'ghost'"

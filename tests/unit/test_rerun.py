@@ -117,14 +117,24 @@ def test_a_malformed_redrive_message_is_dead_lettered_with_its_reason(
 def test_redrive_decision_never_redrives_twice(status: str, count: int, expected: str) -> None:
     """Status and redriveCount tell whether this job's redrive already happened."""
     start = Start(redrive_message(), "order-1", redrive_count=2)
-    assert redrive_decision(status, count, start) == expected
+    assert redrive_decision(status, count, start, NOW) == expected
 
 
 def test_redrive_decision_dead_letters_what_cannot_be_redriven() -> None:
     """A missing execution, or one that SUCCEEDED without a redrive, can never be redriven."""
     start = Start(redrive_message(), "order-1", redrive_count=0)
-    assert "no execution named 'order-1'" in redrive_decision(None, 0, start)
-    assert "SUCCEEDED, which can't be redriven" in redrive_decision("SUCCEEDED", 0, start)
+    assert "no execution named 'order-1'" in redrive_decision(None, 0, start, NOW)
+    assert "SUCCEEDED, which can't be redriven" in redrive_decision("SUCCEEDED", 0, start, NOW)
+
+
+def test_redrive_decision_waits_for_an_execution_describe_may_not_show_yet() -> None:
+    """Missing while the job is young (DescribeExecution lags a new execution): wait; later: dead-letter."""
+    message = redrive_message().model_copy(update={"sent_at": NOW - 30})
+    start = Start(message, "order-1", redrive_count=0)
+    assert redrive_decision(None, 0, start, NOW) == "wait"
+    assert redrive_decision(None, 0, start, NOW - 30 + RECENT_START_WINDOW_SECONDS) == "wait"
+    late = redrive_decision(None, 0, start, NOW - 30 + RECENT_START_WINDOW_SECONDS + 1)
+    assert late == "redrive: no execution named 'order-1'"
 
 
 def test_redrive_token_is_the_same_for_one_redrive_and_fits_the_api() -> None:
