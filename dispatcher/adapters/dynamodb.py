@@ -275,19 +275,7 @@ class TickLease:
 
     def _call(self, operation: str, **request: Any) -> bool:
         """Make a conditional call; False when its condition failed."""
-        try:
-            getattr(self._client, operation)(TableName=self.table, **request)
-        except ClientError as error:
-            if error_code(error) == CONDITION_FAILED:
-                return False
-            raise translate(
-                error, f"{_action(operation)} on state table {self.table} (tick lease)"
-            ) from error
-        except BotoCoreError as error:
-            raise translate(
-                error, f"{_action(operation)} on state table {self.table} (tick lease)"
-            ) from error
-        return True
+        return conditional(self._client, self.table, "tick lease", operation, **request)
 
     def acquire(self, owner: str, now: float, held_until: float) -> bool:
         """Take the lease if it is free or its holder's time is up.
@@ -358,6 +346,22 @@ class TickLease:
         )
 
 
+def conditional(client: DynamoDBClient, table: str, what: str, operation: str, **request: Any) -> bool:
+    """Make a conditional call on the state table; False when its condition failed.
+
+    ``what`` names the items in errors (e.g. "tick lease").
+    """
+    try:
+        getattr(client, operation)(TableName=table, **request)
+    except ClientError as error:
+        if error_code(error) == CONDITION_FAILED:
+            return False
+        raise translate(error, f"{_action(operation)} on state table {table} ({what})") from error
+    except BotoCoreError as error:
+        raise translate(error, f"{_action(operation)} on state table {table} ({what})") from error
+    return True
+
+
 def _action(operation: str) -> str:
     return "".join(part.capitalize() for part in operation.split("_"))
 
@@ -398,24 +402,21 @@ class RerunClaims:
         Claiming again for the same mode succeeds (a rerun run again, or botocore's retry
         of a write whose answer was lost).
         """
-        try:
-            self._client.put_item(
-                TableName=self.table,
-                Item={
-                    **self._key(name, redrive_count),
-                    "mode": {"S": mode},
-                    "claimed_at": {"N": f"{now:.6f}"},
-                    "expires_at": {"N": str(int(now) + START_RECORD_LIFETIME_SECONDS)},
-                },
-                ConditionExpression="attribute_not_exists(pk) OR #mode = :mode",
-                ExpressionAttributeNames={"#mode": "mode"},
-                ExpressionAttributeValues={":mode": {"S": mode}},
-            )
-        except ClientError as error:
-            if error_code(error) != CONDITION_FAILED:
-                raise translate(error, f"PutItem on state table {self.table} (re-run claims)") from error
-            other = self.claimed(name, redrive_count)
-            return other if other != mode else None
-        except BotoCoreError as error:
-            raise translate(error, f"PutItem on state table {self.table} (re-run claims)") from error
-        return None
+        if conditional(
+            self._client,
+            self.table,
+            "re-run claims",
+            "put_item",
+            Item={
+                **self._key(name, redrive_count),
+                "mode": {"S": mode},
+                "claimed_at": {"N": f"{now:.6f}"},
+                "expires_at": {"N": str(int(now) + START_RECORD_LIFETIME_SECONDS)},
+            },
+            ConditionExpression="attribute_not_exists(pk) OR #mode = :mode",
+            ExpressionAttributeNames={"#mode": "mode"},
+            ExpressionAttributeValues={":mode": {"S": mode}},
+        ):
+            return None
+        other = self.claimed(name, redrive_count)
+        return other if other != mode else None

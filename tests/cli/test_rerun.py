@@ -21,6 +21,7 @@ import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.emulator import REGION, environment, read_all, send_jobs, set_downstream
+from dispatcher.producer import Job
 from tests.cli.conftest import SCRIPT, Cli, crash_once_before
 
 EXECUTE = True
@@ -201,11 +202,7 @@ def test_rerun_redrive_continues_the_same_executions_under_the_cap_and_never_twi
         MessageBody="{}",
         MessageGroupId="again",
         MessageDeduplicationId="again",
-        MessageAttributes={
-            "ExecutionName": {"DataType": "String", "StringValue": "order-0"},
-            "DispatchAction": {"DataType": "String", "StringValue": "redrive"},
-            "RedriveCount": {"DataType": "Number", "StringValue": "0"},
-        },
+        MessageAttributes=Job("{}", "again", name="order-0", redrive_count=0).attributes(),
     )
     report = cli.tick_in_process()
     assert (report["started"], report["already_started"]) == (0, 1)

@@ -12,6 +12,7 @@ from dispatcher import handler
 from dispatcher.emulator import LocalContext
 from dispatcher.errors import ConfigurationError
 from dispatcher.planning import RECENT_START_WINDOW_SECONDS, ROUND_SIZE
+from dispatcher.producer import Job
 from tests.inputs import json_of_size
 from tests.integration.conftest import Harness
 
@@ -281,11 +282,7 @@ def test_tick_waits_for_a_redrive_job_s_execution_describe_does_not_show_yet(har
             MessageBody="{}",
             MessageGroupId="g",
             MessageDeduplicationId="redrive-ghost",
-            MessageAttributes={
-                "ExecutionName": {"DataType": "String", "StringValue": "ghost"},
-                "DispatchAction": {"DataType": "String", "StringValue": "redrive"},
-                "RedriveCount": {"DataType": "Number", "StringValue": "0"},
-            },
+            MessageAttributes=Job("{}", "g", name="ghost", redrive_count=0).attributes(),
         )
         harness.send('{"behind": 1}', group="g", name="behind-the-ghost")
         harness.send('{"other": 1}', group="other", name="another-group")
