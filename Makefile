@@ -100,7 +100,7 @@ build: $(DEV_STAMP)
 # Called by `sam build` (BuildMethod: makefile) with ARTIFACTS_DIR set.
 build-DispatcherFunction:
 	$(PYTHON) -m pip install --quiet --no-compile --no-warn-conflicts $(LAMBDA_PLATFORM) --target "$(ARTIFACTS_DIR)" .
-	rm -rf "$(ARTIFACTS_DIR)/bin" "$(ARTIFACTS_DIR)/dispatcher/emulator.py" "$(ARTIFACTS_DIR)/dispatcher/local.py"
+	rm -rf "$(ARTIFACTS_DIR)/bin" "$(ARTIFACTS_DIR)/dispatcher/local"
 
 clean:
 	rm -rf .aws-sam build *.egg-info .pytest_cache .mypy_cache .ruff_cache .coverage htmlcov

@@ -66,7 +66,7 @@ def burst_run(workload: refill.Workload, reuse: str, window: tuple[float, float]
     """The burst with one LIST_REUSE_SECONDS."""
     return {
         "reuse": reuse,
-        **refill.burst_summary(refill.run_mode(workload, True, LIST_REUSE_SECONDS=reuse), window),
+        **refill.burst_summary(refill.run_mode(workload, True, list_reuse_seconds=reuse), window),
     }
 
 

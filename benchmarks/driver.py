@@ -18,7 +18,9 @@ from typing import Any
 import boto3
 
 from benchmarks.wire import Emulator, quiet
-from dispatcher.emulator import REGION, LocalContext, Stack, create_stack
+from dispatcher.in_process import LocalContext
+from dispatcher.local.account import REGION
+from dispatcher.local.stack import Stack, create_stack
 from tests.faults.world import Execution, backend_execution
 
 LAMBDA_TIMEOUT_SECONDS = 60.0
@@ -60,22 +62,22 @@ def queued(stack: Stack) -> int:
     """Messages still on the job queue (read from moto's own record: same process)."""
     from moto.sqs.models import sqs_backends  # noqa: PLC0415 — the emulator is local-only
 
-    from dispatcher.emulator import ACCOUNT_ID  # noqa: PLC0415
+    from dispatcher.local.account import ACCOUNT_ID  # noqa: PLC0415
 
     backend = sqs_backends[ACCOUNT_ID][REGION]
     return len(backend.get_queue(stack.queue_url.rsplit("/", 1)[-1])._messages)
 
 
 @contextmanager
-def dispatcher_environment(stack: Stack, max_concurrency: int, **extra: str) -> Iterator[Any]:
+def dispatcher_environment(stack: Stack, max_concurrency: int, **settings: Any) -> Iterator[Any]:
     """The function's environment for ``stack``; yields the handler module, cold."""
     saved = dict(os.environ)
     os.environ.update(
         stack.environment(
             max_concurrency,
-            RECEIVE_WAIT_SECONDS="0",
-            TIME_MARGIN_SECONDS=str(TIME_MARGIN_SECONDS),
-            **extra,
+            receive_wait_seconds=0,
+            time_margin_seconds=TIME_MARGIN_SECONDS,
+            **settings,
         )
     )
     from dispatcher import handler  # noqa: PLC0415 — after the environment is set

@@ -24,7 +24,7 @@ from benchmarks.driver import (
     send_backlog,
 )
 from benchmarks.wire import TokenBucket, emulator, fast_sqs
-from dispatcher.emulator import pointed_at
+from dispatcher.local.account import pointed_at
 
 AWS_BURST = 1300
 AWS_REFILL = 300
@@ -37,10 +37,10 @@ def run(scale: float, retry_mode: str, seconds: float = 45.0) -> dict[str, Any]:
     shipped, or "adaptive"), to compare the two on the same quota.
     """
     prepare_process()
-    from dispatcher import handler  # noqa: PLC0415 — after the environment is quiet
+    from dispatcher.adapters import clients  # noqa: PLC0415 — after the environment is quiet
 
-    handler.START_CLIENT_CONFIG = handler.START_CLIENT_CONFIG.merge(
-        Config(retries={"mode": retry_mode, "max_attempts": handler.START_ATTEMPTS})
+    clients.START_CLIENT_CONFIG = clients.START_CLIENT_CONFIG.merge(
+        Config(retries={"mode": retry_mode, "max_attempts": clients.START_ATTEMPTS})
     )
     bucket = TokenBucket(capacity=AWS_BURST * scale, rate=AWS_REFILL * scale)
     backlog = int(bucket.capacity + bucket.rate * (seconds + 15))
@@ -53,7 +53,7 @@ def run(scale: float, retry_mode: str, seconds: float = 45.0) -> dict[str, Any]:
         send_backlog(stack, backlog, 100, lambda index: {"job": index})
         bucket.tokens, bucket.updated = bucket.capacity, time.monotonic()
         emu.wire.reset()
-        with dispatcher_environment(stack, backlog, LOOP_SECONDS=str(seconds)) as handler:
+        with dispatcher_environment(stack, backlog, loop_seconds=seconds) as handler:
             began = time.time()
             report = invoke(handler, timeout=seconds + 15)
             ended = time.time()

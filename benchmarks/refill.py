@@ -24,7 +24,7 @@ from benchmarks.driver import (
     send_backlog,
 )
 from benchmarks.wire import emulator, fast_sqs
-from dispatcher.emulator import pointed_at
+from dispatcher.local.account import pointed_at
 from tests.faults.world import EventPlan, Lag, World
 
 SCHEDULE_EVENT = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
@@ -46,7 +46,7 @@ class Workload:
     schedule_seconds: float = 60.0
 
 
-def run_mode(workload: Workload, refill: bool, **environment: str) -> dict[str, Any]:
+def run_mode(workload: Workload, refill: bool, **settings: Any) -> dict[str, Any]:
     """Run the workload with or without refill on completion; the ground truth of what happened."""
     prepare_process()
     rng = random.Random(7)
@@ -61,7 +61,7 @@ def run_mode(workload: Workload, refill: bool, **environment: str) -> dict[str, 
         send_backlog(stack, workload.backlog, workload.groups, lambda index: {"seconds": durations[index]})
         emu.wire.reset()
         stop = threading.Event()
-        with dispatcher_environment(stack, workload.max_concurrency, **environment) as handler:
+        with dispatcher_environment(stack, workload.max_concurrency, **settings) as handler:
             began = time.time()
             with Lambda(handler) as function, Clockwork(emu, function.invoke_async):
 
@@ -185,4 +185,4 @@ def latency_run(workload: Workload, refill_on: bool) -> dict[str, Any]:
 
 def burst_run(workload: Workload, reuse: str, window: tuple[float, float]) -> dict[str, Any]:
     """The burst with one LIST_REUSE_SECONDS, summarised."""
-    return {"reuse": reuse, **burst_summary(run_mode(workload, True, LIST_REUSE_SECONDS=reuse), window)}
+    return {"reuse": reuse, **burst_summary(run_mode(workload, True, list_reuse_seconds=reuse), window)}

@@ -25,7 +25,7 @@ from benchmarks.driver import (
     send_backlog,
 )
 from benchmarks.wire import emulator, fast_sqs
-from dispatcher.emulator import REGION, pointed_at
+from dispatcher.local.account import REGION, pointed_at
 
 GROUPS = 100
 

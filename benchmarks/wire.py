@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatcher.emulator import moto_server
+from dispatcher.local.server import moto_server
 from tests.faults.world import SERVICE_BY_TARGET, EventPlan, FaultPlan, FaultyAws, Lag, World
 
 SYSTEMS = ("naive", "list-only", "dispatcher")

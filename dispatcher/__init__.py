@@ -1,6 +1,6 @@
 """dispatcher: a hard concurrency cap in front of AWS Step Functions."""
 
-from dispatcher.errors import (
+from dispatcher.core.errors import (
     ConfigurationError,
     DispatcherError,
     ExecutionExistsError,

@@ -9,7 +9,7 @@
         print(failure.job, failure.reason)
 
 Every job is checked with the rules the dispatcher applies when it receives it (one
-source: `dispatcher.planning`), so a job that could never start is refused here, not
+source: `dispatcher.core.messages`), so a job that could never start is refused here, not
 dead-lettered later. Every message carries an explicit ``MessageDeduplicationId``
 (the execution name when there is one), so sending works whether the queue's
 content-based deduplication is on or off, and a retry is never a second job.
@@ -30,18 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from dispatcher.adapters.aws_errors import translate
-from dispatcher.adapters.sqs import SQS_MAX_BATCH
-from dispatcher.errors import DispatcherError, TransientError
-from dispatcher.planning import (
-    DISPATCH_ACTION_ATTRIBUTE,
-    EXECUTION_NAME_ATTRIBUTE,
-    REDRIVE_ACTION,
-    REDRIVE_COUNT_ATTRIBUTE,
-    job_problem,
-)
+from dispatcher.adapters.errors import translated
+from dispatcher.core.batching import SQS_BATCH_LIMIT
+from dispatcher.core.errors import DispatcherError, TransientError
+from dispatcher.core.messages import Job
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -54,47 +48,6 @@ BATCH_PAYLOAD_LIMIT = 262_144
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, user_agent_extra="dispatcher-producer"
 )
-
-
-@dataclass(frozen=True)
-class Job:
-    """One job: the execution input (a JSON string), its message group, and optionally its name."""
-
-    body: str
-    group: str
-    name: str | None = None
-    """The execution name; without one, the message's SQS MessageId becomes the name."""
-    deduplication_id: str | None = None
-    """Defaults to the name, else a random id kept across this call's retries."""
-    redrive_count: int | None = None
-    """Set: not a new start but "redrive execution ``name``", whose ``redriveCount`` is this now."""
-
-    def problem(self) -> str | None:
-        """Why the dispatcher would never start this job, or None."""
-        if self.redrive_count is not None and (self.name is None or self.redrive_count < 0):
-            return "a redrive job needs the execution's name and its redriveCount (>= 0)"
-        return job_problem(self.body, self.group, self.name)
-
-    def attributes(self) -> dict[str, dict[str, str]]:
-        """The message attributes that carry the name and, for a redrive, the action."""
-        attributes: dict[str, dict[str, str]] = {}
-        if self.name is not None:
-            attributes[EXECUTION_NAME_ATTRIBUTE] = {"DataType": "String", "StringValue": self.name}
-        if self.redrive_count is not None:
-            attributes[DISPATCH_ACTION_ATTRIBUTE] = {"DataType": "String", "StringValue": REDRIVE_ACTION}
-            attributes[REDRIVE_COUNT_ATTRIBUTE] = {
-                "DataType": "Number",
-                "StringValue": str(self.redrive_count),
-            }
-        return attributes
-
-    def payload_bytes(self) -> int:
-        """What the job counts towards a batch's payload limit."""
-        attributes = sum(
-            len(key) + len(value["DataType"]) + len(value["StringValue"].encode())
-            for key, value in self.attributes().items()
-        )
-        return len(self.body.encode("utf-8", errors="replace")) + attributes
 
 
 @dataclass(frozen=True)
@@ -220,7 +173,7 @@ class Producer:
                 continue
             batch.append(head)
             size += head.job.payload_bytes()
-            if len(batch) == SQS_MAX_BATCH:
+            if len(batch) == SQS_BATCH_LIMIT:
                 break
         return batch
 
@@ -230,12 +183,12 @@ class Producer:
         for pending in batch:
             pending.attempts += 1
         try:
-            response = self._client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
-        except (ClientError, BotoCoreError) as error:
-            translated = translate(error, "SendMessageBatch")
+            with translated("SendMessageBatch"):
+                response = self._client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+        except (DispatcherError, ClientError) as error:
             for pending in batch:
-                if not isinstance(translated, TransientError) or pending.attempts >= self._attempts:
-                    pending.gave_up = str(translated)
+                if not isinstance(error, TransientError) or pending.attempts >= self._attempts:
+                    pending.gave_up = str(error)
             return list(batch)
         for success in response.get("Successful", []):
             result.sent.append(Sent(batch[int(success["Id"])].job, success["MessageId"]))

@@ -1,20 +1,33 @@
-"""The dispatcher's environment: one pydantic model, mirrored 1:1 in ``template.yaml``."""
+"""Where a dispatcher's configuration comes from: the one home of every variable and output name.
+
+The function reads its environment into `Settings` (one pydantic model, mirrored in
+``template.yaml``): each field is read from the variable named as the field in capitals.
+The CLI reads the same variables (and two of its own) or, with ``--stack``, the stack
+outputs named in `STACK_OUTPUTS`; the local emulator sets both from here.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import os
+from collections.abc import Mapping
 
-from dispatcher.errors import ConfigurationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-# Each concurrent start holds one HTTP connection; the clients' pools are sized to match.
+from dispatcher.core.errors import ConfigurationError
+
 MAX_START_CONCURRENCY = 32
+"""Each concurrent start holds one HTTP connection; the clients' pools are sized to match."""
 
 
-class Settings(BaseSettings):
+def variable(field: str) -> str:
+    """The environment variable a field is read from."""
+    return field.upper()
+
+
+class Settings(BaseModel):
     """Environment variables of the dispatcher function (names are the public contract)."""
 
-    model_config = SettingsConfigDict(frozen=True, extra="ignore", case_sensitive=False)
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     queue_url: str = Field(min_length=1, description="The source SQS FIFO queue.")
     dead_letter_queue_url: str = Field(
@@ -61,14 +74,50 @@ class Settings(BaseSettings):
         description="Keep ticking in one invocation for up to this long while jobs wait (0: one tick).",
     )
 
+    @classmethod
+    def variables(cls) -> list[str]:
+        """Every variable the function reads."""
+        return [variable(field) for field in cls.model_fields]
 
-def load_settings() -> Settings:
-    """Read the environment, raising a ``ConfigurationError`` that names each bad variable."""
+    def environment(self) -> dict[str, str]:
+        """These settings as the function's environment (variables left at their default left out)."""
+        return {
+            variable(field): str(value)
+            for field, value in self.model_dump(exclude_defaults=True).items()
+            if value is not None
+        }
+
+
+OPERATOR_FIELDS = ("spool_queue_url", "dispatcher_function_name")
+"""What the CLI reads beyond the function's variables: the failure spool and the function."""
+
+STACK_OUTPUTS = {
+    "queue_url": "JobQueueUrl",
+    "dead_letter_queue_url": "DeadLetterQueueUrl",
+    "state_machine_arn": "StateMachineArn",
+    "state_table": "StateTableName",
+    "control_parameter": "ControlParameterName",
+    "dispatcher_function_name": "DispatcherFunctionName",
+    "spool_queue_url": "SpoolQueueUrl",
+}
+"""Field → the stack output (template.yaml's ``Outputs``) the CLI reads it from with ``--stack``."""
+MAX_CONCURRENCY_PARAMETER = "MaxConcurrency"
+"""The stack parameter the CLI reads MAX from with ``--stack``."""
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the environment, raising a ``ConfigurationError`` that names each bad variable.
+
+    A variable's name is matched without regard to case.
+    """
+    environ = os.environ if environ is None else environ
+    fields = set(Settings.model_fields)
+    found = {key.lower(): value for key, value in environ.items() if key.lower() in fields}
     try:
-        return Settings()
+        return Settings.model_validate(found)
     except ValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']).upper()}: {issue['msg']}"
+            f"{variable('.'.join(str(part) for part in issue['loc']))}: {issue['msg']}"
             for issue in error.errors()
         )
         raise ConfigurationError(f"invalid dispatcher environment: {problems}") from error

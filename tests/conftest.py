@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dispatcher import handler
-from dispatcher.emulator import FAKE_CREDENTIALS
+from dispatcher.local.account import FAKE_CREDENTIALS
 from tests.faults.scenario import FINISHED, Tally
 
 

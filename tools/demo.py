@@ -20,17 +20,10 @@ from typing import Any
 
 import boto3
 
-from dispatcher.emulator import (
-    LocalContext,
-    Stack,
-    StartLog,
-    create_stack,
-    environment,
-    moto_server,
-    pointed_at,
-    read_all,
-    send_jobs,
-)
+from dispatcher.in_process import LocalContext
+from dispatcher.local.account import environment, pointed_at
+from dispatcher.local.server import moto_server
+from dispatcher.local.stack import Stack, StartLog, create_stack, read_all, send_jobs
 
 BAR_WIDTH = 20
 
@@ -150,13 +143,12 @@ def run(arguments: argparse.Namespace) -> int:
         stack = create_stack(wait_seconds=arguments.duration)
         scope.enter_context(
             environment(
-                stack.environment(
-                    arguments.max,
-                    RECEIVE_WAIT_SECONDS="0",
-                    POWERTOOLS_TRACE_DISABLED="true",
-                    POWERTOOLS_METRICS_DISABLED="true",
-                    POWERTOOLS_LOG_LEVEL="INFO" if arguments.verbose else "ERROR",
-                )
+                {
+                    **stack.environment(arguments.max, receive_wait_seconds=0),
+                    "POWERTOOLS_TRACE_DISABLED": "true",
+                    "POWERTOOLS_METRICS_DISABLED": "true",
+                    "POWERTOOLS_LOG_LEVEL": "INFO" if arguments.verbose else "ERROR",
+                }
             )
         )
         from dispatcher import handler  # noqa: PLC0415 — import after the environment is set

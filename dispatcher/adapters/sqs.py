@@ -1,23 +1,22 @@
-"""SQS: the source FIFO queue and its dead-letter queue."""
+"""SQS: the source FIFO queue, its dead-letter queue, and queue depths."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from dispatcher.adapters.aws_errors import translate
-from dispatcher.errors import ConfigurationError
-from dispatcher.models import QueuedMessage
-from dispatcher.planning import EXECUTION_NAME_ATTRIBUTE, DeadLetter, chunks, dead_letter_attributes
+from dispatcher.adapters.errors import translated
+from dispatcher.core.admission import DeadLetter
+from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks
+from dispatcher.core.errors import ConfigurationError, TransientError
+from dispatcher.core.messages import EXECUTION_NAME_ATTRIBUTE, QueuedMessage, dead_letter_attributes
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import MessageTypeDef
-
-DISPATCH_ERROR_ATTRIBUTE = "DispatchError"
-SQS_MAX_BATCH = 10
 
 
 def _to_message(raw: MessageTypeDef) -> QueuedMessage:
@@ -41,6 +40,27 @@ def _to_message(raw: MessageTypeDef) -> QueuedMessage:
     )
 
 
+@dataclass(frozen=True)
+class Depth:
+    """About how many messages a queue holds."""
+
+    visible: int
+    in_flight: int
+
+
+def queue_depth(client: SQSClient, url: str) -> Depth:
+    """Visible and in-flight messages on a queue (SQS's approximate counts)."""
+    with translated(f"GetQueueAttributes on {url}"):
+        attributes = client.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+    return Depth(
+        visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
+        in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+    )
+
+
 class SourceQueue:
     """The FIFO queue producers send jobs to."""
 
@@ -55,7 +75,7 @@ class SourceQueue:
         ``wait``: long-poll for the configured time; a round's later receives don't, as
         an empty answer there only means the visible groups are all in flight.
         """
-        try:
+        with translated("ReceiveMessage"):
             response = self._client.receive_message(
                 QueueUrl=self.url,
                 MaxNumberOfMessages=count,
@@ -63,8 +83,6 @@ class SourceQueue:
                 MessageSystemAttributeNames=["MessageGroupId", "ApproximateReceiveCount", "SentTimestamp"],
                 MessageAttributeNames=["All"],
             )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, "ReceiveMessage") from error
         return [_to_message(raw) for raw in response.get("Messages", [])]
 
     def delete(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
@@ -101,18 +119,18 @@ class SourceQueue:
         every tick, and only an error makes that visible.
         """
         failed: list[QueuedMessage] = []
-        for chunk in chunks(messages, SQS_MAX_BATCH):
+        for chunk in chunks(messages, SQS_BATCH_LIMIT):
             by_id = {str(index): message for index, message in enumerate(chunk)}
             entries = [
                 {"Id": key, "ReceiptHandle": message.receipt_handle, **extra}
                 for key, message in by_id.items()
             ]
             try:
-                response = call(QueueUrl=self.url, Entries=entries)
-            except (ClientError, BotoCoreError) as error:
-                translated = translate(error, f"{action} on {self.url}")
-                if isinstance(translated, ConfigurationError):
-                    raise translated from error
+                with translated(f"{action} on {self.url}"):
+                    response = call(QueueUrl=self.url, Entries=entries)
+            except ConfigurationError:
+                raise
+            except (TransientError, ClientError):  # the chunk comes back by itself
                 failed.extend(chunk)
                 continue
             failed.extend(by_id[entry["Id"]] for entry in response.get("Failed", []))
@@ -136,23 +154,34 @@ class DeadLetterQueue:
         """
         failed: list[DeadLetter] = []
         for letter in dead_letters:
-            attributes = dead_letter_attributes(
-                letter.message.attributes,
-                letter.reason,
-                error_attribute=DISPATCH_ERROR_ATTRIBUTE,
-                first=EXECUTION_NAME_ATTRIBUTE,
-            )
+            attributes = dead_letter_attributes(letter.message.attributes, letter.reason)
             try:
-                self._client.send_message(
-                    QueueUrl=self.url,
-                    MessageBody=letter.message.body,
-                    MessageGroupId=letter.message.group_id,
-                    MessageDeduplicationId=letter.message.message_id,
-                    MessageAttributes=attributes,  # type: ignore[arg-type]
-                )
-            except (ClientError, BotoCoreError) as error:
-                translated = translate(error, "SendMessage to the dead-letter queue")
-                if isinstance(translated, ConfigurationError):
-                    raise translated from error
+                with translated("SendMessage to the dead-letter queue"):
+                    self._client.send_message(
+                        QueueUrl=self.url,
+                        MessageBody=letter.message.body,
+                        MessageGroupId=letter.message.group_id,
+                        MessageDeduplicationId=letter.message.message_id,
+                        MessageAttributes=attributes,  # type: ignore[arg-type]
+                    )
+            except ConfigurationError:
+                raise
+            except (TransientError, ClientError):
                 failed.append(letter)
         return failed
+
+
+def send_message(  # noqa: PLR0913, PLR0917 — one argument per part of the message
+    client: SQSClient, url: str, body: str, group: str, deduplication_id: str, attributes: dict[str, Any]
+) -> None:
+    """Send one message as it is (a dead letter going back: no producer rules applied)."""
+    request: dict[str, Any] = {
+        "QueueUrl": url,
+        "MessageBody": body,
+        "MessageGroupId": group,
+        "MessageDeduplicationId": deduplication_id,
+    }
+    if attributes:
+        request["MessageAttributes"] = attributes
+    with translated(f"SendMessage to {url}"):
+        client.send_message(**request)

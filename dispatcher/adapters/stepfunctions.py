@@ -4,33 +4,40 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from dispatcher.adapters.aws_errors import error_code, translate
-from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
-from dispatcher.models import RunningListing
-from dispatcher.planning import LIST_PAGE_SIZE, counted_names
+from dispatcher.adapters.errors import CodeError, error_code, error_message, translated
+from dispatcher.core.counting import LIST_PAGE_SIZE, RunningListing, counted_names
+from dispatcher.core.errors import (
+    ConfigurationError,
+    ExecutionExistsError,
+    RejectedInputError,
+    TransientError,
+)
+from dispatcher.core.executions import ExecutionState, execution_arn
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
+    from mypy_boto3_stepfunctions.type_defs import DescribeExecutionOutputTypeDef
 
-# Step Functions' own verdicts on one message's name or input: that message is poison.
-REJECTED_INPUT_CODES = frozenset({"InvalidName", "InvalidExecutionInput", "ValidationException"})
-# ... and on one redrive: the execution can't be redriven (gone, succeeded, too old).
-NOT_REDRIVABLE_CODES = frozenset({"ExecutionNotRedrivable", "ExecutionDoesNotExist", "ValidationException"})
+REJECTED_INPUT_CODES = ("InvalidName", "InvalidExecutionInput", "ValidationException")
+"""Step Functions' own verdicts on one message's name or input: that message is poison."""
+NOT_REDRIVABLE_CODES = ("ExecutionNotRedrivable", "ExecutionDoesNotExist", "ValidationException")
+"""... and on one redrive: the execution can't be redriven (gone, succeeded, too old)."""
+NO_SUCH_EXECUTION = "ExecutionDoesNotExist"
 
 
-@dataclass(frozen=True)
-class ExecutionState:
-    """What `DescribeExecution` says of one execution."""
+class _NoSuchExecutionError(Exception):
+    """`DescribeExecution` says there is no such execution (yet)."""
 
-    status: str
-    redrive_count: int
-    input: str | None
-    """None when Step Functions left it out (no permission on its KMS key)."""
+
+def _rejected(verdict: str) -> CodeError:
+    def rejected(error: ClientError) -> Exception:
+        return RejectedInputError(f"Step Functions {verdict}: {error_code(error)}: {error_message(error)}")
+
+    return rejected
 
 
 class StateMachine:
@@ -42,17 +49,10 @@ class StateMachine:
         self._start_client = start_client or client
         self.arn = arn
 
-    def execution_arn(self, name: str) -> str:
-        """The deterministic ARN of the execution called ``name``."""
-        prefix, _, machine = self.arn.rpartition(":stateMachine:")
-        return f"{prefix}:execution:{machine}:{name}"
-
     def ensure_standard(self) -> None:
         """Raise a ``ConfigurationError`` unless the state machine exists and is STANDARD."""
-        try:
+        with translated(f"DescribeStateMachine({self.arn})"):
             description = self._client.describe_state_machine(stateMachineArn=self.arn)
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, f"DescribeStateMachine({self.arn})") from error
         if description["type"] != "STANDARD":
             raise ConfigurationError(
                 f"state machine {self.arn} is {description['type']}: the dispatcher needs a"
@@ -60,9 +60,9 @@ class StateMachine:
             )
 
     def list_running(
-        self, max_concurrency: int, ends: Mapping[str, float], listed_at: float
+        self, max_concurrency: int | None, ends: Mapping[str, float], listed_at: float
     ) -> RunningListing:
-        """List RUNNING executions, paging only until MAX of them hold a slot.
+        """List RUNNING executions, paging only until MAX of them hold a slot (None: every one).
 
         Executions that ``ends`` says have ended (and weren't redriven since) are still
         listed for a while; they are paged past, not counted, so the pages read grow
@@ -79,35 +79,32 @@ class StateMachine:
             }
             if token:
                 request["nextToken"] = token
-            try:
+            with translated("ListExecutions"):
                 page = self._client.list_executions(**request)
-            except (ClientError, BotoCoreError) as error:
-                raise translate(error, "ListExecutions") from error
             for item in page["executions"]:
                 redrive_date = item.get("redriveDate")
                 executions[item["name"]] = None if redrive_date is None else redrive_date.timestamp()
                 started = item["startDate"].timestamp()
                 oldest = started if oldest is None else min(oldest, started)
             token = page.get("nextToken")
-            if not token:
+            complete = not token
+            if complete or (
+                max_concurrency is not None and len(counted_names(executions, ends)) >= max_concurrency
+            ):
                 return RunningListing(
-                    executions=executions, complete=True, listed_at=listed_at, oldest_started_at=oldest
+                    executions=executions, complete=complete, listed_at=listed_at, oldest_started_at=oldest
                 )
-            if len(counted_names(executions, ends)) >= max_concurrency:
-                return RunningListing(
-                    executions=executions, complete=False, listed_at=listed_at, oldest_started_at=oldest
-                )
+
+    def _describe(self, name: str, missing: CodeError) -> DescribeExecutionOutputTypeDef:
+        with translated("DescribeExecution", {NO_SUCH_EXECUTION: missing}):
+            return self._client.describe_execution(executionArn=execution_arn(self.arn, name))
 
     def state_of(self, name: str) -> ExecutionState | None:
         """Status, ``redriveCount`` and input of execution ``name``; None when there is none."""
         try:
-            description = self._client.describe_execution(executionArn=self.execution_arn(name))
-        except ClientError as error:
-            if error_code(error) == "ExecutionDoesNotExist":
-                return None
-            raise translate(error, "DescribeExecution") from error
-        except BotoCoreError as error:
-            raise translate(error, "DescribeExecution") from error
+            description = self._describe(name, _NoSuchExecutionError)
+        except _NoSuchExecutionError:
+            return None
         return ExecutionState(
             status=description["status"],
             redrive_count=int(description.get("redriveCount") or 0),
@@ -120,34 +117,21 @@ class StateMachine:
         Raises ``RejectedInputError`` when Step Functions says it can't be redriven, and
         the translated error otherwise.
         """
-        try:
+        refused = _rejected("refused the redrive")
+        with translated("RedriveExecution", dict.fromkeys(NOT_REDRIVABLE_CODES, refused)):
             self._start_client.redrive_execution(
-                executionArn=self.execution_arn(name), clientToken=client_token
+                executionArn=execution_arn(self.arn, name), clientToken=client_token
             )
-        except ClientError as error:
-            code = error_code(error)
-            if code in NOT_REDRIVABLE_CODES:
-                message = error.response.get("Error", {}).get("Message", "")
-                raise RejectedInputError(f"Step Functions refused the redrive: {code}: {message}") from error
-            raise translate(error, "RedriveExecution") from error
-        except BotoCoreError as error:
-            raise translate(error, "RedriveExecution") from error
 
     def has_input(self, name: str, execution_input: str) -> bool:
         """Whether the existing execution ``name`` was started with this input."""
-        try:
-            description = self._client.describe_execution(executionArn=self.execution_arn(name))
-        except ClientError as error:
-            if error_code(error) == "ExecutionDoesNotExist":
-                # StartExecution just said it exists: DescribeExecution is eventually
-                # consistent and hasn't caught up. Ask again on a later tick.
-                raise TransientError(
-                    f"DescribeExecution({name}) does not show the existing execution yet"
-                ) from error
-            raise translate(error, "DescribeExecution") from error
-        except BotoCoreError as error:
-            raise translate(error, "DescribeExecution") from error
-        existing = description.get("input")
+
+        def lagging(error: ClientError) -> Exception:
+            # StartExecution just said it exists: DescribeExecution is eventually
+            # consistent and hasn't caught up. Ask again on a later tick.
+            return TransientError(f"DescribeExecution({name}) does not show the existing execution yet")
+
+        existing = self._describe(name, lagging).get("input")
         if existing is None or existing == execution_input:
             # Input is left out only when the caller may not see it; assume it matches
             # rather than dead-letter a redelivered message.
@@ -164,18 +148,10 @@ class StateMachine:
         or one with another input, ``RejectedInputError`` when Step Functions refuses
         this message, and the translated error otherwise.
         """
-        try:
+        codes: dict[str, CodeError] = dict.fromkeys(REJECTED_INPUT_CODES, _rejected("rejected the start"))
+        codes["ExecutionAlreadyExists"] = lambda error: ExecutionExistsError(name)
+        with translated("StartExecution", codes):
             response = self._start_client.start_execution(
                 stateMachineArn=self.arn, name=name, input=execution_input
             )
-        except ClientError as error:
-            code = error_code(error)
-            if code == "ExecutionAlreadyExists":
-                raise ExecutionExistsError(name) from error
-            if code in REJECTED_INPUT_CODES:
-                message = error.response.get("Error", {}).get("Message", "")
-                raise RejectedInputError(f"Step Functions rejected the start: {code}: {message}") from error
-            raise translate(error, "StartExecution") from error
-        except BotoCoreError as error:
-            raise translate(error, "StartExecution") from error
         return response["executionArn"]

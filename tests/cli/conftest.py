@@ -15,21 +15,13 @@ import boto3
 import pytest
 
 from dispatcher import handler
-from dispatcher.emulator import (
-    FAKE_CREDENTIALS,
-    REGION,
-    Emulation,
-    LocalContext,
-    Rule,
-    Stack,
-    create_stack,
-    emulated_server,
-    environment,
-    failure_pattern,
-    pointed_at,
-    to_queue,
-)
-from dispatcher.local import register_stack
+from dispatcher.core.events import failure_pattern
+from dispatcher.in_process import LocalContext
+from dispatcher.local.account import FAKE_CREDENTIALS, REGION, environment, pointed_at
+from dispatcher.local.emulation import Emulation
+from dispatcher.local.events import Rule, to_queue
+from dispatcher.local.server import emulated_server
+from dispatcher.local.stack import Stack, create_stack, register_stack
 from dispatcher.telemetry import metrics
 
 SCRIPT = Path(sys.executable).parent / "dispatcher"
@@ -78,7 +70,7 @@ class Cli:
         Faster than `dispatcher tick`, which test_cli runs as a user does.
         """
         variables = {
-            **self.stack.environment(3, RECEIVE_WAIT_SECONDS="0"),
+            **self.stack.environment(3, receive_wait_seconds=0),
             "POWERTOOLS_METRICS_DISABLED": "true",
         }
         with environment(variables):
@@ -143,7 +135,7 @@ def crash_once_before(monkeypatch: pytest.MonkeyPatch, operation: str, *, killed
     ``killed``: as when the process is killed instead: every later call of that run
     fails too, so nothing it held is given back (its holds run out by themselves).
     """
-    from dispatcher import cli as cli_module  # noqa: PLC0415
+    from dispatcher.cli.config import Aws  # noqa: PLC0415
 
     crashes = {"left": 1, "dead": False}
 
@@ -155,13 +147,13 @@ def crash_once_before(monkeypatch: pytest.MonkeyPatch, operation: str, *, killed
             crashes["dead"] = killed
             raise KeyboardInterrupt
 
-    real_client = cli_module.Aws.client
+    real_client = Aws.client
 
-    def client(self: cli_module.Aws, service: str) -> object:
+    def client(self: Aws, service: str) -> object:
         made = real_client(self, service)
         if not getattr(made, "_crash_hooked", False):
             made.meta.events.register("before-call", crash)
             made._crash_hooked = True
         return made
 
-    monkeypatch.setattr(cli_module.Aws, "client", client)
+    monkeypatch.setattr(Aws, "client", client)

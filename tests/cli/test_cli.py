@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from dispatcher import cli as cli_module
-from dispatcher.emulator import Emulation, read_all
+from dispatcher.cli import local as local_command
+from dispatcher.local.emulation import Emulation
+from dispatcher.local.stack import read_all
 from tests.cli.conftest import SCRIPT, Cli
 
 COMMANDS = [
@@ -316,7 +318,7 @@ def test_cli_local_without_the_emulator_installed_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Installed without the `local` extra, `dispatcher local` names the extra to install (exit 1)."""
-    monkeypatch.setattr(cli_module, "LOCAL_MODULES", ("moto", "no_such_module_here"))
+    monkeypatch.setattr(local_command, "LOCAL_MODULES", ("moto", "no_such_module_here"))
     assert cli_module.main(["local", "--port", "0"]) == 1
     assert capsys.readouterr().err == (
         "dispatcher: error: `dispatcher local` needs the emulator:"

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from dispatcher import cli as cli_module
-from dispatcher.emulator import read_all
+from dispatcher.cli.config import Aws
+from dispatcher.local.stack import read_all
 from tests.cli.conftest import Cli, crash_once_before
 from tests.faults.operator import expire_holds
 
@@ -90,10 +91,10 @@ def test_an_interrupted_dead_letter_redrive_moves_nothing_twice(
 ) -> None:
     """Killed after a send, before its delete: once its hold runs out, running again moves nothing twice."""
     dead_letter(aws, cli)
-    unhooked = cli_module.Aws.client
+    unhooked = Aws.client
     crash_once_before(monkeypatch, "sqs.DeleteMessageBatch", killed=True)
     assert cli_module.main(["--stack", cli.stack_name, "redrive-dead-letters"]) == 130
-    monkeypatch.setattr(cli_module.Aws, "client", unhooked)
+    monkeypatch.setattr(Aws, "client", unhooked)
     assert json.loads(cli.run("redrive-dead-letters", "--json").stdout)["total"] == 0, "all still held"
     expire_holds(cli.stack.dead_letter_queue_url)
     assert cli_module.main(["--stack", cli.stack_name, "redrive-dead-letters"]) == 0

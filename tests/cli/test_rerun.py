@@ -20,7 +20,8 @@ import boto3
 import pytest
 
 from dispatcher import cli as cli_module
-from dispatcher.emulator import REGION, environment, read_all, send_jobs, set_downstream
+from dispatcher.local.account import REGION, environment
+from dispatcher.local.stack import read_all, send_jobs, set_downstream
 from dispatcher.producer import Job
 from tests.cli.conftest import SCRIPT, Cli, crash_once_before
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dispatcher.emulator import enable_execution
+from dispatcher.local.server import enable_execution
 from tests.faults.world import FaultyAws, faulty_moto_server
 
 

@@ -16,8 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatcher import cli, rerun
-from dispatcher.emulator import ACCOUNT_ID, REGION
+from dispatcher import cli
+from dispatcher.adapters import held_queue
+from dispatcher.cli.config import Aws
+from dispatcher.local.account import ACCOUNT_ID, REGION
 from tests.faults.process import Crash, CrashPlan
 
 RERUN_CRASH_POINTS = (
@@ -47,7 +49,7 @@ class RerunResult:
 @contextmanager
 def _hooked(crash: CrashPlan | None, sent: list[dict[str, Any]]) -> Iterator[None]:
     """Hook every client the CLI builds: note the jobs it sends, and die as planned."""
-    real_client = cli.Aws.client
+    real_client = Aws.client
     state = {"dead": False, "seen": {}}
 
     def before(event_name: str, params: dict[str, Any], **_: Any) -> None:
@@ -70,7 +72,7 @@ def _hooked(crash: CrashPlan | None, sent: list[dict[str, Any]]) -> Iterator[Non
             state["dead"] = True
             raise Crash(str(crash))
 
-    def client(self: cli.Aws, service: str) -> Any:
+    def client(self: Aws, service: str) -> Any:
         made = real_client(self, service)
         if not getattr(made, "_operator_hooked", False):
             made.meta.events.register("provide-client-params", before)
@@ -78,14 +80,14 @@ def _hooked(crash: CrashPlan | None, sent: list[dict[str, Any]]) -> Iterator[Non
             made._operator_hooked = True
         return made
 
-    cli.Aws.client = client  # type: ignore[method-assign]
+    Aws.client = client  # type: ignore[method-assign]
     # moto answers an empty receive at once: the long poll that guards AWS's sampling only costs time here.
-    saved_wait, rerun.READ_WAIT_SECONDS = rerun.READ_WAIT_SECONDS, 0
+    saved_wait, held_queue.READ_WAIT_SECONDS = held_queue.READ_WAIT_SECONDS, 0
     try:
         yield
     finally:
-        cli.Aws.client = real_client  # type: ignore[method-assign]
-        rerun.READ_WAIT_SECONDS = saved_wait
+        Aws.client = real_client  # type: ignore[method-assign]
+        held_queue.READ_WAIT_SECONDS = saved_wait
 
 
 def _operation(event_name: str) -> str:

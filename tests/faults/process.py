@@ -25,7 +25,7 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
-from dispatcher.emulator import LocalContext
+from dispatcher.in_process import LocalContext
 from tests.faults.world import World
 
 SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb", "ssm": "ssm"}

@@ -26,17 +26,16 @@ from typing import Any
 
 import boto3
 
-from dispatcher.control import Control
-from dispatcher.emulator import REGION, LocalContext, Stack, create_stack, environment, read_all
-from dispatcher.planning import MAX_INPUT_BYTES, RECENT_START_WINDOW_SECONDS
-from dispatcher.rerun import REDRIVE, RESTART, restart_name
+from dispatcher.core.control import Control
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
+from dispatcher.core.executions import MAX_INPUT_BYTES
+from dispatcher.core.rerun import REDRIVE, RESTART, restart_name
+from dispatcher.in_process import LocalContext
+from dispatcher.local.account import REGION, environment
+from dispatcher.local.stack import Stack, create_stack, read_all
+from dispatcher.settings import variable
 from tests.faults.operator import RERUN_CRASH_POINTS, expire_holds, run_rerun
-from tests.faults.process import (
-    CRASH_POINTS,
-    CrashPlan,
-    DispatcherProcess,
-    on_virtual_time,
-)
+from tests.faults.process import CRASH_POINTS, CrashPlan, DispatcherProcess, on_virtual_time
 from tests.faults.world import (
     REJECTED_INPUT_MARKER,
     VISIBILITY_TIMEOUT_SECONDS,
@@ -47,7 +46,7 @@ from tests.faults.world import (
     Lag,
     World,
     backend_execution,
-    status_change_event,
+    execution_event,
 )
 
 ADVICE = re.compile(r"finish with `dispatcher rerun --(\w+)`")
@@ -510,10 +509,10 @@ class ScenarioRun:
             **self.stack.environment(
                 # Controlled: the parameter's MAX must win over a higher environment MAX.
                 self.scenario.max_concurrency + (CONTROL_OVERRIDE if self.scenario.controlled else 0),
-                RECEIVE_WAIT_SECONDS="0",
-                START_CONCURRENCY=str(self.scenario.start_concurrency),
-                SPOOL_QUEUE_URL=self.stack.spool_queue_url,
+                receive_wait_seconds=0,
+                start_concurrency=self.scenario.start_concurrency,
             ),
+            variable("spool_queue_url"): self.stack.spool_queue_url,
             **overrides,
         }
 
@@ -661,10 +660,10 @@ class ScenarioRun:
             return
         execution = self.rng.choice(running)
         if kind == "other machine":
-            event = status_change_event(execution, "SUCCEEDED", self.stack.state_machine_arn + "-other")
+            event = execution_event(execution, "SUCCEEDED", self.stack.state_machine_arn + "-other")
             event["detail"]["stopDate"] = int(self.world.now * 1000)
         else:
-            event = status_change_event(execution, "RUNNING")
+            event = execution_event(execution, "RUNNING")
         self.world.injected[f"misdirected event ({kind})"] += 1
         self._tick(None, event=event)
 

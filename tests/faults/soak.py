@@ -42,7 +42,7 @@ def run_share(seeds: list[int]) -> Tally:
     """Run ``seeds`` against one faulty emulator in this process."""
     os.environ.update(QUIET_ENVIRONMENT)
     warnings.simplefilter("ignore")
-    from dispatcher.emulator import pointed_at  # noqa: PLC0415
+    from dispatcher.local.account import pointed_at  # noqa: PLC0415
     from tests.faults.scenario import Scenario, Tally, run_scenario  # noqa: PLC0415 — after the environment is set
     from tests.faults.world import faulty_moto_server  # noqa: PLC0415
 
@@ -59,7 +59,7 @@ def run_overlaps(seeds: list[int]) -> list[OverlapRound]:
     """Rounds of two dispatcher processes ticking at once, against one faulty emulator on the real clock."""
     os.environ.update(QUIET_ENVIRONMENT)
     warnings.simplefilter("ignore")
-    from dispatcher.emulator import pointed_at  # noqa: PLC0415
+    from dispatcher.local.account import pointed_at  # noqa: PLC0415
     from tests.faults.test_overlap import overlap_round  # noqa: PLC0415
     from tests.faults.world import faulty_moto_server  # noqa: PLC0415
 

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatcher.planning import DEAD_LETTER_HEADROOM_BYTES, MAX_INPUT_BYTES, SQS_MAX_MESSAGE_BYTES
+from dispatcher.core.executions import MAX_INPUT_BYTES
+from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 from tests.faults.scenario import Job, Scenario, ScenarioRun
 from tests.faults.world import REJECTED_INPUT_MARKER, FaultyAws
 from tests.inputs import json_of_size

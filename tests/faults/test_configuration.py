@@ -15,8 +15,9 @@ from typing import Any
 import boto3
 import pytest
 
-from dispatcher.emulator import ACCOUNT_ID, REGION, sample_workflow
-from dispatcher.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.local.stack import sample_workflow
 from tests.faults.scenario import Job, Scenario, ScenarioRun
 from tests.faults.world import FaultPlan, FaultyAws, Lag
 

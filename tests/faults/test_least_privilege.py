@@ -12,7 +12,8 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from dispatcher.emulator import ACCOUNT_ID, REGION, Stack
+from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.local.stack import Stack
 from tests.faults.process import CRASH_POINTS, Call, CrashPlan
 from tests.faults.scenario import Scenario, run_scenario
 from tests.faults.test_properties import crash_course

@@ -22,14 +22,15 @@ from typing import Any
 
 import boto3
 
-from dispatcher.emulator import FAKE_CREDENTIALS, REGION, Stack, create_stack
+from dispatcher.local.account import FAKE_CREDENTIALS, REGION
+from dispatcher.local.stack import Stack, create_stack
 from tests.faults.world import FaultPlan, FaultyAws, Lag, Request, World, backend_execution
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _ticker(
-    endpoint_url: str, stack: Stack, max_concurrency: int, *arguments: str, **extra: str
+    endpoint_url: str, stack: Stack, max_concurrency: int, *arguments: str, **settings: Any
 ) -> subprocess.Popen[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -38,9 +39,7 @@ def _ticker(
         "AWS_ENDPOINT_URL": endpoint_url,
         "POWERTOOLS_LOG_LEVEL": "ERROR",
         "POWERTOOLS_METRICS_DISABLED": "true",
-        "RECEIVE_WAIT_SECONDS": "0",
-        **stack.environment(max_concurrency),
-        **extra,
+        **stack.environment(max_concurrency, receive_wait_seconds=0, **settings),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "tests.faults.ticker", *arguments],
@@ -129,7 +128,7 @@ def overlap_round(middleware: FaultyAws, endpoint_url: str, seed: int) -> Overla
                 stack,
                 outcome.max_concurrency,
                 *("--seconds", "30", "--timeout", "4", "--until-drained"),
-                TIME_MARGIN_SECONDS="1",
+                time_margin_seconds=1,
             )
             for _ in range(2)
         ]
@@ -183,7 +182,7 @@ def test_holder_killed_mid_tick_delays_the_next_tick_only_until_its_lease_expire
             "1",
             "--timeout",
             str(timeout),
-            TIME_MARGIN_SECONDS="0.5",
+            time_margin_seconds=0.5,
         )
         assert inside.wait(30), "the holder never reached StartExecution"
         killed_at = time.time()
@@ -197,7 +196,7 @@ def test_holder_killed_mid_tick_delays_the_next_tick_only_until_its_lease_expire
             MessageDeduplicationId="late",
         )
         other = _ticker(
-            faulty_aws_endpoint(), stack, 4, "--seconds", str(timeout + 2), TIME_MARGIN_SECONDS="0.5"
+            faulty_aws_endpoint(), stack, 4, "--seconds", str(timeout + 2), time_margin_seconds=0.5
         )
         reports = _reports(other)
     busy = [report for report in reports if report["stopped"] == "busy"]

@@ -14,7 +14,7 @@ import sys
 import time
 
 from dispatcher import handler
-from dispatcher.emulator import LocalContext
+from dispatcher.in_process import LocalContext
 
 BUSY_PAUSE_SECONDS = 0.1
 

@@ -46,8 +46,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatcher.emulator import ACCOUNT_ID, REGION, moto_server
-from dispatcher.planning import MAX_INPUT_BYTES, SQS_MAX_MESSAGE_ATTRIBUTES, name_problem
+from dispatcher.core.executions import MAX_INPUT_BYTES, REDRIVABLE_STATUSES, name_problem, state_machine_of
+from dispatcher.core.messages import SQS_MAX_MESSAGE_ATTRIBUTES
+from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.local.events import status_change_event
+from dispatcher.local.redrive import Redrives, Stopped
+from dispatcher.local.server import moto_server
 from dispatcher.settings import Settings
 
 DISPATCHER_USER_AGENT = "dispatcher"
@@ -67,8 +71,6 @@ SERVICE_BY_TARGET = {
     "DynamoDB_20120810": "dynamodb",
     "AmazonSSM": "ssm",
 }
-FAILED_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
-CLIENT_TOKEN_SECONDS = 15 * 60
 LIST_REUSE_SECONDS = float(Settings.model_fields["list_reuse_seconds"].default)
 """How long the dispatcher may reuse a list read (its default): a foreign execution counts once
 a read at least this old could have shown it."""
@@ -231,7 +233,8 @@ class World:
         """Until then, runs of jobs that call the downstream API fail."""
         self.spooled: list[dict[str, Any]] = []
         """Failure events for the spool queue, to be sent outside the lock (`take_spooled`)."""
-        self.redrive_tokens: dict[str, float] = {}
+        self.redrives = Redrives()
+        """The client tokens of recent redrives (AWS's rules: `Redrives`)."""
         self.dispatcher_redrives: list[tuple[str, int]] = []
         """(execution name, its redriveCount before) for each redrive the dispatcher made."""
         self.lock = threading.RLock()
@@ -288,8 +291,8 @@ class World:
 
     def _emit_end(self, execution: Execution) -> None:
         status = execution.runs[-1].status
-        if status in FAILED_STATUSES:
-            event = status_change_event(execution, status)
+        if status in REDRIVABLE_STATUSES:
+            event = execution_event(execution, status)
             copies = 2 if self.event_rng.random() < self.events.duplicated else 1
             self.spooled += [event] * copies
         plan = self.events
@@ -301,7 +304,7 @@ class World:
         copies = 2 if self.event_rng.random() < plan.duplicated else 1
         if copies == 2:
             self.injected["status change event duplicated"] += 1
-        event = status_change_event(execution, status)
+        event = execution_event(execution, status)
         for _ in range(copies):
             at = self.now + self.event_rng.uniform(0, plan.delay)
             self.deliveries.append(Delivery(at, next(self._deliveries_made), event))
@@ -443,42 +446,39 @@ class World:
         run = execution.runs[-1]
         return ("RUNNING" if run.ended_at is None else run.status), len(execution.runs) - 1
 
+    def stopped(self, arn: str) -> Stopped | None:
+        """Status and stop time as they are (what `RedriveExecution` goes by); None: no such execution."""
+        execution = self.executions.get(arn)
+        if execution is None:
+            return None
+        run = execution.runs[-1]
+        return Stopped("RUNNING" if run.ended_at is None else run.status, run.ended_at)
+
     def chance(self, rate: float) -> bool:
         """Draw whether a fault that hits at ``rate`` hits now (never while faults are off)."""
         return self.faults.enabled and rate > 0 and self.rng.random() < rate
 
 
-def status_change_event(
+def execution_event(
     execution: Execution, status: str, state_machine_arn: str | None = None
 ) -> dict[str, Any]:
-    """The "Step Functions Execution Status Change" event of ``execution``, as EventBridge delivers it."""
-    machine = state_machine_arn or execution.arn.rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
+    """The status change event of ``execution``'s latest run, as EventBridge delivers it."""
     run = execution.runs[-1]
-    return {
-        "version": "0",
-        "id": f"event-{execution.sequence}-{len(execution.runs)}-{status}",
-        "detail-type": "Step Functions Execution Status Change",
-        "source": "aws.states",
-        "account": ACCOUNT_ID,
-        "region": REGION,
-        "resources": [execution.arn],
-        "detail": {
-            "executionArn": execution.arn,
-            "stateMachineArn": machine,
-            "name": execution.name,
-            "status": status,
-            "startDate": int(execution.started_at * 1000),
-            "stopDate": None if status == "RUNNING" or run.ended_at is None else int(run.ended_at * 1000),
-            "redriveCount": len(execution.runs) - 1,
-            "input": execution.input,
-            "inputDetails": {"included": True},
-            **(
-                {"error": "Job.Failed", "cause": "planned by the scenario"}
-                if status in FAILED_STATUSES
-                else {}
-            ),
-        },
-    }
+    failed = status in REDRIVABLE_STATUSES
+    return status_change_event(
+        execution_arn=execution.arn,
+        state_machine_arn=state_machine_arn or state_machine_of(execution.arn),
+        name=execution.name,
+        status=status,
+        started_at=execution.started_at,
+        stopped_at=None if status == "RUNNING" else run.ended_at,
+        execution_input=execution.input,
+        error="Job.Failed" if failed else None,
+        cause="planned by the scenario" if failed else None,
+        redrive_count=len(execution.runs) - 1,
+        redriven_at=execution.redriven_at,
+        event_id=f"event-{execution.sequence}-{len(execution.runs)}-{status}",
+    )
 
 
 def _calls_downstream(execution_input: str) -> bool:
@@ -689,27 +689,23 @@ class FaultyAws:
         return json_response(200, document)
 
     def _redrive_execution(self, request: Request, environ: dict[str, Any]) -> Response:
-        """What AWS does (see the module docstring); moto has no RedriveExecution."""
+        """What AWS does (`Redrives`, the project's one emulation); moto has no RedriveExecution."""
         world = self.world
-        arn = str(request.body.get("executionArn", ""))
-        token = str(request.body.get("clientToken") or "")
-        now = world.now
-        world.redrive_tokens = {
-            seen: at for seen, at in world.redrive_tokens.items() if now - at < CLIENT_TOKEN_SECONDS
-        }
-        if token and token in world.redrive_tokens:
+
+        def run_again(arn: str) -> None:
+            world.redrive(arn, by_dispatcher=request.from_dispatcher)
+            backend_execution(arn).status = "RUNNING"
+
+        answer = world.redrives.redrive(
+            str(request.body.get("executionArn", "")),
+            str(request.body.get("clientToken") or ""),
+            world.now,
+            world.stopped,
+            run_again,
+        )
+        if answer.repeated:
             world.injected["redrive repeated with its client token"] += 1
-            return json_response(200, {"redriveDate": world.redrive_tokens[token]})
-        truly = world.truly(arn)
-        if truly is None:
-            return error_response("ExecutionDoesNotExist", f"Execution Does Not Exist: '{arn}'")
-        if truly[0] not in FAILED_STATUSES:
-            return error_response("ExecutionNotRedrivable", f"Execution is {truly[0]}: '{arn}'")
-        world.redrive(arn, by_dispatcher=request.from_dispatcher)
-        backend_execution(arn).status = "RUNNING"
-        if token:
-            world.redrive_tokens[token] = now
-        return json_response(200, {"redriveDate": now})
+        return json_response(answer.status, answer.document)
 
     def _start_execution(self, request: Request, environ: dict[str, Any]) -> Response:
         name = str(request.body.get("name", ""))

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 from cfnlint.api import lint_file
 
-from dispatcher.emulator import failure_pattern, matches, refill_pattern, status_change_event
-from dispatcher.planning import CLOSED_STATUSES, DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
+from dispatcher.core.events import failure_pattern, refill_pattern
+from dispatcher.core.executions import CLOSED_STATUSES
+from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
+from dispatcher.local.events import event_from_description as status_change_event
+from dispatcher.local.events import matches
 from dispatcher.settings import MAX_START_CONCURRENCY, Settings
 from tests.infra.template import TEMPLATE, function_statements, sam_template, statements, transformed
 

@@ -15,7 +15,10 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from dispatcher import handler
-from dispatcher.emulator import REGION, LocalContext, Stack, StartLog, atomic_sqs, create_stack, read_all
+from dispatcher.in_process import LocalContext
+from dispatcher.local.account import REGION
+from dispatcher.local.server import atomic_sqs
+from dispatcher.local.stack import Stack, StartLog, create_stack, read_all
 
 
 @dataclass
@@ -32,9 +35,9 @@ class Harness:
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.ssm = boto3.client("ssm", region_name=REGION)
 
-    def configure(self, max_concurrency: int, **extra: str) -> None:
-        """Set the function's environment, as the template would."""
-        environment = self.stack.environment(max_concurrency, RECEIVE_WAIT_SECONDS="0", **extra)
+    def configure(self, max_concurrency: int, **settings: Any) -> None:
+        """Set the function's environment, as the template would (``settings``: fields of `Settings`)."""
+        environment = self.stack.environment(max_concurrency, receive_wait_seconds=0, **settings)
         for key, value in environment.items():
             self.monkeypatch.setenv(key, value)
 

@@ -8,12 +8,21 @@ from typing import Any
 
 import pytest
 
-from dispatcher.adapters.dynamodb import RerunClaims, StateTable
+from dispatcher.adapters.claims import RerunClaims
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
+from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
-from dispatcher.errors import ConfigurationError, ExecutionExistsError, RejectedInputError, TransientError
-from dispatcher.models import EndedExecution, QueuedMessage, RecordedStart, StateWindow
-from dispatcher.planning import DeadLetter
+from dispatcher.core.admission import DeadLetter
+from dispatcher.core.counting import RecordedStart, StateWindow
+from dispatcher.core.errors import (
+    ConfigurationError,
+    ExecutionExistsError,
+    RejectedInputError,
+    TransientError,
+)
+from dispatcher.core.events import EndedExecution
+from dispatcher.core.executions import execution_arn
+from dispatcher.core.messages import QueuedMessage
 from tests.integration.conftest import Harness
 
 
@@ -146,7 +155,7 @@ def test_start_rejected_input_is_poison(machine: StateMachine) -> None:
 
 def test_execution_arn_is_deterministic(machine: StateMachine) -> None:
     """The execution ARN follows from the state machine ARN and the name."""
-    assert machine.execution_arn("job-1").endswith(":execution:" + machine.arn.split(":")[-1] + ":job-1")
+    assert execution_arn(machine.arn, "job-1").endswith(":execution:" + machine.arn.split(":")[-1] + ":job-1")
 
 
 def _message(harness: Harness, body: str = "{}") -> QueuedMessage:

@@ -10,7 +10,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from freezegun import freeze_time
 
-from dispatcher.adapters.dynamodb import StateTable
+from dispatcher.adapters.state_table import StateTable
 from tests.integration.conftest import Harness
 
 

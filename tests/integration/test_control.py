@@ -7,8 +7,8 @@ import json
 import pytest
 from freezegun import freeze_time
 
-from dispatcher.control import CONTROL_MAX_AGE_SECONDS
-from dispatcher.errors import ConfigurationError
+from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS
+from dispatcher.core.errors import ConfigurationError
 from tests.integration.conftest import Harness
 
 

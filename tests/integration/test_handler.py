@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from dispatcher import handler
-from dispatcher.emulator import LocalContext
-from dispatcher.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.in_process import LocalContext
 from dispatcher.telemetry import logger
 from tests.integration.conftest import Harness
 

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from dispatcher.emulator import REGION
-from dispatcher.rerun import RENEW_MARGIN_SECONDS, HeldQueue
+from dispatcher.adapters.held_queue import RENEW_MARGIN_SECONDS, HeldQueue
+from dispatcher.local.account import REGION
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dispatcher.emulator import moto_server
+from dispatcher.local.server import moto_server
 from tests.integration.conftest import Harness, _harness
 
 

@@ -12,8 +12,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from dispatcher.emulator import REGION, atomic_sqs, read_all
-from dispatcher.planning import MAX_INPUT_BYTES
+from dispatcher.core.executions import MAX_INPUT_BYTES
+from dispatcher.local.account import REGION
+from dispatcher.local.server import atomic_sqs
+from dispatcher.local.stack import read_all
 from dispatcher.producer import BATCH_PAYLOAD_LIMIT, Job, JobRejectedError, Producer, SendFailedError
 
 

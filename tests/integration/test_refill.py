@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from dispatcher.adapters.dynamodb import StateTable
-from dispatcher.models import EndedExecution
+from dispatcher.adapters.state_table import StateTable
+from dispatcher.core.events import EndedExecution
 from tests.integration.conftest import Harness
 
 
@@ -138,7 +138,7 @@ def list_calls(harness: Harness) -> list[str]:
 
 def test_warm_ticks_within_a_second_share_one_list_read(harness: Harness) -> None:
     """A burst of ticks in one warm container reads ListExecutions once; the starts between still count."""
-    harness.configure(1, LIST_REUSE_SECONDS="10")
+    harness.configure(1, list_reuse_seconds=10)
     calls = list_calls(harness)
     for job in range(5):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
@@ -158,7 +158,7 @@ def test_cold_ticks_each_read_the_list(harness: Harness) -> None:
 
 def test_list_reuse_can_be_switched_off(harness: Harness) -> None:
     """LIST_REUSE_SECONDS=0 reads the list on every tick, warm or not."""
-    harness.configure(2, LIST_REUSE_SECONDS="0")
+    harness.configure(2, list_reuse_seconds=0)
     calls = list_calls(harness)
     harness.tick()
     harness.tick(cold=False)
@@ -167,7 +167,7 @@ def test_list_reuse_can_be_switched_off(harness: Harness) -> None:
 
 def test_event_ticks_in_a_burst_refill_every_slot_with_one_list_read(harness: Harness) -> None:
     """Three ends in quick succession, three warm event ticks: three refills and a single list read."""
-    harness.configure(3, LIST_REUSE_SECONDS="10")
+    harness.configure(3, list_reuse_seconds=10)
     for job in range(6):
         harness.send(json.dumps({"job": job}), group=f"g{job}", name=f"job-{job}")
     assert harness.tick()["started"] == 3

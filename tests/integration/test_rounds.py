@@ -11,9 +11,9 @@ from typing import Any
 import boto3
 import pytest
 
-from dispatcher.adapters.dynamodb import StateTable
-from dispatcher.emulator import REGION
-from dispatcher.errors import ConfigurationError
+from dispatcher.adapters.state_table import StateTable
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.local.account import REGION
 from tests.integration.conftest import Harness
 
 
@@ -81,7 +81,7 @@ def test_round_batches_receives_records_and_deletes(harness: Harness) -> None:
 
 def test_round_starts_groups_concurrently_within_the_bound(harness: Harness) -> None:
     """Starts of different groups overlap, never more than START_CONCURRENCY at once."""
-    harness.configure(40, START_CONCURRENCY="4")
+    harness.configure(40, start_concurrency=4)
     in_flight = {"now": 0, "peak": 0}
     lock = threading.Lock()
 
@@ -142,7 +142,7 @@ def test_round_throttled_receive_mid_round_starts_what_it_holds(harness: Harness
 
 def test_round_throttled_start_stops_every_group_and_frees_unattempted_records(harness: Harness) -> None:
     """After a throttled start no group starts more; records of starts never attempted are deleted."""
-    harness.configure(20, START_CONCURRENCY="1")
+    harness.configure(20, start_concurrency=1)
     for job in range(20):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
     harness.fail("states.StartExecution", "ThrottlingException", "Rate exceeded", after=5)
@@ -202,7 +202,7 @@ def test_invocation_is_one_tick_by_default(harness: Harness) -> None:
 
 def test_loop_keeps_ticking_while_jobs_wait_for_slots(executing_harness: Harness) -> None:
     """With LOOP_SECONDS, one invocation refills slots as executions end, until the queue drains."""
-    executing_harness.configure(1, LOOP_SECONDS="20")
+    executing_harness.configure(1, loop_seconds=20)
     for job in range(3):
         executing_harness.send(json.dumps({"job": job}), group=f"g{job}")
     result = executing_harness.tick(remaining_seconds=60)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
-from dispatcher.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError
 from tests.integration.conftest import Harness, _harness
 
 

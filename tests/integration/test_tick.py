@@ -9,9 +9,10 @@ import pytest
 from freezegun import freeze_time
 
 from dispatcher import handler
-from dispatcher.emulator import LocalContext
-from dispatcher.errors import ConfigurationError
-from dispatcher.planning import RECENT_START_WINDOW_SECONDS, ROUND_SIZE
+from dispatcher.core.batching import ROUND_SIZE
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.in_process import LocalContext
 from dispatcher.producer import Job
 from tests.inputs import json_of_size
 from tests.integration.conftest import Harness

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from dispatcher.adapters.aws_errors import translate
-from dispatcher.errors import ConfigurationError, TransientError
+from dispatcher.adapters.errors import translate
+from dispatcher.core.errors import ConfigurationError, TransientError
 
 
 def client_error(code: str, status: int = 400) -> ClientError:

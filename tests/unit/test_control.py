@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.control import Control, combine, parse_control
-from dispatcher.errors import ConfigurationError
-from dispatcher.planning import group_problem, job_problem
+from dispatcher.core.control import Control, combine, parse_control
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.messages import group_problem, job_problem
 
 
 @pytest.mark.parametrize(

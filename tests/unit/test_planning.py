@@ -6,33 +6,28 @@ import json
 
 import pytest
 
-from dispatcher.models import EndedExecution, QueuedMessage, RecordedStart, RunningListing
-from dispatcher.planning import (
-    DEAD_LETTER_HEADROOM_BYTES,
-    DISPATCH_ERROR_MAX_LENGTH,
-    MAX_INPUT_BYTES,
+from dispatcher.core.admission import DeadLetter, GroupOrder, Start, admit, by_group, plan_message
+from dispatcher.core.batching import receive_size, round_size
+from dispatcher.core.counting import (
     RECENT_START_WINDOW_SECONDS,
-    SQS_MAX_MESSAGE_ATTRIBUTES,
-    DeadLetter,
-    GroupOrder,
+    RecordedStart,
     RunningCount,
-    Start,
-    admit,
-    by_group,
-    dead_letter_attributes,
-    describe_trigger,
-    dispatch_error,
-    ended_execution,
+    RunningListing,
     free_slots,
-    input_problem,
     latest_ends,
     listed_as_running,
-    name_problem,
     plan_count,
-    plan_message,
-    receive_size,
-    round_size,
     still_counts,
+)
+from dispatcher.core.events import EndedExecution, describe_trigger, ended_execution
+from dispatcher.core.executions import MAX_INPUT_BYTES, input_problem, name_problem
+from dispatcher.core.messages import (
+    DEAD_LETTER_HEADROOM_BYTES,
+    DISPATCH_ERROR_MAX_LENGTH,
+    SQS_MAX_MESSAGE_ATTRIBUTES,
+    QueuedMessage,
+    dead_letter_attributes,
+    dispatch_error,
 )
 from tests.inputs import json_of_size
 
@@ -458,9 +453,6 @@ def test_describe_trigger_labels_any_event(event: object, label: str) -> None:
     assert describe_trigger(event) == label
 
 
-ATTRIBUTE_NAMES = {"error_attribute": "DispatchError", "first": "ExecutionName"}
-
-
 def _string(value: str) -> dict[str, str]:
     return {"DataType": "String", "StringValue": value}
 
@@ -468,7 +460,7 @@ def _string(value: str) -> dict[str, str]:
 def test_dead_letter_attributes_copy_the_source_and_add_the_reason() -> None:
     """String attributes are copied as they are; DispatchError carries the reason."""
     source = {"ExecutionName": _string("job-1"), "Tenant": _string("t-9")}
-    attributes = dead_letter_attributes(source, "input is not valid JSON", **ATTRIBUTE_NAMES)
+    attributes = dead_letter_attributes(source, "input is not valid JSON")
     assert attributes == {**source, "DispatchError": _string("input is not valid JSON")}
 
 
@@ -477,7 +469,7 @@ def test_dead_letter_attributes_stay_within_the_sqs_limit_and_name_what_was_left
     source = {f"a{index}": _string(str(index)) for index in range(9)}
     source["ExecutionName"] = _string("job-1")
     source["Blob"] = {"DataType": "Binary"}
-    attributes = dead_letter_attributes(source, "invalid", **ATTRIBUTE_NAMES)
+    attributes = dead_letter_attributes(source, "invalid")
     assert len(attributes) == SQS_MAX_MESSAGE_ATTRIBUTES
     assert "ExecutionName" in attributes
     assert attributes["DispatchError"]["StringValue"] == "invalid (attributes not copied: Blob, a8)"
@@ -485,7 +477,7 @@ def test_dead_letter_attributes_stay_within_the_sqs_limit_and_name_what_was_left
 
 def test_dead_letter_attributes_replace_a_forged_dispatch_error() -> None:
     """A producer's own DispatchError attribute is replaced by the dispatcher's reason."""
-    attributes = dead_letter_attributes({"DispatchError": _string("forged")}, "real", **ATTRIBUTE_NAMES)
+    attributes = dead_letter_attributes({"DispatchError": _string("forged")}, "real")
     assert attributes == {"DispatchError": _string("real")}
 
 

@@ -7,37 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from dispatcher.adapters.stepfunctions import ExecutionState
-from dispatcher.models import QueuedMessage, RecordedStart
-from dispatcher.planning import (
-    MAX_NAME_LENGTH,
-    RECENT_START_WINDOW_SECONDS,
-    DeadLetter,
-    Start,
-    plan_message,
-    redrive_decision,
-    redrive_token,
-    still_counts,
-)
-from dispatcher.producer import Job
-from dispatcher.rerun import (
+from dispatcher.cli.progress import Pace
+from dispatcher.core.admission import DeadLetter, Start, plan_message
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, still_counts
+from dispatcher.core.dead_letters import plan_move, reasons
+from dispatcher.core.executions import MAX_NAME_LENGTH, ExecutionState, state_machine_of
+from dispatcher.core.messages import Held, QueuedMessage
+from dispatcher.core.redrive import RedriveDecision, RedriveVerdict, redrive_decision, redrive_token
+from dispatcher.core.rerun import (
     REDRIVE,
     RESTART,
     Filters,
-    Held,
-    Pace,
     Spooled,
     by_execution,
     choose_group,
     counts,
     default_group,
     parse_failure,
-    plan_move,
     plan_rerun,
-    reasons,
     restart_name,
-    state_machine_of,
 )
+from dispatcher.producer import Job
 
 NOW = 1_800_000_000.0
 ARN = "arn:aws:states:us-east-1:123456789012:execution:jobs:order-1"
@@ -117,24 +107,29 @@ def test_a_malformed_redrive_message_is_dead_lettered_with_its_reason(
 def test_redrive_decision_never_redrives_twice(status: str, count: int, expected: str) -> None:
     """Status and redriveCount tell whether this job's redrive already happened."""
     start = Start(redrive_message(), "order-1", redrive_count=2)
-    assert redrive_decision(status, count, start, NOW) == expected
+    assert redrive_decision(status, count, start, NOW) == RedriveDecision(RedriveVerdict(expected))
 
 
 def test_redrive_decision_dead_letters_what_cannot_be_redriven() -> None:
     """A missing execution, or one that SUCCEEDED without a redrive, can never be redriven."""
     start = Start(redrive_message(), "order-1", redrive_count=0)
-    assert "no execution named 'order-1'" in redrive_decision(None, 0, start, NOW)
-    assert "SUCCEEDED, which can't be redriven" in redrive_decision("SUCCEEDED", 0, start, NOW)
+    missing = redrive_decision(None, 0, start, NOW)
+    assert missing.verdict is RedriveVerdict.REFUSE
+    assert "no execution named 'order-1'" in missing.reason
+    succeeded = redrive_decision("SUCCEEDED", 0, start, NOW)
+    assert succeeded.verdict is RedriveVerdict.REFUSE
+    assert "SUCCEEDED, which can't be redriven" in succeeded.reason
 
 
 def test_redrive_decision_waits_for_an_execution_describe_may_not_show_yet() -> None:
     """Missing while the job is young (DescribeExecution lags a new execution): wait; later: dead-letter."""
     message = redrive_message().model_copy(update={"sent_at": NOW - 30})
     start = Start(message, "order-1", redrive_count=0)
-    assert redrive_decision(None, 0, start, NOW) == "wait"
-    assert redrive_decision(None, 0, start, NOW - 30 + RECENT_START_WINDOW_SECONDS) == "wait"
+    wait = RedriveDecision(RedriveVerdict.WAIT)
+    assert redrive_decision(None, 0, start, NOW) == wait
+    assert redrive_decision(None, 0, start, NOW - 30 + RECENT_START_WINDOW_SECONDS) == wait
     late = redrive_decision(None, 0, start, NOW - 30 + RECENT_START_WINDOW_SECONDS + 1)
-    assert late == "redrive: no execution named 'order-1'"
+    assert late == RedriveDecision(RedriveVerdict.REFUSE, "redrive: no execution named 'order-1'")
 
 
 def test_redrive_token_is_the_same_for_one_redrive_and_fits_the_api() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError
 from dispatcher.settings import load_settings
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"

@@ -1,4 +1,4 @@
-"""DynamoDB: the state table, the dispatcher's memory of recent starts and ends.
+"""DynamoDB: the state table's recent starts and ends, the dispatcher's memory for counting.
 
 ``ListExecutions`` may omit an execution for up to a minute after it started, so a
 start is written here *before* ``StartExecution`` and, whenever the list doesn't show
@@ -22,25 +22,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from dispatcher.adapters.aws_errors import error_code, translate
-from dispatcher.errors import ConfigurationError
-from dispatcher.models import EndedExecution, RecordedStart, StateWindow
-from dispatcher.planning import chunks
+from dispatcher.adapters.errors import translated
+from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
+from dispatcher.core.counting import RecordedStart, StateWindow
+from dispatcher.core.errors import TransientError
+from dispatcher.core.events import EndedExecution
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
 
-# DynamoDB's TTL sweep is a backstop for records a tick never resolved; a tick only
-# reads records younger than the review window, so the sweep's own lag is harmless.
-RECORD_LIFETIME_SECONDS = 24 * 3600
-START_RECORD_LIFETIME_SECONDS = 15 * 24 * 3600
-"""A start record (and its message group) outlives Step Functions' 14-day redrive window."""
 GROUP_LOOKUP_MARGIN_SECONDS = 300.0
 """A start is recorded just before `StartExecution`; this much clock skew and delay is allowed."""
-BATCH_WRITE_LIMIT = 25
 ENDED_KIND = "ended"
 
 
@@ -122,10 +118,8 @@ class StateTable:
         requests: list[WriteRequestTypeDef] = [
             {"PutRequest": {"Item": self._start_item(record)}} for record in records
         ]
-        try:
+        with translated(f"BatchWriteItem on state table {self.table}"):
             response = self._client.batch_write_item(RequestItems={self.table: requests})
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, f"BatchWriteItem on state table {self.table}") from error
         unprocessed = {
             request["PutRequest"]["Item"]["sk"]["S"]
             for request in response.get("UnprocessedItems", {}).get(self.table, [])
@@ -136,7 +130,7 @@ class StateTable:
     def note_ended(self, ended: EndedExecution, now: float) -> None:
         """Remember for the review window that a status change event said ``ended`` ended."""
         now = _stored_time(now)
-        try:
+        with translated(f"PutItem on state table {self.table}"):
             self._client.put_item(
                 TableName=self.table,
                 Item={
@@ -149,8 +143,6 @@ class StateTable:
                     "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
                 },
             )
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, f"PutItem on state table {self.table}") from error
 
     def window(self, oldest: float) -> StateWindow:
         """Starts and ends written at or after ``oldest``, read strongly consistently."""
@@ -213,10 +205,8 @@ class StateTable:
     def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Every item a Query returns, page after page."""
         while True:
-            try:
+            with translated(f"Query on state table {self.table}"):
                 page = self._client.query(**request)
-            except (ClientError, BotoCoreError) as error:
-                raise translate(error, f"Query on state table {self.table}") from error
             yield from page.get("Items", [])
             last_key = page.get("LastEvaluatedKey")
             if not last_key:
@@ -235,188 +225,17 @@ class StateTable:
         left = 0
         for chunk in chunks(records, BATCH_WRITE_LIMIT):
             try:
-                response = self._client.batch_write_item(
-                    RequestItems={
-                        self.table: [
-                            {"PutRequest": {"Item": self._start_item(record, resolved=True)}}
-                            for record in chunk
-                        ]
-                    }
-                )
-            except (ClientError, BotoCoreError) as error:
-                translated = translate(error, f"BatchWriteItem on state table {self.table}")
-                if isinstance(translated, ConfigurationError):
-                    raise translated from error
+                with translated(f"BatchWriteItem on state table {self.table}"):
+                    response = self._client.batch_write_item(
+                        RequestItems={
+                            self.table: [
+                                {"PutRequest": {"Item": self._start_item(record, resolved=True)}}
+                                for record in chunk
+                            ]
+                        }
+                    )
+            except (TransientError, ClientError):
                 left += len(chunk)
                 continue
             left += len(response.get("UnprocessedItems", {}).get(self.table, []))
         return left
-
-
-CONDITION_FAILED = "ConditionalCheckFailedException"
-LEASE_SORT_KEY = "tick"
-
-
-class TickLease:
-    """The lease that serialises ticks: whoever holds it counts and spends the free slots.
-
-    One item per state machine (``pk`` = ``lease#<ARN>``, ``sk`` = ``tick``), taken with
-    a conditional ``PutItem`` and held until the holder's invocation must have ended
-    (``held_until``). A holder that dies keeps the lease only until then. An invocation
-    that finds the lease held sets ``again`` on it, and the holder ticks once more
-    before letting go, so what that invocation came to do (an execution ended) is done
-    within seconds, not at the next scheduled tick.
-    """
-
-    def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
-        self._client = client
-        self.table = table
-        self._key = {"pk": {"S": f"lease#{state_machine_arn}"}, "sk": {"S": LEASE_SORT_KEY}}
-
-    def _call(self, operation: str, **request: Any) -> bool:
-        """Make a conditional call; False when its condition failed."""
-        return conditional(self._client, self.table, "tick lease", operation, **request)
-
-    def acquire(self, owner: str, now: float, held_until: float) -> bool:
-        """Take the lease if it is free or its holder's time is up.
-
-        Taking it again under the same ``owner`` succeeds: botocore's retry of a write
-        that was applied but whose answer was lost must not find its own lease "held".
-        """
-        item = {
-            **self._key,
-            "owner": {"S": owner},
-            "acquired_at": {"N": f"{now:.6f}"},
-            "held_until": {"N": f"{held_until:.6f}"},
-            "expires_at": {"N": str(int(held_until) + RECORD_LIFETIME_SECONDS)},
-        }
-        return self._call(
-            "put_item",
-            Item=item,
-            ConditionExpression="attribute_not_exists(pk) OR held_until < :now OR #owner = :me",
-            ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={":now": {"N": f"{now:.6f}"}, ":me": {"S": owner}},
-        )
-
-    def ask_again(self, owner: str, now: float) -> bool:
-        """Ask the live holder for one more tick; False when no one else holds the lease now."""
-        return self._call(
-            "update_item",
-            Key=self._key,
-            UpdateExpression="SET again = :yes",
-            ConditionExpression="attribute_exists(pk) AND held_until >= :now AND #owner <> :me",
-            ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={
-                ":yes": {"BOOL": True},
-                ":now": {"N": f"{now:.6f}"},
-                ":me": {"S": owner},
-            },
-        )
-
-    def release(self, owner: str) -> bool:
-        """Let go unless another tick was asked for; False (and the request taken) when it was.
-
-        A holder that lost the lease (its time ran out) lets go of nothing.
-        """
-        if self._call(
-            "delete_item",
-            Key=self._key,
-            ConditionExpression="#owner = :me AND attribute_not_exists(again)",
-            ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={":me": {"S": owner}},
-        ):
-            return True
-        return not self._call(
-            "update_item",
-            Key=self._key,
-            UpdateExpression="REMOVE again",
-            ConditionExpression="#owner = :me",
-            ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={":me": {"S": owner}},
-        )
-
-    def let_go(self, owner: str) -> None:
-        """Let go whatever was asked for (no time for another tick); nothing if it's no longer ours."""
-        self._call(
-            "delete_item",
-            Key=self._key,
-            ConditionExpression="#owner = :me",
-            ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={":me": {"S": owner}},
-        )
-
-
-def conditional(client: DynamoDBClient, table: str, what: str, operation: str, **request: Any) -> bool:
-    """Make a conditional call on the state table; False when its condition failed.
-
-    ``what`` names the items in errors (e.g. "tick lease").
-    """
-    try:
-        getattr(client, operation)(TableName=table, **request)
-    except ClientError as error:
-        if error_code(error) == CONDITION_FAILED:
-            return False
-        raise translate(error, f"{_action(operation)} on state table {table} ({what})") from error
-    except BotoCoreError as error:
-        raise translate(error, f"{_action(operation)} on state table {table} ({what})") from error
-    return True
-
-
-def _action(operation: str) -> str:
-    return "".join(part.capitalize() for part in operation.split("_"))
-
-
-class RerunClaims:
-    """Which way each failure is re-run, so that a `rerun` in the other mode can't re-run it too.
-
-    A `rerun` killed after queueing a job but before deleting its spool message leaves
-    the failure spooled. Run again the same way, it queues the same job again (starting
-    nothing twice); run the other way, it would queue a second re-run. So each failure
-    is claimed for one mode, with a conditional ``PutItem``, before its job is queued:
-    ``pk`` = ``rerun#<state machine ARN>``, ``sk`` = ``<execution name>#<redriveCount>``
-    (a failure after a redrive is a new failure, free to re-run either way). A claim
-    lives as long as a start record.
-    """
-
-    def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
-        self._client = client
-        self.table = table
-        self._partition = f"rerun#{state_machine_arn}"
-
-    def _key(self, name: str, redrive_count: int) -> dict[str, Any]:
-        return {"pk": {"S": self._partition}, "sk": {"S": f"{name}#{redrive_count}"}}
-
-    def claimed(self, name: str, redrive_count: int) -> str | None:
-        """The mode this failure is claimed for, if any (a strongly consistent read)."""
-        try:
-            item = self._client.get_item(
-                TableName=self.table, Key=self._key(name, redrive_count), ConsistentRead=True
-            ).get("Item")
-        except (ClientError, BotoCoreError) as error:
-            raise translate(error, f"GetItem on state table {self.table} (re-run claims)") from error
-        return None if item is None else item["mode"]["S"]
-
-    def claim(self, name: str, redrive_count: int, mode: str, now: float) -> str | None:
-        """Claim this failure for ``mode``: None when it is ours, else the mode that has it.
-
-        Claiming again for the same mode succeeds (a rerun run again, or botocore's retry
-        of a write whose answer was lost).
-        """
-        if conditional(
-            self._client,
-            self.table,
-            "re-run claims",
-            "put_item",
-            Item={
-                **self._key(name, redrive_count),
-                "mode": {"S": mode},
-                "claimed_at": {"N": f"{now:.6f}"},
-                "expires_at": {"N": str(int(now) + START_RECORD_LIFETIME_SECONDS)},
-            },
-            ConditionExpression="attribute_not_exists(pk) OR #mode = :mode",
-            ExpressionAttributeNames={"#mode": "mode"},
-            ExpressionAttributeValues={":mode": {"S": mode}},
-        ):
-            return None
-        other = self.claimed(name, redrive_count)
-        return other if other != mode else None

@@ -1,10 +1,18 @@
-"""Translate botocore failures into the dispatcher's error vocabulary."""
+"""Translate botocore failures into the dispatcher's error vocabulary, in one place.
+
+Every adapter call goes through `translated`: a ``ClientError`` or ``BotoCoreError``
+leaves it as a `ConfigurationError`, a `TransientError`, an error the caller named for
+its code (``codes``), or unchanged when its meaning isn't known.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dispatcher.errors import ConfigurationError, TransientError
+from dispatcher.core.errors import ConfigurationError, TransientError
 
 # Codes that mean the deployment itself is wrong: retrying the tick won't help
 # and no message is to blame, so the tick stops loudly.
@@ -71,10 +79,35 @@ def translate(error: Exception, action: str) -> Exception:
     if not isinstance(error, ClientError):
         return error
     code = error_code(error)
-    message = error.response.get("Error", {}).get("Message", "")
+    message = error_message(error)
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
     if code in CONFIGURATION_CODES:
         return ConfigurationError(f"{action} failed with {code}: {message}")
     if code in TRANSIENT_CODES or status >= SERVER_ERROR:
         return TransientError(f"{action} failed with {code or status}: {message}")
     return error
+
+
+def error_message(error: ClientError) -> str:
+    """The service's error message (empty when the response had none)."""
+    return str(error.response.get("Error", {}).get("Message", ""))
+
+
+CodeError = Callable[[ClientError], Exception]
+"""Makes the exception a call raises for one error code (given the botocore error)."""
+
+
+@contextmanager
+def translated(action: str, codes: Mapping[str, CodeError] | None = None) -> Iterator[None]:
+    """Raise botocore failures of ``action`` as the dispatcher's errors.
+
+    ``codes``: error codes this call gives a meaning of its own (e.g. a refused
+    condition), each mapped to the exception to raise instead.
+    """
+    try:
+        yield
+    except ClientError as error:
+        special = (codes or {}).get(error_code(error))
+        raise (special(error) if special else translate(error, action)) from error
+    except BotoCoreError as error:
+        raise translate(error, action) from error

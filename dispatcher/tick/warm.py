@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dispatcher.models import RunningListing
+from dispatcher.core.counting import RunningListing
 
 
 @dataclass

@@ -7,7 +7,7 @@ so ``--stack`` works against it as against AWS. Local only: needs the ``local`` 
 
 from __future__ import annotations
 
-import json
+import argparse
 import socket
 import sys
 import threading
@@ -15,55 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-import boto3
-
-from dispatcher.control import Control
-from dispatcher.emulator import (
-    FAKE_CREDENTIALS,
-    REGION,
-    Rule,
-    Stack,
-    create_stack,
-    emulated_server,
-    failure_pattern,
-    pointed_at,
-    refill_pattern,
-    set_downstream,
-    to_queue,
-)
-
-
-def function_name(stack: str) -> str:
-    """The emulated dispatcher function of stack ``stack`` (named as SAM names it, less the suffix)."""
-    return f"{stack}-DispatcherFunction"
-
-
-def register_stack(name: str, stack: Stack, max_concurrency: int, function: str = "") -> None:
-    """A CloudFormation stack in the emulator: the control parameter, and the template's outputs.
-
-    ``function``: the name of an emulated dispatcher function, for `tick --invoke`.
-    """
-    template = {
-        "AWSTemplateFormatVersion": "2010-09-09",
-        "Description": "dispatcher (local emulator)",
-        "Parameters": {"MaxConcurrency": {"Type": "Number", "Default": max_concurrency}},
-        "Resources": {
-            "ControlParameter": {
-                "Type": "AWS::SSM::Parameter",
-                "Properties": {
-                    "Name": stack.control_parameter,
-                    "Type": "String",
-                    "Value": Control(max_concurrency=max_concurrency, paused=False).as_json(),
-                },
-            }
-        },
-        "Outputs": {key: {"Value": value} for key, value in stack.outputs(function).items()},
-    }
-    boto3.client("cloudformation", region_name=REGION).create_stack(
-        StackName=name,
-        TemplateBody=json.dumps(template),
-        Parameters=[{"ParameterKey": "MaxConcurrency", "ParameterValue": str(max_concurrency)}],
-    )
+from dispatcher.cli.errors import CliError
+from dispatcher.core.events import failure_pattern, refill_pattern
+from dispatcher.in_process import tick_here
+from dispatcher.local.account import FAKE_CREDENTIALS, pointed_at
+from dispatcher.local.events import Rule, to_queue
+from dispatcher.local.server import emulated_server
+from dispatcher.local.stack import create_stack, function_name, register_stack, set_downstream
 
 
 def exports(endpoint_url: str) -> list[str]:
@@ -91,8 +49,6 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
     out: TextIO,
 ) -> int:
     """Run the emulator until interrupted; tick every ``schedule_seconds`` (0: never)."""
-    from dispatcher.cli import CliError, tick_here  # noqa: PLC0415 — the CLI imports this module lazily
-
     if port and not _port_free(port):
         raise CliError(f"port {port} is in use: pass --port with a free one")
     with emulated_server(port=port) as (endpoint_url, emulation), pointed_at(endpoint_url):
@@ -164,8 +120,6 @@ def _tick_on_schedule(
 
 def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """``python -m dispatcher.local downstream down|up [--stack NAME]``: the simulated API's state."""
-    import argparse  # noqa: PLC0415
-
     parser = argparse.ArgumentParser(
         prog="python -m dispatcher.local downstream",
         description="Bring the simulated downstream API of `dispatcher local` down, or back up.",
@@ -182,7 +136,8 @@ def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> 
     return 0
 
 
-def _main(argv: list[str]) -> int:
+def main(argv: list[str]) -> int:
+    """``python -m dispatcher.local``: one helper command of the emulator (``downstream``)."""
     if argv[:1] != ["downstream"]:
         sys.stderr.write("usage: python -m dispatcher.local downstream down|up [--stack NAME]\n")
         return 2
@@ -192,7 +147,3 @@ def _main(argv: list[str]) -> int:
         message: Any = getattr(error, "response", {}).get("Error", {}).get("Message") or error
         sys.stderr.write(f"error: {message} (is `dispatcher local` running, with its exports set?)\n")
         return 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,101 @@
+"""DynamoDB: the tick lease, which serialises ticks across invocations and containers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, conditional
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+LEASE_SORT_KEY = "tick"
+
+
+class TickLease:
+    """The lease that serialises ticks: whoever holds it counts and spends the free slots.
+
+    One item per state machine (``pk`` = ``lease#<ARN>``, ``sk`` = ``tick``), taken with
+    a conditional ``PutItem`` and held until the holder's invocation must have ended
+    (``held_until``). A holder that dies keeps the lease only until then. An invocation
+    that finds the lease held sets ``again`` on it, and the holder ticks once more
+    before letting go, so what that invocation came to do (an execution ended) is done
+    within seconds, not at the next scheduled tick.
+    """
+
+    def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
+        self._client = client
+        self.table = table
+        self._key = {"pk": {"S": f"lease#{state_machine_arn}"}, "sk": {"S": LEASE_SORT_KEY}}
+
+    def _call(self, operation: str, **request: Any) -> bool:
+        """Make a conditional call; False when its condition failed."""
+        return conditional(self._client, self.table, "tick lease", operation, **request)
+
+    def acquire(self, owner: str, now: float, held_until: float) -> bool:
+        """Take the lease if it is free or its holder's time is up.
+
+        Taking it again under the same ``owner`` succeeds: botocore's retry of a write
+        that was applied but whose answer was lost must not find its own lease "held".
+        """
+        item = {
+            **self._key,
+            "owner": {"S": owner},
+            "acquired_at": {"N": f"{now:.6f}"},
+            "held_until": {"N": f"{held_until:.6f}"},
+            "expires_at": {"N": str(int(held_until) + RECORD_LIFETIME_SECONDS)},
+        }
+        return self._call(
+            "put_item",
+            Item=item,
+            ConditionExpression="attribute_not_exists(pk) OR held_until < :now OR #owner = :me",
+            ExpressionAttributeNames={"#owner": "owner"},
+            ExpressionAttributeValues={":now": {"N": f"{now:.6f}"}, ":me": {"S": owner}},
+        )
+
+    def ask_again(self, owner: str, now: float) -> bool:
+        """Ask the live holder for one more tick; False when no one else holds the lease now."""
+        return self._call(
+            "update_item",
+            Key=self._key,
+            UpdateExpression="SET again = :yes",
+            ConditionExpression="attribute_exists(pk) AND held_until >= :now AND #owner <> :me",
+            ExpressionAttributeNames={"#owner": "owner"},
+            ExpressionAttributeValues={
+                ":yes": {"BOOL": True},
+                ":now": {"N": f"{now:.6f}"},
+                ":me": {"S": owner},
+            },
+        )
+
+    def release(self, owner: str) -> bool:
+        """Let go unless another tick was asked for; False (and the request taken) when it was.
+
+        A holder that lost the lease (its time ran out) lets go of nothing.
+        """
+        if self._call(
+            "delete_item",
+            Key=self._key,
+            ConditionExpression="#owner = :me AND attribute_not_exists(again)",
+            ExpressionAttributeNames={"#owner": "owner"},
+            ExpressionAttributeValues={":me": {"S": owner}},
+        ):
+            return True
+        return not self._call(
+            "update_item",
+            Key=self._key,
+            UpdateExpression="REMOVE again",
+            ConditionExpression="#owner = :me",
+            ExpressionAttributeNames={"#owner": "owner"},
+            ExpressionAttributeValues={":me": {"S": owner}},
+        )
+
+    def let_go(self, owner: str) -> None:
+        """Let go whatever was asked for (no time for another tick); nothing if it's no longer ours."""
+        self._call(
+            "delete_item",
+            Key=self._key,
+            ConditionExpression="#owner = :me",
+            ExpressionAttributeNames={"#owner": "owner"},
+            ExpressionAttributeValues={":me": {"S": owner}},
+        )

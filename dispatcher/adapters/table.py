@@ -1,0 +1,42 @@
+"""The state table's shared layout: how long its records live, and its conditional writes.
+
+One DynamoDB table (``pk``, ``sk``, TTL on ``expires_at``) holds the dispatcher's memory,
+each role under partition keys of its own: recent starts and ends (`StateTable`), the tick
+lease (`TickLease`) and the re-run claims (`RerunClaims`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dispatcher.adapters.errors import translated
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+RECORD_LIFETIME_SECONDS = 24 * 3600
+"""DynamoDB's TTL sweep is a backstop for records a tick never resolved; a tick only reads
+records younger than the review window, so the sweep's own lag is harmless."""
+START_RECORD_LIFETIME_SECONDS = 15 * 24 * 3600
+"""A start record (and its message group) outlives Step Functions' 14-day redrive window."""
+CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class _ConditionFailedError(Exception):
+    """The write's condition did not hold."""
+
+
+def conditional(client: DynamoDBClient, table: str, what: str, operation: str, **request: Any) -> bool:
+    """Make a conditional call on the state table; False when its condition failed.
+
+    ``what`` names the items in errors (e.g. "tick lease").
+    """
+    action = "".join(part.capitalize() for part in operation.split("_"))
+    try:
+        with translated(
+            f"{action} on state table {table} ({what})", {CONDITION_FAILED: _ConditionFailedError}
+        ):
+            getattr(client, operation)(TableName=table, **request)
+    except _ConditionFailedError:
+        return False
+    return True

@@ -1,0 +1,138 @@
+"""What the commands work on: one deployment's resources, from a stack's outputs or the environment.
+
+Names come from `dispatcher.settings`: the function's variables (and the CLI's two own),
+and the stack outputs the template declares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from dispatcher.adapters.control import ControlParameter
+from dispatcher.adapters.errors import error_code, error_message
+from dispatcher.cli.errors import CliError
+from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, variable
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from mypy_boto3_cloudformation import CloudFormationClient
+
+CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    connect_timeout=5,
+    read_timeout=30,
+    user_agent_extra="dispatcher-cli",
+)
+"""An operator waits for the answer: fewer attempts than the function's, and a short connect timeout."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the commands need to know about one dispatcher deployment."""
+
+    queue_url: str | None = None
+    dead_letter_queue_url: str | None = None
+    state_machine_arn: str | None = None
+    state_table: str | None = None
+    control_parameter: str | None = None
+    dispatcher_function_name: str | None = None
+    spool_queue_url: str | None = None
+    max_concurrency: int | None = None
+    source: str = "environment"
+
+    def need(self, field_name: str) -> str:
+        """The named resource, or a clear error saying where it should have come from."""
+        value = getattr(self, field_name)
+        if not value:
+            where = (
+                f"output {STACK_OUTPUTS[field_name]} of stack {self.source.removeprefix('stack ')}"
+                if self.source.startswith("stack ")
+                else f"environment variable {variable(field_name)} (or use --stack NAME)"
+            )
+            raise CliError(f"no {field_name.replace('_', ' ')}: set {where}")
+        return str(value)
+
+    def environment_max(self) -> int:
+        """MAX_CONCURRENCY (or the stack's MaxConcurrency), which the control parameter may override."""
+        if self.max_concurrency is None:
+            where = (
+                f"parameter {MAX_CONCURRENCY_PARAMETER} of stack {self.source.removeprefix('stack ')}"
+                if self.source.startswith("stack ")
+                else f"environment variable {variable('max_concurrency')} (or use --stack NAME)"
+            )
+            raise CliError(f"no max concurrency: set {where}")
+        return self.max_concurrency
+
+    def function_environment(self) -> dict[str, str]:
+        """The dispatcher function's environment for a local tick."""
+        names = ("queue_url", "dead_letter_queue_url", "state_machine_arn", "state_table")
+        variables = {variable(name): self.need(name) for name in names}
+        variables[variable("max_concurrency")] = str(self.environment_max())
+        if self.control_parameter:
+            variables[variable("control_parameter")] = self.control_parameter
+        return variables
+
+
+RESOURCE_FIELDS = tuple(field.name for field in fields(Resources) if field.name in STACK_OUTPUTS)
+"""The resources read from a variable or a stack output of the same field name."""
+
+
+class Aws:
+    """boto3 clients for the CLI, built on first use, honouring --region and --endpoint-url."""
+
+    def __init__(self, region: str | None, endpoint_url: str | None) -> None:
+        self._session = boto3.session.Session(region_name=region)
+        self._endpoint_url = endpoint_url
+        self._clients: dict[str, Any] = {}
+
+    def client(self, service: str) -> Any:
+        """A client for ``service`` (cached)."""
+        if service not in self._clients:
+            self._clients[service] = self._session.client(
+                service,  # type: ignore[call-overload]  # any service name the CLI uses
+                endpoint_url=self._endpoint_url,
+                config=CLIENT_CONFIG,
+            )
+        return self._clients[service]
+
+
+def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Resources:
+    """Read a deployed stack's outputs (and its MaxConcurrency parameter)."""
+    try:
+        [description] = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as error:
+        if error_code(error) == "ValidationError":
+            raise CliError(f"stack {stack} not found: {error_message(error)}") from error
+        raise
+    outputs = {output["OutputKey"]: output["OutputValue"] for output in description.get("Outputs", [])}
+    parameters = {
+        item["ParameterKey"]: item.get("ParameterValue") for item in description.get("Parameters", [])
+    }
+    max_parameter = parameters.get(MAX_CONCURRENCY_PARAMETER)
+    return Resources(
+        **{name: outputs.get(STACK_OUTPUTS[name]) for name in RESOURCE_FIELDS},
+        max_concurrency=int(max_parameter) if max_parameter and max_parameter.isdigit() else None,
+        source=f"stack {stack}",
+    )
+
+
+def resources_from_environment(environ: Mapping[str, str]) -> Resources:
+    """Read the function's own variables (and the CLI's)."""
+    raw_max = environ.get(variable("max_concurrency"))
+    if raw_max is not None and not raw_max.strip().isdigit():
+        raise CliError(f"{variable('max_concurrency')} must be an integer >= 0, not {raw_max!r}")
+    found = {name: environ.get(variable(name)) or None for name in RESOURCE_FIELDS}
+    return Resources(**found, max_concurrency=None if raw_max is None else int(raw_max))  # type: ignore[arg-type]
+
+
+def control_parameter(aws: Aws, resources: Resources) -> ControlParameter | None:
+    """The deployment's control parameter, if it has one."""
+    if not resources.control_parameter:
+        return None
+    return ControlParameter(resources.control_parameter, client=aws.client("ssm"))

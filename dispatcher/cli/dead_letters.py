@@ -1,0 +1,153 @@
+"""`dispatcher dead-letters` and `dispatcher redrive-dead-letters`: the DLQ, and moving it back.
+
+Each reads the DLQ by receiving, holds what it read while it works, and gives back every
+message it did not finish with, even on Ctrl-C or an error. ``--dry-run`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+from dispatcher.adapters.held_queue import HeldQueue
+from dispatcher.adapters.sqs import send_message
+from dispatcher.cli.args import AddCommand, count, rate
+from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.output import short, table
+from dispatcher.cli.progress import Pace, Progress, of
+from dispatcher.core.dead_letters import DeadLetterMove, plan_move, reasons
+
+DEAD_LETTER_VISIBILITY_SECONDS = 120
+
+
+def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
+    """List the dead-letter queue with each message's DispatchError."""
+    queue = HeldQueue(aws.client("sqs"), resources.need("dead_letter_queue_url"), visibility_seconds=30)
+    try:
+        moves = [plan_move(held) for held in queue.read_all()]
+        depth = queue.depth()
+    finally:
+        queue.release_all()
+    hidden = max(0, depth - len(moves))
+    if args.json:
+        document = {
+            "dead_letters": [move.as_json() for move in moves],
+            "total": len(moves),
+            "reasons": reasons(moves),
+            "not_listed": hidden,
+        }
+        out.write(json.dumps(document) + "\n")
+        return 0
+    if not moves:
+        out.write("no dead letters\n")
+    else:
+        rows = [
+            [
+                move.held.message_id,
+                move.group,
+                move.attributes.get("ExecutionName", {}).get("StringValue", "-"),
+                short(move.reason or "(moved by SQS: maxReceiveCount)", 70),
+            ]
+            for move in moves
+        ]
+        out.write(table(["MESSAGE ID", "GROUP", "NAME", "DISPATCH ERROR"], rows) + "\n\n")
+        out.write(f"{len(moves)} dead letter(s)\n")
+    if hidden:
+        out.write(
+            f"{hidden} more not listed: a FIFO queue hides a group's later messages while earlier"
+            " ones are being read, or another reader holds them\n"
+        )
+    return 0
+
+
+def command_redrive_dead_letters(
+    args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO
+) -> int:
+    """Move dead letters back to the job queue, in group order; each leaves the DLQ once sent."""
+    queue_url = resources.need("queue_url")
+    queue = HeldQueue(
+        aws.client("sqs"),
+        resources.need("dead_letter_queue_url"),
+        visibility_seconds=DEAD_LETTER_VISIBILITY_SECONDS,
+    )
+    pace = Pace(args.rate)
+    moved: list[DeadLetterMove] = []
+    verb = "moved" if not args.dry_run else "listed"
+    progress = Progress(quiet=args.json)
+    try:
+        while args.max is None or len(moved) < args.max:
+            queue.keep_hidden()
+            batch = queue.receive()
+            if not batch:
+                break
+            for held in batch:
+                if args.max is not None and len(moved) >= args.max:
+                    break
+                move = plan_move(held)
+                if not args.dry_run:
+                    pace.wait()
+                    send_message(
+                        aws.client("sqs"),
+                        queue_url,
+                        move.held.body,
+                        move.group,
+                        move.deduplication_id,
+                        dict(move.attributes),
+                    )
+                    if queue.delete([held]):
+                        sys.stderr.write(
+                            f"moved {held.message_id}, but it stays on the DLQ: moving it again sends"
+                            " nothing new within 5 minutes, and never starts it twice\n"
+                        )
+                moved.append(move)
+                progress.show(of(verb, len(moved), None), len(moved))
+    finally:
+        queue.release_all()
+    if moved:
+        progress.show(of(verb, len(moved), None), len(moved), final=True)
+    _report_moves(args, out, moved)
+    return 0
+
+
+def _report_moves(args: argparse.Namespace, out: TextIO, moved: list[DeadLetterMove]) -> None:
+    if args.json:
+        document = {
+            "dry_run": bool(args.dry_run),
+            "moved": [{**move.as_json(), "deduplication_id": move.deduplication_id} for move in moved],
+            "total": len(moved),
+        }
+        out.write(json.dumps(document) + "\n")
+        return
+    verb = "would move" if args.dry_run else "moved"
+    for move in moved:
+        name = move.attributes.get("ExecutionName", {}).get("StringValue", "-")
+        was = short(move.reason, 60)
+        out.write(f"{verb} {move.held.message_id} (group {move.group}, name {name}): was {was}\n")
+    summary = f"{verb} {len(moved)} dead letter(s) to the job queue"
+    out.write(summary + (" (dry run: nothing changed)" if args.dry_run else "") + "\n")
+
+
+def register(command: AddCommand) -> None:
+    """Add `dead-letters` and `redrive-dead-letters`."""
+    dead_letters = command(
+        "dead-letters",
+        command_dead_letters,
+        "List the dead-letter queue with each message's DispatchError.",
+        "  dispatcher --stack jobs dead-letters\n  dispatcher --stack jobs dead-letters --json\n",
+    )
+    dead_letters.add_argument(
+        "--dry-run", action="store_true", help="accepted: listing never changes anything"
+    )
+    redrive = command(
+        "redrive-dead-letters",
+        command_redrive_dead_letters,
+        "Move dead letters back to the job queue once their cause is fixed: same body, group and"
+        " attributes, without DispatchError; group order kept; safe to interrupt and run again.",
+        "  dispatcher --stack jobs redrive-dead-letters --dry-run\n"
+        "  dispatcher --stack jobs redrive-dead-letters --rate 10\n",
+    )
+    redrive.add_argument("--max", type=count, metavar="N", help="move at most N dead letters")
+    redrive.add_argument("--rate", type=rate, metavar="PER_SECOND", help="move at most this many a second")
+    redrive.add_argument("--dry-run", action="store_true", help="show what would move; change nothing")

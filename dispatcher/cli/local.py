@@ -1,0 +1,75 @@
+"""`dispatcher local`: the embedded AWS emulator with a dispatcher stack (the ``local`` extra).
+
+The emulator lives in `dispatcher.local`, which is local-only: the Lambda artifact leaves
+it out, and nothing shipped imports it. This command finds it at run time, by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+from typing import TextIO
+
+from dispatcher.cli.args import AddCommand, non_negative
+from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.errors import CliError
+
+LOCAL_MODULES = (
+    "moto",
+    "flask",
+    "requests",
+    "openapi_spec_validator",
+    "cfnlint",
+    "joserfc",
+    "graphql",
+    "yaml",
+    "aws_lambda_powertools",
+)
+"""What `dispatcher local` needs beyond the package (the `local` extra)."""
+EMULATOR = "dispatcher.local.command"
+
+
+def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
+    """Start the embedded emulator with a stack; print what to export; serve until interrupted."""
+    missing = [module for module in LOCAL_MODULES if importlib.util.find_spec(module) is None]
+    if missing:
+        raise CliError(
+            "`dispatcher local` needs the emulator:"
+            f" pip install 'dispatcher[local]' ({', '.join(missing)} missing)"
+        )
+    emulator = importlib.import_module(EMULATOR)
+    return int(
+        emulator.serve(
+            port=args.port,
+            stack=args.stack_name,
+            max_concurrency=args.max,
+            wait_seconds=args.wait_seconds,
+            schedule_seconds=args.schedule,
+            out=out,
+        )
+    )
+
+
+def register(command: AddCommand) -> None:
+    """Add `local`."""
+    local = command(
+        "local",
+        command_local,
+        "Start the embedded AWS emulator with a dispatcher stack, and print what to export to use it.",
+        "  dispatcher local                       # then, in another shell, the printed exports\n"
+        "  dispatcher local --port 4567 --max 3 --schedule 10\n",
+    )
+    local.add_argument("--port", type=int, default=4567, help="emulator port on 127.0.0.1 (4567)")
+    local.add_argument(
+        "--stack-name", default="dispatcher-local", help="the emulated stack's name (dispatcher-local)"
+    )
+    local.add_argument("--max", type=non_negative, default=5, help="MAX of the emulated stack (5)")
+    local.add_argument("--wait-seconds", type=int, default=5, help="how long each sample execution runs (5)")
+    local.add_argument(
+        "--schedule",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="tick every SECONDS, like the schedule (10; 0: never)",
+    )

@@ -1,0 +1,60 @@
+"""Long work: a progress line on stderr, and a pace that keeps actions under a rate."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+PROGRESS_EVERY = 500
+"""Without a terminal, a progress line about every this many items."""
+
+
+class Progress:
+    """A progress line on stderr: rewritten in place on a terminal, every so often otherwise."""
+
+    def __init__(self, *, quiet: bool = False, last_line: bool = False) -> None:
+        """``last_line``: without a terminal, also print the final count."""
+        self._quiet = quiet
+        self._last_line = last_line
+        self._step = 0
+
+    def show(self, line: str, done: int, *, final: bool = False) -> None:
+        """Show ``line`` (``done`` items so far; ``final``: the last one)."""
+        if self._quiet:
+            return
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r{line}" + ("\n" if final else ""))
+        elif (final and self._last_line) or done // PROGRESS_EVERY > self._step:
+            sys.stderr.write(line + "\n")
+        self._step = done // PROGRESS_EVERY
+        sys.stderr.flush()
+
+
+def of(verb: str, done: int, total: int | None) -> str:
+    """``queued 12/40`` (or ``moved 12`` without a total)."""
+    return f"{verb} {done:,}" + (f"/{total:,}" if total is not None else "")
+
+
+class Pace:
+    """At most ``rate`` actions per second (None: no limit)."""
+
+    def __init__(
+        self,
+        rate: float | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._interval = 0.0 if not rate else 1.0 / rate
+        self._clock = clock
+        self._sleep = sleep
+        self._next = 0.0
+
+    def wait(self) -> None:
+        """Sleep until the next action may happen."""
+        now = self._clock()
+        if self._next > now:
+            self._sleep(self._next - now)
+            now = self._next
+        self._next = now + self._interval

@@ -1,0 +1,98 @@
+"""`dispatcher tick`: one tick of the real handler here, or an invocation of the deployed function."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from typing import Any, TextIO
+
+from dispatcher.cli.args import AddCommand
+from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.errors import PROG, CliError
+
+FUNCTION_MODULES = ("aws_lambda_powertools", "aws_xray_sdk")
+"""What running the function here needs beyond the package (the ``function`` extra)."""
+
+
+def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
+    """One tick here against the configured resources, or --invoke the deployed function."""
+    if args.invoke:
+        report = _invoke(aws, args.function_name or resources.need("dispatcher_function_name"))
+    else:
+        report = _tick_here(resources, args.endpoint_url, args.region, args.log_level)
+    if args.json:
+        out.write(json.dumps(report) + "\n")
+    else:
+        out.write(
+            f"running {report.get('running')}, started {report.get('started')}"
+            + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
+            + ","
+            f" already started {report.get('already_started', 0)},"
+            f" dead-lettered {report.get('dead_lettered')},"
+            f" released {report.get('released', 0)}, stopped: {report.get('stopped', '?')}\n"
+        )
+    return 0
+
+
+def _invoke(aws: Aws, function_name: str) -> dict[str, Any]:
+    response = aws.client("lambda").invoke(FunctionName=function_name, Payload=b"{}")
+    payload = response["Payload"].read()
+    try:
+        document = json.loads(payload or b"null")
+    except ValueError:
+        document = None
+    if response.get("FunctionError"):
+        message = (
+            document.get("errorMessage") if isinstance(document, dict) else payload.decode(errors="replace")
+        )
+        raise CliError(f"the tick failed in {function_name}: {message}")
+    if not isinstance(document, dict):
+        raise CliError(
+            f"{function_name} returned {payload[:200].decode(errors='replace')!r}, not a tick report"
+        )
+    return document
+
+
+def _tick_here(
+    resources: Resources, endpoint_url: str | None, region: str | None, log_level: str
+) -> dict[str, Any]:
+    """One tick of the real handler in this process, against the configured resources."""
+    missing = [module for module in FUNCTION_MODULES if importlib.util.find_spec(module) is None]
+    if missing:
+        raise CliError(
+            "a tick here runs the function, which needs its own dependencies:"
+            f" pip install 'dispatcher[function]' ({', '.join(missing)} missing), or use --invoke"
+        )
+    variables = {**resources.function_environment(), "POWERTOOLS_SERVICE_NAME": PROG}
+    if endpoint_url:
+        variables["AWS_ENDPOINT_URL"] = endpoint_url
+    if region:
+        variables["AWS_DEFAULT_REGION"] = variables["AWS_REGION"] = region
+    # Only now: the handler imports the function's dependencies.
+    from dispatcher.in_process import tick_here  # noqa: PLC0415
+
+    return tick_here(variables, log_level)
+
+
+def register(command: AddCommand) -> None:
+    """Add `tick`."""
+    tick = command(
+        "tick",
+        command_tick,
+        "Run one tick here against the configured resources, or invoke the deployed function.",
+        "  dispatcher --stack jobs tick\n  dispatcher --stack jobs tick --invoke\n"
+        "  dispatcher tick --json --log-level INFO\n",
+    )
+    tick.add_argument(
+        "--invoke", action="store_true", help="invoke the deployed function instead (a real tick)"
+    )
+    tick.add_argument(
+        "--function-name", help="with --invoke: the function (else the stack's DispatcherFunctionName)"
+    )
+    tick.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the tick's logs, on stderr",
+    )

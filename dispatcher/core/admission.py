@@ -1,0 +1,162 @@
+"""Admission: which received messages a round starts, dead-letters and releases, and in what order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from dispatcher.core.executions import input_problem, name_problem
+from dispatcher.core.messages import (
+    DISPATCH_ACTION_ATTRIBUTE,
+    EXECUTION_NAME_ATTRIBUTE,
+    REDRIVE_ACTION,
+    REDRIVE_COUNT_ATTRIBUTE,
+    START_ACTION,
+    QueuedMessage,
+)
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start an execution with this name and the message body as input."""
+
+    message: QueuedMessage
+    name: str
+    redrive_count: int | None = None
+    """Set when the message asks to redrive execution ``name`` instead (its expected ``redriveCount``)."""
+
+    @property
+    def redrive(self) -> bool:
+        """Whether this is a redrive of an existing execution rather than a new start."""
+        return self.redrive_count is not None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """The message can never start: send it to the DLQ with this reason."""
+
+    message: QueuedMessage
+    reason: str
+
+
+def plan_message(message: QueuedMessage) -> Start | DeadLetter:
+    """Validate a message and pick its execution name (the attribute, else the MessageId)."""
+    problem = input_problem(message.body)
+    if problem is not None:
+        return DeadLetter(message, problem)
+    if message.execution_name_type is None:
+        name = message.message_id
+    elif not message.execution_name_type.startswith("String"):
+        return DeadLetter(
+            message,
+            f"ExecutionName attribute must be of type String, not {message.execution_name_type}",
+        )
+    else:
+        name = message.execution_name or ""
+    problem = name_problem(name)
+    if problem is not None:
+        return DeadLetter(message, f"invalid ExecutionName: {problem}")
+    return _plan_action(message, name)
+
+
+def _attribute_text(message: QueuedMessage, attribute: str) -> tuple[str | None, str | None]:
+    """The attribute's value and data type (None, None when absent)."""
+    value = message.attributes.get(attribute)
+    if value is None:
+        return None, None
+    return value.get("StringValue"), value.get("DataType", "")
+
+
+def _plan_action(message: QueuedMessage, name: str) -> Start | DeadLetter:
+    """A start, or a redrive of execution ``name`` when ``DispatchAction`` says so."""
+    action, action_type = _attribute_text(message, DISPATCH_ACTION_ATTRIBUTE)
+    if action_type is None or (action_type.startswith("String") and action == START_ACTION):
+        return Start(message, name)
+    count, _ = _attribute_text(message, REDRIVE_COUNT_ATTRIBUTE)
+    problem = _redrive_problem(message, action, action_type, count)
+    if problem is not None or count is None:
+        return DeadLetter(message, problem or "")
+    return Start(message, name, redrive_count=int(count))
+
+
+def _redrive_problem(
+    message: QueuedMessage, action: str | None, action_type: str, count: str | None
+) -> str | None:
+    """Why a message that isn't a plain start can't be a redrive either, or None."""
+    if not action_type.startswith("String"):
+        return f"{DISPATCH_ACTION_ATTRIBUTE} attribute must be of type String, not {action_type}"
+    if action != REDRIVE_ACTION:
+        return f"{DISPATCH_ACTION_ATTRIBUTE} must be {START_ACTION!r} or {REDRIVE_ACTION!r}, not {action!r}"
+    if message.execution_name_type is None:
+        return f"a redrive needs the {EXECUTION_NAME_ATTRIBUTE} attribute: the execution to redrive"
+    if count is None or not count.strip().isdigit():
+        return (
+            f"a redrive needs the {REDRIVE_COUNT_ATTRIBUTE} attribute: the execution's redriveCount"
+            f" (an integer >= 0) when the redrive was asked for, not {count!r}"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What one round does with the messages it received, decided before any call."""
+
+    starts: tuple[Start, ...]
+    """At most the free slots, in receive order: record these, then start them."""
+    dead_letters: tuple[DeadLetter, ...]
+    held_back: tuple[QueuedMessage, ...]
+    """Beyond the free slots, or behind a held-back message of the same group."""
+
+
+def admit(messages: Iterable[QueuedMessage], free: int) -> Admission:
+    """Pick the messages a round starts, dead-letters and releases, in receive order.
+
+    A message is only examined when there is a free slot for it, so poison waits behind a
+    full cap like any other message; once one message of a group is held back, the later
+    ones of that group are held back too, or they would start first.
+    """
+    starts: list[Start] = []
+    dead_letters: list[DeadLetter] = []
+    held_back: list[QueuedMessage] = []
+    order = GroupOrder()
+    for message in messages:
+        if len(starts) >= free or not order.may_start(message):
+            order.hold_back(message)
+            held_back.append(message)
+            continue
+        decision = plan_message(message)
+        if isinstance(decision, DeadLetter):
+            dead_letters.append(decision)
+        else:
+            starts.append(decision)
+    return Admission(tuple(starts), tuple(dead_letters), tuple(held_back))
+
+
+def by_group(starts: Iterable[Start]) -> list[list[Start]]:
+    """Starts split into one sequence per message group, each in receive (send) order.
+
+    The sequences may run concurrently; the starts of one sequence run one after another.
+    """
+    groups: dict[str, list[Start]] = {}
+    for start in starts:
+        groups.setdefault(start.message.group_id, []).append(start)
+    return list(groups.values())
+
+
+@dataclass
+class GroupOrder:
+    """Keeps send order within each message group while a batch is being admitted.
+
+    Once one message of a group is released, the later messages of that group
+    received in the same tick must be released too, or they would start first.
+    """
+
+    blocked_groups: set[str] = field(default_factory=set)
+
+    def may_start(self, message: QueuedMessage) -> bool:
+        """True unless an earlier message of the same group was held back."""
+        return message.group_id not in self.blocked_groups
+
+    def hold_back(self, message: QueuedMessage) -> None:
+        """Record that this message is released, blocking its group for the tick."""
+        self.blocked_groups.add(message.group_id)

@@ -1,0 +1,170 @@
+"""Counting RUNNING: what holds a slot, from one listing, the recorded starts and the reported ends.
+
+Time arrives as ``now`` (epoch seconds); nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dispatcher.core.events import EndedExecution
+from dispatcher.core.executions import ACTIVE_STATUSES
+
+LIST_PAGE_SIZE = 1000
+"""Every ListExecutions page asks for the most AWS returns: a call costs one token of a
+small quota (5/s refill) whatever its size, and paging stops once MAX is counted."""
+RECENT_START_WINDOW_SECONDS = 90.0
+"""ListExecutions may omit an execution for up to 60 s after it started; a start recorded by
+a process that died before StartExecution must not hold a slot for longer than this, so the
+window is the lag plus a margin for the start call itself."""
+
+
+class RecordedStart(BaseModel):
+    """A start the dispatcher recorded in the state table just before `StartExecution`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    recorded_at: float
+    sort_key: str
+    group: str | None = Field(default=None, description="The job's message group (for a restart).")
+    redrive_count: int | None = Field(
+        default=None, description="For a redrive: the execution's redriveCount before it (None for a start)."
+    )
+
+
+class StateWindow(BaseModel):
+    """What the state table holds for the review window: recent starts and ended executions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    starts: tuple[RecordedStart, ...] = ()
+    ended: tuple[EndedExecution, ...] = ()
+
+
+class RunningListing(BaseModel):
+    """What `ListExecutions(statusFilter=RUNNING)` showed, and when it was asked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    executions: dict[str, float | None] = Field(
+        description="Name → redriveDate (epoch seconds) of each listed execution, None if never redriven."
+    )
+    complete: bool = Field(description="False when paging stopped early because MAX was reached.")
+    listed_at: float = Field(description="The dispatcher's clock just before the first page was asked for.")
+    oldest_started_at: float | None = Field(
+        default=None, description="The earliest startDate among the listed executions (epoch seconds)."
+    )
+
+
+def free_slots(max_concurrency: int, running: int) -> int:
+    """Executions the dispatcher may start now: never negative."""
+    return max(0, max_concurrency - running)
+
+
+@dataclass(frozen=True)
+class RunningCount:
+    """How many executions hold a slot, as far as the listing and the state table tell."""
+
+    running: int
+    """Listed executions that still run, plus recorded starts that count without a check."""
+    to_check: tuple[RecordedStart, ...] = ()
+    """Recorded starts the list doesn't show: `DescribeExecution` tells whether each still runs."""
+    resolved: tuple[RecordedStart, ...] = ()
+    """Records that can go: too old to matter, superseded, or ended by an event."""
+
+
+def latest_ends(ended: Iterable[EndedExecution]) -> dict[str, float]:
+    """Name → the latest stop any status change event reported (events repeat and reorder)."""
+    latest: dict[str, float] = {}
+    for execution in ended:
+        latest[execution.name] = max(execution.stopped_at, latest.get(execution.name, execution.stopped_at))
+    return latest
+
+
+def listed_as_running(redriven_at: float | None, stopped_at: float | None) -> bool:
+    """Whether a listed execution holds a slot, given the latest stop an event reported for it.
+
+    ``ListExecutions`` keeps listing an execution for a while after it ended, so one that
+    an event says has ended doesn't count; unless the list shows it redriven after that
+    stop, because then it is running again.
+    """
+    if stopped_at is None:
+        return True
+    return redriven_at is not None and redriven_at > stopped_at
+
+
+def counted_names(executions: Mapping[str, float | None], ends: Mapping[str, float]) -> frozenset[str]:
+    """The listed executions that hold a slot."""
+    return frozenset(
+        name for name, redriven_at in executions.items() if listed_as_running(redriven_at, ends.get(name))
+    )
+
+
+def plan_count(
+    listing: RunningListing,
+    ends: Mapping[str, float],
+    recorded: Iterable[RecordedStart],
+    max_concurrency: int,
+    now: float,
+) -> RunningCount:
+    """Count RUNNING from one listing, the ended executions and the recorded starts.
+
+    A listed execution counts unless an event says it ended (and it was not redriven
+    since). A listing that stopped paging at MAX but now counts less than MAX (a reused
+    read, with more ends known since) says nothing of the executions it didn't page
+    through, so the count is MAX: nothing starts until a fresh read.
+
+    Recorded starts: a listed one is counted once, by the list, and its record is kept
+    (a later read may omit it again within the lag). One recorded before the stop an
+    event reports has ended. One recorded after the listing was asked for can't be in
+    it, and counts as it is. Any other one is checked with `DescribeExecution`, oldest
+    first. A name recorded twice (a redelivered message) is judged by its newest record,
+    which holds the slot longest; the older record goes.
+    """
+    listed = counted_names(listing.executions, ends)
+    if len(listed) >= max_concurrency:
+        return RunningCount(len(listed))
+    if not listing.complete:
+        return RunningCount(max_concurrency)
+    newest: dict[str, RecordedStart] = {}
+    resolved: list[RecordedStart] = []
+    for record in sorted(recorded, key=lambda record: record.recorded_at, reverse=True):
+        if record.name in newest or now - record.recorded_at > RECENT_START_WINDOW_SECONDS:
+            resolved.append(record)
+        else:
+            newest[record.name] = record
+    unlisted = 0
+    to_check: list[RecordedStart] = []
+    for name, record in newest.items():
+        stopped_at = ends.get(name)
+        if name in listed:
+            continue
+        if stopped_at is not None and record.recorded_at <= stopped_at:
+            resolved.append(record)
+        elif record.recorded_at > listing.listed_at:
+            unlisted += 1
+        else:
+            to_check.append(record)
+    return RunningCount(len(listed) + unlisted, tuple(reversed(to_check)), tuple(resolved))
+
+
+def still_counts(
+    status: str | None, record: RecordedStart, now: float, redrive_count: int | None = None
+) -> bool:
+    """Whether a recorded start the list doesn't show holds a slot.
+
+    ``status`` and ``redrive_count`` are what `DescribeExecution` said, ``status`` None
+    when the execution does not exist (its process may still be about to start it, or
+    may have died). A recorded redrive counts like a start until the read shows the
+    redrive (a ``redriveCount`` above the one the record was made at): a read that
+    still shows the failure it redrives says nothing of the run that follows.
+    """
+    if record.redrive_count is not None and (redrive_count or 0) <= record.redrive_count:
+        status = None
+    if status is None:
+        return now - record.recorded_at <= RECENT_START_WINDOW_SECONDS
+    return status in ACTIVE_STATUSES

@@ -1,0 +1,74 @@
+"""Dead letters going back to the job queue: how each one moves, and the reasons they were dead-lettered.
+
+Dead letters go back unchanged but for their ``DispatchError``, one message group in
+send order, with a deduplication id that makes the move idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, EXECUTION_NAME_ATTRIBUTE, Held
+from dispatcher.core.rerun import iso
+
+
+@dataclass(frozen=True)
+class DeadLetterMove:
+    """How one dead letter goes back to the job queue."""
+
+    held: Held
+    group: str
+    attributes: dict[str, dict[str, str]]
+    deduplication_id: str
+    reason: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The dead letter for ``--json``."""
+        name = self.attributes.get(EXECUTION_NAME_ATTRIBUTE, {}).get("StringValue")
+        return {
+            "message_id": self.held.message_id,
+            "group": self.group,
+            "name": name,
+            "reason": self.reason,
+            "sent_at": iso(float(self.held.system.get("SentTimestamp", 0)) / 1000),
+            "body": self.held.body,
+        }
+
+
+def plan_move(held: Held) -> DeadLetterMove:
+    """The job-queue copy of a dead letter: same body, group and attributes but ``DispatchError``.
+
+    The deduplication id is the id of the job-queue message that was dead-lettered
+    (the DLQ copy's own deduplication id, by the dispatcher's contract; a message SQS
+    moved itself keeps its MessageId), so moving twice within SQS's five minutes sends
+    once. A message without ``ExecutionName`` gets that same id as its name, the name
+    it would have started under, so even a later duplicate never starts twice.
+    """
+    reason_value = held.attributes.get(DISPATCH_ERROR_ATTRIBUTE)
+    reason = None if reason_value is None else str(reason_value.get("StringValue", ""))
+    original = held.system.get("MessageDeduplicationId") if reason is not None else None
+    original = original or held.message_id
+    attributes: dict[str, dict[str, str]] = {}
+    for key, value in held.attributes.items():
+        if key == DISPATCH_ERROR_ATTRIBUTE or "StringValue" not in value:
+            continue
+        attributes[key] = {"DataType": str(value["DataType"]), "StringValue": str(value["StringValue"])}
+    attributes.setdefault(EXECUTION_NAME_ATTRIBUTE, {"DataType": "String", "StringValue": original})
+    return DeadLetterMove(
+        held=held,
+        group=held.system.get("MessageGroupId", ""),
+        attributes=attributes,
+        deduplication_id=original,
+        reason=reason,
+    )
+
+
+def reasons(moves: Iterable[DeadLetterMove]) -> dict[str, int]:
+    """How many dead letters per reason."""
+    found: dict[str, int] = {}
+    for move in moves:
+        key = move.reason or "(moved by SQS: maxReceiveCount)"
+        found[key] = found.get(key, 0) + 1
+    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))

@@ -1,0 +1,158 @@
+"""The message contract: what a job on the queue looks like, and the rules it must follow.
+
+The dispatcher applies these rules on receipt (a message that breaks one is dead-lettered
+with the reason), and the producer client and the CLI apply the same ones before sending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dispatcher.core.executions import input_problem, name_problem
+
+EXECUTION_NAME_ATTRIBUTE = "ExecutionName"
+"""Optional String attribute: the execution's name (else the SQS MessageId)."""
+DISPATCH_ACTION_ATTRIBUTE = "DispatchAction"
+"""Optional String attribute: ``start`` (the default) or ``redrive``."""
+REDRIVE_COUNT_ATTRIBUTE = "RedriveCount"
+"""With ``DispatchAction`` ``redrive``: the execution's ``redriveCount`` when the redrive was asked for."""
+DISPATCH_ERROR_ATTRIBUTE = "DispatchError"
+"""The String attribute of a dead-letter copy: why the message can never start."""
+START_ACTION = "start"
+REDRIVE_ACTION = "redrive"
+
+MAX_GROUP_ID_LENGTH = 128
+DISPATCH_ERROR_MAX_LENGTH = 512
+SQS_MAX_MESSAGE_BYTES = 1_048_576
+SQS_MAX_MESSAGE_ATTRIBUTES = 10
+DEAD_LETTER_HEADROOM_BYTES = 4096
+"""The source queue's MaximumMessageSize is this much below the DLQ's, so a dead-letter
+copy (the source message plus a DispatchError of at most 512 characters, 4 bytes each in
+UTF-8, and the attribute's name and type) always fits."""
+
+
+class QueuedMessage(BaseModel):
+    """One job received from the source FIFO queue."""
+
+    model_config = ConfigDict(frozen=True)
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    group_id: str
+    execution_name: str | None = Field(
+        default=None, description="The optional `ExecutionName` String attribute."
+    )
+    execution_name_type: str | None = Field(
+        default=None, description="DataType of the `ExecutionName` attribute, when present."
+    )
+    receive_count: int = 1
+    sent_at: float | None = Field(
+        default=None, description="When SQS received the message (its SentTimestamp), epoch seconds."
+    )
+    attributes: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Message attributes as SQS returned them, copied to the DLQ.",
+    )
+
+
+def group_problem(group: str) -> str | None:
+    """Why a string can't be a FIFO ``MessageGroupId`` (1-128 printable ASCII, no space), or None."""
+    if not 1 <= len(group) <= MAX_GROUP_ID_LENGTH:
+        return f"message group id must be 1 to {MAX_GROUP_ID_LENGTH} characters, not {len(group)}"
+    if not all("!" <= character <= "~" for character in group):
+        return "message group id may hold only letters, digits and punctuation (printable ASCII, no space)"
+    return None
+
+
+def job_problem(body: str, group: str, name: str | None) -> str | None:
+    """Why a job would never start (the rules the dispatcher applies on receipt), or None."""
+    return input_problem(body) or group_problem(group) or (None if name is None else name_problem(name))
+
+
+def dispatch_error(reason: str) -> str:
+    """A `DispatchError` attribute value: bounded, so the DLQ copy still fits in SQS."""
+    if len(reason) <= DISPATCH_ERROR_MAX_LENGTH:
+        return reason
+    return reason[: DISPATCH_ERROR_MAX_LENGTH - 1] + "…"
+
+
+def dead_letter_attributes(source: dict[str, dict[str, str]], reason: str) -> dict[str, dict[str, str]]:
+    """The attributes of a DLQ copy: the source's String/Number ones, then the reason.
+
+    SQS allows ten attributes per message, so when the source has more, the reason
+    attribute takes the place of the last copied one (``ExecutionName`` is kept before
+    any other), and the reason names every attribute left out (binary values aren't
+    copied either).
+    """
+    copyable = sorted(
+        (
+            name
+            for name, value in source.items()
+            if name != DISPATCH_ERROR_ATTRIBUTE and "StringValue" in value
+        ),
+        key=lambda name: (name != EXECUTION_NAME_ATTRIBUTE, name),
+    )
+    kept = copyable[: SQS_MAX_MESSAGE_ATTRIBUTES - 1]
+    left_out = sorted(set(source) - set(kept) - {DISPATCH_ERROR_ATTRIBUTE})
+    if left_out:
+        reason = f"{reason} (attributes not copied: {', '.join(left_out)})"
+    attributes = {name: dict(source[name]) for name in kept}
+    attributes[DISPATCH_ERROR_ATTRIBUTE] = {"DataType": "String", "StringValue": dispatch_error(reason)}
+    return attributes
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: the execution input (a JSON string), its message group, and optionally its name."""
+
+    body: str
+    group: str
+    name: str | None = None
+    """The execution name; without one, the message's SQS MessageId becomes the name."""
+    deduplication_id: str | None = None
+    """Defaults to the name, else a random id kept across this call's retries."""
+    redrive_count: int | None = None
+    """Set: not a new start but "redrive execution ``name``", whose ``redriveCount`` is this now."""
+
+    def problem(self) -> str | None:
+        """Why the dispatcher would never start this job, or None."""
+        if self.redrive_count is not None and (self.name is None or self.redrive_count < 0):
+            return "a redrive job needs the execution's name and its redriveCount (>= 0)"
+        return job_problem(self.body, self.group, self.name)
+
+    def attributes(self) -> dict[str, dict[str, str]]:
+        """The message attributes that carry the name and, for a redrive, the action."""
+        attributes: dict[str, dict[str, str]] = {}
+        if self.name is not None:
+            attributes[EXECUTION_NAME_ATTRIBUTE] = {"DataType": "String", "StringValue": self.name}
+        if self.redrive_count is not None:
+            attributes[DISPATCH_ACTION_ATTRIBUTE] = {"DataType": "String", "StringValue": REDRIVE_ACTION}
+            attributes[REDRIVE_COUNT_ATTRIBUTE] = {
+                "DataType": "Number",
+                "StringValue": str(self.redrive_count),
+            }
+        return attributes
+
+    def payload_bytes(self) -> int:
+        """What the job counts towards a batch's payload limit."""
+        attributes = sum(
+            len(key) + len(value["DataType"]) + len(value["StringValue"].encode())
+            for key, value in self.attributes().items()
+        )
+        return len(self.body.encode("utf-8", errors="replace")) + attributes
+
+
+@dataclass(eq=False)
+class Held:
+    """A message this command received and holds (hidden from others) until it deletes or releases it."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    hidden_until: float
+    attributes: dict[str, Any] = field(default_factory=dict)
+    system: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,7 @@
+"""``python -m dispatcher.local downstream down|up``: the simulated downstream API of `dispatcher local`."""
+
+import sys
+
+from dispatcher.local.command import main
+
+sys.exit(main(sys.argv[1:]))

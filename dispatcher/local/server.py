@@ -1,0 +1,131 @@
+"""The embedded AWS: moto's HTTP server on loopback, with its SQS made atomic per request."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dispatcher.local.emulation import Emulation
+
+_SQS_LOCK = threading.RLock()
+
+
+def atomic_sqs() -> None:
+    """Make each of moto's SQS actions atomic, as each SQS request is in AWS (idempotent).
+
+    moto's SQS backend isn't thread-safe: two receives at once can return the same
+    message, or fail with "Set changed size during iteration". The dispatcher receives
+    in parallel, so every emulator here serialises SQS actions with one lock.
+    """
+    from moto.sqs.responses import SQSResponse  # noqa: PLC0415 — local-only
+
+    call_action = SQSResponse.call_action
+    if getattr(call_action, "atomic", False):
+        return
+
+    def atomic(self: Any) -> Any:
+        with _SQS_LOCK:
+            return call_action(self)
+
+    atomic.atomic = True  # type: ignore[attr-defined]
+    SQSResponse.call_action = atomic  # type: ignore[method-assign]
+
+
+def enable_execution(endpoint_url: str, *, enabled: bool = True) -> None:
+    """Make a moto server really run state machines (Wait states take real time), or not.
+
+    The switch is moto's, global to the process: every server in it shares it.
+    """
+    import requests  # noqa: PLC0415 — local-only
+
+    response = requests.post(
+        f"{endpoint_url}/moto-api/config",
+        json={"stepfunctions": {"execute_state_machine": enabled}},
+        timeout=10,
+    )
+    response.raise_for_status()
+
+
+@contextmanager
+def moto_server(
+    host: str = "127.0.0.1",
+    *,
+    port: int = 0,
+    execute: bool = True,
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+) -> Iterator[str]:
+    """Run moto's HTTP server on a loopback port (a free one by default); yield its endpoint URL.
+
+    ``execute``: whether moto really runs state machines. ``wrap``: a WSGI middleware
+    factory to put in front of moto (the fault-injection tests use one).
+    """
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # noqa: PLC0415 — local-only
+    from moto.moto_server.werkzeug_app import (  # noqa: PLC0415
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server  # noqa: PLC0415
+
+    atomic_sqs()
+    app: Callable[..., Any] = DomainDispatcherApplication(create_backend_app)
+    if wrap is not None:
+        app = wrap(app)
+
+    class Server(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # moto logs every failed state of a workflow it runs as an error: failures are expected here.
+    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
+    server = Server(ip_address=host, port=port, verbose=False)
+    server.start()
+    try:
+        _, port = server.get_host_and_port()
+        endpoint_url = f"http://{host}:{port}"
+        enable_execution(endpoint_url, enabled=execute)  # another server may have set it either way
+        try:
+            yield endpoint_url
+        finally:
+            enable_execution(endpoint_url, enabled=False)  # the switch outlives the server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def emulated_server(
+    host: str = "127.0.0.1", *, port: int = 0, execute: bool = True
+) -> Iterator[tuple[str, Emulation]]:
+    """`moto_server` behind `Emulation`, delivering events; yield the endpoint URL and the emulation.
+
+    Add `Rule`s to ``emulation.rules`` (e.g. the failure spool: `failure_pattern`, `to_queue`).
+    """
+    made: list[Emulation] = []
+
+    def wrap(app: Callable[..., Any]) -> Emulation:
+        made.append(Emulation(app))
+        return made[0]
+
+    with moto_server(host, port=port, execute=execute, wrap=wrap) as endpoint_url:
+        emulation = made[0]
+        # A workflow's service tasks (e.g. dynamodb:getItem) call moto back on MOTO_PORT.
+        saved_port = os.environ.get("MOTO_PORT")
+        os.environ["MOTO_PORT"] = endpoint_url.rsplit(":", 1)[-1]
+        emulation.start_events(endpoint_url)
+        try:
+            yield endpoint_url, emulation
+        finally:
+            emulation.stop_events()
+            if saved_port is None:
+                os.environ.pop("MOTO_PORT", None)
+            else:
+                os.environ["MOTO_PORT"] = saved_port

@@ -1,0 +1,299 @@
+"""The dispatcher's resources in the emulator, as the template creates them; helpers to fill and read them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from dispatcher.core.control import Control
+from dispatcher.core.messages import (
+    DEAD_LETTER_HEADROOM_BYTES,
+    EXECUTION_NAME_ATTRIBUTE,
+    SQS_MAX_MESSAGE_BYTES,
+)
+from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, Settings
+
+SPOOL_RETENTION_SECONDS = 14 * 24 * 3600
+DOWNSTREAM_KEY = {"pk": {"S": "downstream"}, "sk": {"S": "status"}}
+DOWNSTREAM_ERROR = "DownstreamUnavailable"
+
+
+def sample_workflow(wait_seconds: float, downstream_table: str | None = None) -> str:
+    """A STANDARD workflow like the template's sample: wait, then succeed.
+
+    With ``downstream_table``, it then asks a simulated downstream API (an item in that
+    DynamoDB table, which `set_downstream` flips) and fails with
+    ``DownstreamUnavailable`` while the API is down: the runbook's outage.
+    """
+    if downstream_table is None:
+        return json.dumps(
+            {
+                "Comment": "Sample job: wait, then succeed.",
+                "StartAt": "Work",
+                "States": {
+                    "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "Done"},
+                    "Done": {"Type": "Succeed"},
+                },
+            }
+        )
+    down = {"Variable": "$.downstream.Item.down.BOOL", "BooleanEquals": True}
+    return json.dumps(
+        {
+            "Comment": "Sample job: wait, call the (simulated) downstream API, succeed unless it is down.",
+            "StartAt": "Work",
+            "States": {
+                "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "CallDownstream"},
+                "CallDownstream": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:getItem",
+                    "Parameters": {"TableName": downstream_table, "Key": DOWNSTREAM_KEY},
+                    "ResultPath": "$.downstream",
+                    "Next": "Answered",
+                },
+                "Answered": {
+                    "Type": "Choice",
+                    "Choices": [
+                        {"And": [{"Variable": "$.downstream.Item", "IsPresent": True}, down], "Next": "Down"}
+                    ],
+                    "Default": "Done",
+                },
+                "Down": {
+                    "Type": "Fail",
+                    "Error": DOWNSTREAM_ERROR,
+                    "Cause": "the downstream API is in maintenance",
+                },
+                "Done": {"Type": "Succeed"},
+            },
+        }
+    )
+
+
+def set_downstream(table: str, *, up: bool) -> None:
+    """Bring the simulated downstream API of `sample_workflow` down, or back up."""
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName=table, Item={**DOWNSTREAM_KEY, "down": {"BOOL": not up}}
+    )
+
+
+@dataclass
+class StartLog:
+    """Every `StartExecution` the dispatcher asked for, in call order, seen from its client."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def hook(self, params: dict[str, Any], **_: Any) -> None:
+        """Botocore `provide-client-params` hook: note the call before it is sent."""
+        self.calls.append({"name": params.get("name"), "input": params.get("input")})
+
+    def install(self) -> StartLog:
+        """Hook boto3's default session, whose clients the handler builds."""
+        boto3.setup_default_session()
+        session = boto3.DEFAULT_SESSION
+        if session is None:
+            raise RuntimeError("boto3 did not create its default session")
+        session.events.register("provide-client-params.states.StartExecution", self.hook)
+        return self
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The resources one dispatcher needs, as the template creates them."""
+
+    queue_url: str
+    dead_letter_queue_url: str
+    state_machine_arn: str
+    state_table: str
+    control_parameter: str
+    spool_queue_url: str = ""
+    downstream_table: str = ""
+
+    def settings(self, max_concurrency: int, **overrides: Any) -> Settings:
+        """The dispatcher function's settings for this stack; ``overrides`` by field name."""
+        return Settings(
+            queue_url=self.queue_url,
+            dead_letter_queue_url=self.dead_letter_queue_url,
+            state_machine_arn=self.state_machine_arn,
+            max_concurrency=max_concurrency,
+            state_table=self.state_table,
+            control_parameter=self.control_parameter,
+            **overrides,
+        )
+
+    def environment(self, max_concurrency: int, **overrides: Any) -> dict[str, str]:
+        """The dispatcher function's environment for this stack (as the template sets it)."""
+        return self.settings(max_concurrency, **overrides).environment()
+
+    def outputs(self, function_name: str = "") -> dict[str, str]:
+        """The stack outputs the template declares, for these resources."""
+        values = {
+            "queue_url": self.queue_url,
+            "dead_letter_queue_url": self.dead_letter_queue_url,
+            "state_machine_arn": self.state_machine_arn,
+            "state_table": self.state_table,
+            "control_parameter": self.control_parameter,
+            "spool_queue_url": self.spool_queue_url,
+            "dispatcher_function_name": function_name,
+        }
+        return {STACK_OUTPUTS[name]: value for name, value in values.items() if value}
+
+
+def create_stack(  # noqa: PLR0913 — each keyword is a stack option
+    prefix: str | None = None,
+    *,
+    wait_seconds: float = 1,
+    state_machine_type: str = "STANDARD",
+    max_receive_count: int = 100,
+    control: Control | None = None,
+    downstream: bool = False,
+) -> Stack:
+    """Create queue, DLQ, failure spool, state table, control parameter and a sample workflow.
+
+    ``control``: the control parameter's first value; None leaves the parameter out
+    (the environment's MAX applies), as a stack deployed before it existed.
+    ``downstream``: the workflow calls a simulated downstream API (`set_downstream`).
+    """
+    prefix = prefix or f"dispatcher-{uuid.uuid4().hex[:8]}"
+    sqs = boto3.client("sqs", region_name=REGION)
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    stepfunctions = boto3.client("stepfunctions", region_name=REGION)
+    fifo: dict[Any, str] = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
+    dead_letter_url = sqs.create_queue(
+        QueueName=f"{prefix}-dlq.fifo", Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)}
+    )["QueueUrl"]
+    dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    queue_url = sqs.create_queue(
+        QueueName=f"{prefix}.fifo",
+        Attributes={
+            **fifo,
+            "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES),
+            "ContentBasedDeduplication": "true",
+            "VisibilityTimeout": "120",
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count}
+            ),
+        },
+    )["QueueUrl"]
+    table = f"{prefix}-state"
+    dynamodb.create_table(
+        TableName=table,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.update_time_to_live(
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
+    )
+    spool_url = sqs.create_queue(
+        QueueName=f"{prefix}-failures",
+        Attributes={"MessageRetentionPeriod": str(SPOOL_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
+    )["QueueUrl"]
+    downstream_table = ""
+    if downstream:
+        downstream_table = f"{prefix}-downstream"
+        dynamodb.create_table(
+            TableName=downstream_table,
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    state_machine_arn = stepfunctions.create_state_machine(
+        name=f"{prefix}-workflow",
+        definition=sample_workflow(wait_seconds, downstream_table or None),
+        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{prefix}-workflow",
+        type=state_machine_type,  # type: ignore[arg-type]
+    )["stateMachineArn"]
+    parameter = f"/{prefix}/dispatcher/control"
+    if control is not None:
+        boto3.client("ssm", region_name=REGION).put_parameter(
+            Name=parameter, Value=control.as_json(), Type="String"
+        )
+    return Stack(queue_url, dead_letter_url, state_machine_arn, table, parameter, spool_url, downstream_table)
+
+
+def read_all(queue_url: str, sqs: Any = None) -> list[dict[str, Any]]:
+    """Every message on a queue, with all attributes, deleting each once read.
+
+    Deleting matters on a FIFO queue: a group's later messages are held back while
+    an earlier one is in flight. ``sqs`` is the client to read with (a new one by default).
+    """
+    sqs = sqs or boto3.client("sqs", region_name=REGION)
+    found: list[dict[str, Any]] = []
+    while True:
+        messages = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return found
+        for message in messages:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        found.extend(messages)
+
+
+def send_jobs(queue_url: str, jobs: list[dict[str, Any]]) -> list[str]:
+    """Send jobs one by one (FIFO order is send order); return their MessageIds."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    ids = []
+    for job in jobs:
+        request: dict[str, Any] = {
+            "QueueUrl": queue_url,
+            "MessageBody": job["body"],
+            "MessageGroupId": job["group"],
+            "MessageDeduplicationId": job.get("dedup", uuid.uuid4().hex),
+        }
+        if "name" in job:
+            name = {"DataType": "String", "StringValue": job["name"]}
+            request["MessageAttributes"] = {EXECUTION_NAME_ATTRIBUTE: name}
+        ids.append(sqs.send_message(**request)["MessageId"])
+    return ids
+
+
+def function_name(stack: str) -> str:
+    """The emulated dispatcher function of stack ``stack`` (named as SAM names it, less the suffix)."""
+    return f"{stack}-DispatcherFunction"
+
+
+def register_stack(name: str, stack: Stack, max_concurrency: int, function: str = "") -> None:
+    """A CloudFormation stack in the emulator: the control parameter, and the template's outputs.
+
+    ``function``: the name of an emulated dispatcher function, for `tick --invoke`.
+    """
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Description": "dispatcher (local emulator)",
+        "Parameters": {MAX_CONCURRENCY_PARAMETER: {"Type": "Number", "Default": max_concurrency}},
+        "Resources": {
+            "ControlParameter": {
+                "Type": "AWS::SSM::Parameter",
+                "Properties": {
+                    "Name": stack.control_parameter,
+                    "Type": "String",
+                    "Value": Control(max_concurrency=max_concurrency, paused=False).as_json(),
+                },
+            }
+        },
+        "Outputs": {key: {"Value": value} for key, value in stack.outputs(function).items()},
+    }
+    boto3.client("cloudformation", region_name=REGION).create_stack(
+        StackName=name,
+        TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": MAX_CONCURRENCY_PARAMETER, "ParameterValue": str(max_concurrency)}],
+    )

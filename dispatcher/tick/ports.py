@@ -1,0 +1,159 @@
+"""What the tick needs from the world, as Protocols: the adapters satisfy them, and so does any other AWS.
+
+Every method's errors are the dispatcher's own (`dispatcher.core.errors`): a port says
+`TransientError` when AWS is still throttling after retries and `ConfigurationError`
+when the deployment is wrong, whatever it runs on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from dispatcher.core.admission import DeadLetter
+from dispatcher.core.counting import RecordedStart, RunningListing, StateWindow
+from dispatcher.core.events import EndedExecution
+from dispatcher.core.executions import ExecutionState
+from dispatcher.core.messages import QueuedMessage
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+class JobQueue(Protocol):
+    """The source FIFO queue."""
+
+    def receive(self, count: int, *, wait: bool = True) -> list[QueuedMessage]:
+        """Up to ``count`` (≤ 10) messages in queue order; ``wait`` long-polls."""
+        ...
+
+    def delete(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """Delete done messages; those that failed to delete (they come back)."""
+        ...
+
+    def release(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """Make messages visible again now; those that failed (they come back later)."""
+        ...
+
+
+class DeadLetters(Protocol):
+    """The FIFO dead-letter queue."""
+
+    def send(self, dead_letters: Sequence[DeadLetter]) -> list[DeadLetter]:
+        """Copy each message there with its reason; those that failed."""
+        ...
+
+
+class Executions(Protocol):
+    """The target state machine and its executions."""
+
+    @property
+    def arn(self) -> str:
+        """The state machine's ARN."""
+        ...
+
+    def ensure_standard(self) -> None:
+        """Raise `ConfigurationError` unless it exists and is STANDARD."""
+        ...
+
+    def list_running(
+        self, max_concurrency: int | None, ends: Mapping[str, float], listed_at: float
+    ) -> RunningListing:
+        """RUNNING executions, paged until ``max_concurrency`` of them hold a slot (None: all)."""
+        ...
+
+    def state_of(self, name: str) -> ExecutionState | None:
+        """What `DescribeExecution` says of execution ``name``; None when there is none."""
+        ...
+
+    def has_input(self, name: str, execution_input: str) -> bool:
+        """Whether the existing execution ``name`` has this input."""
+        ...
+
+    def start(self, name: str, execution_input: str) -> str:
+        """Start execution ``name``; its ARN. `ExecutionExistsError`, `RejectedInputError`."""
+        ...
+
+    def redrive(self, name: str, client_token: str) -> None:
+        """Redrive execution ``name``. `RejectedInputError` when it can't be."""
+        ...
+
+
+class StateStore(Protocol):
+    """The state table's recent starts and ends."""
+
+    def starts_at(
+        self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
+    ) -> list[RecordedStart]:
+        """The records `record` writes for starting these executions (name → group) now."""
+        ...
+
+    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
+        """Write starts (≤ 25) before they happen; those left unprocessed."""
+        ...
+
+    def note_ended(self, ended: EndedExecution, now: float) -> None:
+        """Remember an end a status change event reported."""
+        ...
+
+    def window(self, oldest: float) -> StateWindow:
+        """Starts and ends written at or after ``oldest``."""
+        ...
+
+    def forget(self, records: Sequence[RecordedStart]) -> int:
+        """Mark records that no longer count; how many were left (best effort)."""
+        ...
+
+
+class Lease(Protocol):
+    """The tick lease: whoever holds it counts and spends the free slots."""
+
+    def acquire(self, owner: str, now: float, held_until: float) -> bool:
+        """Take it if free, expired or already ours."""
+        ...
+
+    def ask_again(self, owner: str, now: float) -> bool:
+        """Ask the live holder for one more tick; False when no one else holds it."""
+        ...
+
+    def release(self, owner: str) -> bool:
+        """Let go unless another tick was asked for (then False, and the request taken)."""
+        ...
+
+    def let_go(self, owner: str) -> None:
+        """Let go whatever was asked for."""
+        ...
+
+
+class Pool(Protocol):
+    """Runs calls at once, within a bound (the start threads)."""
+
+    def settle(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
+        """``call`` on each item; once every one is done, each one's result or exception, in order."""
+        ...
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The AWS resources one dispatcher works on."""
+
+    queue: JobQueue
+    dead_letters: DeadLetters
+    state_machine: Executions
+    state_table: StateStore
+    lease: Lease
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Time and threads as one invocation sees them."""
+
+    clock: Callable[[], float]
+    """Epoch seconds."""
+    sleep: Callable[[float], None]
+    remaining_seconds: Callable[[], float]
+    """Until the invocation times out."""
+    pool: Callable[[int], AbstractContextManager[Pool]]
+    """A pool of that many threads, for one tick."""

@@ -1,0 +1,205 @@
+"""Recording and starting one round's admitted messages: records first, then starts, one thread per group."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from dispatcher.core.admission import DeadLetter, Start, by_group
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
+from dispatcher.core.counting import RecordedStart
+from dispatcher.core.errors import (
+    ExecutionExistsError,
+    NotYetError,
+    RejectedInputError,
+    TransientError,
+)
+from dispatcher.core.executions import execution_arn
+from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.redrive import RedriveVerdict, redrive_decision, redrive_token
+from dispatcher.telemetry import logger
+from dispatcher.tick.pool import first_failure
+from dispatcher.tick.ports import Executions, Pool, StateStore
+
+
+@dataclass
+class GroupOutcome:
+    """What became of the starts of one message group in one round."""
+
+    started: list[QueuedMessage] = field(default_factory=list)
+    already_started: list[QueuedMessage] = field(default_factory=list)
+    redriven: list[QueuedMessage] = field(default_factory=list)
+    """Of ``started``: the redrives."""
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    held_back: list[QueuedMessage] = field(default_factory=list)
+    attempted: set[str] = field(default_factory=set)
+    """Names `StartExecution` was called for: their records must stay."""
+    stop_reason: str | None = None
+
+
+@dataclass
+class RoundOutcome(GroupOutcome):
+    """What became of one round of received messages."""
+
+    recorded: list[RecordedStart] = field(default_factory=list)
+
+    def merge(self, group: GroupOutcome) -> None:
+        """Add one group's outcome."""
+        self.started += group.started
+        self.already_started += group.already_started
+        self.redriven += group.redriven
+        self.dead_letters += group.dead_letters
+        self.held_back += group.held_back
+        self.attempted |= group.attempted
+        self.stop_reason = self.stop_reason or group.stop_reason
+
+    def never_started(self) -> list[RecordedStart]:
+        """Records of this round whose `StartExecution` was never called: they can go at once."""
+        return [record for record in self.recorded if record.name not in self.attempted]
+
+
+class Starter:
+    """Records a round's starts in the state table, then starts them, each group in send order."""
+
+    def __init__(
+        self, state_machine: Executions, state_table: StateStore, pool: Pool, clock: Callable[[], float]
+    ) -> None:
+        self._state_machine = state_machine
+        self._state = state_table
+        self._pool = pool
+        self._clock = clock
+
+    def record(self, starts: Sequence[Start], outcome: RoundOutcome) -> set[str]:
+        """Write the round's starts to the state table; return the names that may start.
+
+        A batch still failing after retries (maybe written, maybe not) or left
+        unprocessed stops admitting after this round, and its messages don't start.
+        """
+        groups: dict[str, str] = {}
+        redrives: dict[str, int] = {}
+        for start in starts:
+            groups.setdefault(start.name, start.message.group_id)
+            if start.redrive_count is not None:
+                redrives.setdefault(start.name, start.redrive_count)
+        outcome.recorded = self._state.starts_at(groups, self._clock(), redrives)
+        batches = chunks(outcome.recorded, BATCH_WRITE_LIMIT)
+        results = self._pool.settle(self._state.record, batches)
+        failure = first_failure([result for result in results if not isinstance(result, TransientError)])
+        if failure is not None:
+            raise failure
+        recorded: set[str] = set()
+        for batch, result in zip(batches, results, strict=True):
+            if isinstance(result, TransientError):
+                outcome.stop_reason = outcome.stop_reason or str(result)
+                continue
+            unprocessed = {record.name for record in result}  # type: ignore[union-attr]
+            if unprocessed:
+                outcome.stop_reason = outcome.stop_reason or (
+                    f"the state table left {len(unprocessed)} start record(s) unprocessed"
+                )
+            recorded.update(record.name for record in batch if record.name not in unprocessed)
+        return recorded
+
+    def start(self, starts: Sequence[Start], recorded: set[str]) -> list[GroupOutcome]:
+        """Start the recorded starts, concurrently across groups; raise a failure that isn't back-pressure."""
+        stop = threading.Event()
+        groups = self._pool.settle(lambda group: self._start_group(group, recorded, stop), by_group(starts))
+        failure = first_failure(groups)
+        if failure is not None:
+            raise failure
+        return groups  # type: ignore[return-value]  # no failure: every one is a GroupOutcome
+
+    def _start_group(self, starts: list[Start], recorded: set[str], stop: threading.Event) -> GroupOutcome:
+        """Start one group's messages in order; after a throttle anywhere, start no more."""
+        outcome = GroupOutcome()
+        for index, start in enumerate(starts):
+            if stop.is_set() or start.name not in recorded:
+                outcome.held_back += [later.message for later in starts[index:]]
+                break
+            outcome.attempted.add(start.name)
+            try:
+                self._start(start, outcome)
+            except NotYetError as error:
+                # Nothing was started: the record can go, and the group waits for a later tick.
+                outcome.attempted.discard(start.name)
+                outcome.held_back += [later.message for later in starts[index:]]
+                logger.info("waiting", extra={"execution": start.name, "reason": str(error)})
+                break
+            except TransientError as error:
+                stop.set()
+                outcome.stop_reason = str(error)
+                outcome.held_back += [later.message for later in starts[index:]]
+                break
+            except BaseException:
+                stop.set()
+                raise
+        return outcome
+
+    def _start(self, start: Start, outcome: GroupOutcome) -> None:
+        if start.redrive:
+            self._redrive(start, outcome)
+            return
+        message, name = start.message, start.name
+        try:
+            self._state_machine.start(name, message.body)
+        except ExecutionExistsError:
+            if self._state_machine.has_input(name, message.body):
+                outcome.already_started.append(message)
+                logger.info("already started", extra={"execution": name, "message_id": message.message_id})
+            else:
+                outcome.dead_letters.append(
+                    DeadLetter(
+                        message,
+                        f"name collision: execution {name!r} already exists with a different input",
+                    )
+                )
+            return
+        except RejectedInputError as error:
+            outcome.dead_letters.append(DeadLetter(message, str(error)))
+            return
+        outcome.started.append(message)
+        logger.info(
+            "started",
+            extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
+        )
+
+    def _redrive(self, start: Start, outcome: GroupOutcome) -> None:
+        """Continue a closed execution from its failed state, unless that was done already.
+
+        The execution's status and ``redriveCount`` tell whether this job's redrive
+        happened (a redelivery after a crash): it never happens twice. A read that lags
+        behind the redrive is covered by the client token, the same for every attempt.
+        """
+        message, name = start.message, start.name
+        state = self._state_machine.state_of(name)
+        decision = redrive_decision(
+            None if state is None else state.status,
+            0 if state is None else state.redrive_count,
+            start,
+            self._clock(),
+        )
+        if decision.verdict is RedriveVerdict.DONE:
+            outcome.already_started.append(message)
+            logger.info("already redriven", extra={"execution": name, "message_id": message.message_id})
+            return
+        if decision.verdict is RedriveVerdict.WAIT:
+            raise NotYetError(
+                f"DescribeExecution({name}) shows a state older than the redrive job's"
+                + (" (no execution yet)" if state is None else "")
+            )
+        if decision.verdict is RedriveVerdict.REFUSE:
+            outcome.dead_letters.append(DeadLetter(message, decision.reason))
+            return
+        token = redrive_token(execution_arn(self._state_machine.arn, name), start.redrive_count or 0)
+        try:
+            self._state_machine.redrive(name, token)
+        except RejectedInputError as error:
+            outcome.dead_letters.append(DeadLetter(message, str(error)))
+            return
+        outcome.started.append(message)
+        outcome.redriven.append(message)
+        logger.info(
+            "redriven",
+            extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
+        )
