@@ -23,7 +23,7 @@ from typing import Any
 
 from benchmarks import footprint, quota, refill, throughput
 from benchmarks.plot import draw
-from tests.faults.world import Lag
+from tests.support.world import Lag
 
 ROOT = Path(__file__).parents[1]
 PLOT = ROOT / "benchmarks" / "refill-on-completion.png"

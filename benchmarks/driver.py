@@ -21,7 +21,8 @@ from benchmarks.wire import Emulator, quiet
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import Stack, create_stack
-from tests.faults.world import Execution, backend_execution
+from tests.support.faulty_aws import backend_execution
+from tests.support.world import Execution
 
 LAMBDA_TIMEOUT_SECONDS = 60.0
 TIME_MARGIN_SECONDS = 15.0

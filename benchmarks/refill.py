@@ -25,7 +25,7 @@ from benchmarks.driver import (
 )
 from benchmarks.wire import emulator, fast_sqs
 from dispatcher.local.account import pointed_at
-from tests.faults.world import EventPlan, Lag, World
+from tests.support.world import EventPlan, Lag, World
 
 SCHEDULE_EVENT = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
 EVENT_DELAY_SECONDS = 1.0

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.local.server import moto_server
-from tests.faults.world import SERVICE_BY_TARGET, EventPlan, FaultPlan, FaultyAws, Lag, World
+from tests.support.faulty_aws import SERVICE_BY_TARGET, FaultyAws
+from tests.support.world import EventPlan, FaultPlan, Lag, World
 
 SYSTEMS = ("naive", "list-only", "dispatcher")
 """User agent markers, most specific first: baselines carry "dispatcher bench-<name>"."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from dispatcher.local.server import enable_execution
-from tests.faults.world import FaultyAws, faulty_moto_server
+from tests.support.faulty_aws import FaultyAws, faulty_moto_server
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ import botocore.retries.standard
 
 from dispatcher import handler
 from dispatcher.in_process import LocalContext
-from tests.faults.world import World
+from tests.support.world import World
 
 SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb", "ssm": "ssm"}
 CRASH_POINTS = (

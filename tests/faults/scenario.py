@@ -36,18 +36,13 @@ from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable
 from tests.faults.operator import RERUN_CRASH_POINTS, expire_holds, run_rerun
 from tests.faults.process import CRASH_POINTS, CrashPlan, DispatcherProcess, on_virtual_time
-from tests.faults.world import (
+from tests.support.faulty_aws import (
     REJECTED_INPUT_MARKER,
     VISIBILITY_TIMEOUT_SECONDS,
-    EventPlan,
-    Execution,
-    FaultPlan,
     FaultyAws,
-    Lag,
-    World,
     backend_execution,
-    execution_event,
 )
+from tests.support.world import EventPlan, Execution, FaultPlan, Lag, World, execution_event
 
 ADVICE = re.compile(r"finish with `dispatcher rerun --(\w+)`")
 """How a skipped failure says which mode an earlier run queued it for."""

@@ -44,7 +44,7 @@ def run_share(seeds: list[int]) -> Tally:
     warnings.simplefilter("ignore")
     from dispatcher.local.account import pointed_at  # noqa: PLC0415
     from tests.faults.scenario import Scenario, Tally, run_scenario  # noqa: PLC0415 — after the environment is set
-    from tests.faults.world import faulty_moto_server  # noqa: PLC0415
+    from tests.support.faulty_aws import faulty_moto_server  # noqa: PLC0415
 
     tally = Tally()
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
@@ -61,7 +61,7 @@ def run_overlaps(seeds: list[int]) -> list[OverlapRound]:
     warnings.simplefilter("ignore")
     from dispatcher.local.account import pointed_at  # noqa: PLC0415
     from tests.faults.test_overlap import overlap_round  # noqa: PLC0415
-    from tests.faults.world import faulty_moto_server  # noqa: PLC0415
+    from tests.support.faulty_aws import faulty_moto_server  # noqa: PLC0415
 
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
         return [overlap_round(middleware, endpoint_url, seed) for seed in seeds]

@@ -3,7 +3,7 @@
 Every case is sent to one message group, with a valid neighbour after each, so a
 case that stalled or broke its group would show as a neighbour not started, or
 started out of order. Step Functions' checks and SQS's limits are those of the
-faulty emulator (tests/faults/world.py), as AWS applies them.
+faulty emulator (tests/support/faulty_aws.py), as AWS applies them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 from dispatcher.core.executions import MAX_INPUT_BYTES
 from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 from tests.faults.scenario import Job, Scenario, ScenarioRun
-from tests.faults.world import REJECTED_INPUT_MARKER, FaultyAws
 from tests.inputs import json_of_size
+from tests.support.faulty_aws import REJECTED_INPUT_MARKER, FaultyAws
 
 SOURCE_QUEUE_LIMIT = SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES
 TOO_LARGE = f"larger than the {MAX_INPUT_BYTES}-byte Step Functions limit"

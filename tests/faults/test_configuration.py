@@ -19,7 +19,8 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.stack import sample_workflow
 from tests.faults.scenario import Job, Scenario, ScenarioRun
-from tests.faults.world import FaultPlan, FaultyAws, Lag
+from tests.support.faulty_aws import FaultyAws
+from tests.support.world import FaultPlan, Lag
 
 
 def backlog() -> list[Job]:

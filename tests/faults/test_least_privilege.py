@@ -17,8 +17,8 @@ from dispatcher.local.stack import Stack
 from tests.faults.process import CRASH_POINTS, Call, CrashPlan
 from tests.faults.scenario import Scenario, run_scenario
 from tests.faults.test_properties import crash_course
-from tests.faults.world import FaultyAws
 from tests.infra.template import function_statements
+from tests.support.faulty_aws import FaultyAws
 
 # IAM authorises a batch API with the action of its single-message form.
 BATCH_ACTIONS = {

@@ -24,7 +24,8 @@ import boto3
 
 from dispatcher.local.account import FAKE_CREDENTIALS, REGION
 from dispatcher.local.stack import Stack, create_stack
-from tests.faults.world import FaultPlan, FaultyAws, Lag, Request, World, backend_execution
+from tests.support.faulty_aws import FaultyAws, Request, backend_execution
+from tests.support.world import FaultPlan, Lag, World
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

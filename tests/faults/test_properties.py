@@ -18,7 +18,8 @@ import pytest
 
 from tests.faults.process import CRASH_POINTS, CrashPlan
 from tests.faults.scenario import Job, Scenario, ScenarioRun, run_scenario
-from tests.faults.world import EventPlan, FaultPlan, FaultyAws, Lag
+from tests.support.faulty_aws import FaultyAws
+from tests.support.world import EventPlan, FaultPlan, Lag
 
 FAST_PROFILE_SCENARIOS = int(os.environ.get("FAULT_SCENARIOS", "16"))
 

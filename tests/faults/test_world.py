@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.faults.world import Execution, FaultPlan, Lag, World
+from tests.support.world import Execution, FaultPlan, Lag, World
 
 START = 1_800_000_000.0
 ARN = "arn:aws:states:us-east-1:123456789012:execution:jobs:"

@@ -1,0 +1,456 @@
+"""The ground truth of a test world: virtual time, executions and their runs, events, in-flight messages.
+
+`World` knows when each execution truly started and ended, on a virtual clock (or the
+real one, for the benchmark), and what an eventually consistent `ListExecutions` or
+`DescribeExecution` would show at any moment (`Lag`). It checks the cap at the moment
+of every start or redrive the dispatcher makes, draws the faults a `FaultPlan` asks
+for and the status change events an `EventPlan` delivers (lost, duplicated, late).
+The moto-backed fault harness (`tests.support.faulty_aws`) and the benchmark drive it.
+
+A run whose input says ``{"downstream": true}`` fails when it ends during the world's
+outage (``outage_until``), as a job calling a downstream API in maintenance would; the
+status change event of every failed run goes to the failure spool, sometimes twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
+from dispatcher.local.events import status_change_event
+from dispatcher.local.redrive import Redrives, Stopped
+from dispatcher.settings import Settings
+
+LIST_REUSE_SECONDS = float(Settings.model_fields["list_reuse_seconds"].default)
+"""How long the dispatcher may reuse a list read (its default): a foreign execution counts once
+a read at least this old could have shown it."""
+
+
+@dataclass
+class Lag:
+    """How stale `ListExecutions` and `DescribeExecution` may be, in virtual seconds.
+
+    ``start``: a new execution may be missing from the list for up to this long.
+    ``end``: a finished execution may still be listed (and described) as RUNNING.
+    ``describe``: `DescribeExecution` may say a new execution does not exist.
+    ``flaky``: each call draws its own staleness (an execution seen once may be missed
+    again by a later call, as reads from different replicas would); otherwise each
+    execution has one fixed delay and, once seen, stays seen.
+    """
+
+    start: float = 0.0
+    end: float = 0.0
+    describe: float = 0.0
+    flaky: bool = False
+
+
+@dataclass
+class EventPlan:
+    """How the emulated EventBridge delivers status change events of ended executions."""
+
+    enabled: bool = False
+    lost: float = 0.0
+    """Chance an event is never delivered."""
+    duplicated: float = 0.0
+    """Chance an event is delivered twice (each copy with its own delay)."""
+    delay: float = 0.0
+    """Each delivery comes up to this many seconds after the end (so events reorder)."""
+
+
+@dataclass
+class FaultPlan:
+    """Which faults the middleware injects into the dispatcher's requests."""
+
+    throttle: dict[str, float] = field(default_factory=dict)
+    """Operation (e.g. ``StartExecution``) → chance a request is throttled."""
+    server_error: dict[str, float] = field(default_factory=dict)
+    """Operation → chance of a 500 before the request is processed."""
+    lost_response: dict[str, float] = field(default_factory=dict)
+    """Operation → chance the request is processed and the client gets a 500."""
+    partial_delete: float = 0.0
+    """Chance each `DeleteMessageBatch` entry fails (reported in ``Failed``)."""
+    denied: frozenset[str] = frozenset()
+    """Operations the dispatcher's role may not call (AccessDeniedException)."""
+    lag: Lag = field(default_factory=Lag)
+    enabled: bool = True
+
+    def quiet(self) -> None:
+        """Switch injected faults off (the documented lag of AWS stays)."""
+        self.enabled = False
+
+
+@dataclass
+class Run:
+    """One run of an execution: its start, and a redrive is another run of the same execution."""
+
+    started_at: float
+    planned_end: float
+    appear_after: float
+    vanish_after: float
+    ended_at: float | None = None
+    status: str = "SUCCEEDED"
+    """How this run ended (FAILED when it called the downstream API during the outage)."""
+
+    def running_at(self, moment: float) -> bool:
+        """Whether this run was RUNNING at ``moment``."""
+        return self.started_at <= moment and (self.ended_at is None or self.ended_at > moment)
+
+
+@dataclass
+class Execution:
+    """One execution as the ground truth knows it, on the virtual clock."""
+
+    arn: str
+    name: str
+    input: str
+    sequence: int
+    by_dispatcher: bool
+    describe_after: float
+    runs: list[Run]
+
+    @property
+    def started_at(self) -> float:
+        """When the execution was first started."""
+        return self.runs[0].started_at
+
+    @property
+    def ended_at(self) -> float | None:
+        """When its latest run ended (None while it runs)."""
+        return self.runs[-1].ended_at
+
+    @property
+    def redriven_at(self) -> float | None:
+        """When it was last redriven, if ever."""
+        return self.runs[-1].started_at if len(self.runs) > 1 else None
+
+    def running_at(self, moment: float) -> bool:
+        """Whether the execution was RUNNING at ``moment``."""
+        return any(run.running_at(moment) for run in self.runs)
+
+
+@dataclass(order=True)
+class Delivery:
+    """A status change event EventBridge will deliver at ``at``."""
+
+    at: float
+    sequence: int
+    event: dict[str, Any] = field(compare=False)
+
+
+@dataclass
+class InFlight:
+    """A message the dispatcher received and has neither deleted nor released."""
+
+    receipt_handle: str
+    visible_at: float
+
+
+class World:
+    """The ground truth: virtual time, executions, in-flight messages, injected faults.
+
+    With a ``clock`` (the benchmark's `time.time`) the world runs on real time instead:
+    `advance(0, ...)` then only ends the executions whose time has come.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int,
+        start: float,
+        faults: FaultPlan | None = None,
+        events: EventPlan | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._virtual_now = start
+        self._clock = clock
+        self.faults = faults or FaultPlan()
+        self.events = events or EventPlan()
+        # One stream per purpose: concurrent starts reach the world in any order, and
+        # separate streams keep each kind of draw the same whatever that order is.
+        self.rng = random.Random(f"{seed}:faults")
+        self.lag_rng = random.Random(f"{seed}:lag")
+        self.event_rng = random.Random(f"{seed}:events")
+        self.executions: dict[str, Execution] = {}
+        self.in_flight: dict[str, InFlight] = {}
+        self.sent_at: dict[str, float] = {}
+        """SQS MessageId → when it was sent, on the virtual clock (its SentTimestamp)."""
+        self.deliveries: list[Delivery] = []
+        self._deliveries_made = itertools.count()
+        self.injected: Counter[str] = Counter()
+        self.violations: list[str] = []
+        self.max_concurrency: int | None = None
+        self.outage_until = 0.0
+        """Until then, runs of jobs that call the downstream API fail."""
+        self.spooled: list[dict[str, Any]] = []
+        """Failure events for the spool queue, to be sent outside the lock (`take_spooled`)."""
+        self.redrives = Redrives()
+        """The client tokens of recent redrives (AWS's rules: `Redrives`)."""
+        self.dispatcher_redrives: list[tuple[str, int]] = []
+        """(execution name, its redriveCount before) for each redrive the dispatcher made."""
+        self.lock = threading.RLock()
+
+    # -- time -------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        """The world's time: virtual, or the real clock it was given."""
+        return self._virtual_now if self._clock is None else self._clock()
+
+    def time(self) -> float:
+        """The virtual clock, in epoch seconds (the dispatcher's `time.time`)."""
+        return self.now
+
+    def advance(self, seconds: float, end: Callable[[Execution], None]) -> None:
+        """Move the clock; end executions whose duration is over (and queue their events)."""
+        with self.lock:
+            if self._clock is None:
+                self._virtual_now += seconds
+            for execution in self.executions.values():
+                run = execution.runs[-1]
+                if run.ended_at is None and run.planned_end <= self.now:
+                    run.ended_at = max(run.planned_end, run.started_at)
+                    if _calls_downstream(execution.input) and run.ended_at < self.outage_until:
+                        run.status = "FAILED"
+                    end(execution)
+                    self._emit_end(execution)
+
+    def next_moment(self) -> float | None:
+        """The next virtual time something happens by itself: an end, or an event delivery."""
+        with self.lock:
+            ends = [
+                execution.runs[-1].planned_end
+                for execution in self.executions.values()
+                if execution.runs[-1].ended_at is None
+            ]
+            deliveries = [delivery.at for delivery in self.deliveries]
+            return min([*ends, *deliveries], default=None)
+
+    def due_events(self) -> list[dict[str, Any]]:
+        """Events whose delivery time has come, in delivery order; they leave the queue."""
+        with self.lock:
+            self.deliveries.sort()
+            due = [delivery for delivery in self.deliveries if delivery.at <= self.now]
+            self.deliveries = self.deliveries[len(due) :]
+            return [delivery.event for delivery in due]
+
+    def take_spooled(self) -> list[dict[str, Any]]:
+        """Failure events due for the spool; they leave the world."""
+        with self.lock:
+            spooled, self.spooled = self.spooled, []
+            return spooled
+
+    def _emit_end(self, execution: Execution) -> None:
+        status = execution.runs[-1].status
+        if status in REDRIVABLE_STATUSES:
+            event = execution_event(execution, status)
+            copies = 2 if self.event_rng.random() < self.events.duplicated else 1
+            self.spooled += [event] * copies
+        plan = self.events
+        if not plan.enabled:
+            return
+        if self.event_rng.random() < plan.lost:
+            self.injected["status change event lost"] += 1
+            return
+        copies = 2 if self.event_rng.random() < plan.duplicated else 1
+        if copies == 2:
+            self.injected["status change event duplicated"] += 1
+        event = execution_event(execution, status)
+        for _ in range(copies):
+            at = self.now + self.event_rng.uniform(0, plan.delay)
+            self.deliveries.append(Delivery(at, next(self._deliveries_made), event))
+
+    def redrive(self, arn: str, seconds: float | None = None, *, by_dispatcher: bool = False) -> None:
+        """Redrive an ended execution: it runs again, for ``seconds`` or as its input says (moto has none).
+
+        A redrive by the dispatcher is checked against the cap like a start.
+        """
+        with self.lock:
+            execution = self.executions[arn]
+            lag = self.faults.lag
+            planned = _planned_seconds(execution.input) if seconds is None else seconds
+            execution.runs.append(
+                Run(
+                    started_at=self.now,
+                    planned_end=self.now + planned,
+                    appear_after=self.lag_rng.uniform(0, lag.start),
+                    vanish_after=self.lag_rng.uniform(0, lag.end),
+                )
+            )
+            if by_dispatcher:
+                self.dispatcher_redrives.append((execution.name, len(execution.runs) - 2))
+                self._check_cap(f"the dispatcher redrove {execution.name}")
+
+    def expired_in_flight(self) -> list[str]:
+        """Receipt handles whose visibility timeout is over; they are forgotten here."""
+        with self.lock:
+            expired = [
+                message_id for message_id, held in self.in_flight.items() if held.visible_at <= self.now
+            ]
+            return [self.in_flight.pop(message_id).receipt_handle for message_id in expired]
+
+    # -- ground truth -----------------------------------------------------------------
+
+    def running(self, moment: float | None = None) -> list[Execution]:
+        """Executions RUNNING at ``moment`` (now by default)."""
+        at = self.now if moment is None else moment
+        return [execution for execution in self.executions.values() if execution.running_at(at)]
+
+    def started(self, arn: str, name: str, execution_input: str, *, by_dispatcher: bool) -> None:
+        """Note a new execution; check the cap at the moment a dispatcher start happens."""
+        with self.lock:
+            if arn in self.executions:
+                return
+            seconds = _planned_seconds(execution_input)
+            lag = self.faults.lag
+            run = Run(
+                started_at=self.now,
+                planned_end=self.now + seconds,
+                appear_after=self.lag_rng.uniform(0, lag.start),
+                vanish_after=self.lag_rng.uniform(0, lag.end),
+            )
+            self.executions[arn] = Execution(
+                arn=arn,
+                name=name,
+                input=execution_input,
+                sequence=len(self.executions),
+                by_dispatcher=by_dispatcher,
+                describe_after=self.lag_rng.uniform(0, lag.describe),
+                runs=[run],
+            )
+            if by_dispatcher:
+                self._check_cap(f"the dispatcher started {name}")
+
+    def _check_cap(self, what: str) -> None:
+        if self.max_concurrency is None:
+            return
+        counted = [execution for execution in self.running() if self._accountable(execution)]
+        if len(counted) > self.max_concurrency:
+            self.violations.append(f"cap: {len(counted)} RUNNING > MAX {self.max_concurrency} after {what}")
+
+    def _accountable(self, execution: Execution) -> bool:
+        """Whether the dispatcher must count this execution when it starts another.
+
+        Its own starts always (it recorded them); someone else's (a start or a redrive)
+        once a `ListExecutions` read the dispatcher may still be reusing could show it:
+        a foreign start the list doesn't show yet is invisible to anyone.
+        """
+        if execution.by_dispatcher:
+            return True
+        run = execution.runs[-1]
+        delay = self.faults.lag.start if self.faults.lag.flaky else run.appear_after
+        return run.started_at + delay + LIST_REUSE_SECONDS <= self.now
+
+    def _stale_delay(self, fixed: float, bound: float) -> float:
+        return self.lag_rng.uniform(0, bound) if self.faults.lag.flaky else fixed
+
+    def _listed(self, run: Run) -> bool:
+        lag = self.faults.lag
+        if run.started_at + self._stale_delay(run.appear_after, lag.start) > self.now:
+            return False
+        return run.ended_at is None or run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now
+
+    def listed_running(self) -> list[tuple[Execution, float | None]]:
+        """What an eventually consistent `ListExecutions(RUNNING)` returns now, newest first.
+
+        Each listed execution comes with the redriveDate the list shows: the latest
+        run's once the list has caught up with it, none while it still shows an earlier
+        run that has ended (the end lag).
+        """
+        listed = []
+        for execution in self.executions.values():
+            shown = [run for run in execution.runs if self._listed(run)]
+            if shown:
+                redriven_at = None if shown[-1] is execution.runs[0] else shown[-1].started_at
+                listed.append((execution, redriven_at))
+        return sorted(listed, key=lambda item: -item[0].sequence)
+
+    def described(self, arn: str) -> tuple[str, int] | None:
+        """What an eventually consistent `DescribeExecution` says: status and redriveCount, or None (missing).
+
+        A redrive shows once the start lag of its run has passed; until then the read
+        shows the run before it.
+        """
+        execution = self.executions.get(arn)
+        if execution is None:
+            return None
+        lag = self.faults.lag
+        if execution.started_at + self._stale_delay(execution.describe_after, lag.describe) > self.now:
+            return None
+        index = len(execution.runs) - 1
+        while index > 0 and (
+            execution.runs[index].started_at
+            + self._stale_delay(execution.runs[index].appear_after, lag.start)
+            > self.now
+        ):
+            index -= 1
+        run = execution.runs[index]
+        if run.ended_at is None or run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now:
+            return "RUNNING", index
+        return run.status, index
+
+    def truly(self, arn: str) -> tuple[str, int] | None:
+        """Status and redriveCount as they are (what `RedriveExecution` itself goes by)."""
+        execution = self.executions.get(arn)
+        if execution is None:
+            return None
+        run = execution.runs[-1]
+        return ("RUNNING" if run.ended_at is None else run.status), len(execution.runs) - 1
+
+    def stopped(self, arn: str) -> Stopped | None:
+        """Status and stop time as they are (what `RedriveExecution` goes by); None: no such execution."""
+        execution = self.executions.get(arn)
+        if execution is None:
+            return None
+        run = execution.runs[-1]
+        return Stopped("RUNNING" if run.ended_at is None else run.status, run.ended_at)
+
+    def chance(self, rate: float) -> bool:
+        """Draw whether a fault that hits at ``rate`` hits now (never while faults are off)."""
+        return self.faults.enabled and rate > 0 and self.rng.random() < rate
+
+
+def execution_event(
+    execution: Execution, status: str, state_machine_arn: str | None = None
+) -> dict[str, Any]:
+    """The status change event of ``execution``'s latest run, as EventBridge delivers it."""
+    run = execution.runs[-1]
+    failed = status in REDRIVABLE_STATUSES
+    return status_change_event(
+        execution_arn=execution.arn,
+        state_machine_arn=state_machine_arn or state_machine_of(execution.arn),
+        name=execution.name,
+        status=status,
+        started_at=execution.started_at,
+        stopped_at=None if status == "RUNNING" else run.ended_at,
+        execution_input=execution.input,
+        error="Job.Failed" if failed else None,
+        cause="planned by the scenario" if failed else None,
+        redrive_count=len(execution.runs) - 1,
+        redriven_at=execution.redriven_at,
+        event_id=f"event-{execution.sequence}-{len(execution.runs)}-{status}",
+    )
+
+
+def _calls_downstream(execution_input: str) -> bool:
+    """Whether the job calls the downstream API (so fails during an outage)."""
+    try:
+        document = json.loads(execution_input)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and document.get("downstream") is True
+
+
+def _planned_seconds(execution_input: str) -> float:
+    try:
+        document = json.loads(execution_input)
+    except ValueError:
+        return 0.0
+    seconds = document.get("seconds", 0.0) if isinstance(document, dict) else 0.0
+    return float(seconds) if isinstance(seconds, int | float) else 0.0
