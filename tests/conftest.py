@@ -10,6 +10,7 @@ import pytest
 
 from dispatcher import handler
 from dispatcher.local.account import FAKE_CREDENTIALS
+from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.scenario import FINISHED, Tally
 
 
@@ -18,15 +19,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Fake credentials, no X-Ray, no real endpoint, and a cold start for every test."""
     for key, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(key, value)
-    for key in (
-        "AWS_ENDPOINT_URL",
-        "AWS_PROFILE",
-        "QUEUE_URL",
-        "DEAD_LETTER_QUEUE_URL",
-        "STATE_MACHINE_ARN",
-        "MAX_CONCURRENCY",
-        "STATE_TABLE",
-    ):
+    for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", *Settings.variables(), *map(variable, OPERATOR_FIELDS)):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     handler.reset_clients()

@@ -28,7 +28,7 @@ import boto3
 
 from dispatcher.core.control import Control
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
-from dispatcher.core.executions import MAX_INPUT_BYTES
+from dispatcher.core.executions import MAX_INPUT_BYTES, execution_arn
 from dispatcher.core.rerun import REDRIVE, RESTART, restart_name
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION, environment
@@ -581,7 +581,8 @@ class ScenarioRun:
             )
             redrive_after = self.scenario.redrives.get(tick)
             if redrive_after is not None:
-                self.redrive_after[self._execution_arn(f"external-{tick}")] = redrive_after
+                arn = execution_arn(self.stack.state_machine_arn, f"external-{tick}")
+                self.redrive_after[arn] = redrive_after
 
     def _rerun(self, crash: CrashPlan | None, mode: str | None = None) -> None:
         """The operator runs `dispatcher rerun`; killed, its held spool messages come back later.
@@ -643,9 +644,6 @@ class ScenarioRun:
             self._drain()
         if self._spooled():
             self.outcome.violations.append(f"loss: {self._spooled()} spooled failure(s) never re-run")
-
-    def _execution_arn(self, name: str) -> str:
-        return self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
 
     def _misdirect(self, tick: int) -> None:
         """An event that must change nothing: for another state machine, or a RUNNING status."""

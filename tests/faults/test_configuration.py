@@ -16,7 +16,9 @@ import boto3
 import pytest
 
 from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.local.events import status_change_event
 from dispatcher.local.stack import sample_workflow
 from tests.faults.scenario import Job, Scenario, ScenarioRun
 from tests.support.faulty_aws import FaultyAws
@@ -99,18 +101,16 @@ DENIABLE = [
 
 def ended_elsewhere(run: ScenarioRun) -> dict[str, Any]:
     """A status change event of the target state machine for an execution someone else ran."""
-    arn = run.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + ":elsewhere"
-    return {
-        "detail-type": "Step Functions Execution Status Change",
-        "source": "aws.states",
-        "detail": {
-            "executionArn": arn,
-            "stateMachineArn": run.stack.state_machine_arn,
-            "name": "elsewhere",
-            "status": "SUCCEEDED",
-            "stopDate": int(run.world.now * 1000),
-        },
-    }
+    machine = run.stack.state_machine_arn
+    return status_change_event(
+        execution_arn=execution_arn(machine, "elsewhere"),
+        state_machine_arn=machine,
+        name="elsewhere",
+        status="SUCCEEDED",
+        started_at=None,
+        stopped_at=run.world.now,
+        execution_input=None,
+    )
 
 
 @pytest.mark.parametrize("operation", DENIABLE)

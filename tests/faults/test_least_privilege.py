@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.stack import Stack
 from tests.faults.process import CRASH_POINTS, Call, CrashPlan
@@ -117,7 +118,7 @@ def test_every_call_is_granted_on_its_resource_and_every_grant_is_used(faulty_aw
 def test_role_has_no_wildcard_action_and_no_wildcard_resource(faulty_aws: FaultyAws) -> None:
     """No `*` in an action; a resource wildcard only for the executions of the one state machine."""
     stack = run_scenario(Scenario.empty(1), faulty_aws).stack
-    executions = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + ":*"
+    executions = execution_arn(stack.state_machine_arn, "*")
     for statement in function_statements():
         assert all("*" not in action for action in statement["Action"])
         resource = resolve(statement["Resource"], stack)

@@ -14,9 +14,8 @@ from cfnlint.api import lint_file
 from dispatcher.core.events import failure_pattern, refill_pattern
 from dispatcher.core.executions import CLOSED_STATUSES
 from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
-from dispatcher.local.events import event_from_description as status_change_event
-from dispatcher.local.events import matches
-from dispatcher.settings import MAX_START_CONCURRENCY, Settings
+from dispatcher.local.events import event_from_description, matches
+from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, MAX_START_CONCURRENCY, STACK_OUTPUTS, Settings
 from tests.infra.template import TEMPLATE, function_statements, sam_template, statements, transformed
 
 ROOT = Path(__file__).parents[2]
@@ -55,6 +54,13 @@ def test_function_environment_mirrors_settings_one_to_one() -> None:
     variables = sam_template()["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
     ours = {name for name in variables if not name.startswith("POWERTOOLS_")}
     assert ours == {name.upper() for name in Settings.model_fields}
+
+
+def test_every_output_the_cli_reads_is_declared_with_its_parameter() -> None:
+    """The outputs (and the MAX parameter) the CLI reads with --stack are the template's own."""
+    template = sam_template()
+    assert set(STACK_OUTPUTS.values()) <= set(template["Outputs"])
+    assert MAX_CONCURRENCY_PARAMETER in template["Parameters"]
 
 
 def test_function_runtime_concurrency_and_async_limits() -> None:
@@ -321,7 +327,7 @@ def test_emulated_events_match_the_rules_as_eventbridge_would() -> None:
     arn = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
 
     def event(status: str, machine: str = arn) -> dict[str, object]:
-        return status_change_event(
+        return event_from_description(
             {
                 "executionArn": f"{machine.replace(':stateMachine:', ':execution:')}:x",
                 "stateMachineArn": machine,
@@ -355,9 +361,9 @@ def test_emulated_events_leave_out_a_large_input_as_eventbridge_does() -> None:
         "input": '{"padding": "' + "x" * 200_000 + '"}',
         "output": '{"padding": "' + "y" * 60_000 + '"}',
     }
-    large = status_change_event(description)["detail"]
+    large = event_from_description(description)["detail"]
     assert (large["input"], large["inputDetails"]) == (None, {"included": False})
-    small = status_change_event({**description, "output": None})["detail"]
+    small = event_from_description({**description, "output": None})["detail"]
     assert small["input"] == description["input"]
     assert small["inputDetails"] == {"included": True}
     assert (small["startDate"], small["stopDate"]) == (1000, 2000)

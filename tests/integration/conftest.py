@@ -15,8 +15,10 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from dispatcher import handler
+from dispatcher.core.executions import execution_arn
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION
+from dispatcher.local.events import event_from_description
 from dispatcher.local.server import atomic_sqs
 from dispatcher.local.stack import Stack, StartLog, create_stack, read_all
 
@@ -89,28 +91,15 @@ class Harness:
         return len(self.executions("RUNNING"))
 
     def status_change(self, name: str, status: str = "SUCCEEDED", **detail: Any) -> dict[str, Any]:
-        """The "Step Functions Execution Status Change" event EventBridge delivers for ``name``."""
-        arn = self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
-        execution = self.sfn.describe_execution(executionArn=arn)
-        stopped = execution.get("stopDate")
-        return {
-            "version": "0",
-            "id": uuid.uuid4().hex,
-            "detail-type": "Step Functions Execution Status Change",
-            "source": "aws.states",
-            "account": "123456789012",
-            "region": REGION,
-            "resources": [arn],
-            "detail": {
-                "executionArn": arn,
-                "stateMachineArn": self.stack.state_machine_arn,
-                "name": name,
-                "status": status,
-                "startDate": int(execution["startDate"].timestamp() * 1000),
-                "stopDate": None if stopped is None else int(stopped.timestamp() * 1000),
-                **detail,
-            },
-        }
+        """The status change event EventBridge delivers for ``name`` (``detail``: fields to change)."""
+        description = self.sfn.describe_execution(executionArn=self.arn_of(name))
+        event = event_from_description({**description, "status": status})
+        event["detail"].update(detail)
+        return event
+
+    def arn_of(self, name: str) -> str:
+        """The ARN of execution ``name`` of the stack's state machine."""
+        return execution_arn(self.stack.state_machine_arn, name)
 
     def finish_running(self) -> int:
         """End every RUNNING execution, as if the workflows completed; return how many."""
@@ -121,8 +110,7 @@ class Harness:
 
     def input_of(self, name: str) -> str:
         """The input Step Functions holds for execution ``name``."""
-        arn = self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
-        return str(self.sfn.describe_execution(executionArn=arn)["input"])
+        return str(self.sfn.describe_execution(executionArn=self.arn_of(name))["input"])
 
     def queue_counts(self, url: str | None = None) -> tuple[int, int]:
         """(visible, in flight) messages on the source queue, or on ``url``."""

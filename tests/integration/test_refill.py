@@ -22,9 +22,8 @@ def still_listed(harness: Harness, *names: str, redriven_at: datetime | None = N
         listed = {item["name"] for item in parsed["executions"]}
         for name in names:
             if name not in listed:
-                arn = harness.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
                 item: dict[str, Any] = {
-                    "executionArn": arn,
+                    "executionArn": harness.arn_of(name),
                     "stateMachineArn": harness.stack.state_machine_arn,
                     "name": name,
                     "status": "RUNNING",
@@ -43,13 +42,9 @@ def full_then_one_ends(harness: Harness, max_concurrency: int = 2) -> str:
     for job in range(max_concurrency + 2):
         harness.send(json.dumps({"job": job}), group=f"g{job}", name=f"job-{job}")
     assert harness.tick()["started"] == max_concurrency
-    harness.sfn.stop_execution(executionArn=arn_of(harness, "job-0"))
+    harness.sfn.stop_execution(executionArn=harness.arn_of("job-0"))
     harness.on("after-call.states.ListExecutions", still_listed(harness, "job-0"))
     return "job-0"
-
-
-def arn_of(harness: Harness, name: str) -> str:
-    return harness.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
 
 
 def test_status_change_event_frees_the_slot_the_list_still_shows(harness: Harness) -> None:
@@ -99,7 +94,7 @@ def test_duplicated_status_change_frees_one_slot_only(harness: Harness) -> None:
 def test_later_ticks_remember_an_end_while_the_list_lags(harness: Harness) -> None:
     """A scheduled tick after the event still leaves the ended execution out while the list shows it."""
     ended = full_then_one_ends(harness, max_concurrency=3)
-    harness.sfn.stop_execution(executionArn=arn_of(harness, "job-1"))
+    harness.sfn.stop_execution(executionArn=harness.arn_of("job-1"))
     harness.on("after-call.states.ListExecutions", still_listed(harness, "job-1"))
     harness.tick(harness.status_change(ended, "ABORTED"))
     # job-1's event is lost; job-0's is remembered: only job-0's slot is free again.
@@ -174,7 +169,7 @@ def test_event_ticks_in_a_burst_refill_every_slot_with_one_list_read(harness: Ha
     ended = ["job-0", "job-1", "job-2"]
     events = []
     for name in ended:
-        harness.sfn.stop_execution(executionArn=arn_of(harness, name))
+        harness.sfn.stop_execution(executionArn=harness.arn_of(name))
         events.append(harness.status_change(name, "SUCCEEDED"))
     harness.on("after-call.states.ListExecutions", still_listed(harness, *ended))
     calls = list_calls(harness)
