@@ -99,7 +99,7 @@ build: $(DEV_STAMP)
 
 # Called by `sam build` (BuildMethod: makefile) with ARTIFACTS_DIR set.
 build-DispatcherFunction:
-	$(PYTHON) -m pip install --quiet --no-compile --no-warn-conflicts $(LAMBDA_PLATFORM) --target "$(ARTIFACTS_DIR)" .
+	$(PYTHON) -m pip install --quiet --no-compile --no-warn-conflicts $(LAMBDA_PLATFORM) --target "$(ARTIFACTS_DIR)" '.[function]'
 	rm -rf "$(ARTIFACTS_DIR)/bin" "$(ARTIFACTS_DIR)/dispatcher/local"
 
 clean:

@@ -22,9 +22,9 @@ import fnmatch
 import hashlib
 import json
 import re
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from dispatcher.core.events import STATUS_CHANGE
@@ -278,4 +278,4 @@ def choose_group(execution_arn: str, recorded: str | None, option: str | None) -
 
 def iso(moment: float) -> str:
     """An epoch time as ISO 8601 in UTC, to the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+    return datetime.fromtimestamp(int(moment), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,159 @@
+"""The house's rules, on the code: no cycles, a pure core, nothing local-only shipped, a light install."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+PACKAGE = ROOT / "dispatcher"
+LOCAL_ONLY = frozenset({"moto", "flask", "werkzeug", "matplotlib"})
+FUNCTION_ONLY = frozenset({"aws_lambda_powertools", "aws_xray_sdk", "pydantic_settings"})
+IMPURE = frozenset(
+    {"boto3", "botocore", "os", "time", "threading", "concurrent", "socket", "random", "subprocess"}
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imports(name: str) -> Iterator[str]:
+    """Every module ``name`` imports, at any level of its code (function-level imports too)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base]).strip(".")
+            # `from package import module` imports that module; `from module import name`, the module.
+            for alias in node.names:
+                yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+
+
+def internal(name: str) -> set[str]:
+    """The dispatcher modules ``name`` imports."""
+    found = set()
+    for imported in imports(name):
+        module = imported
+        while module and module not in MODULES:
+            module = module.rpartition(".")[0]
+        if module and module not in {name, "dispatcher"}:
+            found.add(module)
+    return found
+
+
+def external(name: str) -> set[str]:
+    """The top-level packages outside dispatcher that ``name`` imports."""
+    return {imported.split(".")[0] for imported in imports(name) if not imported.startswith("dispatcher")}
+
+
+def reachable(name: str) -> set[str]:
+    """Every dispatcher module ``name`` imports, directly or not."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for module in internal(todo.pop()):
+            if module not in seen:
+                seen.add(module)
+                todo.append(module)
+    return seen
+
+
+SHIPPED = sorted(name for name in MODULES if not name.startswith("dispatcher.local"))
+ENTRY_POINTS = frozenset({"dispatcher.cli.main", "dispatcher.cli.__main__"})
+IMPORTABLE = [name for name in SHIPPED if not name.endswith("__main__")]
+"""Modules that do nothing but define when imported."""
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import cycle inside dispatcher/, counting imports inside functions."""
+    cycles = [name for name in MODULES if name in reachable(name)]
+    assert cycles == []
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_no_shipped_module_reaches_a_local_only_package(name: str) -> None:
+    """No shipped module imports moto, flask, werkzeug or matplotlib, at any depth of the package."""
+    assert not {package for module in {name, *reachable(name)} for package in external(module) & LOCAL_ONLY}
+    assert not any(module.startswith("dispatcher.local") for module in reachable(name))
+
+
+def test_the_core_does_no_io_reads_no_clock_and_starts_no_thread() -> None:
+    """dispatcher/core imports only the standard library's pure parts, pydantic and itself."""
+    core = [name for name in MODULES if name.startswith("dispatcher.core")]
+    assert {name: sorted(external(name) & IMPURE) for name in core if external(name) & IMPURE} == {}
+    assert all(module.startswith("dispatcher.core") for name in core for module in internal(name))
+
+
+def test_a_command_imports_no_other_command() -> None:
+    """Each CLI module stands alone: only `main` brings the command groups together."""
+    shared = {"dispatcher.cli.args", "dispatcher.cli.config", "dispatcher.cli.errors"}
+    shared |= {"dispatcher.cli.output", "dispatcher.cli.progress"}
+    for name in MODULES:
+        if name.startswith("dispatcher.cli.") and name not in {
+            "dispatcher.cli.main",
+            "dispatcher.cli.__main__",
+        }:
+            assert {module for module in internal(name) if module.startswith("dispatcher.cli")} <= shared, (
+                name
+            )
+
+
+def test_the_tick_depends_on_ports_not_adapters() -> None:
+    """dispatcher/tick never imports an adapter: any AWS that satisfies its ports runs it."""
+    tick = [name for name in MODULES if name.startswith("dispatcher.tick")]
+    assert [name for name in tick if any(m.startswith("dispatcher.adapters") for m in reachable(name))] == []
+
+
+PROBE = """
+import importlib, importlib.abc, pkgutil, sys
+blocked = set(sys.argv[1].split(","))
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(name + " is not installed")
+sys.meta_path.insert(0, Blocker())
+for name in sys.argv[2].split(","):
+    importlib.import_module(name)
+print(",".join(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def probe(blocked: frozenset[str], modules: list[str]) -> set[str]:
+    """Top-level modules loaded by importing ``modules`` anew where ``blocked`` are missing."""
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, ",".join(sorted(blocked)), ",".join(modules)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return set(result.stdout.strip().split(","))
+
+
+def test_shipped_modules_load_nothing_local_only_when_imported() -> None:
+    """Importing every shipped module (the handler, the CLI, in_process) loads no local-only package."""
+    loaded = probe(frozenset(), IMPORTABLE)
+    assert not loaded & LOCAL_ONLY
+
+
+def test_a_producer_and_the_cli_need_only_the_base_install() -> None:
+    """Without Powertools, the X-Ray SDK or pydantic-settings, the producer and every CLI module import."""
+    cli = [name for name in IMPORTABLE if name.startswith("dispatcher.cli")]
+    loaded = probe(FUNCTION_ONLY | LOCAL_ONLY, ["dispatcher.producer", *cli])
+    assert not loaded & FUNCTION_ONLY
