@@ -14,11 +14,12 @@ status change event of every failed run goes to the failure spool, sometimes twi
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 import random
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,6 +196,15 @@ class World:
         self.dispatcher_redrives: list[tuple[str, int]] = []
         """(execution name, its redriveCount before) for each redrive the dispatcher made."""
         self.lock = threading.RLock()
+        # Indexes, so that a world of a hundred thousand executions answers as fast as one of ten:
+        self._open: dict[str, Execution] = {}
+        """Executions whose latest run has not ended."""
+        self._open_foreign: dict[str, Execution] = {}
+        """Of those, someone else's."""
+        self._ends: list[tuple[float, int, str, int]] = []
+        """A heap of (planned end, sequence, ARN, run index) of the runs not ended."""
+        self._ended: deque[tuple[float, str]] = deque()
+        """(ended at, ARN) of runs that ended, in time order: the list may still show them."""
 
     # -- time -------------------------------------------------------------------------
 
@@ -208,29 +218,57 @@ class World:
         return self.now
 
     def advance(self, seconds: float, end: Callable[[Execution], None]) -> None:
-        """Move the clock; end executions whose duration is over (and queue their events)."""
+        """Move the clock; end executions whose duration is over (and queue their events).
+
+        Executions due at once end in the order they were started.
+        """
         with self.lock:
             if self._clock is None:
                 self._virtual_now += seconds
-            for execution in self.executions.values():
+            due = []
+            while self._ends and self._ends[0][0] <= self.now:
+                _, _, arn, index = heapq.heappop(self._ends)
+                execution = self.executions[arn]
+                if index == len(execution.runs) - 1 and execution.runs[index].ended_at is None:
+                    due.append(execution)
+            due.sort(key=lambda execution: execution.sequence)
+            for execution in due:
                 run = execution.runs[-1]
-                if run.ended_at is None and run.planned_end <= self.now:
-                    run.ended_at = max(run.planned_end, run.started_at)
-                    if _calls_downstream(execution.input) and run.ended_at < self.outage_until:
-                        run.status = "FAILED"
-                    end(execution)
-                    self._emit_end(execution)
+                run.ended_at = max(run.planned_end, run.started_at)
+                if _calls_downstream(execution.input) and run.ended_at < self.outage_until:
+                    run.status = "FAILED"
+                self._close(execution)
+                end(execution)
+                self._emit_end(execution)
+            self._ended.extend(sorted((execution.ended_at or self.now, execution.arn) for execution in due))
 
     def next_moment(self) -> float | None:
         """The next virtual time something happens by itself: an end, or an event delivery."""
         with self.lock:
-            ends = [
-                execution.runs[-1].planned_end
-                for execution in self.executions.values()
-                if execution.runs[-1].ended_at is None
-            ]
+            while self._ends and not self._pending(self._ends[0]):
+                heapq.heappop(self._ends)
+            ends = [self._ends[0][0]] if self._ends else []
             deliveries = [delivery.at for delivery in self.deliveries]
             return min([*ends, *deliveries], default=None)
+
+    def _pending(self, entry: tuple[float, int, str, int]) -> bool:
+        """Whether a heap entry is the latest run of its execution, not ended yet."""
+        _, _, arn, index = entry
+        runs = self.executions[arn].runs
+        return index == len(runs) - 1 and runs[index].ended_at is None
+
+    def _open_run(self, execution: Execution) -> None:
+        run = execution.runs[-1]
+        self._open[execution.arn] = execution
+        if not execution.by_dispatcher:
+            self._open_foreign[execution.arn] = execution
+        heapq.heappush(
+            self._ends, (run.planned_end, execution.sequence, execution.arn, len(execution.runs) - 1)
+        )
+
+    def _close(self, execution: Execution) -> None:
+        self._open.pop(execution.arn, None)
+        self._open_foreign.pop(execution.arn, None)
 
     def due_events(self) -> list[dict[str, Any]]:
         """Events whose delivery time has come, in delivery order; they leave the queue."""
@@ -283,6 +321,7 @@ class World:
                     vanish_after=self.lag_rng.uniform(0, lag.end),
                 )
             )
+            self._open_run(execution)
             if by_dispatcher:
                 self.dispatcher_redrives.append((execution.name, len(execution.runs) - 2))
                 self._check_cap(f"the dispatcher redrove {execution.name}")
@@ -298,9 +337,10 @@ class World:
     # -- ground truth -----------------------------------------------------------------
 
     def running(self, moment: float | None = None) -> list[Execution]:
-        """Executions RUNNING at ``moment`` (now by default)."""
-        at = self.now if moment is None else moment
-        return [execution for execution in self.executions.values() if execution.running_at(at)]
+        """Executions RUNNING at ``moment`` (now by default), in the order they were started."""
+        if moment is None:
+            return sorted(self._open.values(), key=lambda execution: execution.sequence)
+        return [execution for execution in self.executions.values() if execution.running_at(moment)]
 
     def started(self, arn: str, name: str, execution_input: str, *, by_dispatcher: bool) -> None:
         """Note a new execution; check the cap at the moment a dispatcher start happens."""
@@ -324,15 +364,17 @@ class World:
                 describe_after=self.lag_rng.uniform(0, lag.describe),
                 runs=[run],
             )
+            self._open_run(self.executions[arn])
             if by_dispatcher:
                 self._check_cap(f"the dispatcher started {name}")
 
     def _check_cap(self, what: str) -> None:
         if self.max_concurrency is None:
             return
-        counted = [execution for execution in self.running() if self._accountable(execution)]
-        if len(counted) > self.max_concurrency:
-            self.violations.append(f"cap: {len(counted)} RUNNING > MAX {self.max_concurrency} after {what}")
+        ours = len(self._open) - len(self._open_foreign)
+        counted = ours + sum(self._accountable(execution) for execution in self._open_foreign.values())
+        if counted > self.max_concurrency:
+            self.violations.append(f"cap: {counted} RUNNING > MAX {self.max_concurrency} after {what}")
 
     def _accountable(self, execution: Execution) -> bool:
         """Whether the dispatcher must count this execution when it starts another.
@@ -363,8 +405,12 @@ class World:
         run's once the list has caught up with it, none while it still shows an earlier
         run that has ended (the end lag).
         """
+        lag_end = self.faults.lag.end
+        while self._ended and self._ended[0][0] + lag_end <= self.now:
+            self._ended.popleft()  # gone from every read, however late
+        candidates = {arn: self.executions[arn] for _, arn in self._ended} | self._open
         listed = []
-        for execution in self.executions.values():
+        for execution in sorted(candidates.values(), key=lambda execution: execution.sequence):
             shown = [run for run in execution.runs if self._listed(run)]
             if shown:
                 redriven_at = None if shown[-1] is execution.runs[0] else shown[-1].started_at
