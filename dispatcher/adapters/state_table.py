@@ -64,13 +64,71 @@ def _stored_time(moment: float) -> float:
     return float(f"{moment:.6f}")  # what DynamoDB stores, so a record reads back equal
 
 
+def partition(state_machine_arn: str) -> str:
+    """The partition key of one state machine's recent starts and ends."""
+    return f"recent-start#{state_machine_arn}"
+
+
+def recorded_starts(
+    groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
+) -> list[RecordedStart]:
+    """The records of starting these executions (name → message group) now, keys known before writing.
+
+    ``redrives``: name → redriveCount before, for the executions redriven rather than started.
+    """
+    now = _stored_time(now)
+    redrives = redrives or {}
+    return [
+        RecordedStart(
+            name=name,
+            recorded_at=now,
+            sort_key=sort_key(now, name),
+            group=group,
+            redrive_count=redrives.get(name),
+        )
+        for name, group in groups.items()
+    ]
+
+
+def start_item(partition_key: str, record: RecordedStart, *, resolved: bool = False) -> dict[str, Any]:
+    """A start record as the table holds it (``resolved``: it no longer counts, its group stays)."""
+    item: dict[str, Any] = {
+        "pk": {"S": partition_key},
+        "sk": {"S": record.sort_key},
+        "name": {"S": record.name},
+        "recorded_at": {"N": f"{record.recorded_at:.6f}"},
+        "expires_at": {"N": str(int(record.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
+    }
+    if record.group is not None:
+        item["group"] = {"S": record.group}
+    if record.redrive_count is not None:
+        item["redrive_count"] = {"N": str(record.redrive_count)}
+    if resolved:
+        item["resolved"] = {"BOOL": True}
+    return item
+
+
+def ended_item(partition_key: str, ended: EndedExecution, now: float) -> dict[str, Any]:
+    """An end a status change event reported, as the table holds it."""
+    now = _stored_time(now)
+    return {
+        "pk": {"S": partition_key},
+        "sk": {"S": sort_key(now, f"{ENDED_KIND}#{ended.name}")},
+        "kind": {"S": ENDED_KIND},
+        "name": {"S": ended.name},
+        "stopped_at": {"N": f"{ended.stopped_at:.6f}"},
+        "recorded_at": {"N": f"{now:.6f}"},
+        "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
+    }
+
+
 class StateTable:
     """The recent starts and ends of one state machine, in the state table."""
 
     def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
         self._client = client
         self.table = table
-        self._partition = f"recent-start#{state_machine_arn}"
+        self._partition = partition(state_machine_arn)
 
     def starts_at(
         self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
@@ -80,34 +138,10 @@ class StateTable:
         ``redrives``: name → redriveCount before, for the executions redriven rather
         than started. The records' keys are known before writing.
         """
-        now = _stored_time(now)
-        redrives = redrives or {}
-        return [
-            RecordedStart(
-                name=name,
-                recorded_at=now,
-                sort_key=sort_key(now, name),
-                group=group,
-                redrive_count=redrives.get(name),
-            )
-            for name, group in groups.items()
-        ]
+        return recorded_starts(groups, now, redrives)
 
     def _start_item(self, record: RecordedStart, *, resolved: bool = False) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            "pk": {"S": self._partition},
-            "sk": {"S": record.sort_key},
-            "name": {"S": record.name},
-            "recorded_at": {"N": f"{record.recorded_at:.6f}"},
-            "expires_at": {"N": str(int(record.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
-        }
-        if record.group is not None:
-            item["group"] = {"S": record.group}
-        if record.redrive_count is not None:
-            item["redrive_count"] = {"N": str(record.redrive_count)}
-        if resolved:
-            item["resolved"] = {"BOOL": True}
-        return item
+        return start_item(self._partition, record, resolved=resolved)
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
         """Write starts (at most 25, distinct names) before they happen; return those left unprocessed.
@@ -129,20 +163,8 @@ class StateTable:
 
     def note_ended(self, ended: EndedExecution, now: float) -> None:
         """Remember for the review window that a status change event said ``ended`` ended."""
-        now = _stored_time(now)
         with translated(f"PutItem on state table {self.table}"):
-            self._client.put_item(
-                TableName=self.table,
-                Item={
-                    "pk": {"S": self._partition},
-                    "sk": {"S": sort_key(now, f"{ENDED_KIND}#{ended.name}")},
-                    "kind": {"S": ENDED_KIND},
-                    "name": {"S": ended.name},
-                    "stopped_at": {"N": f"{ended.stopped_at:.6f}"},
-                    "recorded_at": {"N": f"{now:.6f}"},
-                    "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
-                },
-            )
+            self._client.put_item(TableName=self.table, Item=ended_item(self._partition, ended, now))
 
     def window(self, oldest: float) -> StateWindow:
         """Starts and ends written at or after ``oldest``, read strongly consistently."""

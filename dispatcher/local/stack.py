@@ -114,15 +114,15 @@ class Stack:
 
     def settings(self, max_concurrency: int, **overrides: Any) -> Settings:
         """The dispatcher function's settings for this stack; ``overrides`` by field name."""
-        return Settings(
-            queue_url=self.queue_url,
-            dead_letter_queue_url=self.dead_letter_queue_url,
-            state_machine_arn=self.state_machine_arn,
-            max_concurrency=max_concurrency,
-            state_table=self.state_table,
-            control_parameter=self.control_parameter,
-            **overrides,
-        )
+        fields = {
+            "queue_url": self.queue_url,
+            "dead_letter_queue_url": self.dead_letter_queue_url,
+            "state_machine_arn": self.state_machine_arn,
+            "max_concurrency": max_concurrency,
+            "state_table": self.state_table,
+            "control_parameter": self.control_parameter,
+        }
+        return Settings.model_validate({**fields, **overrides})
 
     def environment(self, max_concurrency: int, **overrides: Any) -> dict[str, str]:
         """The dispatcher function's environment for this stack (as the template sets it)."""

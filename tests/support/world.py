@@ -184,6 +184,8 @@ class World:
         """SQS MessageId → when it was sent, on the virtual clock (its SentTimestamp)."""
         self.deliveries: list[Delivery] = []
         self._deliveries_made = itertools.count()
+        self.on_delivery: Callable[[Delivery], None] | None = None
+        """Told of every event delivery as it is planned (the in-memory AWS schedules it)."""
         self.injected: Counter[str] = Counter()
         self.violations: list[str] = []
         self.max_concurrency: int | None = None
@@ -302,7 +304,10 @@ class World:
         event = execution_event(execution, status)
         for _ in range(copies):
             at = self.now + self.event_rng.uniform(0, plan.delay)
-            self.deliveries.append(Delivery(at, next(self._deliveries_made), event))
+            delivery = Delivery(at, next(self._deliveries_made), event)
+            self.deliveries.append(delivery)
+            if self.on_delivery is not None:
+                self.on_delivery(delivery)
 
     def redrive(self, arn: str, seconds: float | None = None, *, by_dispatcher: bool = False) -> None:
         """Redrive an ended execution: it runs again, for ``seconds`` or as its input says (moto has none).

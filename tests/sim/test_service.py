@@ -1,0 +1,116 @@
+"""The unchanged tick service over the in-memory AWS: its guarantees at a scale moto can't reach, in seconds.
+
+Every start is checked against the cap by the world at the moment it happens; the end
+state is checked as the fault harness checks it: every job started once, with its body,
+each group in send order, the queue empty.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from dispatcher.core.quotas import Bucket
+from tests.sim.conftest import backlog, function
+from tests.support.sim.api import LiveBucket
+from tests.support.sim.aws import InMemoryAws
+from tests.support.world import EventPlan, Lag
+
+
+def every_job_started_once_in_order(aws: InMemoryAws) -> None:
+    """No loss, no duplicate, the body as input, each group in send order, and the queue drained."""
+    started = aws.started()
+    by_job = {json.loads(execution.input)["job"]: execution for execution in started}
+    sent = {json.loads(message.body)["job"]: message for message in aws.queue.sent}
+    assert len(started) == len(by_job) == len(sent)
+    assert all(by_job[job].input == message.body for job, message in sent.items())
+    for group in {message.group for message in aws.queue.sent}:
+        jobs = [json.loads(message.body)["job"] for message in aws.queue.sent if message.group == group]
+        assert [by_job[job].sequence for job in jobs] == sorted(by_job[job].sequence for job in jobs)
+    assert aws.queue.depth() == (0, 0)
+
+
+def test_a_large_backlog_drains_under_the_cap_with_lag_and_lossy_late_events() -> None:
+    """MAX 200, 6,000 jobs: lists that lag and disagree, events lost, doubled and late; the cap holds."""
+    aws = InMemoryAws(
+        lag=Lag(start=20.0, end=40.0, describe=10.0, flaky=True),
+        events=EventPlan(enabled=True, lost=0.2, duplicated=0.3, delay=30.0),
+        seed=11,
+    )
+    rng = random.Random(11)
+    for job in range(6000):
+        aws.queue.send(json.dumps({"job": job, "seconds": rng.uniform(5, 15)}), f"g{job % 150}")
+    dispatcher = function(aws, 200)
+    dispatcher.schedule(60.0, until=aws.scheduler.now + 1200)
+    aws.scheduler.run_until(aws.scheduler.now + 1200)
+    aws.scheduler.stop()
+    assert aws.world.violations == []
+    assert dispatcher.errors == aws.scheduler.errors == []
+    every_job_started_once_in_order(aws)
+    assert sum(
+        invocation.report["stopped"] == "busy" for invocation in dispatcher.invocations if invocation.report
+    )
+
+
+def test_a_burst_of_end_events_is_served_by_one_lease_holder() -> None:
+    """Hundreds of end events at once: one invocation holds the lease, ticks for the rest; they start none."""
+    aws = InMemoryAws(events=EventPlan(enabled=True, delay=1.0))
+    backlog(aws, 1500, groups=100, seconds=5.0)
+    dispatcher = function(aws, 300, loop_seconds=30)
+    dispatcher.schedule(60.0, until=aws.scheduler.now + 60)
+    aws.scheduler.run_until(aws.scheduler.now + 60)
+    reports = [invocation.report for invocation in dispatcher.invocations]
+    busy = [report for report in reports if report and report["stopped"] == "busy"]
+    assert len(busy) > 500
+    assert all(report["started"] == 0 for report in busy)
+    assert aws.world.violations == []
+    assert len(aws.started()) >= 1500 - 300  # the last ends come after the minute
+    aws.scheduler.stop()
+    assert aws.scheduler.errors == []
+
+
+def test_start_throttling_is_back_pressure_never_loss(aws: InMemoryAws) -> None:
+    """StartExecution held to 5 a second: ticks stop at the throttle and release; all start once later."""
+    aws.stepfunctions._buckets["StartExecution"] = LiveBucket.of(Bucket(20, 5), aws.scheduler.now)
+    backlog(aws, 300, groups=30, seconds=1.0)
+    dispatcher = function(aws, 100, loop_seconds=40)
+    dispatcher.schedule(60.0, until=aws.scheduler.now + 900)
+    aws.scheduler.run_until(aws.scheduler.now + 900)
+    assert aws.usage.throttles["StartExecution"] > 0
+    assert any(
+        invocation.report and invocation.report["stopped"] == "throttled"
+        for invocation in dispatcher.invocations
+    )
+    assert aws.world.violations == []
+    every_job_started_once_in_order(aws)
+
+
+def test_loop_keeps_ticking_while_jobs_wait_for_slots(aws: InMemoryAws) -> None:
+    """With LOOP_SECONDS, one invocation refills slots as executions end, until the queue drains."""
+    backlog(aws, 3, groups=3, seconds=1.0)
+    dispatcher = function(aws, 1, refill=False, loop_seconds=20)
+    dispatcher.invoke({})
+    aws.scheduler.run_until(aws.scheduler.now + 60)
+    [invocation] = dispatcher.invocations
+    result = invocation.report
+    assert result is not None
+    assert result["started"] == 3
+    assert result["stopped"] == "drained"
+    assert result["ticks"] >= 4
+    assert aws.queue.depth() == (0, 0)
+
+
+@pytest.mark.parametrize("max_concurrency", [0, 5])
+def test_paused_starts_nothing_and_loses_nothing(aws: InMemoryAws, max_concurrency: int) -> None:
+    """MAX 0 starts nothing and every message stays; MAX 5 starts five (the same backlog)."""
+    backlog(aws, 20, groups=4)
+    dispatcher = function(aws, max_concurrency)
+    dispatcher.invoke({})
+    aws.scheduler.run_until(aws.scheduler.now + 5)
+    [invocation] = dispatcher.invocations
+    assert invocation.report is not None
+    assert invocation.report["stopped"] == ("paused" if max_concurrency == 0 else "capacity")
+    assert len(aws.started()) == max_concurrency
+    assert sum(aws.queue.depth()) == 20 - max_concurrency

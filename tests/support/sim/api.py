@@ -1,0 +1,104 @@
+"""What a call to the in-memory AWS costs: a latency, a token from AWS's bucket, and botocore's retries.
+
+Each call takes ``latency`` seconds of virtual time, then asks its buckets (a Step
+Functions API's, a FIFO queue action's, a DynamoDB partition's write or read units) for
+what it needs. Refused, it is a throttle, and the container's client retries it as
+botocore's ``standard`` mode does: at most ``max_attempts`` attempts, a delay of
+``random() * min(2 ** (attempt - 1), 20)`` seconds before each retry, and a retry quota of
+500 (5 a retry, 1 back for each call that needed none, the cost back when a retried call
+succeeds). What is still throttled after that raises `TransientError`, as the adapters do.
+Every attempt is counted, as AWS counts (and bills) it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dispatcher.core.errors import TransientError
+from dispatcher.core.quotas import Bucket
+from tests.support.sim.scheduler import Scheduler
+
+LATENCY_SECONDS = 0.02
+"""Every call's round trip, as the other `make bench` sections assume."""
+RETRY_QUOTA = 500
+RETRY_COST = 5
+BACKOFF_CAP_SECONDS = 20.0
+
+
+@dataclass
+class LiveBucket:
+    """A token bucket in virtual time."""
+
+    size: float
+    refill: float
+    tokens: float = -1.0
+    updated: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.tokens = self.size if self.tokens < 0 else self.tokens
+
+    @classmethod
+    def of(cls, bucket: Bucket, now: float) -> LiveBucket:
+        """A full bucket of AWS's shape."""
+        return cls(bucket.size, bucket.refill, updated=now)
+
+    def take(self, now: float, units: float = 1.0, *, partial: bool = False) -> float:
+        """Take ``units`` tokens if there are (as many as there are, with ``partial``); how many it took."""
+        self.tokens = min(self.size, self.tokens + max(0.0, now - self.updated) * self.refill)
+        self.updated = max(self.updated, now)
+        # Epoch seconds are coarse (0.24 µs apart): 20 ms at 1,000 a second is 20 tokens, not 19.99998.
+        whole = math.floor(self.tokens + 1e-3)
+        granted = min(units, float(whole)) if partial else (units if whole >= units else 0.0)
+        self.tokens -= granted
+        return granted
+
+
+@dataclass
+class Usage:
+    """Every call the in-memory AWS served, as AWS would count it."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    """Operation → requests (each attempt of a retried call counts)."""
+    throttles: Counter[str] = field(default_factory=Counter)
+    units: Counter[str] = field(default_factory=Counter)
+    """``WriteRequestUnits`` and ``ReadRequestUnits`` consumed on the state table."""
+
+    def reset(self) -> None:
+        """Forget what was counted (after a warm-up)."""
+        self.calls.clear()
+        self.throttles.clear()
+        self.units.clear()
+
+
+class Client:
+    """One boto3 client of one container: its attempts and its retry quota."""
+
+    def __init__(
+        self, scheduler: Scheduler, usage: Usage, rng: random.Random, *, max_attempts: int, latency: float
+    ) -> None:
+        self._scheduler = scheduler
+        self._usage = usage
+        self._rng = rng
+        self._max_attempts = max_attempts
+        self._latency = latency
+        self._quota = RETRY_QUOTA
+
+    def call(self, operation: str, action: str, admit: Callable[[], bool]) -> None:
+        """Make one API call; ``admit`` says whether AWS serves it now (else: a throttle)."""
+        for attempt in range(1, self._max_attempts + 1):
+            self._scheduler.sleep(self._latency)
+            self._usage.calls[operation] += 1
+            if admit():
+                self._quota = min(RETRY_QUOTA, self._quota + (1 if attempt == 1 else RETRY_COST))
+                return
+            self._usage.throttles[operation] += 1
+            if attempt == self._max_attempts or self._quota < RETRY_COST:
+                break
+            self._quota -= RETRY_COST
+            delay = self._rng.random() * min(2.0 ** (attempt - 1), BACKOFF_CAP_SECONDS)
+            self._scheduler.sleep(delay)
+        raise TransientError(f"{action} failed with ThrottlingException: Rate exceeded")

@@ -1,0 +1,122 @@
+"""The in-memory AWS: a FIFO job queue, its DLQ, a STANDARD state machine over a `World`, the state table.
+
+`InMemoryAws.ports` gives the tick service its ports on one container's clients, so the
+same `Dispatcher` that runs over boto3 in the Lambda runs here, in virtual time. The world
+ends each execution when its input's ``seconds`` are over and plans its status change
+event (lost, doubled or late as the `EventPlan` says); every subscriber (the refill rule)
+gets each one when it is delivered.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
+from dispatcher.tick.ports import Ports
+from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
+from tests.support.sim.dynamodb import LeaseView, StateStoreView, StateTable
+from tests.support.sim.scheduler import Scheduler
+from tests.support.sim.sqs import DeadLetterBox, DeadLettersView, FifoQueue, JobQueueView
+from tests.support.sim.stepfunctions import ExecutionsView, StepFunctions
+from tests.support.world import Delivery, EventPlan, Execution, FaultPlan, Lag, World
+
+START = 1_800_000_000.0
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+
+def state_machine_arn(region: str) -> str:
+    """The simulated state machine."""
+    return f"arn:aws:states:{region}:{ACCOUNT}:stateMachine:jobs"
+
+
+@dataclass(frozen=True)
+class Clients:
+    """One container's clients, as the function builds them (the start client has one more attempt)."""
+
+    stepfunctions: Client
+    starts: Client
+    sqs: Client
+    dynamodb: Client
+    ssm: Client
+
+
+class InMemoryAws:
+    """AWS in memory, in virtual time, with AWS's quotas for one region and a latency per call."""
+
+    def __init__(
+        self,
+        *,
+        region: str = REGION,
+        lag: Lag | None = None,
+        events: EventPlan | None = None,
+        latency: float = LATENCY_SECONDS,
+        seed: int = 0,
+    ) -> None:
+        self.region = region
+        self.latency = latency
+        self.scheduler = Scheduler(START)
+        self.scheduler.attach()
+        self.usage = Usage()
+        self.world = World(
+            seed=seed,
+            start=START,
+            faults=FaultPlan(lag=lag or Lag(), enabled=False),
+            events=events or EventPlan(),
+            clock=lambda: self.scheduler.now,
+        )
+        self.world.on_delivery = self._deliver_at
+        self.state_machine_arn = state_machine_arn(region)
+        self.stepfunctions = StepFunctions(self.scheduler, self.world, region, on_run=self._end_on_time)
+        self.queue = FifoQueue(self.scheduler, f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/jobs.fifo")
+        self.dead_letters = DeadLetterBox(self.scheduler)
+        self.table = StateTable(self.scheduler, self.usage, self.state_machine_arn)
+        self.subscribers: list[Callable[[dict[str, Any]], None]] = []
+        """Each delivered status change event goes to each of these (the refill rule's target)."""
+        self._rng = random.Random(f"{seed}:retries")
+
+    def clients(self) -> Clients:
+        """A container's clients, each with botocore's attempts and its own retry quota."""
+
+        def client(attempts: int) -> Client:
+            return Client(self.scheduler, self.usage, self._rng, max_attempts=attempts, latency=self.latency)
+
+        return Clients(
+            client(ATTEMPTS), client(START_ATTEMPTS), client(ATTEMPTS), client(ATTEMPTS), client(ATTEMPTS)
+        )
+
+    def ports(self, clients: Clients, *, wait_seconds: int = 0) -> Ports:
+        """The tick's ports on one container's clients."""
+        return Ports(
+            queue=JobQueueView(self.queue, clients.sqs, self.scheduler, wait_seconds),
+            dead_letters=DeadLettersView(self.dead_letters, clients.sqs),
+            state_machine=ExecutionsView(
+                self.stepfunctions, self.state_machine_arn, clients.stepfunctions, clients.starts
+            ),
+            state_table=StateStoreView(self.table, clients.dynamodb),
+            lease=LeaseView(self.table.lease, clients.dynamodb),
+        )
+
+    def started(self) -> list[Execution]:
+        """Executions the dispatcher started, in start order."""
+        return sorted(
+            (execution for execution in self.world.executions.values() if execution.by_dispatcher),
+            key=lambda execution: execution.sequence,
+        )
+
+    def _end_on_time(self, execution: Execution) -> None:
+        self.scheduler.call_at(execution.runs[-1].planned_end, self._end_due)
+
+    def _end_due(self) -> None:
+        self.world.advance(0.0, lambda execution: None)
+
+    def _deliver_at(self, delivery: Delivery) -> None:
+        self.scheduler.call_at(delivery.at, self._deliver_due)
+
+    def _deliver_due(self) -> None:
+        for event in self.world.due_events():
+            for subscriber in self.subscribers:
+                subscriber(event)

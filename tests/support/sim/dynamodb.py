@@ -1,0 +1,281 @@
+"""The state table in memory: recent starts and ends, the tick lease, and what each write and read costs.
+
+Items are the adapter's own (`dispatcher.adapters.state_table`), so their sizes, and the
+write and read units they cost, are the deployed table's. One partition key holds a state
+machine's starts and ends, another its lease, and each partition has DynamoDB's 1,000
+write and 3,000 read units a second; a `BatchWriteItem` short of units writes what fits
+and leaves the rest unprocessed, and a failed condition costs its write all the same.
+A `Query` reads 1 MB a page, strongly consistent: a unit per 4 KB. Not modelled: the
+table's own (account) throughput, TTL (records older than the review window are
+dropped from memory; no tick reads them).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dispatcher.adapters.state_table import (
+    ENDED_KIND,
+    ended_item,
+    partition,
+    recorded_starts,
+    sort_key,
+    start_item,
+)
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StateWindow
+from dispatcher.core.errors import TransientError
+from dispatcher.core.events import EndedExecution
+from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
+from tests.support.sim.api import Client, LiveBucket, Usage
+from tests.support.sim.scheduler import Scheduler
+
+QUERY_PAGE_BYTES = 1024 * 1024
+READ_UNIT_BYTES = 4096
+WRITE_UNIT_BYTES = 1024
+KEEP_SECONDS = RECENT_START_WINDOW_SECONDS + 60
+"""How long the table keeps a record in memory: longer than any tick's review window."""
+
+
+def item_bytes(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """DynamoDB's size of an item: each attribute's name and value (a number: 1 byte per 2 digits, + 1)."""
+    size = 0
+    for name, value in item.items():
+        [(kind, content)] = value.items()
+        size += len(name.encode())
+        if kind == "S":
+            size += len(str(content).encode())
+        elif kind == "N":
+            digits = len(str(content).replace("-", "").replace(".", "").strip("0")) or 1
+            size += math.ceil(digits / 2) + 1
+        else:
+            size += 1
+    return size
+
+
+def write_units(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """Write request units of one item (1 KB each, rounded up)."""
+    return max(1, math.ceil(item_bytes(item) / WRITE_UNIT_BYTES))
+
+
+@dataclass
+class Stored:
+    """One item of the recent-start partition."""
+
+    item: dict[str, Any]
+    record: RecordedStart | EndedExecution
+    resolved: bool = False
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        self.size = item_bytes(self.item)
+
+
+class StateTable:
+    """The table: one state machine's recent starts and ends, and its lease."""
+
+    def __init__(self, scheduler: Scheduler, usage: Usage, state_machine_arn: str) -> None:
+        self.partition = partition(state_machine_arn)
+        self._scheduler = scheduler
+        self._usage = usage
+        self._items: dict[str, Stored] = {}
+        self._keys: list[str] = []
+        """The sort keys, in order (a Query reads them in order)."""
+        self._writes = LiveBucket.of(DYNAMODB_PARTITION_WRITES, scheduler.now)
+        self._reads = LiveBucket.of(DYNAMODB_PARTITION_READS, scheduler.now)
+        self.lease = Lease(scheduler, usage)
+
+    def write(self, units: int, *, partial: bool = False) -> int:
+        """Take write units of the partition now; how many were granted (all or none, unless ``partial``)."""
+        granted = int(self._writes.take(self._scheduler.now, units, partial=partial))
+        self._usage.units["WriteRequestUnits"] += granted
+        return granted
+
+    def put(self, key: str, stored: Stored) -> None:
+        """Store an item (a new one, or one overwritten)."""
+        if key not in self._items:
+            bisect.insort(self._keys, key)
+        self._items[key] = stored
+        self._drop_old()
+
+    def query(self, oldest: float) -> list[list[Stored]]:
+        """The pages a `Query` from ``oldest`` reads (1 MB each)."""
+        start = bisect.bisect_left(self._keys, sort_key(oldest, ""))
+        pages: list[list[Stored]] = [[]]
+        size = 0
+        for key in self._keys[start:]:
+            stored = self._items[key]
+            item_size = stored.size
+            if size + item_size > QUERY_PAGE_BYTES and pages[-1]:
+                pages.append([])
+                size = 0
+            pages[-1].append(stored)
+            size += item_size
+        return pages
+
+    def read(self, page: Sequence[Stored]) -> bool:
+        """Take the read units of one page now; False (a throttle) when there aren't enough."""
+        units = max(1, math.ceil(sum(stored.size for stored in page) / READ_UNIT_BYTES))
+        if not self._reads.take(self._scheduler.now, units):
+            return False
+        self._usage.units["ReadRequestUnits"] += units
+        return True
+
+    def _drop_old(self) -> None:
+        horizon = sort_key(self._scheduler.now - KEEP_SECONDS, "")
+        if self._keys and self._keys[0] < horizon:
+            cut = bisect.bisect_left(self._keys, horizon)
+            for key in self._keys[:cut]:
+                del self._items[key]
+            del self._keys[:cut]
+
+
+class StateStoreView:
+    """The `StateStore` port on one container's DynamoDB client."""
+
+    def __init__(self, table: StateTable, client: Client) -> None:
+        self._table = table
+        self._client = client
+
+    def starts_at(
+        self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
+    ) -> list[RecordedStart]:
+        """The records of these starts (the adapter's own)."""
+        return recorded_starts(groups, now, redrives)
+
+    def _batch(self, records: Sequence[RecordedStart], *, resolved: bool) -> list[RecordedStart]:
+        """One `BatchWriteItem`: the records that fit in the partition's units now; the rest unprocessed."""
+        items = [start_item(self._table.partition, record, resolved=resolved) for record in records]
+        units = [write_units(item) for item in items]
+        written = {"count": 0}
+
+        def admit() -> bool:
+            granted = self._table.write(sum(units), partial=True)
+            while written["count"] < len(units) and units[written["count"]] <= granted:
+                granted -= units[written["count"]]
+                written["count"] += 1
+            return written["count"] > 0
+
+        self._client.call("BatchWriteItem", f"BatchWriteItem on state table {self._table.partition}", admit)
+        for record, item in list(zip(records, items, strict=True))[: written["count"]]:
+            self._table.put(record.sort_key, Stored(item, record, resolved=resolved))
+        return list(records[written["count"] :])
+
+    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
+        """Write starts (≤ 25) before they happen; those left unprocessed."""
+        return self._batch(records, resolved=False)
+
+    def note_ended(self, ended: EndedExecution, now: float) -> None:
+        """`PutItem` of an end an event reported."""
+        item = ended_item(self._table.partition, ended, now)
+        self._client.call(
+            "PutItem", "PutItem on state table", lambda: self._table.write(write_units(item)) > 0
+        )
+        self._table.put(item["sk"]["S"], Stored(item, ended))
+
+    def window(self, oldest: float) -> StateWindow:
+        """`Query` of the starts and ends written since ``oldest``, page by page."""
+        starts: list[RecordedStart] = []
+        ended: list[EndedExecution] = []
+        for page in self._table.query(oldest):
+
+            def admit(page: list[Stored] = page) -> bool:
+                return self._table.read(page)
+
+            self._client.call("Query", "Query on state table", admit)
+            for stored in page:
+                if stored.resolved:
+                    continue
+                if stored.item.get("kind", {}).get("S") == ENDED_KIND:
+                    ended.append(stored.record)  # type: ignore[arg-type]
+                else:
+                    starts.append(stored.record)  # type: ignore[arg-type]
+        return StateWindow(starts=tuple(starts), ended=tuple(ended))
+
+    def forget(self, records: Sequence[RecordedStart]) -> int:
+        """Mark records resolved, 25 a `BatchWriteItem`; how many were left (best effort, as the adapter)."""
+        left = 0
+        for chunk in chunks(records, BATCH_WRITE_LIMIT):
+            try:
+                left += len(self._batch(chunk, resolved=True))
+            except TransientError:
+                left += len(chunk)
+        return left
+
+
+@dataclass
+class LeaseItem:
+    """The lease as its one item holds it."""
+
+    owner: str
+    held_until: float
+    again: bool = False
+
+
+class Lease:
+    """The tick lease's item, on a partition of its own (1 write unit a call, whatever the condition says)."""
+
+    def __init__(self, scheduler: Scheduler, usage: Usage) -> None:
+        self._scheduler = scheduler
+        self._usage = usage
+        self._writes = LiveBucket.of(DYNAMODB_PARTITION_WRITES, scheduler.now)
+        self.item: LeaseItem | None = None
+
+    def admit(self) -> bool:
+        """One write unit of the lease's partition now."""
+        if not self._writes.take(self._scheduler.now):
+            return False
+        self._usage.units["WriteRequestUnits"] += 1
+        return True
+
+
+class LeaseView:
+    """The `Lease` port on one container's DynamoDB client: the adapter's conditions, in memory."""
+
+    def __init__(self, lease: Lease, client: Client) -> None:
+        self._lease = lease
+        self._client = client
+
+    def _call(self, operation: str) -> None:
+        self._client.call(operation, f"{operation} on state table (tick lease)", self._lease.admit)
+
+    def acquire(self, owner: str, now: float, held_until: float) -> bool:
+        """Conditional `PutItem`: free, expired, or already ours."""
+        self._call("PutItem")
+        item = self._lease.item
+        if item is not None and item.held_until >= now and item.owner != owner:
+            return False
+        self._lease.item = LeaseItem(owner, held_until)
+        return True
+
+    def ask_again(self, owner: str, now: float) -> bool:
+        """Conditional `UpdateItem`: a live holder other than us is asked for one more tick."""
+        self._call("UpdateItem")
+        item = self._lease.item
+        if item is None or item.held_until < now or item.owner == owner:
+            return False
+        item.again = True
+        return True
+
+    def release(self, owner: str) -> bool:
+        """Conditional `DeleteItem` unless another tick was asked for; then `UpdateItem` takes the request."""
+        self._call("DeleteItem")
+        item = self._lease.item
+        if item is not None and item.owner == owner and not item.again:
+            self._lease.item = None
+            return True
+        self._call("UpdateItem")
+        if item is None or item.owner != owner:
+            return True
+        item.again = False
+        return False
+
+    def let_go(self, owner: str) -> None:
+        """Conditional `DeleteItem`: ours, whatever was asked."""
+        self._call("DeleteItem")
+        if self._lease.item is not None and self._lease.item.owner == owner:
+            self._lease.item = None

@@ -1,0 +1,164 @@
+"""The dispatcher function in the in-memory AWS: invocations, warm containers, the schedule, the refill rule.
+
+Each invocation does what the handler does (reads the event, the limits, builds the
+tick service) and runs the unchanged `Dispatcher` on the container's ports. A container
+serves one invocation at a time and keeps its clients and warm reads; an invocation that
+finds every container busy starts a new one (a cold start). Invoked asynchronously by
+the schedule and by each status change event the refill rule matches; Lambda's own
+concurrency limit and event age are not modelled (no invocation is throttled or dropped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, combine
+from dispatcher.core.events import ended_execution, refill_pattern
+from dispatcher.core.quotas import SSM_GET_PARAMETER
+from dispatcher.handler import policy
+from dispatcher.local.events import matches
+from dispatcher.settings import Settings
+from dispatcher.telemetry import logger
+from dispatcher.tick.ports import Runtime
+from dispatcher.tick.service import Dispatcher
+from dispatcher.tick.warm import WarmState
+from tests.support.sim.api import LiveBucket
+from tests.support.sim.aws import Clients, InMemoryAws
+from tests.support.sim.scheduler import SimPool
+
+TIMEOUT_SECONDS = 60.0
+MEMORY_MB = 256
+"""The template's function."""
+SCHEDULED_EVENT = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+
+
+@dataclass
+class Container:
+    """One warm Lambda container: its clients, its warm reads, its cached control parameter."""
+
+    clients: Clients
+    warm: WarmState = field(default_factory=WarmState)
+    control_read_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One invocation: when it ran, what triggered it, what it reported (None: it raised)."""
+
+    began: float
+    ended: float
+    trigger: str
+    cold: bool
+    report: dict[str, Any] | None
+
+
+class Function:
+    """The deployed function, invoked asynchronously by the schedule and the refill rule."""
+
+    def __init__(self, aws: InMemoryAws, settings: Settings, *, refill: bool = True) -> None:
+        self._aws = aws
+        self.settings = settings
+        self._idle: list[Container] = []
+        self.invocations: list[Invocation] = []
+        self.errors: list[BaseException] = []
+        self.containers = 0
+        self._ssm = LiveBucket.of(SSM_GET_PARAMETER, aws.scheduler.now)
+        if refill:
+            pattern = refill_pattern(settings.state_machine_arn)
+            aws.subscribers.append(lambda event: self.invoke(event) if matches(pattern, event) else None)
+
+    def invoke(self, event: dict[str, Any]) -> None:
+        """An asynchronous invocation: it runs from now, in a container of its own."""
+        trigger = "event" if "detail" in event and event.get("detail") else "schedule"
+        self._aws.scheduler.spawn(lambda: self._run(event, trigger), f"invocation-{len(self.invocations)}")
+
+    def schedule(self, every_seconds: float, until: float) -> None:
+        """The EventBridge schedule: an invocation now, and every ``every_seconds`` until ``until``."""
+        scheduler = self._aws.scheduler
+
+        def tick() -> None:
+            self.invoke(SCHEDULED_EVENT)
+            if scheduler.now + every_seconds < until:
+                scheduler.call_at(scheduler.now + every_seconds, tick)
+
+        scheduler.call_at(scheduler.now, tick)
+
+    def _run(self, event: dict[str, Any], trigger: str) -> None:
+        scheduler = self._aws.scheduler
+        cold = not self._idle
+        container = self._idle.pop() if self._idle else self._new_container()
+        began = scheduler.now
+        deadline = began + TIMEOUT_SECONDS
+        report: dict[str, Any] | None = None
+        try:
+            self._read_control(container)
+            limits = combine(self.settings.max_concurrency, None, self.settings.control_parameter)
+            runtime = Runtime(
+                clock=lambda: scheduler.now,
+                sleep=scheduler.sleep,
+                remaining_seconds=lambda: deadline - scheduler.now,
+                pool=lambda width: contextlib.nullcontext(SimPool(scheduler, width)),
+            )
+            ports = self._aws.ports(container.clients, wait_seconds=self.settings.receive_wait_seconds)
+            dispatcher = Dispatcher(policy(self.settings, limits), ports, runtime, container.warm)
+            report = dispatcher.run(ended_execution(event, self.settings.state_machine_arn)).as_dict()
+        except Exception as error:  # Lambda records a function error; the next invocation comes anyway
+            self.errors.append(error)
+        finally:
+            self.invocations.append(Invocation(began, scheduler.now, trigger, cold, report))
+            self._idle.append(container)
+
+    def _new_container(self) -> Container:
+        self.containers += 1
+        return Container(self._aws.clients())
+
+    def _read_control(self, container: Container) -> None:
+        """`GetParameter` through Powertools' cache: once per container every 5 s (it holds no override)."""
+        if self.settings.control_parameter is None:
+            return
+        now = self._aws.scheduler.now
+        if (
+            container.control_read_at is not None
+            and now - container.control_read_at < CONTROL_MAX_AGE_SECONDS
+        ):
+            return
+        container.clients.ssm.call(
+            "GetParameter",
+            f"GetParameter({self.settings.control_parameter})",
+            lambda: self._ssm.take(now) > 0,
+        )
+        container.control_read_at = now
+
+
+class CountingStream(io.TextIOBase):
+    """A stream that counts what is written to it, and keeps none of it."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.lines = 0
+
+    def write(self, text: str) -> int:
+        """Count ``text``."""
+        self.bytes += len(text.encode())
+        self.lines += text.count("\n")
+        return len(text)
+
+
+@contextlib.contextmanager
+def counted_logs(level: str = "INFO") -> Iterator[CountingStream]:
+    """The tick's log lines at ``level`` (the template's default, INFO) go to a counter, not a terminal."""
+    stream = CountingStream()
+    handlers = [handler for handler in logger.handlers if hasattr(handler, "setStream")]
+    saved_level = logger.log_level
+    saved = [handler.setStream(stream) for handler in handlers]
+    logger.setLevel(level)
+    try:
+        yield stream
+    finally:
+        for handler, previous in zip(handlers, saved, strict=True):
+            handler.setStream(previous)
+        logger.setLevel(saved_level)

@@ -1,0 +1,153 @@
+"""Step Functions in memory, over a `World`: its quotas, name idempotency, and the lag of its reads.
+
+Executions live in the `World`, which knows when each truly started and ended and what
+an eventually consistent `ListExecutions` or `DescribeExecution` shows at any moment.
+Here are the API's answers: `StartExecution` with the same name and input as a RUNNING
+execution returns it again, any other existing name is `ExecutionAlreadyExists`;
+`RedriveExecution` is the project's one emulation (`dispatcher.local.redrive`); every
+call takes a token from its API's bucket (AWS's quotas for the region).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+
+from dispatcher.core.counting import LIST_PAGE_SIZE, RunningListing, counted_names
+from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TransientError
+from dispatcher.core.executions import MAX_INPUT_BYTES, ExecutionState, execution_arn, name_problem
+from dispatcher.core.quotas import step_functions
+from tests.support.sim.api import Client, LiveBucket
+from tests.support.sim.scheduler import Scheduler
+from tests.support.world import Execution, World
+
+
+class StepFunctions:
+    """The service: its buckets for one region, and the world its executions live in."""
+
+    def __init__(
+        self, scheduler: Scheduler, world: World, region: str, on_run: Callable[[Execution], None]
+    ) -> None:
+        """``on_run``: told of every run that starts (a start or a redrive), to end it on time."""
+        self.world = world
+        self.region = region
+        self._scheduler = scheduler
+        self._on_run = on_run
+        self._buckets = {
+            operation: LiveBucket.of(bucket, scheduler.now)
+            for operation, bucket in step_functions(region).items()
+        }
+
+    def admit(self, operation: str) -> bool:
+        """Whether a call of ``operation`` is within its quota now."""
+        return self._buckets[operation].take(self._scheduler.now) > 0
+
+    def run_started(self, execution: Execution) -> None:
+        """A run began (by a start or a redrive)."""
+        self._on_run(execution)
+
+
+class ExecutionsView:
+    """The `Executions` port on one container's clients (the start client has its own attempts)."""
+
+    def __init__(self, service: StepFunctions, arn: str, client: Client, start_client: Client) -> None:
+        self._service = service
+        self._world = service.world
+        self._arn = arn
+        self._client = client
+        self._start_client = start_client
+        self._prefix = execution_arn(arn, "")
+
+    @property
+    def arn(self) -> str:
+        """The state machine's ARN."""
+        return self._arn
+
+    def _call(self, operation: str, action: str, *, start: bool = False) -> None:
+        client = self._start_client if start else self._client
+        client.call(operation, action, lambda: self._service.admit(operation))
+
+    def ensure_standard(self) -> None:
+        """`DescribeStateMachine`: it is STANDARD."""
+        self._call("DescribeStateMachine", f"DescribeStateMachine({self._arn})")
+
+    def list_running(
+        self, max_concurrency: int | None, ends: Mapping[str, float], listed_at: float
+    ) -> RunningListing:
+        """`ListExecutions(RUNNING)`, 1,000 a page, each read when asked for; paged as the adapter pages."""
+        executions: dict[str, float | None] = {}
+        oldest: float | None = None
+        offset = 0
+        while True:
+            self._call("ListExecutions", "ListExecutions")
+            listed = [item for item in self._world.listed_running() if item[0].arn.startswith(self._prefix)]
+            for execution, redriven_at in listed[offset : offset + LIST_PAGE_SIZE]:
+                executions[execution.name] = redriven_at
+                oldest = execution.started_at if oldest is None else min(oldest, execution.started_at)
+            offset += LIST_PAGE_SIZE
+            complete = offset >= len(listed)
+            if complete or (
+                max_concurrency is not None and len(counted_names(executions, ends)) >= max_concurrency
+            ):
+                return RunningListing(
+                    executions=executions, complete=complete, listed_at=listed_at, oldest_started_at=oldest
+                )
+
+    def state_of(self, name: str) -> ExecutionState | None:
+        """`DescribeExecution`, as late as the world's lag allows; None while it shows no execution."""
+        self._call("DescribeExecution", "DescribeExecution")
+        arn = execution_arn(self._arn, name)
+        described = self._world.described(arn)
+        if described is None:
+            return None
+        status, redrive_count = described
+        return ExecutionState(
+            status=status, redrive_count=redrive_count, input=self._world.executions[arn].input
+        )
+
+    def has_input(self, name: str, execution_input: str) -> bool:
+        """Whether the existing execution has this input (a lagging read is a `TransientError`)."""
+        self._call("DescribeExecution", "DescribeExecution")
+        arn = execution_arn(self._arn, name)
+        if self._world.described(arn) is None:
+            raise TransientError(f"DescribeExecution({name}) does not show the existing execution yet")
+        existing = self._world.executions[arn].input
+        if existing == execution_input:
+            return True
+        try:
+            return bool(json.loads(existing) == json.loads(execution_input))
+        except ValueError:
+            return False
+
+    def start(self, name: str, execution_input: str) -> str:
+        """`StartExecution`: a new execution, the same again (same name and input, RUNNING), or refused."""
+        self._call("StartExecution", "StartExecution", start=True)
+        problem = name_problem(name)
+        if problem is not None:
+            raise RejectedInputError(f"Step Functions rejected the start: InvalidName: {problem}")
+        if len(execution_input.encode()) > MAX_INPUT_BYTES:
+            raise RejectedInputError("Step Functions rejected the start: InvalidExecutionInput: too large")
+        arn = execution_arn(self._arn, name)
+        existing = self._world.executions.get(arn)
+        if existing is not None:
+            if existing.runs[-1].ended_at is None and existing.input == execution_input:
+                return arn
+            raise ExecutionExistsError(name)
+        self._world.started(arn, name, execution_input, by_dispatcher=True)
+        self._service.run_started(self._world.executions[arn])
+        return arn
+
+    def redrive(self, name: str, client_token: str) -> None:
+        """`RedriveExecution` by the project's one emulation; refused: `RejectedInputError`."""
+        self._call("RedriveExecution", "RedriveExecution", start=True)
+        world = self._world
+
+        def run_again(arn: str) -> None:
+            world.redrive(arn, by_dispatcher=True)
+            self._service.run_started(world.executions[arn])
+
+        arn = execution_arn(self._arn, name)
+        answer = world.redrives.redrive(arn, client_token, world.now, world.stopped, run_again)
+        if not answer.ok:
+            code, message = answer.document["__type"], answer.document["message"]
+            raise RejectedInputError(f"Step Functions refused the redrive: {code}: {message}")
