@@ -200,18 +200,6 @@ def test_invocation_is_one_tick_by_default(harness: Harness) -> None:
     assert (result["ticks"], result["started"], result["stopped"]) == (1, 1, "capacity")
 
 
-def test_loop_keeps_ticking_while_jobs_wait_for_slots(executing_harness: Harness) -> None:
-    """With LOOP_SECONDS, one invocation refills slots as executions end, until the queue drains."""
-    executing_harness.configure(1, loop_seconds=20)
-    for job in range(3):
-        executing_harness.send(json.dumps({"job": job}), group=f"g{job}")
-    result = executing_harness.tick(remaining_seconds=60)
-    assert result["started"] == 3
-    assert result["stopped"] == "drained"
-    assert result["ticks"] >= 4
-    assert executing_harness.queue_counts() == (0, 0)
-
-
 def test_round_forbidden_receive_mid_round_releases_what_it_holds(harness: Harness) -> None:
     """A later receive of a round denied: the error names it and the first receive's messages are released."""
     harness.configure(30)

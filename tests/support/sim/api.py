@@ -66,12 +66,20 @@ class Usage:
     throttles: Counter[str] = field(default_factory=Counter)
     units: Counter[str] = field(default_factory=Counter)
     """``WriteRequestUnits`` and ``ReadRequestUnits`` consumed on the state table."""
+    partition_units: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """The same, by (partition key, kind of unit): each partition has its own quota."""
+
+    def consume(self, partition: str, kind: str, units: float) -> None:
+        """Count units of the state table consumed on one partition."""
+        self.units[kind] += units
+        self.partition_units[(partition, kind)] += units
 
     def reset(self) -> None:
         """Forget what was counted (after a warm-up)."""
         self.calls.clear()
         self.throttles.clear()
         self.units.clear()
+        self.partition_units.clear()
 
 
 class Client:

@@ -87,12 +87,12 @@ class StateTable:
         """The sort keys, in order (a Query reads them in order)."""
         self._writes = LiveBucket.of(DYNAMODB_PARTITION_WRITES, scheduler.now)
         self._reads = LiveBucket.of(DYNAMODB_PARTITION_READS, scheduler.now)
-        self.lease = Lease(scheduler, usage)
+        self.lease = Lease(scheduler, usage, f"lease#{state_machine_arn}")
 
     def write(self, units: int, *, partial: bool = False) -> int:
         """Take write units of the partition now; how many were granted (all or none, unless ``partial``)."""
         granted = int(self._writes.take(self._scheduler.now, units, partial=partial))
-        self._usage.units["WriteRequestUnits"] += granted
+        self._usage.consume(self.partition, "WriteRequestUnits", granted)
         return granted
 
     def put(self, key: str, stored: Stored) -> None:
@@ -122,7 +122,7 @@ class StateTable:
         units = max(1, math.ceil(sum(stored.size for stored in page) / READ_UNIT_BYTES))
         if not self._reads.take(self._scheduler.now, units):
             return False
-        self._usage.units["ReadRequestUnits"] += units
+        self._usage.consume(self.partition, "ReadRequestUnits", units)
         return True
 
     def _drop_old(self) -> None:
@@ -219,9 +219,10 @@ class LeaseItem:
 class Lease:
     """The tick lease's item, on a partition of its own (1 write unit a call, whatever the condition says)."""
 
-    def __init__(self, scheduler: Scheduler, usage: Usage) -> None:
+    def __init__(self, scheduler: Scheduler, usage: Usage, partition_key: str) -> None:
         self._scheduler = scheduler
         self._usage = usage
+        self.partition = partition_key
         self._writes = LiveBucket.of(DYNAMODB_PARTITION_WRITES, scheduler.now)
         self.item: LeaseItem | None = None
 
@@ -229,7 +230,7 @@ class Lease:
         """One write unit of the lease's partition now."""
         if not self._writes.take(self._scheduler.now):
             return False
-        self._usage.units["WriteRequestUnits"] += 1
+        self._usage.consume(self.partition, "WriteRequestUnits", 1)
         return True
 
 

@@ -1,0 +1,262 @@
+"""At AWS's quotas, full scale: MAX 3,000, jobs of 5–15 s, a backlog that never drains, in the in-memory AWS.
+
+The unchanged tick service runs on the in-memory AWS (tests/support/sim) in virtual time,
+deployed as the template deploys it: the schedule every minute, refill on completion
+(an invocation per end event, delivered 0–1 s after the end), the template's settings,
+a warm container per concurrent invocation. Every call costs 20 ms and a token of its
+API's bucket, with the quotas of us-east-1 or of the other regions; botocore's standard
+retries. `ListExecutions` may omit a new execution for up to 1 s and keep an ended one
+for up to 5 s; `DescribeExecution` may miss a new one for up to 1 s. A producer keeps
+6,000 jobs waiting in 100 message groups. After a minute of warm-up, ten minutes are
+measured. Not simulated: the tick's own CPU time (durations are waiting time), Lambda's
+concurrency limit, and anyone else's calls on the account's quotas.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+from dispatcher.core import quotas
+from dispatcher.settings import Settings
+from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.function import MEMORY_MB, Function, counted_logs
+from tests.support.world import EventPlan, Lag
+
+MAX_CONCURRENCY = 3000
+SHORTEST, LONGEST = 5.0, 15.0
+GROUPS = 100
+WAITING = 6000
+WARM_UP_SECONDS = 60.0
+REGIONS = {"us-east-1": "us-east-1, us-west-2, eu-west-1", "eu-central-1": "every other region"}
+LAG = Lag(start=1.0, end=5.0, describe=1.0)
+EVENTS = EventPlan(enabled=True, delay=1.0)
+
+
+def template_settings(aws: InMemoryAws) -> Settings:
+    """The function's settings as the template sets them (refill on completion, the control parameter)."""
+    return Settings(
+        queue_url=aws.queue.url,
+        dead_letter_queue_url="dead-letters.fifo",
+        state_machine_arn=aws.state_machine_arn,
+        max_concurrency=MAX_CONCURRENCY,
+        state_table="state",
+        receive_wait_seconds=1,
+        time_margin_seconds=15,
+        start_concurrency=10,
+        list_reuse_seconds=1,
+        loop_seconds=0,
+        control_parameter="/dispatcher/control",
+    )
+
+
+def keep_backlog(aws: InMemoryAws, rng: random.Random, until: float) -> None:
+    """A producer that keeps ``WAITING`` jobs queued, checked every second."""
+    sequence = {"next": 0}
+
+    def top_up() -> None:
+        visible, _ = aws.queue.depth()
+        for _ in range(WAITING - visible):
+            job = sequence["next"]
+            sequence["next"] += 1
+            body = json.dumps({"job": job, "seconds": round(rng.uniform(SHORTEST, LONGEST), 3)})
+            aws.queue.send(body, f"g{job % GROUPS}")
+        if aws.scheduler.now + 1 < until:
+            aws.scheduler.call_at(aws.scheduler.now + 1, top_up)
+
+    top_up()
+
+
+def run(region: str, seconds: float = 600.0) -> dict[str, Any]:
+    """Warm up, then measure ``seconds`` of simulated time in ``region``; the figures."""
+    aws = InMemoryAws(region=region, lag=LAG, events=EVENTS, seed=7)
+    aws.world.max_concurrency = MAX_CONCURRENCY
+    began = aws.scheduler.now
+    end = began + WARM_UP_SECONDS + seconds
+    keep_backlog(aws, random.Random(7), end)
+    function = Function(aws, template_settings(aws))
+    function.schedule(60.0, until=end)
+    with counted_logs("INFO") as logs:
+        aws.scheduler.run_until(began + WARM_UP_SECONDS)
+        aws.usage.reset()
+        logged_before, invocations_before = logs.bytes, len(function.invocations)
+        measured_from = aws.scheduler.now
+        aws.scheduler.run_until(end)
+        logged = logs.bytes - logged_before
+    aws.scheduler.stop()
+    invocations = [run for run in function.invocations[invocations_before:] if run.began >= measured_from]
+    starts = [execution for execution in aws.started() if execution.started_at >= measured_from]
+    per_second = Counter(int(run.began - measured_from) for run in invocations)
+    reports = [run.report for run in invocations if run.report is not None]
+    return {
+        "region": region,
+        "seconds": seconds,
+        "starts": len(starts),
+        "calls": dict(aws.usage.calls),
+        "throttles": dict(aws.usage.throttles),
+        "units": dict(aws.usage.units),
+        "partitions": {
+            "recent starts and ends": {
+                kind: aws.usage.partition_units[(aws.table.partition, kind)]
+                for kind in ("WriteRequestUnits", "ReadRequestUnits")
+            },
+            "tick lease": {
+                "WriteRequestUnits": aws.usage.partition_units[
+                    (aws.table.lease.partition, "WriteRequestUnits")
+                ]
+            },
+        },
+        "invocations": len(invocations),
+        "busy": sum(report["stopped"] == "busy" for report in reports),
+        "schedule_invocations": sum(run.trigger == "schedule" for run in invocations),
+        "gb_seconds": sum(run.ended - run.began for run in invocations) * MEMORY_MB / 1024,
+        "traces": sum(min(1, count) + 0.05 * max(0, count - 1) for count in per_second.values()),
+        "log_bytes": logged,
+        "containers": function.containers,
+        "errors": [repr(error) for error in [*function.errors, *aws.scheduler.errors]][:5],
+        "violations": aws.world.violations[:5],
+        "quotas": {operation: bucket.refill for operation, bucket in quotas.step_functions(region).items()},
+    }
+
+
+# -- the report ---------------------------------------------------------------------------
+
+SQS_OPERATIONS = ("ReceiveMessage", "DeleteMessageBatch", "ChangeMessageVisibilityBatch", "SendMessage")
+DYNAMODB_OPERATIONS = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "Query")
+PLATFORM_LOG_BYTES = 330
+"""Lambda's own START, END and REPORT lines per invocation (an estimate: their text, with a trace id)."""
+
+
+def emf_bytes() -> tuple[int, int]:
+    """The size of the metrics one invocation logs (Powertools' EMF line): a busy one, and one that ticked."""
+    from dispatcher import handler  # noqa: PLC0415 — Powertools reads the environment at import
+    from dispatcher.core.control import Limits  # noqa: PLC0415
+    from dispatcher.tick.report import StopReason, TickReport  # noqa: PLC0415
+
+    limits = Limits(max_concurrency=MAX_CONCURRENCY, paused=False, source="/dispatcher/control")
+    sizes = []
+    for report in (
+        TickReport(stopped=StopReason.BUSY),
+        TickReport(stopped=StopReason.CAPACITY, running=MAX_CONCURRENCY, oldest_running_seconds=14.9),
+    ):
+        handler._emit(report, limits)  # the handler's own metrics
+        sizes.append(len(json.dumps(handler.metrics.serialize_metric_set())) + 1)
+        handler.metrics.clear_metrics()
+    return sizes[0], sizes[1]
+
+
+def bill(result: dict[str, Any]) -> list[tuple[str, float]]:
+    """The dispatcher's own AWS bill per million executions, line by line (prices: benchmarks/prices.py)."""
+    from benchmarks import prices  # noqa: PLC0415
+
+    busy_emf, tick_emf = emf_bytes()
+    invocations, busy = result["invocations"], result["busy"]
+    log_bytes = (
+        result["log_bytes"]
+        + busy * busy_emf
+        + (invocations - busy) * tick_emf
+        + invocations * PLATFORM_LOG_BYTES
+    )
+    calls, units = result["calls"], result["units"]
+    per_start = prices.PER_MILLION / max(1, result["starts"])
+    return [
+        ("Lambda requests", invocations * per_start * prices.LAMBDA_REQUEST),
+        (
+            "Lambda duration (256 MB, Arm; waiting time)",
+            result["gb_seconds"] * per_start * prices.LAMBDA_ARM_GB_SECOND,
+        ),
+        (
+            "SQS FIFO requests",
+            sum(calls.get(op, 0) for op in SQS_OPERATIONS) * per_start * prices.SQS_FIFO_REQUEST,
+        ),
+        ("DynamoDB write units", units.get("WriteRequestUnits", 0) * per_start * prices.DYNAMODB_WRITE_UNIT),
+        ("DynamoDB read units", units.get("ReadRequestUnits", 0) * per_start * prices.DYNAMODB_READ_UNIT),
+        ("X-Ray traces (default sampling)", result["traces"] * per_start * prices.XRAY_TRACE),
+        (
+            "CloudWatch Logs (INFO lines, EMF, Lambda's)",
+            log_bytes / 1e9 * per_start * prices.LOGS_INGESTED_GB,
+        ),
+        ("EventBridge Scheduler", result["schedule_invocations"] * per_start * prices.SCHEDULER_INVOCATION),
+    ]
+
+
+def lines(results: list[dict[str, Any]]) -> list[str]:
+    """The section's report: one column per set of quotas."""
+    from benchmarks import prices  # noqa: PLC0415
+
+    width = 26
+    write, read = "WriteRequestUnits", "ReadRequestUnits"
+    heads = [f"{result['region']} quotas" for result in results]
+    say = [
+        f"   {'':<44}" + "".join(f"{head:>{width}}" for head in heads),
+    ]
+
+    def row(label: str, cells: list[str]) -> None:
+        say.append(f"   {label:<44}" + "".join(f"{cell:>{width}}" for cell in cells))
+
+    def rate(result: dict[str, Any], count: float) -> float:
+        return count / result["seconds"]
+
+    row(
+        "sustained starts/s (of StartExecution's refill)",
+        [
+            f"{rate(r, r['starts']):.1f} of {r['quotas']['StartExecution']:.0f} "
+            f"({rate(r, r['starts']) / r['quotas']['StartExecution']:.0%})"
+            for r in results
+        ],
+    )
+    row(
+        "Lambda invocations/s (busy: found the lease held)",
+        [
+            f"{rate(r, r['invocations']):.1f} ({r['busy'] / max(1, r['invocations']):.0%} busy)"
+            for r in results
+        ],
+    )
+    row(
+        "DynamoDB write units per start",
+        [f"{r['units'].get('WriteRequestUnits', 0) / max(1, r['starts']):.2f}" for r in results],
+    )
+    say.append("   calls/s against each quota (throttled calls); DynamoDB's quota is per partition, in units")
+    operations = sorted({operation for r in results for operation in r["calls"]})
+    for operation in operations:
+        cells = []
+        for r in results:
+            quota = r["quotas"].get(operation)
+            if quota is None and operation in SQS_OPERATIONS:
+                quota = quotas.SQS_FIFO_CALLS_PER_ACTION.refill
+            if quota is None and operation == "GetParameter":
+                quota = quotas.SSM_GET_PARAMETER.refill
+            of = f" / {quota:.0f}" if quota is not None else ""
+            cells.append(
+                f"{rate(r, r['calls'].get(operation, 0)):.2f}{of} ({r['throttles'].get(operation, 0)})"
+            )
+        row(f"  {operation}", cells)
+    for name in results[0]["partitions"]:
+        for kind, quota in (
+            (write, quotas.DYNAMODB_PARTITION_WRITES),
+            (read, quotas.DYNAMODB_PARTITION_READS),
+        ):
+            if kind in results[0]["partitions"][name]:
+                label = f"  {'write' if kind == write else 'read'} units/s, {name}"
+                row(
+                    label,
+                    [f"{rate(r, r['partitions'][name][kind]):.0f} / {quota.refill:.0f}" for r in results],
+                )
+    say.append(
+        "   the dispatcher's bill per million executions (us-east-1 list prices, benchmarks/prices.py)"
+    )
+    bills = [bill(r) for r in results]
+    for index, (label, _) in enumerate(bills[0]):
+        row(f"  {label}", [f"${lines_[index][1]:.2f}" for lines_ in bills])
+    workflow = 2 * prices.STEP_FUNCTIONS_TRANSITION * prices.PER_MILLION
+    row("  total", [f"${sum(cost for _, cost in lines_):.2f}" for lines_ in bills])
+    row("  (a 2-transition STANDARD workflow itself)", [f"${workflow:.2f}" for _ in results])
+    problems = [
+        f"{r['region']}: {r['errors'] or ''} {r['violations'] or ''}"
+        for r in results
+        if r["errors"] or r["violations"]
+    ]
+    say += [f"   ! {problem}" for problem in problems]
+    return say
