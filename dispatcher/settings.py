@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError, problems
 
 MAX_START_CONCURRENCY = 32
 """Each concurrent start holds one HTTP connection; the clients' pools are sized to match."""
@@ -116,8 +116,4 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     try:
         return Settings.model_validate(found)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{variable('.'.join(str(part) for part in issue['loc']))}: {issue['msg']}"
-            for issue in error.errors()
-        )
-        raise ConfigurationError(f"invalid dispatcher environment: {problems}") from error
+        raise ConfigurationError(f"invalid dispatcher environment: {problems(error, variable)}") from error

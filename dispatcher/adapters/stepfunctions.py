@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,7 @@ from dispatcher.core.errors import (
     RejectedInputError,
     TransientError,
 )
-from dispatcher.core.executions import ExecutionState, execution_arn
+from dispatcher.core.executions import ExecutionState, execution_arn, same_input
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -131,15 +130,7 @@ class StateMachine:
             # consistent and hasn't caught up. Ask again on a later tick.
             return TransientError(f"DescribeExecution({name}) does not show the existing execution yet")
 
-        existing = self._describe(name, lagging).get("input")
-        if existing is None or existing == execution_input:
-            # Input is left out only when the caller may not see it; assume it matches
-            # rather than dead-letter a redelivered message.
-            return True
-        try:
-            return bool(json.loads(existing) == json.loads(execution_input))
-        except ValueError:
-            return False
+        return same_input(self._describe(name, lagging).get("input"), execution_input)
 
     def start(self, name: str, execution_input: str) -> str:
         """Start execution ``name`` with ``execution_input`` verbatim; return its ARN.

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError, problems
 
 CONTROL_MAX_AGE_SECONDS = 5
 """How long a read of the parameter is reused (Powertools' own default would be 300 s)."""
@@ -63,11 +63,8 @@ def parse_control(name: str, value: str) -> Control:
     try:
         return Control.model_validate(document)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or 'value'}: {issue['msg']}"
-            for issue in error.errors()
-        )
-        raise ConfigurationError(f"control parameter {name} is malformed: {problems}") from error
+        found = problems(error, lambda field: field or "value")
+        raise ConfigurationError(f"control parameter {name} is malformed: {found}") from error
 
 
 def combine(environment_max: int, control: Control | None, name: str | None) -> Limits:

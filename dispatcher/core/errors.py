@@ -6,6 +6,10 @@ decides on meaning (stop the tick, dead-letter, release) and never on strings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
 
 class DispatcherError(Exception):
     """Base class of the dispatcher's own errors."""
@@ -29,3 +33,10 @@ class ExecutionExistsError(DispatcherError):
 
 class NotYetError(DispatcherError):
     """What this message needs can't be told yet (a read lags): its group waits, the others go on."""
+
+
+def problems(error: ValidationError, name: Callable[[str], str] = str) -> str:
+    """A validation error in one line, ``field: what is wrong; …``, each field called by ``name``."""
+    return "; ".join(
+        f"{name('.'.join(str(part) for part in issue['loc']))}: {issue['msg']}" for issue in error.errors()
+    )

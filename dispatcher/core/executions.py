@@ -84,3 +84,17 @@ def name_problem(name: str) -> str | None:
         if unicodedata.category(character) == "Cc":
             return "execution name contains a control character"
     return None
+
+
+def same_input(existing: str | None, execution_input: str) -> bool:
+    """Whether an existing execution's input is this one: the same text, or the same JSON.
+
+    Step Functions leaves the input out (None) only when the caller may not see it: it is
+    taken as the same, rather than dead-letter a redelivered message as a name collision.
+    """
+    if existing is None or existing == execution_input:
+        return True
+    try:
+        return bool(json.loads(existing) == json.loads(execution_input))
+    except ValueError:
+        return False

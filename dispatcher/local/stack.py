@@ -142,6 +142,20 @@ class Stack:
         return {STACK_OUTPUTS[name]: value for name, value in values.items() if value}
 
 
+def _pk_sk_table(dynamodb: Any, name: str) -> str:
+    """An on-demand table keyed like the state table (``pk``, ``sk``, both strings); its name."""
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
 def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     prefix: str | None = None,
     *,
@@ -180,16 +194,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
             ),
         },
     )["QueueUrl"]
-    table = f"{prefix}-state"
-    dynamodb.create_table(
-        TableName=table,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table = _pk_sk_table(dynamodb, f"{prefix}-state")
     dynamodb.update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
     )
@@ -199,19 +204,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     )["QueueUrl"]
     downstream_table = ""
     if downstream:
-        downstream_table = f"{prefix}-downstream"
-        dynamodb.create_table(
-            TableName=downstream_table,
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        downstream_table = _pk_sk_table(dynamodb, f"{prefix}-downstream")
     state_machine_arn = stepfunctions.create_state_machine(
         name=f"{prefix}-workflow",
         definition=sample_workflow(wait_seconds, downstream_table or None),

@@ -10,12 +10,17 @@ call takes a token from its API's bucket (AWS's quotas for the region).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 
 from dispatcher.core.counting import LIST_PAGE_SIZE, RunningListing, counted_names
 from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TransientError
-from dispatcher.core.executions import MAX_INPUT_BYTES, ExecutionState, execution_arn, name_problem
+from dispatcher.core.executions import (
+    MAX_INPUT_BYTES,
+    ExecutionState,
+    execution_arn,
+    name_problem,
+    same_input,
+)
 from dispatcher.core.quotas import step_functions
 from tests.support.sim.api import Client, LiveBucket
 from tests.support.sim.scheduler import Scheduler
@@ -111,13 +116,7 @@ class ExecutionsView:
         arn = execution_arn(self._arn, name)
         if self._world.described(arn) is None:
             raise TransientError(f"DescribeExecution({name}) does not show the existing execution yet")
-        existing = self._world.executions[arn].input
-        if existing == execution_input:
-            return True
-        try:
-            return bool(json.loads(existing) == json.loads(execution_input))
-        except ValueError:
-            return False
+        return same_input(self._world.executions[arn].input, execution_input)
 
     def start(self, name: str, execution_input: str) -> str:
         """`StartExecution`: a new execution, the same again (same name and input, RUNNING), or refused."""
