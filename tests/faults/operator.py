@@ -20,7 +20,7 @@ from dispatcher import cli
 from dispatcher.adapters import held_queue
 from dispatcher.cli.config import Aws
 from dispatcher.local.account import ACCOUNT_ID, REGION
-from tests.faults.process import Crash, CrashPlan
+from tests.support.crashes import Crash, CrashPlan
 
 RERUN_CRASH_POINTS = (
     ("sqs.ReceiveMessage", "after"),

@@ -26,48 +26,10 @@ import botocore.retries.standard
 
 from dispatcher import handler
 from dispatcher.in_process import LocalContext
+from tests.support.crashes import Crash, CrashPlan
 from tests.support.world import World
 
 SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb", "ssm": "ssm"}
-CRASH_POINTS = (
-    ("sqs.ReceiveMessage", "after"),
-    ("dynamodb.BatchWriteItem:record", "after"),
-    ("states.StartExecution", "before"),
-    ("states.StartExecution", "after"),
-    ("sqs.SendMessage", "after"),
-    ("sqs.DeleteMessageBatch", "before"),
-    ("sqs.DeleteMessageBatch", "after"),
-    ("sqs.ChangeMessageVisibilityBatch", "after"),
-    ("dynamodb.Query", "after"),
-    ("states.DescribeExecution", "after"),
-    ("dynamodb.BatchWriteItem:forget", "after"),
-    ("dynamodb.PutItem:end", "after"),
-    ("dynamodb.PutItem:lease", "after"),
-    ("dynamodb.DeleteItem", "before"),
-    ("states.RedriveExecution", "before"),
-    ("states.RedriveExecution", "after"),
-)
-"""Where a tick can die: after receive, after recording a round's starts, around
-StartExecution (after the first of a round: the rest of the round unstarted), after
-dead-lettering, before and in the middle of deleting (the batch was applied, the
-answer never read), while releasing, while counting (forgetting ended starts), and
-after recording the end a status change event reported, and around a redrive."""
-
-
-class Crash(BaseException):
-    """The dispatcher process died (simulated). Not an Exception: nothing may catch it."""
-
-
-@dataclass(frozen=True)
-class CrashPlan:
-    """Die ``when`` ("before" or "after") the ``nth`` call of ``operation`` in a tick."""
-
-    operation: str
-    when: str
-    nth: int = 1
-
-    def __str__(self) -> str:
-        return f"{self.when} {self.operation} #{self.nth}"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable
 from tests.faults.operator import RERUN_CRASH_POINTS, expire_holds, run_rerun
-from tests.faults.process import CRASH_POINTS, CrashPlan, DispatcherProcess, on_virtual_time
+from tests.faults.process import DispatcherProcess, on_virtual_time
+from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import (
     REJECTED_INPUT_MARKER,
     VISIBILITY_TIMEOUT_SECONDS,

@@ -16,8 +16,8 @@ from dataclasses import replace
 
 import pytest
 
-from tests.faults.process import CRASH_POINTS, CrashPlan
 from tests.faults.scenario import Job, Scenario, ScenarioRun, run_scenario
+from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import FaultyAws
 from tests.support.world import EventPlan, FaultPlan, Lag
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from dispatcher.core.admission import DeadLetter
 from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TransientError
 from dispatcher.core.executions import execution_arn
 from tests.support.sim.api import LiveBucket
@@ -136,6 +137,26 @@ def test_fifo_messages_come_back_when_their_visibility_timeout_runs_out(aws: InM
 
     in_process(aws, body)
     assert counts == [1, 0, 1, 2]
+
+
+def test_the_dead_letter_queue_keeps_a_letter_sent_again_only_after_five_minutes(aws: InMemoryAws) -> None:
+    """FIFO deduplication by the source MessageId: again at 299 s is dropped, at 301 s stored (as on AWS)."""
+    aws.queue.send("{not json", "g")
+    ports = aws.ports(aws.clients())
+
+    def body() -> None:
+        [message] = ports.queue.receive(1)
+        letter = DeadLetter(message, "input is not valid JSON")
+        for pause in (0, 299, 2):
+            aws.scheduler.sleep(pause)
+            assert ports.dead_letters.send([letter]) == []
+
+    in_process(aws, body)
+    sent = [
+        (message.message_id, attributes["DispatchError"]["StringValue"])
+        for message, attributes in aws.dead_letters.letters
+    ]
+    assert sent == [("m-000000000", "input is not valid JSON")] * 2
 
 
 def test_start_execution_is_idempotent_only_while_running_with_the_same_input(aws: InMemoryAws) -> None:

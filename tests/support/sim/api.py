@@ -17,9 +17,11 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from dispatcher.core.errors import TransientError
+from dispatcher.core.errors import DispatcherError, TransientError
 from dispatcher.core.quotas import Bucket
+from tests.support.sim.faults import Faults, Process
 from tests.support.sim.scheduler import Scheduler
 
 LATENCY_SECONDS = 0.02
@@ -27,6 +29,8 @@ LATENCY_SECONDS = 0.02
 RETRY_QUOTA = 500
 RETRY_COST = 5
 BACKOFF_CAP_SECONDS = 20.0
+
+Result = TypeVar("Result")
 
 
 @dataclass
@@ -83,24 +87,60 @@ class Usage:
 
 
 class Client:
-    """One boto3 client of one container: its attempts and its retry quota."""
+    """One boto3 client of one container: its attempts, its retry quota, and its process (which may die)."""
 
-    def __init__(
-        self, scheduler: Scheduler, usage: Usage, rng: random.Random, *, max_attempts: int, latency: float
+    def __init__(  # noqa: PLR0913 — what one client is made of
+        self,
+        scheduler: Scheduler,
+        usage: Usage,
+        rng: random.Random,
+        *,
+        service: str,
+        max_attempts: int,
+        latency: float,
+        process: Process,
+        faults: Faults,
     ) -> None:
         self._scheduler = scheduler
         self._usage = usage
         self._rng = rng
+        self._service = service
         self._max_attempts = max_attempts
         self._latency = latency
+        self._process = process
+        self._faults = faults
         self._quota = RETRY_QUOTA
 
-    def call(self, operation: str, action: str, admit: Callable[[], bool]) -> None:
-        """Make one API call; ``admit`` says whether AWS serves it now (else: a throttle)."""
+    def call(
+        self,
+        operation: str,
+        action: str,
+        admit: Callable[[], bool],
+        effect: Callable[[], Result] = lambda: None,  # type: ignore[assignment,return-value]
+        *,
+        role: str | None = None,
+    ) -> Result:
+        """One API call: ``admit``: whether AWS serves it now (else, a throttle); ``effect``: what AWS does.
+
+        ``role``: what a call is for, where one operation serves two (the crash points' names).
+        A crash after the call comes once its effect is done, as when a response is lost.
+        """
+        step = f"{self._service}.{operation}" + (f":{role}" if role else "")
+        nth = self._process.before(step)
+        try:
+            self._attempts(operation, action, admit)
+            result = effect()
+        except DispatcherError:
+            self._process.after(step, nth)  # botocore's after-call comes for an error answer too
+            raise
+        self._process.after(step, nth)
+        return result
+
+    def _attempts(self, operation: str, action: str, admit: Callable[[], bool]) -> None:
         for attempt in range(1, self._max_attempts + 1):
             self._scheduler.sleep(self._latency)
             self._usage.calls[operation] += 1
-            if admit():
+            if not self._faults.throttled(operation) and admit():
                 self._quota = min(RETRY_QUOTA, self._quota + (1 if attempt == 1 else RETRY_COST))
                 return
             self._usage.throttles[operation] += 1

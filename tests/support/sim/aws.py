@@ -18,6 +18,7 @@ from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
 from dispatcher.tick.ports import Ports
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
 from tests.support.sim.dynamodb import LeaseView, StateStoreView, StateTable
+from tests.support.sim.faults import Faults, Process
 from tests.support.sim.scheduler import Scheduler
 from tests.support.sim.sqs import DeadLetterBox, DeadLettersView, FifoQueue, JobQueueView
 from tests.support.sim.stepfunctions import ExecutionsView, StepFunctions
@@ -42,6 +43,8 @@ class Clients:
     sqs: Client
     dynamodb: Client
     ssm: Client
+    process: Process
+    """The container's process, which all its clients share (a crash kills them all)."""
 
 
 class InMemoryAws:
@@ -77,21 +80,38 @@ class InMemoryAws:
         self.subscribers: list[Callable[[dict[str, Any]], None]] = []
         """Each delivered status change event goes to each of these (the refill rule's target)."""
         self._rng = random.Random(f"{seed}:retries")
+        self.faults = Faults(random.Random(f"{seed}:faults"))
+        """Faults injected into the dispatcher's calls (none unless a test plans some)."""
 
-    def clients(self) -> Clients:
-        """A container's clients, each with botocore's attempts and its own retry quota."""
+    def clients(self, process: Process | None = None) -> Clients:
+        """A container's clients, each with botocore's attempts and its own retry quota, and one process."""
+        process = process or Process()
 
-        def client(attempts: int) -> Client:
-            return Client(self.scheduler, self.usage, self._rng, max_attempts=attempts, latency=self.latency)
+        def client(service: str, attempts: int = ATTEMPTS) -> Client:
+            return Client(
+                self.scheduler,
+                self.usage,
+                self._rng,
+                service=service,
+                max_attempts=attempts,
+                latency=self.latency,
+                process=process,
+                faults=self.faults,
+            )
 
         return Clients(
-            client(ATTEMPTS), client(START_ATTEMPTS), client(ATTEMPTS), client(ATTEMPTS), client(ATTEMPTS)
+            stepfunctions=client("states"),
+            starts=client("states", START_ATTEMPTS),
+            sqs=client("sqs"),
+            dynamodb=client("dynamodb"),
+            ssm=client("ssm"),
+            process=process,
         )
 
     def ports(self, clients: Clients, *, wait_seconds: int = 0) -> Ports:
         """The tick's ports on one container's clients."""
         return Ports(
-            queue=JobQueueView(self.queue, clients.sqs, self.scheduler, wait_seconds),
+            queue=JobQueueView(self.queue, clients.sqs, self.scheduler, wait_seconds, self.faults),
             dead_letters=DeadLettersView(self.dead_letters, clients.sqs),
             state_machine=ExecutionsView(
                 self.stepfunctions, self.state_machine_arn, clients.stepfunctions, clients.starts

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,10 +160,15 @@ class StateStoreView:
                 written["count"] += 1
             return written["count"] > 0
 
-        self._client.call("BatchWriteItem", f"BatchWriteItem on state table {self._table.partition}", admit)
-        for record, item in list(zip(records, items, strict=True))[: written["count"]]:
-            self._table.put(record.sort_key, Stored(item, record, resolved=resolved))
-        return list(records[written["count"] :])
+        def write() -> list[RecordedStart]:
+            for record, item in list(zip(records, items, strict=True))[: written["count"]]:
+                self._table.put(record.sort_key, Stored(item, record, resolved=resolved))
+            return list(records[written["count"] :])
+
+        action = f"BatchWriteItem on state table {self._table.partition}"
+        return self._client.call(
+            "BatchWriteItem", action, admit, write, role="forget" if resolved else "record"
+        )
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
         """Write starts (≤ 25) before they happen; those left unprocessed."""
@@ -173,9 +178,12 @@ class StateStoreView:
         """`PutItem` of an end an event reported."""
         item = ended_item(self._table.partition, ended, now)
         self._client.call(
-            "PutItem", "PutItem on state table", lambda: self._table.write(write_units(item)) > 0
+            "PutItem",
+            "PutItem on state table",
+            lambda: self._table.write(write_units(item)) > 0,
+            lambda: self._table.put(item["sk"]["S"], Stored(item, ended)),
+            role="end",
         )
-        self._table.put(item["sk"]["S"], Stored(item, ended))
 
     def window(self, oldest: float) -> StateWindow:
         """`Query` of the starts and ends written since ``oldest``, page by page."""
@@ -241,42 +249,60 @@ class LeaseView:
         self._lease = lease
         self._client = client
 
-    def _call(self, operation: str) -> None:
-        self._client.call(operation, f"{operation} on state table (tick lease)", self._lease.admit)
+    def _call(self, operation: str, effect: Callable[[], bool], role: str | None = None) -> bool:
+        action = f"{operation} on state table (tick lease)"
+        return self._client.call(operation, action, self._lease.admit, effect, role=role)
 
     def acquire(self, owner: str, now: float, held_until: float) -> bool:
         """Conditional `PutItem`: free, expired, or already ours."""
-        self._call("PutItem")
-        item = self._lease.item
-        if item is not None and item.held_until >= now and item.owner != owner:
-            return False
-        self._lease.item = LeaseItem(owner, held_until)
-        return True
+
+        def put() -> bool:
+            item = self._lease.item
+            if item is not None and item.held_until >= now and item.owner != owner:
+                return False
+            self._lease.item = LeaseItem(owner, held_until)
+            return True
+
+        return self._call("PutItem", put, role="lease")
 
     def ask_again(self, owner: str, now: float) -> bool:
         """Conditional `UpdateItem`: a live holder other than us is asked for one more tick."""
-        self._call("UpdateItem")
-        item = self._lease.item
-        if item is None or item.held_until < now or item.owner == owner:
-            return False
-        item.again = True
-        return True
+
+        def update() -> bool:
+            item = self._lease.item
+            if item is None or item.held_until < now or item.owner == owner:
+                return False
+            item.again = True
+            return True
+
+        return self._call("UpdateItem", update)
 
     def release(self, owner: str) -> bool:
         """Conditional `DeleteItem` unless another tick was asked for; then `UpdateItem` takes the request."""
-        self._call("DeleteItem")
-        item = self._lease.item
-        if item is not None and item.owner == owner and not item.again:
-            self._lease.item = None
+
+        def delete() -> bool:
+            item = self._lease.item
+            if item is not None and item.owner == owner and not item.again:
+                self._lease.item = None
+                return True
+            return False
+
+        def take_request() -> bool:
+            item = self._lease.item
+            if item is None or item.owner != owner:
+                return False
+            item.again = False
             return True
-        self._call("UpdateItem")
-        if item is None or item.owner != owner:
-            return True
-        item.again = False
-        return False
+
+        return self._call("DeleteItem", delete) or not self._call("UpdateItem", take_request)
 
     def let_go(self, owner: str) -> None:
         """Conditional `DeleteItem`: ours, whatever was asked."""
-        self._call("DeleteItem")
-        if self._lease.item is not None and self._lease.item.owner == owner:
-            self._lease.item = None
+
+        def delete() -> bool:
+            if self._lease.item is not None and self._lease.item.owner == owner:
+                self._lease.item = None
+                return True
+            return False
+
+        self._call("DeleteItem", delete)

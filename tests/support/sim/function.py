@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.warm import WarmState
+from tests.support.crashes import Crash, CrashPlan
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import Clients, InMemoryAws
 from tests.support.sim.scheduler import SimPool
@@ -47,13 +49,14 @@ class Container:
 
 @dataclass(frozen=True)
 class Invocation:
-    """One invocation: when it ran, what triggered it, what it reported (None: it raised)."""
+    """One invocation: when it ran, what triggered it, what it reported (None: it raised, or died)."""
 
     began: float
     ended: float
     trigger: str
     cold: bool
     report: dict[str, Any] | None
+    crashed: bool = False
 
 
 class Function:
@@ -67,6 +70,8 @@ class Function:
         self.errors: list[BaseException] = []
         self.containers = 0
         self._ssm = LiveBucket.of(SSM_GET_PARAMETER, aws.scheduler.now)
+        self.crash_plan: Callable[[str], CrashPlan | None] = lambda trigger: None
+        """Where the invocation a trigger ("schedule" or "event") starts dies, if anywhere."""
         if refill:
             pattern = refill_pattern(settings.state_machine_arn)
             aws.subscribers.append(lambda event: self.invoke(event) if matches(pattern, event) else None)
@@ -94,6 +99,8 @@ class Function:
         began = scheduler.now
         deadline = began + TIMEOUT_SECONDS
         report: dict[str, Any] | None = None
+        process = container.clients.process
+        process.plan, process.seen = self.crash_plan(trigger), Counter()
         try:
             self._read_control(container)
             limits = combine(self.settings.max_concurrency, None, self.settings.control_parameter)
@@ -106,11 +113,13 @@ class Function:
             ports = self._aws.ports(container.clients, wait_seconds=self.settings.receive_wait_seconds)
             dispatcher = Dispatcher(policy(self.settings, limits), ports, runtime, container.warm)
             report = dispatcher.run(ended_execution(event, self.settings.state_machine_arn)).as_dict()
+        except Crash:  # the process died: its container is gone, the next invocation is a cold start
+            self.invocations.append(Invocation(began, scheduler.now, trigger, cold, None, crashed=True))
+            return
         except Exception as error:  # Lambda records a function error; the next invocation comes anyway
             self.errors.append(error)
-        finally:
-            self.invocations.append(Invocation(began, scheduler.now, trigger, cold, report))
-            self._idle.append(container)
+        self.invocations.append(Invocation(began, scheduler.now, trigger, cold, report))
+        self._idle.append(container)
 
     def _new_container(self) -> Container:
         self.containers += 1

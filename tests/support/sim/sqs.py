@@ -6,8 +6,10 @@ changes who gets which message, not how many); the messages it hands out are hid
 the visibility timeout, and their groups are blocked until each is deleted, released or
 seen again. Each action of a queue has AWS's FIFO quota of 300 calls a second. A long
 poll that finds nothing waits its whole wait (AWS would answer as soon as a message
-came). Not modelled: the redrive policy's maxReceiveCount, message retention, the 5-minute
-deduplication window (every message sent here is new).
+came). The dead-letter queue keeps FIFO's 5-minute deduplication window (the dispatcher
+sends each letter under its source MessageId, so a letter sent again after a crash is
+stored once). Not modelled: the redrive policy's maxReceiveCount, message retention, the
+job queue's deduplication window (every message a producer sends here is new).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.messages import EXECUTION_NAME_ATTRIBUTE, QueuedMessage, dead_letter_attributes
 from dispatcher.core.quotas import SQS_FIFO_CALLS_PER_ACTION
 from tests.support.sim.api import Client, LiveBucket
+from tests.support.sim.faults import Faults
 from tests.support.sim.scheduler import Scheduler
 
 VISIBILITY_TIMEOUT_SECONDS = 120.0
+DEDUPLICATION_WINDOW_SECONDS = 300.0
 """The template's job queue."""
 
 
@@ -69,12 +73,21 @@ class FifoQueue:
 
     # -- the producers' side (not the dispatcher's calls) ------------------------------
 
-    def send(self, body: str, group: str, name: str | None = None) -> Message:
-        """Enqueue one job, as a producer does."""
+    def send(
+        self,
+        body: str,
+        group: str,
+        name: str | None = None,
+        attributes: dict[str, dict[str, str]] | None = None,
+    ) -> Message:
+        """Enqueue one job, as a producer does (``attributes``: its message attributes, else the name's)."""
         sequence = next(self._sequence)
-        attributes = (
-            {} if name is None else {EXECUTION_NAME_ATTRIBUTE: {"DataType": "String", "StringValue": name}}
-        )
+        if attributes is None:
+            attributes = (
+                {}
+                if name is None
+                else {EXECUTION_NAME_ATTRIBUTE: {"DataType": "String", "StringValue": name}}
+            )
         message = Message(sequence, f"m-{sequence:09d}", body, group, self._scheduler.now, attributes)
         self.sent.append(message)
         self._enqueue(message)
@@ -186,20 +199,30 @@ def _queued(message: Message) -> QueuedMessage:
 class JobQueueView:
     """The `JobQueue` port on one container's SQS client."""
 
-    def __init__(self, queue: FifoQueue, client: Client, scheduler: Scheduler, wait_seconds: int) -> None:
+    def __init__(
+        self, queue: FifoQueue, client: Client, scheduler: Scheduler, wait_seconds: int, faults: Faults
+    ) -> None:
         self._queue = queue
         self._client = client
         self._scheduler = scheduler
         self._wait_seconds = wait_seconds
+        self._faults = faults
 
     def receive(self, count: int, *, wait: bool = True) -> list[QueuedMessage]:
         """``ReceiveMessage``: up to ``count`` messages; a long poll waits when there are none."""
-        self._client.call("ReceiveMessage", "ReceiveMessage", lambda: self._queue.admit("ReceiveMessage"))
-        messages = self._queue.hand_out(count)
-        if not messages and wait and self._wait_seconds:
-            self._scheduler.sleep(self._wait_seconds)
+
+        def hand_out() -> list[Message]:
             messages = self._queue.hand_out(count)
-        return [_queued(message) for message in messages]
+            if not messages and wait and self._wait_seconds:
+                self._scheduler.sleep(self._wait_seconds)
+                messages = self._queue.hand_out(count)
+            return messages
+
+        admit = lambda: self._queue.admit("ReceiveMessage")  # noqa: E731 — a call's quota
+        return [
+            _queued(message)
+            for message in self._client.call("ReceiveMessage", "ReceiveMessage", admit, hand_out)
+        ]
 
     def delete(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
         """``DeleteMessageBatch`` in chunks of 10; the messages not deleted."""
@@ -214,14 +237,21 @@ class JobQueueView:
     ) -> list[QueuedMessage]:
         failed: list[QueuedMessage] = []
         for chunk in chunks(messages, SQS_BATCH_LIMIT):
+
+            def settle(chunk: Sequence[QueuedMessage] = chunk) -> list[QueuedMessage]:
+                return [
+                    message
+                    for message in chunk
+                    if (delete and self._faults.delete_fails())
+                    or not self._queue.settle(message.receipt_handle, delete=delete)
+                ]
+
             try:
-                self._client.call(action, f"{action} on {self._queue.url}", lambda: self._queue.admit(action))
+                failed += self._client.call(
+                    action, f"{action} on {self._queue.url}", lambda: self._queue.admit(action), settle
+                )
             except TransientError:  # as the adapter: a chunk that fails comes back by itself
                 failed.extend(chunk)
-                continue
-            failed += [
-                message for message in chunk if not self._queue.settle(message.receipt_handle, delete=delete)
-            ]
         return failed
 
 
@@ -232,10 +262,21 @@ class DeadLetterBox:
         self._scheduler = scheduler
         self._bucket = LiveBucket.of(SQS_FIFO_CALLS_PER_ACTION, scheduler.now)
         self.letters: list[tuple[QueuedMessage, dict[str, dict[str, str]]]] = []
+        self._deduplicated: dict[str, float] = {}
+        """Deduplication id → when it was first sent."""
 
     def admit(self) -> bool:
         """Whether a `SendMessage` to this queue is within its quota now."""
         return self._bucket.take(self._scheduler.now) > 0
+
+    def store(self, message: QueuedMessage, attributes: dict[str, dict[str, str]]) -> None:
+        """Keep a letter sent under the source MessageId, unless that id was sent within 5 minutes."""
+        now = self._scheduler.now
+        first = self._deduplicated.get(message.message_id)
+        if first is not None and now - first < DEDUPLICATION_WINDOW_SECONDS:
+            return
+        self._deduplicated[message.message_id] = now
+        self.letters.append((message, attributes))
 
 
 class DeadLettersView:
@@ -249,11 +290,15 @@ class DeadLettersView:
         """Copy each message with its `DispatchError`; those not sent (they are released)."""
         failed = []
         for letter in dead_letters:
+
+            def store(letter: DeadLetter = letter) -> None:
+                attributes = dead_letter_attributes(letter.message.attributes, letter.reason)
+                self._box.store(letter.message, attributes)
+
             try:
-                self._client.call("SendMessage", "SendMessage to the dead-letter queue", self._box.admit)
+                self._client.call(
+                    "SendMessage", "SendMessage to the dead-letter queue", self._box.admit, store
+                )
             except TransientError:
                 failed.append(letter)
-                continue
-            attributes = dead_letter_attributes(letter.message.attributes, letter.reason)
-            self._box.letters.append((letter.message, attributes))
         return failed

@@ -11,6 +11,7 @@ call takes a token from its API's bucket (AWS's quotas for the region).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from dispatcher.core.counting import LIST_PAGE_SIZE, RunningListing, counted_names
 from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TransientError
@@ -25,6 +26,8 @@ from dispatcher.core.quotas import step_functions
 from tests.support.sim.api import Client, LiveBucket
 from tests.support.sim.scheduler import Scheduler
 from tests.support.world import Execution, World
+
+Result = TypeVar("Result")
 
 
 class StepFunctions:
@@ -68,13 +71,15 @@ class ExecutionsView:
         """The state machine's ARN."""
         return self._arn
 
-    def _call(self, operation: str, action: str, *, start: bool = False) -> None:
+    def _call(
+        self, operation: str, action: str, effect: Callable[[], Result], *, start: bool = False
+    ) -> Result:
         client = self._start_client if start else self._client
-        client.call(operation, action, lambda: self._service.admit(operation))
+        return client.call(operation, action, lambda: self._service.admit(operation), effect)
 
     def ensure_standard(self) -> None:
         """`DescribeStateMachine`: it is STANDARD."""
-        self._call("DescribeStateMachine", f"DescribeStateMachine({self._arn})")
+        self._call("DescribeStateMachine", f"DescribeStateMachine({self._arn})", lambda: None)
 
     def list_running(
         self, max_concurrency: int | None, ends: Mapping[str, float], listed_at: float
@@ -84,13 +89,18 @@ class ExecutionsView:
         oldest: float | None = None
         offset = 0
         while True:
-            self._call("ListExecutions", "ListExecutions")
-            listed = [item for item in self._world.listed_running() if item[0].arn.startswith(self._prefix)]
-            for execution, redriven_at in listed[offset : offset + LIST_PAGE_SIZE]:
+
+            def page(offset: int = offset) -> tuple[list[tuple[Execution, float | None]], bool]:
+                listed = [
+                    item for item in self._world.listed_running() if item[0].arn.startswith(self._prefix)
+                ]
+                return listed[offset : offset + LIST_PAGE_SIZE], offset + LIST_PAGE_SIZE >= len(listed)
+
+            items, complete = self._call("ListExecutions", "ListExecutions", page)
+            for execution, redriven_at in items:
                 executions[execution.name] = redriven_at
                 oldest = execution.started_at if oldest is None else min(oldest, execution.started_at)
             offset += LIST_PAGE_SIZE
-            complete = offset >= len(listed)
             if complete or (
                 max_concurrency is not None and len(counted_names(executions, ends)) >= max_concurrency
             ):
@@ -100,53 +110,67 @@ class ExecutionsView:
 
     def state_of(self, name: str) -> ExecutionState | None:
         """`DescribeExecution`, as late as the world's lag allows; None while it shows no execution."""
-        self._call("DescribeExecution", "DescribeExecution")
         arn = execution_arn(self._arn, name)
-        described = self._world.described(arn)
-        if described is None:
-            return None
-        status, redrive_count = described
-        return ExecutionState(
-            status=status, redrive_count=redrive_count, input=self._world.executions[arn].input
-        )
+
+        def describe() -> ExecutionState | None:
+            described = self._world.described(arn)
+            if described is None:
+                return None
+            status, redrive_count = described
+            return ExecutionState(
+                status=status, redrive_count=redrive_count, input=self._world.executions[arn].input
+            )
+
+        return self._call("DescribeExecution", "DescribeExecution", describe)
 
     def has_input(self, name: str, execution_input: str) -> bool:
         """Whether the existing execution has this input (a lagging read is a `TransientError`)."""
-        self._call("DescribeExecution", "DescribeExecution")
         arn = execution_arn(self._arn, name)
-        if self._world.described(arn) is None:
-            raise TransientError(f"DescribeExecution({name}) does not show the existing execution yet")
-        return same_input(self._world.executions[arn].input, execution_input)
+
+        def compare() -> bool:
+            if self._world.described(arn) is None:
+                raise TransientError(f"DescribeExecution({name}) does not show the existing execution yet")
+            return same_input(self._world.executions[arn].input, execution_input)
+
+        return self._call("DescribeExecution", "DescribeExecution", compare)
 
     def start(self, name: str, execution_input: str) -> str:
         """`StartExecution`: a new execution, the same again (same name and input, RUNNING), or refused."""
-        self._call("StartExecution", "StartExecution", start=True)
-        problem = name_problem(name)
-        if problem is not None:
-            raise RejectedInputError(f"Step Functions rejected the start: InvalidName: {problem}")
-        if len(execution_input.encode()) > MAX_INPUT_BYTES:
-            raise RejectedInputError("Step Functions rejected the start: InvalidExecutionInput: too large")
-        arn = execution_arn(self._arn, name)
-        existing = self._world.executions.get(arn)
-        if existing is not None:
-            if existing.runs[-1].ended_at is None and existing.input == execution_input:
-                return arn
-            raise ExecutionExistsError(name)
-        self._world.started(arn, name, execution_input, by_dispatcher=True)
-        self._service.run_started(self._world.executions[arn])
-        return arn
+
+        def start() -> str:
+            problem = name_problem(name)
+            if problem is not None:
+                raise RejectedInputError(f"Step Functions rejected the start: InvalidName: {problem}")
+            if len(execution_input.encode()) > MAX_INPUT_BYTES:
+                raise RejectedInputError(
+                    "Step Functions rejected the start: InvalidExecutionInput: too large"
+                )
+            arn = execution_arn(self._arn, name)
+            existing = self._world.executions.get(arn)
+            if existing is not None:
+                if existing.runs[-1].ended_at is None and existing.input == execution_input:
+                    return arn
+                raise ExecutionExistsError(name)
+            self._world.started(arn, name, execution_input, by_dispatcher=True)
+            self._service.run_started(self._world.executions[arn])
+            return arn
+
+        return self._call("StartExecution", "StartExecution", start, start=True)
 
     def redrive(self, name: str, client_token: str) -> None:
         """`RedriveExecution` by the project's one emulation; refused: `RejectedInputError`."""
-        self._call("RedriveExecution", "RedriveExecution", start=True)
         world = self._world
 
         def run_again(arn: str) -> None:
             world.redrive(arn, by_dispatcher=True)
             self._service.run_started(world.executions[arn])
 
-        arn = execution_arn(self._arn, name)
-        answer = world.redrives.redrive(arn, client_token, world.now, world.stopped, run_again)
-        if not answer.ok:
-            code, message = answer.document["__type"], answer.document["message"]
-            raise RejectedInputError(f"Step Functions refused the redrive: {code}: {message}")
+        def redrive() -> None:
+            answer = world.redrives.redrive(
+                execution_arn(self._arn, name), client_token, world.now, world.stopped, run_again
+            )
+            if not answer.ok:
+                code, message = answer.document["__type"], answer.document["message"]
+                raise RejectedInputError(f"Step Functions refused the redrive: {code}: {message}")
+
+        self._call("RedriveExecution", "RedriveExecution", redrive, start=True)
