@@ -15,9 +15,9 @@ from typing import Any
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.stack import Stack
+from tests.faults.crash_course import crash_course
 from tests.faults.process import Call
 from tests.faults.scenario import Scenario, run_scenario
-from tests.faults.test_properties import crash_course
 from tests.infra.template import function_statements
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import FaultyAws
