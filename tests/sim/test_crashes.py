@@ -201,5 +201,6 @@ def test_a_crash_at_each_step_loses_nothing_and_starts_nothing_twice(point: tupl
     course.run()
     crashes = sum(invocation.crashed for invocation in course.function.invocations)
     assert crashes >= 1, f"the crash point {point} was never reached"
+    assert course.aws.faults.injected["throttle StartExecution"] > 0, "no start was throttled, none released"
     assert course.aws.scheduler.errors == course.function.errors == []
     assert course.violations == [], course.scenario.describe()
