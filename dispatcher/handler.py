@@ -17,7 +17,7 @@ from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.control import Limits, combine
 from dispatcher.core.errors import ConfigurationError, TransientError
-from dispatcher.core.events import describe_trigger, ended_execution
+from dispatcher.core.events import EndNews, describe_trigger, end_news
 from dispatcher.settings import Settings, load_settings
 from dispatcher.telemetry import capture_lambda_handler, logger, metrics
 from dispatcher.tick.pool import thread_pool
@@ -111,15 +111,28 @@ def _emit(report: TickReport, limits: Limits) -> None:
     metrics.add_metric(name="DeleteFailures", unit=MetricUnit.Count, value=report.delete_failures)
 
 
+def _log_skipped(news: EndNews) -> None:
+    """Name each record of a batch that reports no end; it never fails the batch."""
+    for record in news.skipped:
+        logger.warning(
+            "skipped a record that is not an end of this state machine",
+            extra={"message_id": record.message_id, "reason": record.reason},
+        )
+    if news.records is not None:
+        metrics.add_metric(name="EndEvents", unit=MetricUnit.Count, value=len(news.ended))
+        metrics.add_metric(name="SkippedEventRecords", unit=MetricUnit.Count, value=len(news.skipped))
+
+
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 @capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    """Run one tick, whatever invoked it (schedule, Scheduler, manual, status change)."""
+    """Run one tick, whatever invoked it (schedule, Scheduler, manual, a status change, a batch of them)."""
     logger.info("tick", extra={"trigger": describe_trigger(event)})
     try:
         settings = load_settings()
-        ended = ended_execution(event, settings.state_machine_arn)
+        news = end_news(event, settings.state_machine_arn)
+        _log_skipped(news)
         try:
             limits = read_limits(settings)
         except TransientError as error:
@@ -127,7 +140,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             logger.warning("could not read the control parameter", extra={"reason": str(error)})
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
             return TickReport(stopped=StopReason.THROTTLED).as_dict()
-        report = build_dispatcher(settings, limits, context).run(ended)
+        report = build_dispatcher(settings, limits, context).run(news.ended)
     except ConfigurationError:
         # Raised on purpose: Lambda records an error, and this metric can alarm.
         metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)

@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
-from dispatcher.core.counting import RecordedStart, StateWindow
+from dispatcher.core.counting import RecordedStart, StateWindow, latest_ends
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 
@@ -161,10 +161,27 @@ class StateTable:
         }
         return [record for record in records if record.sort_key in unprocessed]
 
-    def note_ended(self, ended: EndedExecution, now: float) -> None:
-        """Remember for the review window that a status change event said ``ended`` ended."""
-        with translated(f"PutItem on state table {self.table}"):
-            self._client.put_item(TableName=self.table, Item=ended_item(self._partition, ended, now))
+    def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
+        """Remember for the review window the ends status change events reported; how many were left.
+
+        A name reported more than once is written once, with its latest stop; 25 ends a
+        `BatchWriteItem`. Best effort: an end left unwritten only means that later ticks
+        count the execution until the list stops showing it, which is safe.
+        """
+        left = 0
+        latest = [EndedExecution(name=name, stopped_at=at) for name, at in latest_ends(ended).items()]
+        for chunk in chunks(latest, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"PutRequest": {"Item": ended_item(self._partition, end, now)}} for end in chunk
+            ]
+            try:
+                with translated(f"BatchWriteItem on state table {self.table}"):
+                    response = self._client.batch_write_item(RequestItems={self.table: requests})
+            except TransientError:
+                left += len(chunk)
+                continue
+            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
+        return left
 
     def window(self, oldest: float) -> StateWindow:
         """Starts and ends written at or after ``oldest``, read strongly consistently."""

@@ -7,6 +7,8 @@ two to each other.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +19,8 @@ from dispatcher.core.executions import CLOSED_ORDER, CLOSED_STATUSES, REDRIVABLE
 STATUS_CHANGE = "Step Functions Execution Status Change"
 """The event's ``detail-type``."""
 EVENT_SOURCE = "aws.states"
+SQS_EVENT_SOURCE = "aws:sqs"
+"""The ``eventSource`` of each record an SQS event source mapping delivers."""
 
 
 class EndedExecution(BaseModel):
@@ -58,26 +62,96 @@ def ended_execution(event: object, state_machine_arn: str) -> EndedExecution | N
     stop time is ``detail.stopDate``, else the event's ``time``; an event with neither is
     ignored, because without it a redrive after the stop could not be told apart.
     """
+    read = _read_end(event, state_machine_arn)
+    return read if isinstance(read, EndedExecution) else None
+
+
+def _read_end(event: object, state_machine_arn: str) -> EndedExecution | str:
+    """The end an event reports, or why it reports none."""
     try:
         change = StatusChangeEvent.model_validate(event)
     except ValidationError:
-        return None
+        return "not a status change event"
     detail = change.detail
-    if detail.state_machine_arn != state_machine_arn or detail.status not in CLOSED_STATUSES:
-        return None
+    if detail.state_machine_arn != state_machine_arn:
+        return f"a status change of another state machine ({detail.state_machine_arn})"
+    if detail.status not in CLOSED_STATUSES:
+        return f"status {detail.status} is not an end"
     if name_problem(detail.name) is not None:
-        return None
+        return f"invalid execution name {detail.name!r}"
     if detail.stop_date is not None:
         stopped_at = detail.stop_date / 1000
     elif change.time is not None:
         stopped_at = change.time.timestamp()
     else:
-        return None
+        return "neither detail.stopDate nor time says when it ended"
     return EndedExecution(name=detail.name, stopped_at=stopped_at)
+
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A record of an SQS batch that reports no end of the state machine: logged, never failed."""
+
+    message_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class EndNews:
+    """What one invocation's event says has ended."""
+
+    ended: tuple[EndedExecution, ...] = ()
+    skipped: tuple[SkippedRecord, ...] = ()
+    records: int | None = None
+    """The SQS batch's size; None when the event is not an SQS batch."""
+
+
+def is_sqs_batch(event: object) -> bool:
+    """Whether an SQS event source mapping delivered the event (`Records[]` from ``aws:sqs``)."""
+    if not isinstance(event, dict):
+        return False
+    records = event.get("Records")
+    return (
+        isinstance(records, list)
+        and bool(records)
+        and all(
+            isinstance(record, dict) and record.get("eventSource") == SQS_EVENT_SOURCE for record in records
+        )
+    )
+
+
+def end_news(event: object, state_machine_arn: str) -> EndNews:
+    """The ends an invocation's event reports: one status change event, or an SQS batch of them.
+
+    In a batch, every record whose body is a closed status change event of
+    ``state_machine_arn`` is an end; any other record (not JSON, another state machine,
+    another status, malformed) is skipped with a reason, and the others still count.
+    """
+    if not is_sqs_batch(event):
+        single = ended_execution(event, state_machine_arn)
+        return EndNews(ended=() if single is None else (single,))
+    records: list[dict[str, Any]] = event["Records"]  # type: ignore[index]  # is_sqs_batch checked it
+    ended: list[EndedExecution] = []
+    skipped: list[SkippedRecord] = []
+    for index, record in enumerate(records):
+        message_id = str(record.get("messageId", f"record {index}"))
+        body = record.get("body")
+        try:
+            change = json.loads(body) if isinstance(body, str) else None
+        except ValueError:
+            change = None
+        read = "the body is not JSON" if change is None else _read_end(change, state_machine_arn)
+        if isinstance(read, EndedExecution):
+            ended.append(read)
+        else:
+            skipped.append(SkippedRecord(message_id, read))
+    return EndNews(ended=tuple(ended), skipped=tuple(skipped), records=len(records))
 
 
 def describe_trigger(event: object) -> str:
     """A short label for what invoked the tick; unknown shapes are still a tick."""
+    if is_sqs_batch(event):
+        return f"a batch of {len(event['Records'])} end event record(s) from SQS"  # type: ignore[index]
     if isinstance(event, dict):
         detail_type = event.get("detail-type")
         if isinstance(detail_type, str):

@@ -7,6 +7,7 @@ harness and the in-memory AWS from their own.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dispatcher.core.events import EVENT_SOURCE, STATUS_CHANGE
+from dispatcher.core.events import EVENT_SOURCE, SQS_EVENT_SOURCE, STATUS_CHANGE
 from dispatcher.core.executions import REDRIVABLE_STATUSES
 from dispatcher.local.account import ACCOUNT_ID, REGION, local_client
 
@@ -138,3 +139,24 @@ def to_queue(queue_url: str, endpoint_url: str) -> Callable[[dict[str, Any]], No
         sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(event))
 
     return deliver
+
+
+def sqs_event(bodies: list[str], queue_arn: str, message_ids: list[str] | None = None) -> dict[str, Any]:
+    """The event an SQS event source mapping invokes a function with: one record per message body."""
+    ids = message_ids or [str(uuid.uuid4()) for _ in bodies]
+    return {
+        "Records": [
+            {
+                "messageId": message_id,
+                "receiptHandle": f"handle-{message_id}",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
+                "eventSource": SQS_EVENT_SOURCE,
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for message_id, body in zip(ids, bodies, strict=True)
+        ]
+    }

@@ -7,7 +7,7 @@ yet, and ends that status change events reported while the list still shows them
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, latest_ends, plan_count, still_counts
@@ -47,15 +47,22 @@ class Counter:
         self._list_reuse_seconds = list_reuse_seconds
         self._clock = clock
 
-    def note_end(self, ended: EndedExecution) -> None:
-        """Keep an event's news for the ticks of the next minute and a half."""
-        logger.info("execution ended", extra={"execution": ended.name, "stopped_at": ended.stopped_at})
+    def note_ends(self, ended: Sequence[EndedExecution]) -> None:
+        """Keep the events' news for the ticks of the next minute and a half."""
+        logger.info(
+            "executions ended",
+            extra={"executions": [(end.name, end.stopped_at) for end in ended]},
+        )
         try:
-            self._state.note_ended(ended, self._clock())
+            left = self._state.note_ended(ended, self._clock())
         except TransientError as error:
-            # This tick still uses the event; later ticks count the execution until the
-            # list stops showing it, which is safe.
-            logger.warning("could not record the end", extra={"reason": str(error)})
+            left, reason = len(ended), str(error)
+        else:
+            reason = "the state table left them unprocessed"
+        if left:
+            # This tick still uses the news; later ticks count those executions until the
+            # list stops showing them, which is safe.
+            logger.warning("could not record every end", extra={"left": left, "reason": reason})
 
     def ensure_standard(self) -> None:
         """Refuse an EXPRESS (or missing) state machine; a warm container checks once."""
@@ -64,11 +71,11 @@ class Counter:
             self._state_machine.ensure_standard()
             self._warm.standard.add(arn)
 
-    def count(self, ended: EndedExecution | None = None) -> Count:
+    def count(self, ended: Sequence[EndedExecution] = ()) -> Count:
         """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show."""
         now = self._clock()
         window = self._state.window(now - RECENT_START_WINDOW_SECONDS)
-        ends = latest_ends([*window.ended, *([ended] if ended is not None else [])])
+        ends = latest_ends([*window.ended, *ended])
         arn = self._state_machine.arn
         listing = self._warm.listing(arn, now, self._list_reuse_seconds)
         if listing is None:

@@ -94,8 +94,8 @@ class StateStore(Protocol):
         """Write starts (≤ 25) before they happen; those left unprocessed."""
         ...
 
-    def note_ended(self, ended: EndedExecution, now: float) -> None:
-        """Remember an end a status change event reported."""
+    def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
+        """Remember the ends status change events reported; how many were left (best effort)."""
         ...
 
     def window(self, oldest: float) -> StateWindow:

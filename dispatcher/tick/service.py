@@ -7,6 +7,7 @@ about, asks the holder for one more tick, and returns at once.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.counting import free_slots
@@ -58,13 +59,13 @@ class Dispatcher:
             clock=runtime.clock,
         )
 
-    def run(self, ended: EndedExecution | None = None) -> TickReport:
+    def run(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
         """Tick while holding the lease; with a loop policy, more while jobs wait and time remains."""
         if self._policy.paused or self._max == 0:
             logger.info("paused: nothing starts", extra={"max": self._max, "paused": self._policy.paused})
             return TickReport(stopped=StopReason.PAUSED)
-        if ended is not None:
-            self._counter.note_end(ended)
+        if ended:
+            self._counter.note_ends(ended)
         owner = uuid.uuid4().hex
         try:
             if not self._take_lease(owner):
@@ -135,7 +136,7 @@ class Dispatcher:
     def _time_for_another_tick(self) -> bool:
         return self._runtime.remaining_seconds() - self._interval > self._policy.time_margin_seconds
 
-    def _ticks(self, ended: EndedExecution | None) -> TickReport:
+    def _ticks(self, ended: Sequence[EndedExecution]) -> TickReport:
         began = self._runtime.clock()
         report = self.tick(ended)
         while (
@@ -147,7 +148,7 @@ class Dispatcher:
             report.add(self.tick())
         return report
 
-    def tick(self, ended: EndedExecution | None = None) -> TickReport:
+    def tick(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
         """Count RUNNING, then admit up to the free slots from the queue, round after round."""
         try:
             self._counter.ensure_standard()

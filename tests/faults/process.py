@@ -25,6 +25,7 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
+from dispatcher.adapters.state_table import ENDED_KIND
 from dispatcher.in_process import LocalContext
 from tests.support.crashes import Crash, CrashPlan
 from tests.support.world import World
@@ -50,15 +51,18 @@ def _resource(params: dict[str, Any]) -> str:
 
 
 def _label(model: Any, params: dict[str, Any]) -> str:
-    """``service.Operation``, and what a BatchWriteItem (record, forget) or a PutItem (lease, end) is for."""
+    """``service.Operation``, and what a BatchWriteItem (record, forget, end) or a PutItem (lease) is for."""
     service = model.service_model.service_id.hyphenize()
     label = f"{SERVICE_PREFIX.get(service, service)}.{model.name}"
     if model.name == "PutItem":
-        label += ":lease" if "ConditionExpression" in params else ":end"
+        label += ":lease"
     if model.name == "BatchWriteItem":
         requests = [request for batch in params.get("RequestItems", {}).values() for request in batch]
-        resolved = any("resolved" in request.get("PutRequest", {}).get("Item", {}) for request in requests)
-        label += ":forget" if resolved else ":record"
+        items = [request.get("PutRequest", {}).get("Item", {}) for request in requests]
+        if any(item.get("kind", {}).get("S") == ENDED_KIND for item in items):
+            label += ":end"
+        else:
+            label += ":forget" if any("resolved" in item for item in items) else ":record"
     return label
 
 

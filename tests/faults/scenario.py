@@ -34,6 +34,7 @@ from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable
+from tests.faults.batches import EndEventBatches
 from tests.faults.operator import RERUN_CRASH_POINTS, expire_holds, run_rerun
 from tests.faults.process import DispatcherProcess, on_virtual_time
 from tests.support.crashes import CRASH_POINTS, CrashPlan
@@ -196,6 +197,7 @@ class Scenario:
             duplicated=rng.choice([0.0, 0.2, 0.5]),
             delay=rng.choice([0.5, 2.0, 10.0, 90.0]),
         )
+        _batch_deliveries(events, random.Random(f"{seed}:batching"), faults=faults)
         misdirected = {
             tick: rng.choice(["other machine", "running status"])
             for tick in range(fault_ticks)
@@ -252,6 +254,20 @@ class Scenario:
             f"outage={self.outage_seconds} rerun={self.rerun_mode} reruns={_plans(self.reruns)}"
             f" switch={self.rerun_switch}"
         )
+
+
+def _batch_deliveries(events: EventPlan, rng: random.Random, *, faults: bool) -> None:
+    """Half the scenarios deliver their end events in batches, through the end-event queue.
+
+    Drawn from a generator of its own, so every other draw of a seed stays what it was.
+    """
+    if rng.random() < 0.5:
+        return
+    events.batch_size = rng.choice([1, 3, 10])
+    events.batch_doubled = rng.choice([0.0, 0.2, 0.5])
+    if faults:
+        events.batch_lost = rng.choice([0.0, 0.0, 0.2])
+        events.malformed = rng.choice([0.0, 0.3, 0.6])
 
 
 def _plans(reruns: dict[int, CrashPlan | None]) -> dict[int, str]:
@@ -485,6 +501,9 @@ class ScenarioRun:
         control = Control(max_concurrency=scenario.max_concurrency) if scenario.controlled else None
         self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}", control=control)
         self.process = DispatcherProcess().install()
+        self.batches = EndEventBatches(
+            self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
+        )
         self.outcome = Outcome(scenario)
         self.event_ticks = 0
         self.warm_ticks = 0
@@ -712,7 +731,7 @@ class ScenarioRun:
             if moment is None or moment > target:
                 break
             self._move(max(0.0, moment - self.world.now))
-            for event in self.world.due_events():
+            for event in self.batches.invocations(self.world.due_events()):
                 self._tick(None, event=event)
         self._move(target - self.world.now)
 

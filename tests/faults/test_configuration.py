@@ -113,9 +113,13 @@ def ended_elsewhere(run: ScenarioRun) -> dict[str, Any]:
     )
 
 
-@pytest.mark.parametrize("operation", DENIABLE)
+@pytest.mark.parametrize(
+    ("operation", "ended"),
+    [(operation, False) for operation in DENIABLE] + [("BatchWriteItem", True)],
+    ids=[*DENIABLE, "BatchWriteItem-of-ends"],
+)
 def test_access_denied_stops_the_tick_names_the_call_and_keeps_every_message(
-    operation: str, faulty_aws: FaultyAws
+    operation: str, ended: bool, faulty_aws: FaultyAws
 ) -> None:
     """A role missing one permission fails loudly; nothing is lost, dead-lettered twice or started twice."""
     # A 60 s lag makes the second tick describe the first tick's start.
@@ -127,8 +131,8 @@ def test_access_denied_stops_the_tick_names_the_call_and_keeps_every_message(
     for job in jobs:
         run.send(job)
     run.world.faults.denied = frozenset({operation})
-    # Only a tick a status change event triggers writes with PutItem (the end it reports).
-    event = ended_elsewhere(run) if operation == "PutItem" else None
+    # A tick a status change event triggers first writes the end it reports.
+    event = ended_elsewhere(run) if ended else None
     with pytest.raises(ConfigurationError, match=f"{operation}.* failed with AccessDeniedException"):
         run.tick(event)
     assert run.queue_counts() == (3, 0)

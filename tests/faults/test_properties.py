@@ -104,6 +104,41 @@ def test_events_lost_duplicated_and_late_never_exceed_max(faulty_aws: FaultyAws)
     assert outcome.violations == [], scenario.describe()
 
 
+def test_end_event_batches_lost_doubled_late_and_malformed_keep_every_guarantee(
+    faulty_aws: FaultyAws,
+) -> None:
+    """Ends in SQS batches: whole batches lost, delivered twice, late past the lag, with records to skip."""
+    jobs = [
+        Job(f"short-{index}", f"g{index % 4}", json.dumps({"job": index, "seconds": 2}), index // 8)
+        for index in range(40)
+    ]
+    ticks = 8
+    scenario = replace(
+        Scenario.empty(4, FaultPlan(lag=Lag(start=30.0, end=60.0, describe=10.0)), seed=16),
+        jobs=jobs,
+        fault_ticks=ticks,
+        intervals=[30.0] * ticks,
+        events=EventPlan(
+            enabled=True,
+            duplicated=0.3,
+            delay=90.0,
+            batch_size=3,
+            batch_lost=0.2,
+            batch_doubled=0.5,
+            malformed=0.6,
+        ),
+        warm=0.5,
+    )
+    run = ScenarioRun(scenario, faulty_aws)
+    outcome = run.run()
+    injected = run.world.injected
+    assert injected["end event batch lost"] > 0
+    assert injected["end event batch delivered twice"] > 0
+    assert injected["end event batch with a record that is not an end"] > 0
+    assert outcome.event_ticks > 5
+    assert outcome.violations == [], scenario.describe()
+
+
 def test_refill_on_completion_drains_faster_than_the_schedule(faulty_aws: FaultyAws) -> None:
     """With end events a freed slot is refilled by the event's tick, before the next scheduled one."""
     jobs = [Job(f"j{index}", f"g{index}", json.dumps({"job": index, "seconds": 5}), 0) for index in range(6)]
@@ -122,8 +157,10 @@ def test_refill_on_completion_drains_faster_than_the_schedule(faulty_aws: Faulty
 
     schedule_only = run(EventPlan(enabled=False))
     refilled = run(EventPlan(enabled=True, delay=0.5))
+    batched = run(EventPlan(enabled=True, delay=0.5, batch_size=3))
     assert schedule_only <= 4
     assert refilled == 6
+    assert batched == 6, "the ends in a batch free their slots as single events do"
 
 
 def rerun_course(mode: str, crash: CrashPlan | None) -> Scenario:

@@ -239,12 +239,42 @@ def test_state_table_round_trip(harness: Harness) -> None:
     fresh = table.starts_at({"fresh": "group", "other": "group"}, now)
     assert table.record([old]) == []
     assert table.record(fresh) == []
-    table.note_ended(EndedExecution(name="fresh", stopped_at=now - 1), now)
+    assert table.note_ended([EndedExecution(name="fresh", stopped_at=now - 1)], now) == 0
     window = table.window(now - 90)
     assert window.starts == tuple(fresh)
     assert window.ended == (EndedExecution(name="fresh", stopped_at=float(f"{now - 1:.6f}")),)
     assert table.forget([old, *fresh]) == 0
     assert table.window(now - 1000).starts == ()
+
+
+def test_state_table_writes_a_batch_of_ends_once_per_name_25_a_call(harness: Harness) -> None:
+    """Each name once with its latest stop, `BatchWriteItem`s of 25, what's left counted."""
+    table = state_table(harness)
+    now = time.time()
+    calls: list[int] = []
+
+    def count_items(params: dict[str, Any], **_: Any) -> None:
+        calls.append(len(params["RequestItems"][harness.stack.state_table]))
+
+    harness.dynamodb.meta.events.register("provide-client-params.dynamodb.BatchWriteItem", count_items)
+    ended = [EndedExecution(name=f"job-{index}", stopped_at=now - 10) for index in range(30)]
+    ended += [
+        EndedExecution(name="job-3", stopped_at=now - 5),
+        EndedExecution(name="job-4", stopped_at=now - 20),
+    ]
+    assert table.note_ended(ended, now) == 0
+    assert calls == [25, 5]
+    stops = {end.name: end.stopped_at for end in table.window(now - 90).ended}
+    assert len(stops) == 30
+    assert stops["job-3"] == float(f"{now - 5:.6f}"), "the latest stop of a name reported twice"
+    assert stops["job-4"] == float(f"{now - 10:.6f}")
+
+    def leave_one_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
+        item = {"pk": {"S": "p"}, "sk": {"S": "s"}}
+        parsed["UnprocessedItems"] = {harness.stack.state_table: [{"PutRequest": {"Item": item}}]}
+
+    harness.dynamodb.meta.events.register("after-call.dynamodb.BatchWriteItem", leave_one_unprocessed)
+    assert table.note_ended(ended[:3], now) == 1
 
 
 def test_state_table_keeps_groups_after_records_stop_counting(harness: Harness) -> None:
@@ -280,7 +310,7 @@ def test_state_table_is_per_state_machine(harness: Harness) -> None:
     one = state_table(harness, "arn:one")
     other = state_table(harness, "arn:other")
     one.record(one.starts_at({"a": "group"}, time.time()))
-    one.note_ended(EndedExecution(name="a", stopped_at=1.0), time.time())
+    one.note_ended([EndedExecution(name="a", stopped_at=1.0)], time.time())
     assert other.window(0) == StateWindow()
 
 
@@ -317,6 +347,6 @@ def test_state_table_missing_table_is_a_configuration_error(harness: Harness) ->
     with pytest.raises(ConfigurationError, match="missing-table"):
         table.record(table.starts_at({"a": "group"}, 1.0))
     with pytest.raises(ConfigurationError, match="missing-table"):
-        table.note_ended(EndedExecution(name="a", stopped_at=1.0), 1.0)
+        table.note_ended([EndedExecution(name="a", stopped_at=1.0)], 1.0)
     with pytest.raises(ConfigurationError, match="missing-table"):
         table.forget([RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")])

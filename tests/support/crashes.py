@@ -3,7 +3,7 @@
 The fault harness kills the real handler on moto (`tests/faults/process.py`), the
 in-memory AWS kills the tick at its ports (`tests/support/sim/faults.py`); both name a
 step by ``service.Operation``, and a state table write by what it is for
-(``dynamodb.BatchWriteItem:record`` or ``:forget``, ``dynamodb.PutItem:lease`` or ``:end``).
+(``dynamodb.BatchWriteItem:record``, ``:forget`` or ``:end``, ``dynamodb.PutItem:lease``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ CRASH_POINTS = (
     ("dynamodb.Query", "after"),
     ("states.DescribeExecution", "after"),
     ("dynamodb.BatchWriteItem:forget", "after"),
-    ("dynamodb.PutItem:end", "after"),
+    ("dynamodb.BatchWriteItem:end", "after"),
     ("dynamodb.PutItem:lease", "after"),
     ("dynamodb.DeleteItem", "before"),
     ("states.RedriveExecution", "before"),

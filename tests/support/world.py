@@ -63,6 +63,15 @@ class EventPlan:
     """Chance an event is delivered twice (each copy with its own delay)."""
     delay: float = 0.0
     """Each delivery comes up to this many seconds after the end (so events reorder)."""
+    batch_size: int = 0
+    """0: each event invokes the function by itself. Otherwise the events go to an SQS queue and
+    an event source mapping invokes the function with batches of up to this many records."""
+    batch_lost: float = 0.0
+    """Chance a batch never reaches the function."""
+    batch_doubled: float = 0.0
+    """Chance a batch is delivered again later (at least once: its invocation outlived the visibility)."""
+    malformed: float = 0.0
+    """Chance a batch also carries a record that is not an end of the state machine."""
 
 
 @dataclass
@@ -279,6 +288,11 @@ class World:
             due = [delivery for delivery in self.deliveries if delivery.at <= self.now]
             self.deliveries = self.deliveries[len(due) :]
             return [delivery.event for delivery in due]
+
+    def deliver_later(self, event: dict[str, Any], delay: float) -> None:
+        """Deliver ``event`` (a whole invocation's event) again after ``delay`` seconds."""
+        with self.lock:
+            self.deliveries.append(Delivery(self.now + delay, next(self._deliveries_made), event))
 
     def take_spooled(self) -> list[dict[str, Any]]:
         """Failure events due for the spool; they leave the world."""

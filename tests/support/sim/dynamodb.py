@@ -27,7 +27,7 @@ from dispatcher.adapters.state_table import (
     start_item,
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StateWindow
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StateWindow, latest_ends
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
@@ -148,8 +148,12 @@ class StateStoreView:
         return recorded_starts(groups, now, redrives)
 
     def _batch(self, records: Sequence[RecordedStart], *, resolved: bool) -> list[RecordedStart]:
-        """One `BatchWriteItem`: the records that fit in the partition's units now; the rest unprocessed."""
+        """One `BatchWriteItem` of start records; those left unprocessed."""
         items = [start_item(self._table.partition, record, resolved=resolved) for record in records]
+        return self._write_batch(items, list(records), role="forget" if resolved else "record")
+
+    def _write_batch(self, items: list[dict[str, Any]], values: list[Any], role: str) -> list[Any]:
+        """One `BatchWriteItem`: the items that fit in the partition's units now; the rest unprocessed."""
         units = [write_units(item) for item in items]
         written = {"count": 0}
 
@@ -160,30 +164,30 @@ class StateStoreView:
                 written["count"] += 1
             return written["count"] > 0
 
-        def write() -> list[RecordedStart]:
-            for record, item in list(zip(records, items, strict=True))[: written["count"]]:
-                self._table.put(record.sort_key, Stored(item, record, resolved=resolved))
-            return list(records[written["count"] :])
+        def write() -> list[Any]:
+            for value, item in list(zip(values, items, strict=True))[: written["count"]]:
+                resolved = isinstance(value, RecordedStart) and "resolved" in item
+                self._table.put(item["sk"]["S"], Stored(item, value, resolved=resolved))
+            return values[written["count"] :]
 
         action = f"BatchWriteItem on state table {self._table.partition}"
-        return self._client.call(
-            "BatchWriteItem", action, admit, write, role="forget" if resolved else "record"
-        )
+        return self._client.call("BatchWriteItem", action, admit, write, role=role)
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
         """Write starts (≤ 25) before they happen; those left unprocessed."""
         return self._batch(records, resolved=False)
 
-    def note_ended(self, ended: EndedExecution, now: float) -> None:
-        """`PutItem` of an end an event reported."""
-        item = ended_item(self._table.partition, ended, now)
-        self._client.call(
-            "PutItem",
-            "PutItem on state table",
-            lambda: self._table.write(write_units(item)) > 0,
-            lambda: self._table.put(item["sk"]["S"], Stored(item, ended)),
-            role="end",
-        )
+    def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
+        """Reported ends, once per name with the latest stop, 25 a `BatchWriteItem` (as the adapter)."""
+        latest = [EndedExecution(name=name, stopped_at=at) for name, at in latest_ends(ended).items()]
+        left = 0
+        for chunk in chunks(latest, BATCH_WRITE_LIMIT):
+            items = [ended_item(self._table.partition, end, now) for end in chunk]
+            try:
+                left += len(self._write_batch(items, list(chunk), role="end"))
+            except TransientError:
+                left += len(chunk)
+        return left
 
     def window(self, oldest: float) -> StateWindow:
         """`Query` of the starts and ends written since ``oldest``, page by page."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, combine
-from dispatcher.core.events import ended_execution, refill_pattern
+from dispatcher.core.events import end_news, refill_pattern
 from dispatcher.core.quotas import SSM_GET_PARAMETER
 from dispatcher.handler import policy
 from dispatcher.local.events import matches
@@ -112,7 +112,7 @@ class Function:
             )
             ports = self._aws.ports(container.clients, wait_seconds=self.settings.receive_wait_seconds)
             dispatcher = Dispatcher(policy(self.settings, limits), ports, runtime, container.warm)
-            report = dispatcher.run(ended_execution(event, self.settings.state_machine_arn)).as_dict()
+            report = dispatcher.run(end_news(event, self.settings.state_machine_arn).ended).as_dict()
         except Crash:  # the process died: its container is gone, the next invocation is a cold start
             self.invocations.append(Invocation(began, scheduler.now, trigger, cold, None, crashed=True))
             return

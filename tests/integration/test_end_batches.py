@@ -1,0 +1,96 @@
+"""Batched end events: an SQS event source mapping's batch of status change events, one tick."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from dispatcher.adapters.state_table import StateTable
+from dispatcher.local.events import sqs_event
+from tests.integration.conftest import Harness
+from tests.integration.test_refill import still_listed
+
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatcher-end-events"
+
+
+def full_then_two_end(harness: Harness) -> list[str]:
+    """MAX 3 executions running, three jobs waiting; two executions end and the list still shows them."""
+    harness.configure(3)
+    for job in range(6):
+        harness.send(json.dumps({"job": job}), group=f"g{job}", name=f"job-{job}")
+    assert harness.tick()["started"] == 3
+    ended = ["job-0", "job-1"]
+    for name in ended:
+        harness.sfn.stop_execution(executionArn=harness.arn_of(name))
+    harness.on("after-call.states.ListExecutions", still_listed(harness, *ended))
+    return ended
+
+
+def batch(harness: Harness, ended: list[str], *others: object) -> dict[str, Any]:
+    """The ends of ``ended`` and the ``others`` (any bodies), as the event source mapping delivers them."""
+    bodies = [json.dumps(harness.status_change(name, "ABORTED")) for name in ended]
+    bodies += [other if isinstance(other, str) else json.dumps(other) for other in others]
+    return sqs_event(bodies, QUEUE_ARN)
+
+
+def end_writes(harness: Harness) -> list[int]:
+    """How many ends each `BatchWriteItem` of ends carried."""
+    sizes: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        items = [
+            request["PutRequest"]["Item"] for request in params["RequestItems"][harness.stack.state_table]
+        ]
+        ends = [item for item in items if item.get("kind", {}).get("S") == "ended"]
+        if ends:
+            sizes.append(len(ends))
+
+    harness.on("provide-client-params.dynamodb.BatchWriteItem", count)
+    return sizes
+
+
+def test_a_batch_frees_every_end_it_reports_and_skips_what_is_not_one(harness: Harness) -> None:
+    """Two ends, a text, another machine's end and a RUNNING change: two slots freed, one tick, no failure."""
+    ended = full_then_two_end(harness)
+    writes = end_writes(harness)
+    other_machine = harness.status_change("job-2", "SUCCEEDED")
+    other_machine["detail"]["stateMachineArn"] += "-other"
+    running = harness.status_change("job-2", "RUNNING", stopDate=None)
+    result = harness.tick(batch(harness, ended, "not json", other_machine, running))
+    assert (result["running"], result["started"], result["dead_lettered"]) == (1, 2, 0)
+    assert harness.running() == 3
+    assert writes == [2], "the batch's ends are written in one BatchWriteItem"
+    table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    assert sorted(end.name for end in table.window(time.time() - 60).ended) == ended
+
+
+def test_a_batch_delivered_twice_frees_its_slots_once(harness: Harness) -> None:
+    """The event source mapping may deliver a batch again: the second tick starts nothing."""
+    ended = full_then_two_end(harness)
+    event = batch(harness, ended)
+    first, second = harness.tick(event), harness.tick(event)
+    assert (first["started"], second["started"]) == (2, 0)
+    assert (second["running"], harness.running()) == (3, 3)
+
+
+def test_a_batch_that_reports_no_end_is_an_ordinary_tick(harness: Harness) -> None:
+    """Nothing but records that aren't ends: the lagging list keeps both slots taken, nothing fails."""
+    full_then_two_end(harness)
+    writes = end_writes(harness)
+    result = harness.tick(batch(harness, [], "{}", "[]", "not json"))
+    assert (result["running"], result["started"], result["dead_lettered"]) == (3, 0, 0)
+    assert writes == []
+
+
+def test_a_late_batch_for_an_execution_redriven_since_keeps_it_counted(harness: Harness) -> None:
+    """The batch's stop is older than the redrive the list shows: the execution counts."""
+    ended = full_then_two_end(harness)
+    event = batch(harness, ended[:1])
+    stopped = json.loads(event["Records"][0]["body"])["detail"]["stopDate"] / 1000
+    harness.clear_hooks()
+    redriven = datetime.fromtimestamp(stopped + 5, tz=UTC)
+    harness.on("after-call.states.ListExecutions", still_listed(harness, *ended, redriven_at=redriven))
+    result = harness.tick(event)
+    assert (result["running"], result["started"]) == (3, 0)

@@ -1,0 +1,115 @@
+"""What an invocation's event says has ended: one status change event, or an SQS batch of them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatcher.core.events import (
+    EndedExecution,
+    EndNews,
+    SkippedRecord,
+    describe_trigger,
+    end_news,
+    is_sqs_batch,
+)
+from tests.unit.test_planning import MACHINE, status_change
+
+SAMPLE = Path(__file__).parents[2] / "events" / "end-event-batch.json"
+
+
+def record(body: object, message_id: str = "m-1") -> dict[str, Any]:
+    """One record as an SQS event source mapping delivers it."""
+    return {
+        "messageId": message_id,
+        "receiptHandle": "handle",
+        "body": body if isinstance(body, str) else json.dumps(body),
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ends",
+        "awsRegion": "us-east-1",
+    }
+
+
+def test_a_batch_frees_every_end_of_the_machine_and_skips_every_other_record_with_a_reason() -> None:
+    """Ends of the state machine count, duplicates included; anything else is skipped, never fatal."""
+    event = {
+        "Records": [
+            record(status_change(name="a", stopDate=1_000_000), "m-a"),
+            record("not json", "m-text"),
+            record(status_change(name="b", status="FAILED", stopDate=2_000_000), "m-b"),
+            record(status_change(stateMachineArn=MACHINE + "-other"), "m-other"),
+            record(status_change(status="RUNNING", stopDate=None), "m-running"),
+            record({"detail-type": "Scheduled Event", "detail": {}}, "m-scheduled"),
+            record(status_change(name="a", stopDate=1_500_000), "m-a-again"),
+            {**record("{}", "m-no-body"), "body": None},
+            record(status_change(name="bad name"), "m-bad-name"),
+        ]
+    }
+    news = end_news(event, MACHINE)
+    assert news.records == 9
+    assert news.ended == (
+        EndedExecution(name="a", stopped_at=1000.0),
+        EndedExecution(name="b", stopped_at=2000.0),
+        EndedExecution(name="a", stopped_at=1500.0),
+    )
+    assert news.skipped == (
+        SkippedRecord("m-text", "the body is not JSON"),
+        SkippedRecord("m-other", f"a status change of another state machine ({MACHINE}-other)"),
+        SkippedRecord("m-running", "status RUNNING is not an end"),
+        SkippedRecord("m-scheduled", "not a status change event"),
+        SkippedRecord("m-no-body", "the body is not JSON"),
+        SkippedRecord("m-bad-name", "invalid execution name 'bad name'"),
+    )
+
+
+def test_a_record_without_a_stop_time_is_skipped_and_one_without_an_id_is_named_by_position() -> None:
+    """Without stopDate or time a redrive couldn't be told apart: skipped, like the single event."""
+    change = status_change(stopDate=None)
+    del change["time"]
+    unnamed = record(change)
+    del unnamed["messageId"]
+    assert end_news({"Records": [unnamed]}, MACHINE) == EndNews(
+        skipped=(SkippedRecord("record 0", "neither detail.stopDate nor time says when it ended"),),
+        records=1,
+    )
+
+
+def test_a_single_event_is_still_one_end_and_not_a_batch() -> None:
+    """A status change event invoking the function directly stays valid."""
+    assert end_news(status_change(), MACHINE) == EndNews(
+        ended=(EndedExecution(name="job-1", stopped_at=1_795_262_404.5),)
+    )
+    assert end_news({}, MACHINE) == EndNews()
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"Records": []},
+        {"Records": [{"eventSource": "aws:s3", "body": "{}"}]},
+        {"Records": [record(status_change()), {"eventSource": "aws:sns"}]},
+        {"Records": "nope"},
+        {"Records": [None]},
+        [record(status_change())],
+    ],
+    ids=["empty", "s3", "mixed-sources", "not-a-list", "null-record", "bare-list"],
+)
+def test_only_records_all_from_sqs_are_a_batch(event: object) -> None:
+    """Any other shape with `Records` is an ordinary tick: nothing ends, nothing fails."""
+    assert not is_sqs_batch(event)
+    assert end_news(event, MACHINE) == EndNews()
+
+
+def test_the_sample_batch_in_events_frees_its_two_ends_and_skips_the_third_record() -> None:
+    """events/end-event-batch.json, the sample `sam local invoke -e` takes, reads as documented."""
+    event = json.loads(SAMPLE.read_text())
+    machine = json.loads(event["Records"][0]["body"])["detail"]["stateMachineArn"]
+    news = end_news(event, machine)
+    assert [end.name for end in news.ended] == ["job-1", "job-2"]
+    assert [skipped.reason for skipped in news.skipped] == ["the body is not JSON"]
+    assert describe_trigger(event) == "a batch of 3 end event record(s) from SQS"
