@@ -191,33 +191,71 @@ def test_samconfig_has_deploy_defaults() -> None:
     assert deploy["confirm_changeset"] is True
 
 
-def test_refill_rule_sends_closed_status_changes_of_the_target_state_machine() -> None:
-    """An EventBridge rule invokes the function on every end of an execution of the target state machine."""
+def test_refill_rule_sends_closed_status_changes_of_the_target_state_machine_to_the_end_event_queue() -> None:
+    """An EventBridge rule sends every end of an execution of the target state machine, whole, to a queue."""
     resources = transformed()["Resources"]
-    rule = resources["DispatcherFunctionCompletion"]["Properties"]
+    rule = resources["CompletionRule"]["Properties"]
     target = {"Fn::If": ["CreateSampleWorkflow", {"Ref": "SampleWorkflow"}, {"Ref": "TargetStateMachineArn"}]}
     assert rule["EventPattern"] == {
         "source": ["aws.states"],
         "detail-type": ["Step Functions Execution Status Change"],
         "detail": {"stateMachineArn": [target], "status": sorted(CLOSED_STATUSES, key=STATUS_ORDER.index)},
     }
+    assert rule["EventPattern"] == refill_pattern(target)  # type: ignore[arg-type]
     [rule_target] = rule["Targets"]
-    assert rule_target["Arn"] == {"Fn::GetAtt": ["DispatcherFunction", "Arn"]}
+    assert rule_target["Arn"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
+    assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), "the body is the whole event"
     assert rule_target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 60
-    permission = resources["DispatcherFunctionCompletionPermission"]["Properties"]
-    assert permission["Principal"] == "events.amazonaws.com"
-    assert permission["SourceArn"] == {"Fn::GetAtt": ["DispatcherFunctionCompletion", "Arn"]}
+    [allow, deny] = resources["EndEventQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Resource"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
+    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["CompletionRule", "Arn"]}}}
+    assert deny["Effect"] == "Deny"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert not any(
+        resource["Type"] == "AWS::Lambda::Permission"
+        and resource["Properties"]["Principal"] == "events.amazonaws.com"
+        for resource in resources.values()
+    ), "EventBridge no longer invokes the function"
+
+
+def test_the_function_takes_end_events_in_batches_through_an_event_source_mapping() -> None:
+    """Batch size, window and maximum concurrency as chosen; visibility and DLQ as Lambda advises."""
+    resources = transformed()["Resources"]
+    mapping = resources["EndEventMapping"]["Properties"]
+    assert mapping["FunctionName"] == {"Ref": "DispatcherFunction"}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
+    assert mapping["BatchSize"] == 1000
+    assert mapping["MaximumBatchingWindowInSeconds"] == 1, "a freed slot waits at most a second for its batch"
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
+    assert "FunctionResponseTypes" not in mapping, "the handler never fails a record"
+    queue = resources["EndEventQueue"]["Properties"]
+    timeout = resources["DispatcherFunction"]["Properties"]["Timeout"]
+    assert queue["VisibilityTimeout"] >= 6 * timeout
+    assert "FifoQueue" not in queue, "a standard queue: batches of more than 10 and a batching window"
+    assert queue["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["EndEventDeadLetterQueue", "Arn"]}
+    dead_letters = resources["EndEventDeadLetterQueue"]["Properties"]
+    assert dead_letters["MessageRetentionPeriod"] > queue["MessageRetentionPeriod"]
+    [grant] = [statement for statement in function_statements() if statement["Sid"] == "EndEventQueue"]
+    assert sorted(grant["Action"]) == ["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"]
+    assert grant["Resource"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
+    role = resources["DispatcherFunctionRole"]["Properties"]
+    assert not any("SQSQueueExecutionRole" in str(arn) for arn in role.get("ManagedPolicyArns", []))
 
 
 def test_refill_rule_is_on_by_default_and_can_be_switched_off() -> None:
-    """RefillOnCompletion (default true) enables the rule; false leaves only the schedule."""
+    """RefillOnCompletion (default true) enables the rule and the mapping; false leaves only the schedule."""
     template = transformed()
     assert template["Parameters"]["RefillOnCompletion"]["Default"] == "true"
     assert template["Conditions"]["RefillOnCompletion"] == {
         "Fn::Equals": [{"Ref": "RefillOnCompletion"}, "true"]
     }
-    state = template["Resources"]["DispatcherFunctionCompletion"]["Properties"]["State"]
+    state = template["Resources"]["CompletionRule"]["Properties"]["State"]
     assert state == {"Fn::If": ["RefillOnCompletion", "ENABLED", "DISABLED"]}
+    enabled = template["Resources"]["EndEventMapping"]["Properties"]["Enabled"]
+    assert enabled == {"Fn::If": ["RefillOnCompletion", True, False]}
 
 
 def test_throughput_parameters_match_the_settings_bounds() -> None:
@@ -253,6 +291,7 @@ ALARMS = {
     "ErrorsAlarm": "Errors",
     "OldestRunningAlarm": "OldestRunningAge",
     "FailureSpoolAlarm": "FailedInvocations",
+    "EndEventDeadLettersAlarm": "ApproximateNumberOfMessagesVisible",
 }
 
 
@@ -272,6 +311,10 @@ def test_alarms_watch_dead_letters_stalls_errors_throttles_and_old_executions() 
         "Throttles",
     }
     assert resources["AlarmTopic"]["Condition"] == "CreateAlarmTopic"
+    end_events = resources["EndEventDeadLettersAlarm"]["Properties"]["Dimensions"]
+    assert end_events == [
+        {"Name": "QueueName", "Value": {"Fn::GetAtt": ["EndEventDeadLetterQueue", "QueueName"]}}
+    ]
     spool = resources["FailureSpoolAlarm"]
     assert spool["Condition"] == "FailureSpool"
     assert spool["Properties"]["Dimensions"] == [{"Name": "RuleName", "Value": {"Ref": "FailureSpoolRule"}}]
