@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 SQS_BATCH_LIMIT = 10
@@ -29,3 +30,40 @@ def receive_size(free: int) -> int:
 def round_size(free: int) -> int:
     """How many messages one admission round receives."""
     return max(0, min(ROUND_SIZE, free))
+
+
+PROBE_EVERY = 8
+"""With no receive in parallel (the queue hands out one group at a time), every this many
+full rounds one receive tries again, so groups that arrive later are found."""
+
+
+@dataclass
+class FanOut:
+    """How many receives follow a full first one at once: what the queue was last seen to hand out.
+
+    FIFO never hands one group to two receives, so with a single group (or one group at a
+    time, each in a block) the receives in parallel come back empty. The width follows
+    the last fan-out: as many as came back with messages; doubled when all did; and when
+    none did, one probe every `PROBE_EVERY` rounds. It starts at the most a round takes.
+    """
+
+    width: int = ROUND_SIZE // SQS_BATCH_LIMIT - 1
+    rounds_without: int = 0
+
+    def receives(self, batches: int) -> int:
+        """How many of the ``batches`` left in the round to receive at once, now."""
+        if self.width > 0:
+            return min(batches, self.width)
+        self.rounds_without += 1
+        return min(batches, 1) if self.rounds_without % PROBE_EVERY == 0 else 0
+
+    def learn(self, asked: int, with_messages: int) -> None:
+        """What the last receives in parallel returned: ``with_messages`` of ``asked`` were not empty."""
+        if asked == 0:
+            return
+        if with_messages == asked:
+            self.width = min(ROUND_SIZE // SQS_BATCH_LIMIT - 1, max(1, 2 * self.width))
+        else:
+            self.width = with_messages
+        if self.width > 0:
+            self.rounds_without = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dispatcher.core.admission import admit
-from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
+from dispatcher.core.batching import SQS_BATCH_LIMIT, FanOut, chunks, receive_size, round_size
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.telemetry import logger
@@ -23,17 +23,20 @@ from dispatcher.tick.starts import RoundOutcome, Starter
 class Round:
     """The rounds of one tick, on one set of ports and start threads."""
 
-    def __init__(self, ports: Ports, pool: Pool, clock: Callable[[], float]) -> None:
+    def __init__(self, ports: Ports, pool: Pool, clock: Callable[[], float], fan_out: FanOut) -> None:
         self._ports = ports
         self._pool = pool
+        self._fan_out = fan_out
         self._starter = Starter(ports.state_machine, ports.state_table, pool, clock)
 
     def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of messages; the reason receiving stopped early, if any.
 
-        The first receive long-polls. When it comes back full, the rest of the round is
+        The first receive long-polls. When it comes back full, more of the round is
         received at once, in parallel and without waiting: FIFO never hands the same
-        group to two receives, so each group's messages still arrive in send order.
+        group to two receives, so each group's messages still arrive in send order. How
+        many follows what such receives returned before (`FanOut`): with one group in
+        flight at a time they come back empty.
         """
         queue = self._ports.queue
         wanted = round_size(free)
@@ -41,7 +44,11 @@ class Round:
         if len(first) < receive_size(wanted) or len(first) == wanted:
             return first, None
         sizes = [receive_size(wanted - taken) for taken in range(len(first), wanted, SQS_BATCH_LIMIT)]
+        sizes = sizes[: self._fan_out.receives(len(sizes))]
+        if not sizes:
+            return first, None
         batches = self._pool.settle(lambda size: queue.receive(size, wait=False), sizes)
+        self._fan_out.learn(len(sizes), sum(1 for batch in batches if isinstance(batch, list) and batch))
         messages = first + [message for batch in batches if isinstance(batch, list) for message in batch]
         failure = first_failure([batch for batch in batches if not isinstance(batch, TransientError)])
         if failure is not None:

@@ -50,10 +50,11 @@ class Dispatcher:
         self._max = policy.max_concurrency
         self._ports = ports
         self._runtime = runtime
+        self._warm = warm or WarmState()
         self._counter = Counter(
             ports.state_machine,
             ports.state_table,
-            warm or WarmState(),
+            self._warm,
             max_concurrency=policy.max_concurrency,
             list_reuse_seconds=policy.list_reuse_seconds,
             clock=runtime.clock,
@@ -166,7 +167,7 @@ class Dispatcher:
         )
         logger.info("capacity", extra={"running": count.running, "free": free, "max": self._max})
         with self._runtime.pool(self._policy.start_concurrency) as pool:
-            rounds = Round(self._ports, pool, self._runtime.clock)
+            rounds = Round(self._ports, pool, self._runtime.clock, self._warm.fan_out)
             while free > 0:
                 stopped = self._round(rounds, free, report)
                 if stopped is not None:

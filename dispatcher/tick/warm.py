@@ -4,13 +4,15 @@ None of it is needed for correctness: a cold start has none of it and ticks the 
 It saves calls when invocations come in bursts, as they do when every completed
 execution sends a status change event: a `ListExecutions` read is reused for a short
 while (its age is bounded, and the starts made since are in the state table), and a
-state machine found STANDARD is not described again.
+state machine found STANDARD is not described again, and the receives of a round follow
+what the queue handed out last.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dispatcher.core.batching import FanOut
 from dispatcher.core.counting import RunningListing
 
 
@@ -22,6 +24,8 @@ class WarmState:
     """State machine ARNs already found to exist and to be STANDARD."""
     listings: dict[str, RunningListing] = field(default_factory=dict)
     """State machine ARN → its latest RUNNING listing."""
+    fan_out: FanOut = field(default_factory=FanOut)
+    """How many receives in parallel the queue was last seen to serve."""
 
     def listing(self, state_machine_arn: str, now: float, max_age: float) -> RunningListing | None:
         """The latest listing of the state machine if it is younger than ``max_age`` seconds."""
@@ -38,3 +42,4 @@ class WarmState:
         """Forget everything, as a cold start does."""
         self.standard.clear()
         self.listings.clear()
+        self.fan_out = FanOut()
