@@ -22,7 +22,7 @@ from typing import Any
 from dispatcher.core import quotas
 from dispatcher.settings import Settings
 from tests.support.sim.aws import InMemoryAws
-from tests.support.sim.function import MEMORY_MB, Function, counted_logs
+from tests.support.sim.function import MEMORY_MB, EventSourceMapping, Function, counted_logs
 from tests.support.world import EventPlan, Lag
 
 MAX_CONCURRENCY = 3000
@@ -33,6 +33,8 @@ WARM_UP_SECONDS = 60.0
 REGIONS = {"us-east-1": "us-east-1, us-west-2, eu-west-1", "eu-central-1": "every other region"}
 LAG = Lag(start=1.0, end=5.0, describe=1.0)
 EVENTS = EventPlan(enabled=True, delay=1.0)
+DESIGNS = {"an invocation per end event": "per event (0.5)", "batched end events": "batched (0.6)"}
+"""Each design's column head: the ends' path up to 0.5, and the template's since."""
 
 
 def template_settings(aws: InMemoryAws) -> Settings:
@@ -69,18 +71,24 @@ def keep_backlog(aws: InMemoryAws, rng: random.Random, until: float) -> None:
     top_up()
 
 
-def run(region: str, seconds: float = 600.0) -> dict[str, Any]:
-    """Warm up, then measure ``seconds`` of simulated time in ``region``; the figures."""
+def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None = None) -> dict[str, Any]:
+    """Warm up, then measure ``seconds`` of simulated time in ``region``; the figures.
+
+    ``mapping``: ends reach the function in batches through the end-event queue (the
+    template since 0.6); None: one invocation per end event (0.5).
+    """
     aws = InMemoryAws(region=region, lag=LAG, events=EVENTS, seed=7)
     aws.world.max_concurrency = MAX_CONCURRENCY
     began = aws.scheduler.now
     end = began + WARM_UP_SECONDS + seconds
     keep_backlog(aws, random.Random(7), end)
-    function = Function(aws, template_settings(aws))
+    function = Function(aws, template_settings(aws), mapping=mapping)
     function.schedule(60.0, until=end)
     with counted_logs("INFO") as logs:
         aws.scheduler.run_until(began + WARM_UP_SECONDS)
         aws.usage.reset()
+        function.end_queue_requests.clear()
+        ends_before = function.ends_delivered
         logged_before, invocations_before = logs.bytes, len(function.invocations)
         measured_from = aws.scheduler.now
         aws.scheduler.run_until(end)
@@ -92,7 +100,10 @@ def run(region: str, seconds: float = 600.0) -> dict[str, Any]:
     reports = [run.report for run in invocations if run.report is not None]
     return {
         "region": region,
+        "design": "batched end events" if mapping else "an invocation per end event",
         "seconds": seconds,
+        "end_queue_requests": dict(function.end_queue_requests),
+        "ends": function.ends_delivered - ends_before,
         "starts": len(starts),
         "calls": dict(aws.usage.calls),
         "throttles": dict(aws.usage.throttles),
@@ -171,6 +182,10 @@ def bill(result: dict[str, Any]) -> list[tuple[str, float]]:
             "SQS FIFO requests",
             sum(calls.get(op, 0) for op in SQS_OPERATIONS) * per_start * prices.SQS_FIFO_REQUEST,
         ),
+        (
+            "SQS standard requests (the end-event queue)",
+            sum(result["end_queue_requests"].values()) * per_start * prices.SQS_STANDARD_REQUEST,
+        ),
         ("DynamoDB write units", units.get("WriteRequestUnits", 0) * per_start * prices.DYNAMODB_WRITE_UNIT),
         ("DynamoDB read units", units.get("ReadRequestUnits", 0) * per_start * prices.DYNAMODB_READ_UNIT),
         ("X-Ray traces (default sampling)", result["traces"] * per_start * prices.XRAY_TRACE),
@@ -186,11 +201,11 @@ def lines(results: list[dict[str, Any]]) -> list[str]:
     """The section's report: one column per set of quotas."""
     from benchmarks import prices  # noqa: PLC0415
 
-    width = 26
+    width = 24
     write, read = "WriteRequestUnits", "ReadRequestUnits"
-    heads = [f"{result['region']} quotas" for result in results]
     say = [
-        f"   {'':<44}" + "".join(f"{head:>{width}}" for head in heads),
+        f"   {'':<44}" + "".join(f"{result['region'] + ' quotas':>{width}}" for result in results),
+        f"   {'':<44}" + "".join(f"{DESIGNS[result['design']]:>{width}}" for result in results),
     ]
 
     def row(label: str, cells: list[str]) -> None:
@@ -213,6 +228,10 @@ def lines(results: list[dict[str, Any]]) -> list[str]:
             f"{rate(r, r['invocations']):.1f} ({r['busy'] / max(1, r['invocations']):.0%} busy)"
             for r in results
         ],
+    )
+    row(
+        "ends per Lambda invocation",
+        [f"{r['ends'] / max(1, r['invocations']):.1f}" for r in results],
     )
     row(
         "DynamoDB write units per start",

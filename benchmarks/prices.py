@@ -13,6 +13,9 @@ LAMBDA_ARM_GB_SECOND = 0.0000133334
 """AWS Lambda, Arm: $0.0000133334 per GB-second (first tier)."""
 SQS_FIFO_REQUEST = 0.50 / PER_MILLION
 """Amazon SQS FIFO: $0.50 per 1M requests (each 64 KB of a request's payload is one)."""
+SQS_STANDARD_REQUEST = 0.40 / PER_MILLION
+"""Amazon SQS standard: $0.40 per 1M requests (the end-event queue; EventBridge's delivery of
+AWS service events from the default bus is free)."""
 DYNAMODB_WRITE_UNIT = 0.625 / PER_MILLION
 """Amazon DynamoDB on-demand: $0.625 per 1M write request units."""
 DYNAMODB_READ_UNIT = 0.125 / PER_MILLION

@@ -10,7 +10,7 @@ import pytest
 from dispatcher.settings import Settings
 from tests.integration.conftest import harness  # the moto harness, for the cross-check
 from tests.support.sim.aws import InMemoryAws
-from tests.support.sim.function import Function, counted_logs
+from tests.support.sim.function import EventSourceMapping, Function, counted_logs
 
 
 @pytest.fixture
@@ -41,10 +41,17 @@ def settings(aws: InMemoryAws, max_concurrency: int, **fields: object) -> Settin
     )
 
 
-def function(aws: InMemoryAws, max_concurrency: int, *, refill: bool = True, **fields: object) -> Function:
+def function(
+    aws: InMemoryAws,
+    max_concurrency: int,
+    *,
+    refill: bool = True,
+    mapping: EventSourceMapping | None = None,
+    **fields: object,
+) -> Function:
     """The dispatcher function at MAX ``max_concurrency``; the world checks the cap at every start."""
     aws.world.max_concurrency = max_concurrency
-    return Function(aws, settings(aws, max_concurrency, **fields), refill=refill)
+    return Function(aws, settings(aws, max_concurrency, **fields), refill=refill, mapping=mapping)
 
 
 def backlog(aws: InMemoryAws, jobs: int, *, groups: int, seconds: float = 10.0) -> None:

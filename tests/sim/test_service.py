@@ -16,6 +16,7 @@ from dispatcher.core.quotas import Bucket
 from tests.sim.conftest import backlog, function
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.function import EventSourceMapping
 from tests.support.world import EventPlan, Lag
 
 
@@ -114,3 +115,24 @@ def test_paused_starts_nothing_and_loses_nothing(aws: InMemoryAws, max_concurren
     assert invocation.report["stopped"] == ("paused" if max_concurrency == 0 else "capacity")
     assert len(aws.started()) == max_concurrency
     assert sum(aws.queue.depth()) == 20 - max_concurrency
+
+
+def test_ends_reach_the_function_in_batches_through_the_event_source_mapping() -> None:
+    """Ends go to the end-event queue; batches of them, at most two at once, free every slot they report."""
+    aws = InMemoryAws(events=EventPlan(enabled=True, delay=1.0))
+    backlog(aws, 1500, groups=100, seconds=5.0)
+    mapping = EventSourceMapping(batch_size=200, window_seconds=1.0, max_concurrency=2)
+    dispatcher = function(aws, 300, mapping=mapping)
+    dispatcher.schedule(60.0, until=aws.scheduler.now + 60)
+    aws.scheduler.run_until(aws.scheduler.now + 60)
+    batches = [invocation for invocation in dispatcher.invocations if invocation.trigger == "event"]
+    assert dispatcher.ends_delivered > 1000
+    assert len(batches) <= dispatcher.ends_delivered / 20
+    moments = sorted([(run.began, 1) for run in batches] + [(run.ended, -1) for run in batches])
+    running = [sum(step for _, step in moments[: index + 1]) for index in range(len(moments))]
+    assert max(running) <= mapping.max_concurrency
+    assert dispatcher.end_queue_requests["SendMessage"] == dispatcher.ends_delivered
+    assert aws.world.violations == []
+    assert len(aws.started()) >= 1500 - 300
+    aws.scheduler.stop()
+    assert aws.scheduler.errors == dispatcher.errors == []

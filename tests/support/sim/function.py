@@ -4,24 +4,28 @@ Each invocation does what the handler does (reads the event, the limits, builds 
 tick service) and runs the unchanged `Dispatcher` on the container's ports. A container
 serves one invocation at a time and keeps its clients and warm reads; an invocation that
 finds every container busy starts a new one (a cold start). Invoked asynchronously by
-the schedule and by each status change event the refill rule matches; Lambda's own
-concurrency limit and event age are not modelled (no invocation is throttled or dropped).
+the schedule; the ends the refill rule matches either invoke it one event each (as up
+to 0.5) or go to the end-event queue, which an event source mapping hands to it in
+batches (`EventSourceMapping`, as the template configures it). Lambda's own concurrency
+limit and event age are not modelled (no invocation is throttled or dropped).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatcher.core.batching import SQS_BATCH_LIMIT
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, combine
 from dispatcher.core.events import end_news, refill_pattern
 from dispatcher.core.quotas import SSM_GET_PARAMETER
 from dispatcher.handler import policy
-from dispatcher.local.events import matches
+from dispatcher.local.events import matches, sqs_event
 from dispatcher.settings import Settings
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Runtime
@@ -48,6 +52,23 @@ class Container:
 
 
 @dataclass(frozen=True)
+class EventSourceMapping:
+    """The end-event queue's event source mapping (the template's `EndEventMapping`).
+
+    A batch is invoked once ``batch_size`` ends wait, or ``window_seconds`` after the
+    oldest one arrived, while fewer than ``max_concurrency`` of its invocations run.
+    The mapping's pollers receive and delete 10 messages a call.
+    """
+
+    batch_size: int = 1000
+    window_seconds: float = 1.0
+    max_concurrency: int = 2
+
+
+END_EVENT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatcher-end-events"
+
+
+@dataclass(frozen=True)
 class Invocation:
     """One invocation: when it ran, what triggered it, what it reported (None: it raised, or died)."""
 
@@ -62,9 +83,25 @@ class Invocation:
 class Function:
     """The deployed function, invoked asynchronously by the schedule and the refill rule."""
 
-    def __init__(self, aws: InMemoryAws, settings: Settings, *, refill: bool = True) -> None:
+    def __init__(
+        self,
+        aws: InMemoryAws,
+        settings: Settings,
+        *,
+        refill: bool = True,
+        mapping: EventSourceMapping | None = None,
+    ) -> None:
         self._aws = aws
         self.settings = settings
+        self.mapping = mapping
+        self._ends: list[tuple[float, str]] = []
+        """The end-event queue: (arrived at, body) of each end waiting for a batch."""
+        self._batches_running = 0
+        self._flush_at: float | None = None
+        self.ends_delivered = 0
+        """Status change events the refill rule matched (each end, and each duplicate of one)."""
+        self.end_queue_requests: Counter[str] = Counter()
+        """Requests on the end-event queue (standard): EventBridge sends, the mapping receives and deletes."""
         self._idle: list[Container] = []
         self.invocations: list[Invocation] = []
         self.errors: list[BaseException] = []
@@ -74,12 +111,61 @@ class Function:
         """Where the invocation a trigger ("schedule" or "event") starts dies, if anywhere."""
         if refill:
             pattern = refill_pattern(settings.state_machine_arn)
-            aws.subscribers.append(lambda event: self.invoke(event) if matches(pattern, event) else None)
+            deliver = self.invoke if mapping is None else self._enqueue_end
 
-    def invoke(self, event: dict[str, Any]) -> None:
+            def on_event(event: dict[str, Any]) -> None:
+                if matches(pattern, event):
+                    self.ends_delivered += 1
+                    deliver(event)
+
+            aws.subscribers.append(on_event)
+
+    def invoke(self, event: dict[str, Any], done: Callable[[], None] | None = None) -> None:
         """An asynchronous invocation: it runs from now, in a container of its own."""
-        trigger = "event" if "detail" in event and event.get("detail") else "schedule"
-        self._aws.scheduler.spawn(lambda: self._run(event, trigger), f"invocation-{len(self.invocations)}")
+        trigger = "event" if event.get("detail") or event.get("Records") else "schedule"
+
+        def run() -> None:
+            self._run(event, trigger)
+            if done is not None:
+                done()
+
+        self._aws.scheduler.spawn(run, f"invocation-{len(self.invocations)}")
+
+    # -- the end-event queue and its event source mapping ------------------------------
+
+    def _enqueue_end(self, event: dict[str, Any]) -> None:
+        """EventBridge's `SendMessage` of one end to the end-event queue."""
+        self.end_queue_requests["SendMessage"] += 1
+        self._ends.append((self._aws.scheduler.now, json.dumps(event)))
+        self._flush()
+
+    def _flush(self) -> None:
+        """Invoke the batches that are due, as far as the mapping's concurrency allows."""
+        assert self.mapping is not None
+        scheduler = self._aws.scheduler
+        mapping = self.mapping
+        while self._ends and self._batches_running < mapping.max_concurrency:
+            due = self._ends[0][0] + mapping.window_seconds
+            if len(self._ends) < mapping.batch_size and scheduler.now < due:
+                if self._flush_at is None or self._flush_at > due:
+                    self._flush_at = due
+                    scheduler.call_at(due, self._timer)
+                return
+            bodies = [body for _, body in self._ends[: mapping.batch_size]]
+            del self._ends[: mapping.batch_size]
+            calls = -(-len(bodies) // SQS_BATCH_LIMIT)
+            self.end_queue_requests["ReceiveMessage"] += calls
+            self.end_queue_requests["DeleteMessageBatch"] += calls
+            self._batches_running += 1
+            self.invoke(sqs_event(bodies, END_EVENT_QUEUE_ARN), done=self._batch_done)
+
+    def _timer(self) -> None:
+        self._flush_at = None
+        self._flush()
+
+    def _batch_done(self) -> None:
+        self._batches_running -= 1
+        self._flush()
 
     def schedule(self, every_seconds: float, until: float) -> None:
         """The EventBridge schedule: an invocation now, and every ``every_seconds`` until ``until``."""
