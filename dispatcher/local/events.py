@@ -141,9 +141,13 @@ def to_queue(queue_url: str, endpoint_url: str) -> Callable[[dict[str, Any]], No
     return deliver
 
 
-def sqs_event(bodies: list[str], queue_arn: str, message_ids: list[str] | None = None) -> dict[str, Any]:
+END_EVENT_QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:dispatcher-end-events"
+"""The end-event queue the emulations deliver batches from (the template's `EndEventQueue`)."""
+
+
+def sqs_event(bodies: list[str], queue_arn: str = END_EVENT_QUEUE_ARN) -> dict[str, Any]:
     """The event an SQS event source mapping invokes a function with: one record per message body."""
-    ids = message_ids or [str(uuid.uuid4()) for _ in bodies]
+    ids = [str(uuid.uuid4()) for _ in bodies]
     return {
         "Records": [
             {

@@ -17,7 +17,6 @@ from dispatcher.core.events import is_sqs_batch
 from dispatcher.local.events import sqs_event
 from tests.support.world import Execution, World, execution_event
 
-END_EVENT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatcher-end-events"
 REDELIVERY_SECONDS = (1.0, 30.0, 90.0)
 """When a doubled batch comes again: soon, after a visibility timeout, past the list's lag."""
 
@@ -42,7 +41,7 @@ class EndEventBatches:
             bodies = fresh[start : start + plan.batch_size]
             if self._rng.random() < plan.malformed:
                 bodies.insert(self._rng.randint(0, len(bodies)), self._not_an_end())
-            batch = sqs_event(bodies, END_EVENT_QUEUE_ARN)
+            batch = sqs_event(bodies)
             if self._rng.random() < plan.batch_lost:
                 self._world.injected["end event batch lost"] += 1
                 continue

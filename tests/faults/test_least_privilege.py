@@ -14,8 +14,8 @@ from typing import Any
 
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.local.events import END_EVENT_QUEUE_ARN
 from dispatcher.local.stack import Stack
-from tests.faults.batches import END_EVENT_QUEUE_ARN
 from tests.faults.crash_course import crash_course
 from tests.faults.process import Call
 from tests.faults.scenario import Scenario, run_scenario
@@ -61,7 +61,7 @@ def resolve(value: Any, stack: Stack) -> Any:  # noqa: PLR0911 — one return pe
             "JobQueue": queue_arn(stack.queue_url),
             "DeadLetterQueue": queue_arn(stack.dead_letter_queue_url),
             "StateTable": table_arn(stack.state_table),
-            "EndEventQueue": queue_arn(END_EVENT_QUEUE_ARN),
+            "EndEventQueue": END_EVENT_QUEUE_ARN,
         }[argument[0]]
     if function == "Fn::If":
         return resolve(argument[1], stack)

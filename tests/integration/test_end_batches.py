@@ -12,8 +12,6 @@ from dispatcher.local.events import sqs_event
 from tests.integration.conftest import Harness
 from tests.integration.test_refill import still_listed
 
-QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatcher-end-events"
-
 
 def full_then_two_end(harness: Harness) -> list[str]:
     """MAX 3 executions running, three jobs waiting; two executions end and the list still shows them."""
@@ -32,7 +30,7 @@ def batch(harness: Harness, ended: list[str], *others: object) -> dict[str, Any]
     """The ends of ``ended`` and the ``others`` (any bodies), as the event source mapping delivers them."""
     bodies = [json.dumps(harness.status_change(name, "ABORTED")) for name in ended]
     bodies += [other if isinstance(other, str) else json.dumps(other) for other in others]
-    return sqs_event(bodies, QUEUE_ARN)
+    return sqs_event(bodies)
 
 
 def end_writes(harness: Harness) -> list[int]:

@@ -65,9 +65,6 @@ class EventSourceMapping:
     max_concurrency: int = 2
 
 
-END_EVENT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:dispatcher-end-events"
-
-
 @dataclass(frozen=True)
 class Invocation:
     """One invocation: when it ran, what triggered it, what it reported (None: it raised, or died)."""
@@ -157,7 +154,7 @@ class Function:
             self.end_queue_requests["ReceiveMessage"] += calls
             self.end_queue_requests["DeleteMessageBatch"] += calls
             self._batches_running += 1
-            self.invoke(sqs_event(bodies, END_EVENT_QUEUE_ARN), done=self._batch_done)
+            self.invoke(sqs_event(bodies), done=self._batch_done)
 
     def _timer(self) -> None:
         self._flush_at = None
