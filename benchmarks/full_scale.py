@@ -47,7 +47,7 @@ def template_settings(aws: InMemoryAws) -> Settings:
         state_table="state",
         receive_wait_seconds=1,
         time_margin_seconds=15,
-        start_concurrency=10,
+        start_concurrency=0,
         list_reuse_seconds=1,
         loop_seconds=0,
         control_parameter="/dispatcher/control",

@@ -51,10 +51,13 @@ class Settings(BaseModel):
         description="Stop admitting when less Lambda time than this remains (one round of starts).",
     )
     start_concurrency: int = Field(
-        default=10,
-        ge=1,
+        default=0,
+        ge=0,
         le=MAX_START_CONCURRENCY,
-        description="Message groups whose executions are started at once (each group in send order).",
+        description=(
+            "Message groups whose executions are started at once (each group in send order);"
+            " 0 sizes it from StartExecution's quota and measured latency (4 to 32)."
+        ),
     )
     list_reuse_seconds: float = Field(
         default=1.0,

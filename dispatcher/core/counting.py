@@ -6,7 +6,7 @@ Time arrives as ``now`` (epoch seconds); nothing here reads a clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +45,55 @@ class StateWindow(BaseModel):
     ended: tuple[EndedExecution, ...] = ()
 
 
+REREAD_SECONDS = 2.0
+"""A lease holder that read the window already reads again only from this long before its
+last read: every start record written since was its own (only the holder records starts),
+and an end written late is only an end learned later, which is safe."""
+
+
+@dataclass
+class KnownWindow:
+    """The review window as one lease holder has read it, so its later ticks read only what is new.
+
+    Only while one invocation holds the lease without a break: a new holder reads the
+    whole window, since the previous holder's starts are in it.
+    """
+
+    read_at: float
+    """The clock just before the latest read."""
+    starts: dict[str, RecordedStart] = field(default_factory=dict)
+    """Sort key → the record."""
+    ends: dict[tuple[str, float], float] = field(default_factory=dict)
+    """(name, stopped at) → when the end was first read."""
+
+    def rereads_from(self) -> float:
+        """Where the next read begins."""
+        return self.read_at - REREAD_SECONDS
+
+    def add(self, window: StateWindow, read_at: float) -> None:
+        """Fold in a read that began at ``read_at``."""
+        self.read_at = read_at
+        for record in window.starts:
+            self.starts[record.sort_key] = record
+        for end in window.ended:
+            self.ends.setdefault((end.name, end.stopped_at), read_at)
+
+    def drop(self, records: Iterable[RecordedStart]) -> None:
+        """Records that stopped counting (their ``resolved`` mark is written)."""
+        for record in records:
+            self.starts.pop(record.sort_key, None)
+
+    def view(self, now: float) -> StateWindow:
+        """The window as of ``now``: what is older than the review window is left out, and forgotten."""
+        oldest = now - RECENT_START_WINDOW_SECONDS
+        self.starts = {key: record for key, record in self.starts.items() if record.recorded_at >= oldest}
+        self.ends = {key: seen for key, seen in self.ends.items() if seen >= oldest}
+        return StateWindow(
+            starts=tuple(self.starts.values()),
+            ended=tuple(EndedExecution(name=name, stopped_at=at) for name, at in self.ends),
+        )
+
+
 class RunningListing(BaseModel):
     """What `ListExecutions(statusFilter=RUNNING)` showed, and when it was asked."""
 
@@ -74,7 +123,10 @@ class RunningCount:
     to_check: tuple[RecordedStart, ...] = ()
     """Recorded starts the list doesn't show: `DescribeExecution` tells whether each still runs."""
     resolved: tuple[RecordedStart, ...] = ()
-    """Records that can go: too old to matter, superseded, or ended by an event."""
+    """Records that no longer count: too old to matter, superseded, or ended by an event.
+    They need no write: the next tick's window read settles them the same way (an end
+    and a newer record are written after the record they settle, so they stay in the
+    window as long as it does), and the oldest have left the window."""
 
 
 def latest_ends(ended: Iterable[EndedExecution]) -> dict[str, float]:

@@ -3,16 +3,31 @@
 `ListExecutions` is eventually consistent both ways, so the list is corrected with what
 the state table remembers: starts recorded in the last 90 s that the list doesn't show
 yet, and ends that status change events reported while the list still shows them.
+A recorded start neither the list nor an event settles is checked with
+`DescribeExecution`, within a pace well below that API's quota. While one invocation
+holds the lease, its ticks after the first read only the window's newest records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, latest_ends, plan_count, still_counts
+from dispatcher.core.counting import (
+    LIST_PAGE_SIZE,
+    RECENT_START_WINDOW_SECONDS,
+    KnownWindow,
+    RecordedStart,
+    RunningListing,
+    StateWindow,
+    latest_ends,
+    plan_count,
+    still_counts,
+)
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, StateStore
 from dispatcher.tick.warm import WarmState
@@ -46,6 +61,8 @@ class Counter:
         self._max = max_concurrency
         self._list_reuse_seconds = list_reuse_seconds
         self._clock = clock
+        self._holding = False
+        self._known: KnownWindow | None = None
 
     def note_ends(self, ended: Sequence[EndedExecution]) -> None:
         """Keep the events' news for the ticks of the next minute and a half."""
@@ -74,29 +91,81 @@ class Counter:
     def count(self, ended: Sequence[EndedExecution] = ()) -> Count:
         """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show."""
         now = self._clock()
-        window = self._state.window(now - RECENT_START_WINDOW_SECONDS)
+        window = self._read_window(now)
         ends = latest_ends([*window.ended, *ended])
         arn = self._state_machine.arn
         listing = self._warm.listing(arn, now, self._list_reuse_seconds)
         if listing is None:
-            listing = self._state_machine.list_running(self._max, ends, listed_at=now)
-            self._warm.keep(arn, listing)
+            listing = self._read_listing(ends, now)
         planned = plan_count(listing, ends, window.starts, self._max, now)
         oldest = None
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
-        running = planned.running
-        resolved = list(planned.resolved)
-        for index, record in enumerate(planned.to_check):
+        running, settled = self._settle(planned.to_check, planned.running, now)
+        if settled:
+            self._state.forget(settled)
+            if self._known is not None:
+                self._known.drop(settled)
+        return Count(running, oldest)
+
+    def _read_listing(self, ends: Mapping[str, float], now: float) -> RunningListing:
+        """A fresh listing, or, while the `ListExecutions` pace has no tokens for one, the last one."""
+        arn = self._state_machine.arn
+        pace = self._warm.paces_for(arn).list
+        last = self._warm.listing(arn, now, LISTING_MAX_AGE_SECONDS)
+        pages = 1 if last is None else max(1, math.ceil(len(last.executions) / LIST_PAGE_SIZE))
+        if last is not None and not pace.ready(now, pages):
+            return last
+        listing = self._state_machine.list_running(self._max, ends, listed_at=now)
+        pace.reserve(now, pages)
+        self._warm.keep(arn, listing)
+        return listing
+
+    def hold(self) -> None:
+        """The lease is held from now on, without a break: later reads of the window may be partial."""
+        self._holding = True
+
+    def let_go(self) -> None:
+        """The lease is no longer held: the next read is whole."""
+        self._holding = False
+        self._known = None
+
+    def _read_window(self, now: float) -> StateWindow:
+        """The review window: read whole, or, while the lease is held throughout, only what is new."""
+        oldest = now - RECENT_START_WINDOW_SECONDS
+        if self._known is None or not self._holding:
+            window = self._state.window(oldest)
+            if not self._holding:
+                return window
+            self._known = KnownWindow(read_at=now)
+        else:
+            window = self._state.window(max(oldest, self._known.rereads_from()))
+        self._known.add(window, now)
+        return self._known.view(now)
+
+    def _settle(
+        self, to_check: Sequence[RecordedStart], running: int, now: float
+    ) -> tuple[int, list[RecordedStart]]:
+        """RUNNING with the recorded starts to check, oldest first, until MAX; those that ended.
+
+        Each check is a `DescribeExecution` within its pace. Those left unchecked by the
+        pace or by a failed read count as running, as an unknown state does: the cap never
+        depends on a read that was not made or failed. They are checked on later ticks,
+        and stop counting when an end event or the list tells, or after the review window.
+        """
+        pace = self._warm.paces_for(self._state_machine.arn).describe
+        settled: list[RecordedStart] = []
+        for index, record in enumerate(to_check):
             if running >= self._max:
                 break
+            if not pace.take(now, 1):
+                logger.info("checks of recorded starts paced", extra={"left": len(to_check) - index})
+                return running + len(to_check) - index, settled
             try:
                 state = self._state_machine.state_of(record.name)
             except TransientError as error:
-                # Unknown means running: the cap never depends on a read that failed.
-                running += len(planned.to_check) - index
                 logger.warning("could not check recorded starts", extra={"reason": str(error)})
-                break
+                return running + len(to_check) - index, settled
             if state is None:
                 counts = still_counts(None, record, now)
             else:
@@ -104,7 +173,5 @@ class Counter:
             if counts:
                 running += 1
             else:
-                resolved.append(record)
-        if resolved:
-            self._state.forget(resolved)
-        return Count(running, oldest)
+                settled.append(record)
+        return running, settled

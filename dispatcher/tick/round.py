@@ -2,32 +2,36 @@
 
 Receives are batches of 10, in parallel once the first comes back full; starts are
 recorded in `BatchWriteItem` calls of 25 and made on the start threads, one group per
-thread; what is done is deleted in batches of 10, poison dead-lettered, the rest released.
+thread, paced below `StartExecution`'s quota; what is done is deleted in batches of 10,
+poison dead-lettered, the rest released.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from dispatcher.core.admission import admit
-from dispatcher.core.batching import SQS_BATCH_LIMIT, FanOut, chunks, receive_size, round_size
+from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
-from dispatcher.tick.ports import Pool, Ports
+from dispatcher.tick.ports import Pool, Ports, Runtime
 from dispatcher.tick.report import TickReport
 from dispatcher.tick.starts import RoundOutcome, Starter
+from dispatcher.tick.warm import WarmState
 
 
 class Round:
     """The rounds of one tick, on one set of ports and start threads."""
 
-    def __init__(self, ports: Ports, pool: Pool, clock: Callable[[], float], fan_out: FanOut) -> None:
+    def __init__(self, ports: Ports, pool: Pool, runtime: Runtime, warm: WarmState) -> None:
         self._ports = ports
         self._pool = pool
-        self._fan_out = fan_out
-        self._starter = Starter(ports.state_machine, ports.state_table, pool, clock)
+        self._runtime = runtime
+        self._fan_out = warm.fan_out
+        self._pace = warm.paces_for(ports.state_machine.arn).start
+        self._starter = Starter(
+            ports.state_machine, ports.state_table, pool, runtime.clock, warm.start_latency
+        )
 
     def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of messages; the reason receiving stopped early, if any.
@@ -65,6 +69,10 @@ class Round:
             outcome.dead_letters += admission.dead_letters
             outcome.held_back += admission.held_back
             recorded = self._starter.record(admission.starts, outcome)
+            wait = self._pace.reserve(self._runtime.clock(), len(recorded))
+            if wait:
+                logger.info("starts paced", extra={"seconds": round(wait, 3), "starts": len(recorded)})
+                self._runtime.sleep(wait)
             for group in self._starter.start(admission.starts, recorded):
                 outcome.merge(group)
             failed = self._ports.dead_letters.send(outcome.dead_letters)

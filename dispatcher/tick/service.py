@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dispatcher.core.counting import free_slots
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Counter
 from dispatcher.tick.ports import Ports, Runtime
@@ -21,6 +22,10 @@ from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
+HAND_BACK_GRACE_SECONDS = 0.1
+"""How long a holder whose tick filled every slot waits for another invocation to ask before
+letting go: under churn, end batches come a few times a second, and one holder ticking for
+them all reads the state table's window incrementally and its own paces stay honest."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,8 @@ class TickPolicy:
     """The operator paused the dispatcher: nothing starts, nothing is lost."""
     time_margin_seconds: float = 10.0
     """Stop admitting when less Lambda time than this remains (one round of starts)."""
-    start_concurrency: int = 10
-    """Message groups started at once."""
+    start_concurrency: int = 0
+    """Message groups started at once; 0 sizes it from the `StartExecution` quota and latency."""
     list_reuse_seconds: float = 1.0
     """A `ListExecutions` read is reused by later ticks of a warm container for this long."""
     loop_seconds: float = 0.0
@@ -76,12 +81,15 @@ class Dispatcher:
             logger.warning("could not take the tick lease", extra={"reason": str(error)})
             self._let_go_after_failure(owner)
             return TickReport(stopped=StopReason.THROTTLED)
+        self._counter.hold()
         try:
             report = self._ticks(ended)
             self._hand_back(owner, report)
         except BaseException:
             self._let_go_after_failure(owner)
             raise
+        finally:
+            self._counter.let_go()
         return report
 
     # -- the lease --------------------------------------------------------------------
@@ -104,17 +112,28 @@ class Dispatcher:
     def _hand_back(self, owner: str, report: TickReport) -> None:
         """Let go of the lease, first ticking again for each invocation that found it held.
 
-        Those invocations came because an execution ended (or a tick was due): their
-        news is in the state table, and one more tick here spends the slot it freed.
+        Those invocations came because executions ended (or a tick was due): their news
+        is in the state table, and one more tick here, at once, spends the slots it freed.
+        How often that happens is bounded by how often they come (the end-event mapping
+        invokes at most twice at a time), and a listing is still read at most once a
+        ``list_reuse_seconds``.
         """
         lease = self._ports.lease
+        last = report.stopped
         try:
-            while not lease.release(owner):
+            while True:
+                if last is StopReason.CAPACITY and self._time_for_another_tick():
+                    # Jobs wait for slots, and end events are coming: wait a moment for the
+                    # next one to ask, rather than handing the lease to its invocation.
+                    self._runtime.sleep(HAND_BACK_GRACE_SECONDS)
+                if lease.release(owner):
+                    return
                 if not self._time_for_another_tick():
                     lease.let_go(owner)
                     return
-                self._runtime.sleep(self._interval)
-                report.add(self.tick())
+                tick = self.tick()
+                last = tick.stopped
+                report.add(tick)
         except TransientError as error:
             logger.warning(
                 "could not let go of the tick lease: it expires with this invocation",
@@ -166,8 +185,8 @@ class Dispatcher:
             oldest_running_seconds=count.oldest_running_seconds,
         )
         logger.info("capacity", extra={"running": count.running, "free": free, "max": self._max})
-        with self._runtime.pool(self._policy.start_concurrency) as pool:
-            rounds = Round(self._ports, pool, self._runtime.clock, self._warm.fan_out)
+        with self._runtime.pool(self._start_threads()) as pool:
+            rounds = Round(self._ports, pool, self._runtime, self._warm)
             while free > 0:
                 stopped = self._round(rounds, free, report)
                 if stopped is not None:
@@ -175,6 +194,12 @@ class Dispatcher:
                     break
                 free = report.free - report.started
         return report
+
+    def _start_threads(self) -> int:
+        if self._policy.start_concurrency:
+            return self._policy.start_concurrency
+        pace = self._warm.paces_for(self._ports.state_machine.arn).start
+        return start_threads(pace.rate, self._warm.start_latency.seconds)
 
     def _round(self, rounds: Round, free: int, report: TickReport) -> StopReason | None:
         """One round; why admission stops after it, or None to go on."""

@@ -17,6 +17,7 @@ from dispatcher.core.errors import (
 )
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.pacing import Latency
 from dispatcher.core.redrive import RedriveVerdict, redrive_decision, redrive_token
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
@@ -63,12 +64,18 @@ class Starter:
     """Records a round's starts in the state table, then starts them, each group in send order."""
 
     def __init__(
-        self, state_machine: Executions, state_table: StateStore, pool: Pool, clock: Callable[[], float]
+        self,
+        state_machine: Executions,
+        state_table: StateStore,
+        pool: Pool,
+        clock: Callable[[], float],
+        latency: Latency,
     ) -> None:
         self._state_machine = state_machine
         self._state = state_table
         self._pool = pool
         self._clock = clock
+        self._latency = latency
 
     def record(self, starts: Sequence[Start], outcome: RoundOutcome) -> set[str]:
         """Write the round's starts to the state table; return the names that may start.
@@ -141,8 +148,10 @@ class Starter:
             self._redrive(start, outcome)
             return
         message, name = start.message, start.name
+        began = self._clock()
         try:
             self._state_machine.start(name, message.body)
+            self._latency.observe(self._clock() - began)
         except ExecutionExistsError:
             if self._state_machine.has_input(name, message.body):
                 outcome.already_started.append(message)

@@ -5,7 +5,8 @@ It saves calls when invocations come in bursts, as they do when every completed
 execution sends a status change event: a `ListExecutions` read is reused for a short
 while (its age is bounded, and the starts made since are in the state table), and a
 state machine found STANDARD is not described again, and the receives of a round follow
-what the queue handed out last.
+what the queue handed out last. The tick's own buckets (`Paces`) live here too: a
+cold start begins with them full, as AWS's own buckets refill while nothing calls.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from dispatcher.core.batching import FanOut
 from dispatcher.core.counting import RunningListing
+from dispatcher.core.pacing import Latency, Paces, region_of
 
 
 @dataclass
@@ -26,6 +28,16 @@ class WarmState:
     """State machine ARN → its latest RUNNING listing."""
     fan_out: FanOut = field(default_factory=FanOut)
     """How many receives in parallel the queue was last seen to serve."""
+    paces: dict[str, Paces] = field(default_factory=dict)
+    """State machine ARN → the tick's own buckets below Step Functions' in its region."""
+    start_latency: Latency = field(default_factory=Latency)
+    """`StartExecution`'s round trip, as measured."""
+
+    def paces_for(self, state_machine_arn: str) -> Paces:
+        """The buckets of this state machine's region (kept across a warm container's invocations)."""
+        if state_machine_arn not in self.paces:
+            self.paces[state_machine_arn] = Paces.of_region(region_of(state_machine_arn))
+        return self.paces[state_machine_arn]
 
     def listing(self, state_machine_arn: str, now: float, max_age: float) -> RunningListing | None:
         """The latest listing of the state machine if it is younger than ``max_age`` seconds."""
@@ -43,3 +55,5 @@ class WarmState:
         self.standard.clear()
         self.listings.clear()
         self.fan_out = FanOut()
+        self.paces.clear()
+        self.start_latency = Latency()

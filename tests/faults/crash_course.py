@@ -21,7 +21,7 @@ def crash_course(plan: CrashPlan, *, redrives: bool | None = None) -> Scenario:
     Short jobs and a 60 s list lag make recorded starts that end unlisted (Describe,
     then BatchWriteItem); poison and a name collision make dead letters; throttled
     starts make releases; jobs that end send status change events (PutItem), some of
-    them twice, and half of the ticks they trigger crash at ``plan`` too. With
+    them twice, and seven in ten of the ticks they trigger crash at ``plan`` too. With
     ``redrives`` (by default, when ``plan`` is a redrive), half of the jobs call the
     downstream API during an outage, fail, and the operator has them redriven (queueing
     the redrive jobs before two of the ticks that crash).
@@ -49,7 +49,7 @@ def crash_course(plan: CrashPlan, *, redrives: bool | None = None) -> Scenario:
         intervals=[25.0] * ticks,
         crashes=crashes,
         events=EventPlan(enabled=True, duplicated=0.3, delay=2.0),
-        event_crash_rate=0.5,
+        event_crash_rate=0.7,
         event_crash=plan,
         outage_seconds=60.0 if redrives else 0.0,
         rerun_mode="redrive",
