@@ -33,6 +33,8 @@ WARM_UP_SECONDS = 60.0
 REGIONS = {"us-east-1": "us-east-1, us-west-2, eu-west-1", "eu-central-1": "every other region"}
 LAG = Lag(start=1.0, end=5.0, describe=1.0)
 EVENTS = EventPlan(enabled=True, delay=1.0)
+TIMELINE_SECONDS = 5.0
+"""The plot's starts/s are averaged over this long."""
 DESIGNS = {"an invocation per end event": "per event (0.5)", "batched end events": "batched (0.6)"}
 """Each design's column head: the ends' path up to 0.5, and the template's since."""
 
@@ -97,6 +99,7 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
     invocations = [run for run in function.invocations[invocations_before:] if run.began >= measured_from]
     starts = [execution for execution in aws.started() if execution.started_at >= measured_from]
     per_second = Counter(int(run.began - measured_from) for run in invocations)
+    timeline = Counter(int((execution.started_at - began) // TIMELINE_SECONDS) for execution in aws.started())
     reports = [run.report for run in invocations if run.report is not None]
     return {
         "region": region,
@@ -129,6 +132,12 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
         "errors": [repr(error) for error in [*function.errors, *aws.scheduler.errors]][:5],
         "violations": aws.world.violations[:5],
         "quotas": {operation: bucket.refill for operation, bucket in quotas.step_functions(region).items()},
+        "timeline_seconds": TIMELINE_SECONDS,
+        "warm_up_seconds": WARM_UP_SECONDS,
+        "timeline": [
+            timeline[index] / TIMELINE_SECONDS
+            for index in range(int((WARM_UP_SECONDS + seconds) // TIMELINE_SECONDS))
+        ],
     }
 
 
@@ -279,3 +288,82 @@ def lines(results: list[dict[str, Any]]) -> list[str]:
     ]
     say += [f"   ! {problem}" for problem in problems]
     return say
+
+
+# -- the targets (issue 16), checked on the template's design ----------------------------
+
+SHARE_OF_REFILL = 0.90
+DESCRIBES_PER_START = 0.02
+LISTS_PER_SECOND = 2.0
+THROTTLED_SHARE = 0.01
+ENDS_PER_INVOCATION = 50
+BILL_PER_MILLION = 1.00
+
+
+def targets(results: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
+    """Each target of the section: (name, met, the figures), on the batched runs of both sets of quotas."""
+    batched = [r for r in results if r["design"] == "batched end events"]
+
+    def each(measure: Any, fmt: str) -> str:
+        return ", ".join(f"{r['region']} {fmt.format(measure(r))}" for r in batched)
+
+    def share(r: dict[str, Any]) -> float:
+        return r["starts"] / r["seconds"] / r["quotas"]["StartExecution"]
+
+    def describes(r: dict[str, Any]) -> float:
+        return r["calls"].get("DescribeExecution", 0) / max(1, r["starts"])
+
+    def lists(r: dict[str, Any]) -> float:
+        return r["calls"].get("ListExecutions", 0) / r["seconds"]
+
+    def throttled(r: dict[str, Any]) -> float:
+        return max(
+            (r["throttles"].get(op, 0) / calls for op, calls in r["calls"].items() if calls), default=0.0
+        )
+
+    def ends(r: dict[str, Any]) -> float:
+        return r["ends"] / max(1, r["invocations"])
+
+    def total(r: dict[str, Any]) -> float:
+        return sum(cost for _, cost in bill(r))
+
+    def safe(r: dict[str, Any]) -> int:
+        return len(r["violations"]) + len(r["errors"])
+
+    return [
+        (
+            f"sustained starts ≥ {SHARE_OF_REFILL:.0%} of StartExecution's refill",
+            all(share(r) >= SHARE_OF_REFILL for r in batched),
+            each(share, "{:.1%}"),
+        ),
+        (
+            f"DescribeExecution ≤ {DESCRIBES_PER_START} per start",
+            all(describes(r) <= DESCRIBES_PER_START for r in batched),
+            each(describes, "{:.4f}"),
+        ),
+        (
+            f"ListExecutions ≤ {LISTS_PER_SECOND:.0f}/s",
+            all(lists(r) <= LISTS_PER_SECOND for r in batched),
+            each(lists, "{:.2f}/s"),
+        ),
+        (
+            f"throttled ≤ {THROTTLED_SHARE:.0%} of each API's calls",
+            all(throttled(r) <= THROTTLED_SHARE for r in batched),
+            each(throttled, "{:.2%} at most"),
+        ),
+        (
+            f"≥ {ENDS_PER_INVOCATION} ends per Lambda invocation",
+            all(ends(r) >= ENDS_PER_INVOCATION for r in batched),
+            each(ends, "{:.0f}"),
+        ),
+        (
+            f"the dispatcher's bill ≤ ${BILL_PER_MILLION:.2f} per million executions",
+            all(total(r) <= BILL_PER_MILLION for r in batched),
+            each(total, "${:.2f}"),
+        ),
+        (
+            "the cap held, nothing lost or started twice",
+            all(safe(r) == 0 for r in results),
+            f"{sum(safe(r) for r in results)} violations or errors in {len(results)} runs",
+        ),
+    ]

@@ -226,7 +226,7 @@ def test_the_function_takes_end_events_in_batches_through_an_event_source_mappin
     mapping = resources["EndEventMapping"]["Properties"]
     assert mapping["FunctionName"] == {"Ref": "DispatcherFunction"}
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
-    assert mapping["BatchSize"] == 1000
+    assert mapping["BatchSize"] == 100
     assert mapping["MaximumBatchingWindowInSeconds"] == 1, "a freed slot waits at most a second for its batch"
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
     assert "FunctionResponseTypes" not in mapping, "the handler never fails a record"

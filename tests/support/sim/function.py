@@ -60,7 +60,7 @@ class EventSourceMapping:
     The mapping's pollers receive and delete 10 messages a call.
     """
 
-    batch_size: int = 1000
+    batch_size: int = 100
     window_seconds: float = 1.0
     max_concurrency: int = 2
 

@@ -1,0 +1,102 @@
+"""The tick's own buckets below AWS's, the start threads' size, and the window a lease holder keeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from dispatcher.core import quotas
+from dispatcher.core.counting import REREAD_SECONDS, KnownWindow, RecordedStart, StateWindow
+from dispatcher.core.events import EndedExecution
+from dispatcher.core.pacing import (
+    START_THREADS_HIGHEST,
+    START_THREADS_LOWEST,
+    Latency,
+    Pace,
+    Paces,
+    region_of,
+    start_threads,
+)
+
+
+def test_a_pace_grants_its_burst_at_once_then_its_rate() -> None:
+    pace = Pace(rate=2.0, burst=5.0)
+    assert pace.take(100.0, 8) == 5
+    assert pace.take(100.0, 1) == 0
+    assert pace.take(101.0, 8) == 2  # a second at 2/s
+    assert pace.take(200.0, 100) == 5  # never more than the burst, however long it rested
+
+
+def test_a_reservation_owes_tokens_and_says_how_long_to_wait() -> None:
+    pace = Pace(rate=10.0, burst=20.0)
+    assert pace.reserve(0.0, 15) == 0.0
+    assert pace.reserve(0.0, 15) == pytest.approx(1.0)  # 10 owed at 10/s
+    assert pace.reserve(1.0, 5) == pytest.approx(0.5)  # the second paid the debt; 5 more owed
+    assert not pace.ready(1.0, 1)
+
+
+def test_ready_takes_nothing_and_never_asks_for_more_than_the_bucket() -> None:
+    pace = Pace(rate=0.6, burst=3.0)
+    assert pace.ready(0.0, 3)
+    assert pace.ready(0.0, 3)  # nothing taken
+    assert pace.ready(0.0, 10)  # a listing of 10 pages waits for a full bucket, not forever
+    pace.reserve(0.0, 3)
+    assert not pace.ready(4.0, 3)
+    assert pace.ready(5.0, 3)
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-central-1"])
+def test_the_paces_stay_below_step_functions_buckets(region: str) -> None:
+    """Each pace refills slower than AWS's bucket and bursts less than it holds."""
+    paces, buckets = Paces.of_region(region), quotas.step_functions(region)
+    for pace, operation in (
+        (paces.start, "StartExecution"),
+        (paces.describe, "DescribeExecution"),
+        (paces.list, "ListExecutions"),
+    ):
+        assert pace.rate < buckets[operation].refill
+        assert pace.burst < buckets[operation].size
+    # at 90 % of StartExecution's refill, the Describe pace is at most 0.02 calls a start
+    assert paces.describe.rate <= 0.02 * 0.9 * buckets["StartExecution"].refill
+    assert paces.list.rate <= 2.0
+
+
+def test_start_threads_follow_the_quota_and_the_latency_within_bounds() -> None:
+    assert start_threads(285.0, 0.02) == 18  # 285 a second, 20 ms, 3 phases: 17.1
+    assert start_threads(285.0, 0.05) == START_THREADS_HIGHEST
+    assert start_threads(142.5, 0.001) == START_THREADS_LOWEST
+    assert start_threads(142.5, 0.05) > start_threads(142.5, 0.02)
+
+
+def test_the_latency_moves_toward_what_is_measured() -> None:
+    latency = Latency()
+    for _ in range(100):
+        latency.observe(0.02)
+    assert latency.seconds == pytest.approx(0.02, abs=1e-4)
+    latency.observe(-1.0)  # a clock that stepped back is read as no time
+    assert latency.seconds < 0.02
+
+
+def test_region_of_an_arn() -> None:
+    assert region_of("arn:aws:states:eu-central-1:123456789012:stateMachine:jobs") == "eu-central-1"
+
+
+def record(name: str, at: float) -> RecordedStart:
+    return RecordedStart(name=name, recorded_at=at, sort_key=f"{at:017.6f}#{name}")
+
+
+def test_a_known_window_adds_reads_drops_settled_and_forgets_the_old() -> None:
+    known = KnownWindow(read_at=1000.0)
+    known.add(StateWindow(starts=(record("a", 950.0), record("b", 999.0))), 1000.0)
+    assert known.rereads_from() == 1000.0 - REREAD_SECONDS
+    ended = EndedExecution(name="a", stopped_at=990.0)
+    # the next read overlaps the last: what it reads again is not counted twice
+    known.add(StateWindow(starts=(record("b", 999.0), record("c", 1001.0)), ended=(ended, ended)), 1002.0)
+    view = known.view(1002.0)
+    assert sorted(start.name for start in view.starts) == ["a", "b", "c"]
+    assert view.ended == (ended,)
+    known.drop([record("b", 999.0)])
+    assert sorted(start.name for start in known.view(1002.0).starts) == ["a", "c"]
+    later = known.view(1045.0)  # "a" was recorded more than 90 s before
+    assert [start.name for start in later.starts] == ["c"]
+    assert later.ended == (ended,)  # the end was read at 1002: it stays for 90 s from then
+    assert known.view(1093.0).ended == ()
