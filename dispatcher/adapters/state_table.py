@@ -7,19 +7,26 @@ old. The list also keeps showing an execution for a while after it ended, so the
 status change event reports is written here too, and every tick of the next 90 s
 leaves that execution out.
 
-Keys: ``pk`` = ``recent-start#<state machine ARN>``; ``sk`` = ``<written at, fixed
-width>#<execution name>`` for a start, ``<written at>#ended#<execution name>`` for an
-end (an execution name can't contain ``#``), so one query reads the whole window.
+Writes are packed, because DynamoDB bills a write unit per kilobyte *per item*: one
+item holds a batch of starts recorded together (up to 25), one the ends an invocation
+learned, one the starts that stopped counting (a *void*, naming their sort keys). A
+start costs about a tenth of a write unit instead of one.
 
-A start record also keeps the job's message group, for 15 days (Step Functions'
+Keys: ``pk`` = ``recent-start#<state machine ARN>``; ``sk`` = ``<written at, fixed
+width>#<name>``: a batch of starts takes its first start's key, ends and voids
+``<written at>#ends#<first name>`` and ``<written at>#void#<first name>`` (an
+execution name can't contain ``#``), so one query reads the whole window. A void is
+written after the starts it names, so it is in every window they are in.
+
+A batch of starts also keeps each job's message group, for 15 days (Step Functions'
 redrive window is 14): ``dispatcher rerun --restart`` finds it near the execution's
-start date. A record that stops counting is overwritten with ``resolved`` rather than
-deleted (the same one write), so the group outlives the count.
+start date; a void doesn't touch it. The table's items of one record each (an older
+release's: a start, a start marked ``resolved``, an ``ended``) are still read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -38,6 +45,10 @@ if TYPE_CHECKING:
 GROUP_LOOKUP_MARGIN_SECONDS = 300.0
 """A start is recorded just before `StartExecution`; this much clock skew and delay is allowed."""
 ENDED_KIND = "ended"
+"""An older release's item of one end."""
+STARTS_KIND, ENDS_KIND, VOID_KIND = "starts", "ends", "void"
+PACK_LIMIT = 500
+"""Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
 
 
 def sort_key(written_at: float, name: str) -> str:
@@ -90,36 +101,133 @@ def recorded_starts(
     ]
 
 
-def start_item(partition_key: str, record: RecordedStart, *, resolved: bool = False) -> dict[str, Any]:
-    """A start record as the table holds it (``resolved``: it no longer counts, its group stays)."""
+def _number(value: float) -> dict[str, str]:
+    return {"N": f"{value:.6f}"}
+
+
+def starts_item(partition_key: str, records: Sequence[RecordedStart]) -> dict[str, Any]:
+    """Starts recorded together (one moment, distinct names), as one item of the table."""
+    first = records[0]
     item: dict[str, Any] = {
         "pk": {"S": partition_key},
-        "sk": {"S": record.sort_key},
-        "name": {"S": record.name},
-        "recorded_at": {"N": f"{record.recorded_at:.6f}"},
-        "expires_at": {"N": str(int(record.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
+        "sk": {"S": first.sort_key},
+        "kind": {"S": STARTS_KIND},
+        "recorded_at": _number(first.recorded_at),
+        "expires_at": {"N": str(int(first.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
+        "names": {"L": [{"S": record.name} for record in records]},
+        "groups": {
+            "L": [{"NULL": True} if record.group is None else {"S": record.group} for record in records]
+        },
     }
-    if record.group is not None:
-        item["group"] = {"S": record.group}
-    if record.redrive_count is not None:
-        item["redrive_count"] = {"N": str(record.redrive_count)}
-    if resolved:
-        item["resolved"] = {"BOOL": True}
+    redrives = {record.name: record.redrive_count for record in records if record.redrive_count is not None}
+    if redrives:
+        item["redrive_counts"] = {"M": {name: {"N": str(count)} for name, count in redrives.items()}}
     return item
 
 
-def ended_item(partition_key: str, ended: EndedExecution, now: float) -> dict[str, Any]:
-    """An end a status change event reported, as the table holds it."""
+def ends_item(partition_key: str, ended: Sequence[EndedExecution], now: float) -> dict[str, Any]:
+    """Ends status change events reported (distinct names), as one item of the table."""
     now = _stored_time(now)
     return {
         "pk": {"S": partition_key},
-        "sk": {"S": sort_key(now, f"{ENDED_KIND}#{ended.name}")},
-        "kind": {"S": ENDED_KIND},
-        "name": {"S": ended.name},
-        "stopped_at": {"N": f"{ended.stopped_at:.6f}"},
-        "recorded_at": {"N": f"{now:.6f}"},
+        "sk": {"S": sort_key(now, f"{ENDS_KIND}#{ended[0].name}")},
+        "kind": {"S": ENDS_KIND},
+        "recorded_at": _number(now),
         "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
+        "names": {"L": [{"S": end.name} for end in ended]},
+        "stopped_at": {"L": [_number(end.stopped_at) for end in ended]},
     }
+
+
+def void_item(partition_key: str, records: Sequence[RecordedStart], now: float) -> dict[str, Any]:
+    """The starts that stopped counting (ended, superseded, never started), as one item of the table."""
+    now = _stored_time(max(now, *(record.recorded_at for record in records)))
+    return {
+        "pk": {"S": partition_key},
+        "sk": {"S": sort_key(now, f"{VOID_KIND}#{records[0].name}")},
+        "kind": {"S": VOID_KIND},
+        "recorded_at": _number(now),
+        "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
+        "keys": {"SS": sorted({record.sort_key for record in records})},
+    }
+
+
+def _packed_starts(item: Mapping[str, Any]) -> list[RecordedStart]:
+    recorded_at = float(item["recorded_at"]["N"])
+    redrives = item.get("redrive_counts", {}).get("M", {})
+    records = []
+    for name_value, group_value in zip(item["names"]["L"], item["groups"]["L"], strict=True):
+        name = name_value["S"]
+        records.append(
+            RecordedStart(
+                name=name,
+                recorded_at=recorded_at,
+                sort_key=sort_key(recorded_at, name),
+                group=group_value.get("S"),
+                redrive_count=_optional_int(redrives.get(name, {}).get("N")),
+            )
+        )
+    return records
+
+
+def _single_start(item: Mapping[str, Any]) -> RecordedStart:
+    """An older release's item of one start."""
+    return RecordedStart(
+        name=item["name"]["S"],
+        recorded_at=float(item["recorded_at"]["N"]),
+        sort_key=item["sk"]["S"],
+        group=item.get("group", {}).get("S"),
+        redrive_count=_optional_int(item.get("redrive_count", {}).get("N")),
+    )
+
+
+def read_items(items: Iterable[Mapping[str, Any]]) -> StateWindow:
+    """The window a run of the table's items holds: starts left out where a void names them."""
+    starts: list[RecordedStart] = []
+    ended: list[EndedExecution] = []
+    void: set[str] = set()
+    for item in items:
+        kind = item.get("kind", {}).get("S")
+        if kind == STARTS_KIND:
+            starts.extend(_packed_starts(item))
+        elif kind == ENDS_KIND:
+            ended.extend(
+                EndedExecution(name=name["S"], stopped_at=float(stop["N"]))
+                for name, stop in zip(item["names"]["L"], item["stopped_at"]["L"], strict=True)
+            )
+        elif kind == VOID_KIND:
+            void.update(item["keys"]["SS"])
+        elif kind == ENDED_KIND:
+            ended.append(EndedExecution(name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"])))
+        elif "resolved" in item:
+            void.add(item["sk"]["S"])
+        elif "name" in item:
+            starts.append(_single_start(item))
+    return StateWindow(
+        starts=tuple(record for record in starts if record.sort_key not in void),
+        ended=tuple(ended),
+        void=frozenset(void),
+    )
+
+
+def item_groups(item: Mapping[str, Any]) -> dict[str, str]:
+    """Name → message group of the starts an item holds (a batch, or an older release's one start)."""
+    if "names" in item and "groups" in item:
+        return {
+            name["S"]: group["S"]
+            for name, group in zip(item["names"]["L"], item["groups"]["L"], strict=True)
+            if "S" in group
+        }
+    name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
+    return {name: group} if name is not None and group is not None else {}
+
+
+def start_packs(records: Sequence[RecordedStart]) -> list[list[RecordedStart]]:
+    """Records in the items that hold them: one per moment recorded, in order."""
+    packs: dict[float, list[RecordedStart]] = {}
+    for record in records:
+        packs.setdefault(record.recorded_at, []).append(record)
+    return list(packs.values())
 
 
 class StateTable:
@@ -140,53 +248,61 @@ class StateTable:
         """
         return recorded_starts(groups, now, redrives)
 
-    def _start_item(self, record: RecordedStart, *, resolved: bool = False) -> dict[str, Any]:
-        return start_item(self._partition, record, resolved=resolved)
-
-    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts (at most 25, distinct names) before they happen; return those left unprocessed.
-
-        An unprocessed start must not happen in this round. A call still failing after
-        botocore's retries raises (its records may or may not have been written).
-        """
-        requests: list[WriteRequestTypeDef] = [
-            {"PutRequest": {"Item": self._start_item(record)}} for record in records
-        ]
+    def _write(self, items: Sequence[dict[str, Any]]) -> set[str]:
+        """One `BatchWriteItem` of packed items; the sort keys of those left unprocessed."""
+        requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for item in items]
         with translated(f"BatchWriteItem on state table {self.table}"):
             response = self._client.batch_write_item(RequestItems={self.table: requests})
-        unprocessed = {
+        return {
             request["PutRequest"]["Item"]["sk"]["S"]
             for request in response.get("UnprocessedItems", {}).get(self.table, [])
             if "PutRequest" in request
         }
-        return [record for record in records if record.sort_key in unprocessed]
+
+    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
+        """Write starts (at most 25, distinct names) before they happen; return those left unprocessed.
+
+        Starts recorded at one moment share an item. An unprocessed start must not happen
+        in this round. A call still failing after botocore's retries raises (its records
+        may or may not have been written).
+        """
+        packs = start_packs(records)
+        unprocessed = self._write([starts_item(self._partition, pack) for pack in packs])
+        return [record for pack in packs if pack[0].sort_key in unprocessed for record in pack]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
         """Remember for the review window the ends status change events reported; how many were left.
 
-        A name reported more than once is written once, with its latest stop; 25 ends a
-        `BatchWriteItem`. Best effort: an end left unwritten only means that later ticks
-        count the execution until the list stops showing it, which is safe.
+        A name reported more than once is written once, with its latest stop; up to 500
+        ends an item, in one `BatchWriteItem`. Best effort: an end left unwritten only
+        means that later ticks count the execution until the list stops showing it,
+        which is safe.
         """
-        left = 0
         latest = [EndedExecution(name=name, stopped_at=at) for name, at in latest_ends(ended).items()]
-        for chunk in chunks(latest, BATCH_WRITE_LIMIT):
-            requests: list[WriteRequestTypeDef] = [
-                {"PutRequest": {"Item": ended_item(self._partition, end, now)}} for end in chunk
-            ]
+        packs = chunks(latest, PACK_LIMIT)
+        return self._write_packs(
+            packs, [ends_item(self._partition, pack, now) for pack in packs], TransientError
+        )
+
+    def _write_packs(
+        self,
+        packs: Sequence[Sequence[object]],
+        items: Sequence[dict[str, Any]],
+        tolerated: type[Exception] | tuple[type[Exception], ...],
+    ) -> int:
+        """Write packed items, 25 a `BatchWriteItem`, best effort; how many records were left."""
+        left = 0
+        for chunk in chunks(list(zip(packs, items, strict=True)), BATCH_WRITE_LIMIT):
             try:
-                with translated(f"BatchWriteItem on state table {self.table}"):
-                    response = self._client.batch_write_item(RequestItems={self.table: requests})
-            except TransientError:
-                left += len(chunk)
+                unprocessed = self._write([item for _, item in chunk])
+            except tolerated:
+                left += sum(len(pack) for pack, _ in chunk)
                 continue
-            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
+            left += sum(len(pack) for pack, item in chunk if item["sk"]["S"] in unprocessed)
         return left
 
     def window(self, oldest: float) -> StateWindow:
         """Starts and ends written at or after ``oldest``, read strongly consistently."""
-        starts: list[RecordedStart] = []
-        ended: list[EndedExecution] = []
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk >= :oldest",
@@ -196,24 +312,7 @@ class StateTable:
             },
             "ConsistentRead": True,
         }
-        for item in self._query(request):
-            if "resolved" in item:
-                continue
-            if item.get("kind", {}).get("S") == ENDED_KIND:
-                ended.append(
-                    EndedExecution(name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]))
-                )
-            else:
-                starts.append(
-                    RecordedStart(
-                        name=item["name"]["S"],
-                        recorded_at=float(item["recorded_at"]["N"]),
-                        sort_key=item["sk"]["S"],
-                        group=item.get("group", {}).get("S"),
-                        redrive_count=_optional_int(item.get("redrive_count", {}).get("N")),
-                    )
-                )
-        return StateWindow(starts=tuple(starts), ended=tuple(ended))
+        return read_items(self._query(request))
 
     def groups(self, started: Mapping[str, float]) -> dict[str, str]:
         """The message groups recorded for executions (name → start date, epoch seconds).
@@ -232,13 +331,18 @@ class StateTable:
                     ":low": {"S": sort_key(max(0.0, low - GROUP_LOOKUP_MARGIN_SECONDS), "")},
                     ":high": {"S": sort_key(high + GROUP_LOOKUP_MARGIN_SECONDS, "~")},
                 },
-                "ProjectionExpression": "#name, #group",
-                "ExpressionAttributeNames": {"#name": "name", "#group": "group"},
+                "ProjectionExpression": "#names, #groups, #name, #group",
+                "ExpressionAttributeNames": {
+                    "#names": "names",
+                    "#groups": "groups",
+                    "#name": "name",
+                    "#group": "group",
+                },
             }
             for item in self._query(request):
-                name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
-                if name is not None and name in started and group is not None:
-                    found.setdefault(name, group)
+                for name, group in item_groups(item).items():
+                    if name in started:
+                        found.setdefault(name, group)
         return found
 
     def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -252,29 +356,14 @@ class StateTable:
                 return
             request["ExclusiveStartKey"] = last_key
 
-    def forget(self, records: Sequence[RecordedStart]) -> int:
-        """Mark records that no longer count (ended, superseded, never started); return how many were left.
+    def forget(self, records: Sequence[RecordedStart], now: float) -> int:
+        """Void records that no longer count (ended, superseded, never started); return how many were left.
 
-        Each is overwritten as ``resolved`` (one write, like a delete), keeping its group.
-
-        Best effort: a record left behind is reviewed again next tick and found
-        resolved again (or holds its slot for at most the window), so a failure here
-        costs calls or a little capacity, never the cap.
+        One item names up to 500 of them; the records themselves (and their groups) stay.
+        Best effort: a record left behind is reviewed again next tick and found settled
+        again (or holds its slot for at most the window), so a failure here costs calls or
+        a little capacity, never the cap.
         """
-        left = 0
-        for chunk in chunks(records, BATCH_WRITE_LIMIT):
-            try:
-                with translated(f"BatchWriteItem on state table {self.table}"):
-                    response = self._client.batch_write_item(
-                        RequestItems={
-                            self.table: [
-                                {"PutRequest": {"Item": self._start_item(record, resolved=True)}}
-                                for record in chunk
-                            ]
-                        }
-                    )
-            except (TransientError, ClientError):
-                left += len(chunk)
-                continue
-            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
-        return left
+        packs = chunks(records, PACK_LIMIT)
+        items = [void_item(self._partition, pack, now) for pack in packs]
+        return self._write_packs(packs, items, (TransientError, ClientError))

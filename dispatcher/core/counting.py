@@ -42,7 +42,10 @@ class StateWindow(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     starts: tuple[RecordedStart, ...] = ()
+    """The starts that still count (a void written for one leaves it out)."""
     ended: tuple[EndedExecution, ...] = ()
+    void: frozenset[str] = frozenset()
+    """Sort keys of records that stopped counting: a start read earlier is left out too."""
 
 
 REREAD_SECONDS = 2.0
@@ -75,11 +78,13 @@ class KnownWindow:
         self.read_at = read_at
         for record in window.starts:
             self.starts[record.sort_key] = record
+        for key in window.void:
+            self.starts.pop(key, None)
         for end in window.ended:
             self.ends.setdefault((end.name, end.stopped_at), read_at)
 
     def drop(self, records: Iterable[RecordedStart]) -> None:
-        """Records that stopped counting (their ``resolved`` mark is written)."""
+        """Records that stopped counting (their void is written)."""
         for record in records:
             self.starts.pop(record.sort_key, None)
 

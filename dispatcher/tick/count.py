@@ -103,7 +103,7 @@ class Counter:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
         running, settled = self._settle(planned.to_check, planned.running, now)
         if settled:
-            self._state.forget(settled)
+            self._state.forget(settled, now)
             if self._known is not None:
                 self._known.drop(settled)
         return Count(running, oldest)

@@ -102,8 +102,8 @@ class StateStore(Protocol):
         """Starts and ends written at or after ``oldest``."""
         ...
 
-    def forget(self, records: Sequence[RecordedStart]) -> int:
-        """Mark records that no longer count; how many were left (best effort)."""
+    def forget(self, records: Sequence[RecordedStart], now: float) -> int:
+        """Void records that no longer count, now; how many were left (best effort)."""
         ...
 
 

@@ -128,4 +128,4 @@ class Round:
         """
         never_started = outcome.never_started()
         if never_started:
-            self._ports.state_table.forget(never_started)
+            self._ports.state_table.forget(never_started, self._runtime.clock())

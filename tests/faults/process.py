@@ -25,7 +25,7 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
-from dispatcher.adapters.state_table import ENDED_KIND
+from dispatcher.adapters.state_table import ENDS_KIND, VOID_KIND
 from dispatcher.in_process import LocalContext
 from tests.support.crashes import Crash, CrashPlan
 from tests.support.world import World
@@ -59,10 +59,8 @@ def _label(model: Any, params: dict[str, Any]) -> str:
     if model.name == "BatchWriteItem":
         requests = [request for batch in params.get("RequestItems", {}).values() for request in batch]
         items = [request.get("PutRequest", {}).get("Item", {}) for request in requests]
-        if any(item.get("kind", {}).get("S") == ENDED_KIND for item in items):
-            label += ":end"
-        else:
-            label += ":forget" if any("resolved" in item for item in items) else ":record"
+        kinds = {item.get("kind", {}).get("S") for item in items}
+        label += ":end" if ENDS_KIND in kinds else ":forget" if VOID_KIND in kinds else ":record"
     return label
 
 

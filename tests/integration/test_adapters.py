@@ -10,7 +10,7 @@ import pytest
 
 from dispatcher.adapters.claims import RerunClaims
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
-from dispatcher.adapters.state_table import StateTable
+from dispatcher.adapters.state_table import StateTable, partition, sort_key
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import RecordedStart, StateWindow
@@ -243,18 +243,23 @@ def test_state_table_round_trip(harness: Harness) -> None:
     window = table.window(now - 90)
     assert window.starts == tuple(fresh)
     assert window.ended == (EndedExecution(name="fresh", stopped_at=float(f"{now - 1:.6f}")),)
-    assert table.forget([old, *fresh]) == 0
+    assert table.forget([old, *fresh], now) == 0
     assert table.window(now - 1000).starts == ()
 
 
-def test_state_table_writes_a_batch_of_ends_once_per_name_25_a_call(harness: Harness) -> None:
-    """Each name once with its latest stop, `BatchWriteItem`s of 25, what's left counted."""
+def test_state_table_writes_a_batch_of_ends_once_per_name_500_an_item(harness: Harness) -> None:
+    """Each name once with its latest stop, 500 ends an item in one `BatchWriteItem`, what's left counted."""
     table = state_table(harness)
     now = time.time()
-    calls: list[int] = []
+    calls: list[list[int]] = []
+    written: list[dict[str, Any]] = []
 
     def count_items(params: dict[str, Any], **_: Any) -> None:
-        calls.append(len(params["RequestItems"][harness.stack.state_table]))
+        items = [
+            request["PutRequest"]["Item"] for request in params["RequestItems"][harness.stack.state_table]
+        ]
+        calls.append([len(item["names"]["L"]) for item in items])
+        written[:] = items
 
     harness.dynamodb.meta.events.register("provide-client-params.dynamodb.BatchWriteItem", count_items)
     ended = [EndedExecution(name=f"job-{index}", stopped_at=now - 10) for index in range(30)]
@@ -263,18 +268,23 @@ def test_state_table_writes_a_batch_of_ends_once_per_name_25_a_call(harness: Har
         EndedExecution(name="job-4", stopped_at=now - 20),
     ]
     assert table.note_ended(ended, now) == 0
-    assert calls == [25, 5]
+    assert calls == [[30]], "one item holds them all"
     stops = {end.name: end.stopped_at for end in table.window(now - 90).ended}
     assert len(stops) == 30
     assert stops["job-3"] == float(f"{now - 5:.6f}"), "the latest stop of a name reported twice"
     assert stops["job-4"] == float(f"{now - 10:.6f}")
+    many = [EndedExecution(name=f"many-{index}", stopped_at=now - 1) for index in range(1001)]
+    assert table.note_ended(many, now + 1) == 0
+    assert calls[-1] == [500, 500, 1]
+    assert len(table.window(now - 90).ended) == 30 + 1001
 
-    def leave_one_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
-        item = {"pk": {"S": "p"}, "sk": {"S": "s"}}
-        parsed["UnprocessedItems"] = {harness.stack.state_table: [{"PutRequest": {"Item": item}}]}
+    def leave_the_item_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
+        parsed["UnprocessedItems"] = {
+            harness.stack.state_table: [{"PutRequest": {"Item": item}} for item in written[:1]]
+        }
 
-    harness.dynamodb.meta.events.register("after-call.dynamodb.BatchWriteItem", leave_one_unprocessed)
-    assert table.note_ended(ended[:3], now) == 1
+    harness.dynamodb.meta.events.register("after-call.dynamodb.BatchWriteItem", leave_the_item_unprocessed)
+    assert table.note_ended(ended[:3], now) == 3, "the item's every end"
 
 
 def test_state_table_keeps_groups_after_records_stop_counting(harness: Harness) -> None:
@@ -285,17 +295,63 @@ def test_state_table_keeps_groups_after_records_stop_counting(harness: Harness) 
     late = table.starts_at({"late": "customer-2", "kept": "customer-3"}, now)
     table.record(early)
     table.record(late)
-    assert table.forget([*early, late[0]]) == 0
+    assert table.forget([*early, late[0]], now) == 0
     assert table.window(now - 90).starts == (late[1],)
     started = {"early": now - 3600 + 2, "late": now + 1, "kept": now, "unknown": now - 1800}
     assert table.groups(started) == {"early": "customer-1", "late": "customer-2", "kept": "customer-3"}
     assert table.groups({"early": now}) == {}, "a record far from the start date is not the execution's"
 
 
+def test_state_table_packs_what_is_written_together_into_one_item(harness: Harness) -> None:
+    """25 starts of one round are one item, their void another; both keep every fact a record had."""
+    table = state_table(harness)
+    now = time.time()
+    records = table.starts_at(
+        {f"job-{index}": f"group-{index % 3}" for index in range(25)}, now, {"job-7": 2}
+    )
+    assert table.record(records) == []
+    assert table.forget(records[:5], now + 1) == 0
+    items = harness.dynamodb.query(
+        TableName=harness.stack.state_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": partition(harness.stack.state_machine_arn)}},
+    )["Items"]
+    assert [item["kind"]["S"] for item in items] == ["starts", "void"]
+    window = table.window(now - 90)
+    assert window.starts == tuple(records[5:])
+    assert window.void == {record.sort_key for record in records[:5]}
+    assert next(record for record in window.starts if record.name == "job-7").redrive_count == 2
+    started = {record.name: now for record in records}
+    assert table.groups(started) == {f"job-{index}": f"group-{index % 3}" for index in range(25)}
+
+
+def test_state_table_reads_an_older_releases_items_of_one_record(harness: Harness) -> None:
+    """A start, a start marked resolved and an end written one item each still count as they did."""
+    now = time.time()
+    key = partition(harness.stack.state_machine_arn)
+
+    def put(sk: str, **attributes: dict[str, Any]) -> None:
+        harness.dynamodb.put_item(
+            TableName=harness.stack.state_table, Item={"pk": {"S": key}, "sk": {"S": sk}, **attributes}
+        )
+
+    at = {"N": f"{now:.6f}"}
+    put(sort_key(now, "old"), name={"S": "old"}, recorded_at=at, group={"S": "g"}, redrive_count={"N": "1"})
+    put(sort_key(now, "done"), name={"S": "done"}, recorded_at=at, group={"S": "h"}, resolved={"BOOL": True})
+    put(sort_key(now, "ended#gone"), kind={"S": "ended"}, name={"S": "gone"}, stopped_at=at)
+    window = state_table(harness).window(now - 90)
+    assert [(record.name, record.group, record.redrive_count) for record in window.starts] == [
+        ("old", "g", 1)
+    ]
+    assert window.ended == (EndedExecution(name="gone", stopped_at=float(f"{now:.6f}")),)
+    assert state_table(harness).groups({"old": now, "done": now}) == {"old": "g", "done": "h"}
+
+
 def test_state_table_reports_unprocessed_starts(harness: Harness) -> None:
     """Starts DynamoDB leaves in UnprocessedItems come back, so they are not started."""
     table = state_table(harness)
-    records = table.starts_at({"a": "group", "b": "group"}, time.time())
+    now = time.time()
+    records = [*table.starts_at({"a": "group"}, now), *table.starts_at({"b": "group"}, now + 0.001)]
 
     def leave_b_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
         item = {"pk": {"S": "p"}, "sk": {"S": records[1].sort_key}, "name": {"S": "b"}}
@@ -349,4 +405,4 @@ def test_state_table_missing_table_is_a_configuration_error(harness: Harness) ->
     with pytest.raises(ConfigurationError, match="missing-table"):
         table.note_ended([EndedExecution(name="a", stopped_at=1.0)], 1.0)
     with pytest.raises(ConfigurationError, match="missing-table"):
-        table.forget([RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")])
+        table.forget([RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")], 1.0)

@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from dispatcher.adapters.state_table import StateTable
+from dispatcher.adapters.state_table import StateTable, read_items
 from dispatcher.local.events import sqs_event
 from tests.integration.conftest import Harness
 from tests.integration.test_refill import still_listed
@@ -41,7 +41,7 @@ def end_writes(harness: Harness) -> list[int]:
         items = [
             request["PutRequest"]["Item"] for request in params["RequestItems"][harness.stack.state_table]
         ]
-        ends = [item for item in items if item.get("kind", {}).get("S") == "ended"]
+        ends = read_items(items).ended
         if ends:
             sizes.append(len(ends))
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from freezegun import freeze_time
 
+from dispatcher.adapters.state_table import read_items
 from tests.integration.conftest import Harness
 
 
@@ -75,9 +76,7 @@ def test_lease_busy_event_tick_still_records_the_end(harness: Harness) -> None:
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={":pk": {"S": f"recent-start#{harness.stack.state_machine_arn}"}},
     )["Items"]
-    assert [item["name"]["S"] for item in ends if item.get("kind", {}).get("S") == "ended"] == [
-        execution["name"]
-    ]
+    assert [end.name for end in read_items(ends).ended] == [execution["name"]]
     assert harness.tick()["started"] == 1
 
 

@@ -213,7 +213,12 @@ def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: 
 
     def body() -> None:
         aws.table.write(1000)  # another writer took every unit: the call's 20 ms refill 20
-        records = table.starts_at({f"job-{index}": "g" for index in range(25)}, aws.scheduler.now)
+        now = aws.scheduler.now  # 25 moments: 25 items of 1 unit (starts of one moment share one)
+        records = [
+            record
+            for index in range(25)
+            for record in table.starts_at({f"job-{index}": "g"}, now + index / 1000)
+        ]
         results.append(len(table.record(records)))
         results.append(len(table.window(aws.scheduler.now - 60).starts))
 

@@ -100,3 +100,11 @@ def test_a_known_window_adds_reads_drops_settled_and_forgets_the_old() -> None:
     assert [start.name for start in later.starts] == ["c"]
     assert later.ended == (ended,)  # the end was read at 1002: it stays for 90 s from then
     assert known.view(1093.0).ended == ()
+
+
+def test_a_known_window_leaves_out_a_start_a_later_read_voids() -> None:
+    """A void read after its start (another writer's, or a round's never-started) drops it."""
+    known = KnownWindow(read_at=1000.0)
+    known.add(StateWindow(starts=(record("a", 999.0), record("b", 999.5))), 1000.0)
+    known.add(StateWindow(void=frozenset({record("a", 999.0).sort_key, "unknown"})), 1001.0)
+    assert [start.name for start in known.view(1001.0).starts] == ["b"]

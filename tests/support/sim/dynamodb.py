@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatcher.adapters.state_table import (
-    ENDED_KIND,
-    ended_item,
+    PACK_LIMIT,
+    ends_item,
     partition,
+    read_items,
     recorded_starts,
     sort_key,
-    start_item,
+    start_packs,
+    starts_item,
+    void_item,
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StateWindow, latest_ends
@@ -41,19 +44,36 @@ KEEP_SECONDS = RECENT_START_WINDOW_SECONDS + 60
 """How long the table keeps a record in memory: longer than any tick's review window."""
 
 
+def _value_bytes(kind: str, content: Any) -> int:
+    """DynamoDB's size of one value.
+
+    A number is 1 byte per 2 digits, + 1; a list or a map 3 bytes, + 1 a member and the
+    members (a map's with their names); null and a boolean 1.
+    """
+    if kind == "S":
+        return len(str(content).encode())
+    if kind == "N":
+        digits = len(str(content).replace("-", "").replace(".", "").strip("0")) or 1
+        return math.ceil(digits / 2) + 1
+    if kind == "SS":
+        return sum(len(str(member).encode()) for member in content)
+    if kind == "L":
+        return 3 + sum(1 + _typed_bytes(member) for member in content)
+    if kind == "M":
+        return 3 + sum(1 + len(name.encode()) + _typed_bytes(value) for name, value in content.items())
+    return 1
+
+
+def _typed_bytes(value: Mapping[str, Any]) -> int:
+    [(kind, content)] = value.items()
+    return _value_bytes(kind, content)
+
+
 def item_bytes(item: Mapping[str, Mapping[str, Any]]) -> int:
-    """DynamoDB's size of an item: each attribute's name and value (a number: 1 byte per 2 digits, + 1)."""
+    """DynamoDB's size of an item: each attribute's name and value."""
     size = 0
     for name, value in item.items():
-        [(kind, content)] = value.items()
-        size += len(name.encode())
-        if kind == "S":
-            size += len(str(content).encode())
-        elif kind == "N":
-            digits = len(str(content).replace("-", "").replace(".", "").strip("0")) or 1
-            size += math.ceil(digits / 2) + 1
-        else:
-            size += 1
+        size += len(name.encode()) + _typed_bytes(value)
     return size
 
 
@@ -67,8 +87,6 @@ class Stored:
     """One item of the recent-start partition."""
 
     item: dict[str, Any]
-    record: RecordedStart | EndedExecution
-    resolved: bool = False
     size: int = 0
 
     def __post_init__(self) -> None:
@@ -147,13 +165,8 @@ class StateStoreView:
         """The records of these starts (the adapter's own)."""
         return recorded_starts(groups, now, redrives)
 
-    def _batch(self, records: Sequence[RecordedStart], *, resolved: bool) -> list[RecordedStart]:
-        """One `BatchWriteItem` of start records; those left unprocessed."""
-        items = [start_item(self._table.partition, record, resolved=resolved) for record in records]
-        return self._write_batch(items, list(records), role="forget" if resolved else "record")
-
-    def _write_batch(self, items: list[dict[str, Any]], values: list[Any], role: str) -> list[Any]:
-        """One `BatchWriteItem`: the items that fit in the partition's units now; the rest unprocessed."""
+    def _write_batch(self, items: list[dict[str, Any]], packs: Sequence[Sequence[Any]], role: str) -> int:
+        """One `BatchWriteItem`: the items that fit in the partition's units now; the records left."""
         units = [write_units(item) for item in items]
         written = {"count": 0}
 
@@ -164,59 +177,59 @@ class StateStoreView:
                 written["count"] += 1
             return written["count"] > 0
 
-        def write() -> list[Any]:
-            for value, item in list(zip(values, items, strict=True))[: written["count"]]:
-                resolved = isinstance(value, RecordedStart) and "resolved" in item
-                self._table.put(item["sk"]["S"], Stored(item, value, resolved=resolved))
-            return values[written["count"] :]
+        def write() -> int:
+            for item in items[: written["count"]]:
+                self._table.put(item["sk"]["S"], Stored(item))
+            return sum(len(pack) for pack in packs[written["count"] :])
 
         action = f"BatchWriteItem on state table {self._table.partition}"
         return self._client.call("BatchWriteItem", action, admit, write, role=role)
 
+    def _best_effort(self, items: list[dict[str, Any]], packs: Sequence[Sequence[Any]], role: str) -> int:
+        """Packed items, 25 a `BatchWriteItem` (as the adapter); how many records were left."""
+        left = 0
+        for start in range(0, len(items), BATCH_WRITE_LIMIT):
+            chunk = slice(start, start + BATCH_WRITE_LIMIT)
+            try:
+                left += self._write_batch(items[chunk], packs[chunk], role)
+            except TransientError:
+                left += sum(len(pack) for pack in packs[chunk])
+        return left
+
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts (≤ 25) before they happen; those left unprocessed."""
-        return self._batch(records, resolved=False)
+        """Write starts (≤ 25) before they happen, an item a moment (as the adapter); those left."""
+        packs = start_packs(records)
+        left = self._write_batch(
+            [starts_item(self._table.partition, pack) for pack in packs], packs, "record"
+        )
+        return [record for pack in packs for record in pack][len(records) - left :]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
-        """Reported ends, once per name with the latest stop, 25 a `BatchWriteItem` (as the adapter)."""
+        """Reported ends, once per name with the latest stop, 500 an item (as the adapter)."""
         latest = [EndedExecution(name=name, stopped_at=at) for name, at in latest_ends(ended).items()]
-        left = 0
-        for chunk in chunks(latest, BATCH_WRITE_LIMIT):
-            items = [ended_item(self._table.partition, end, now) for end in chunk]
-            try:
-                left += len(self._write_batch(items, list(chunk), role="end"))
-            except TransientError:
-                left += len(chunk)
-        return left
+        packs = chunks(latest, PACK_LIMIT)
+        return self._best_effort(
+            [ends_item(self._table.partition, pack, now) for pack in packs], packs, "end"
+        )
 
     def window(self, oldest: float) -> StateWindow:
         """`Query` of the starts and ends written since ``oldest``, page by page."""
-        starts: list[RecordedStart] = []
-        ended: list[EndedExecution] = []
+        items: list[dict[str, Any]] = []
         for page in self._table.query(oldest):
 
             def admit(page: list[Stored] = page) -> bool:
                 return self._table.read(page)
 
             self._client.call("Query", "Query on state table", admit)
-            for stored in page:
-                if stored.resolved:
-                    continue
-                if stored.item.get("kind", {}).get("S") == ENDED_KIND:
-                    ended.append(stored.record)  # type: ignore[arg-type]
-                else:
-                    starts.append(stored.record)  # type: ignore[arg-type]
-        return StateWindow(starts=tuple(starts), ended=tuple(ended))
+            items.extend(stored.item for stored in page)
+        return read_items(items)
 
-    def forget(self, records: Sequence[RecordedStart]) -> int:
-        """Mark records resolved, 25 a `BatchWriteItem`; how many were left (best effort, as the adapter)."""
-        left = 0
-        for chunk in chunks(records, BATCH_WRITE_LIMIT):
-            try:
-                left += len(self._batch(chunk, resolved=True))
-            except TransientError:
-                left += len(chunk)
-        return left
+    def forget(self, records: Sequence[RecordedStart], now: float) -> int:
+        """Void records that no longer count, 500 an item; how many were left (as the adapter)."""
+        packs = chunks(records, PACK_LIMIT)
+        return self._best_effort(
+            [void_item(self._table.partition, pack, now) for pack in packs], packs, "forget"
+        )
 
 
 @dataclass
