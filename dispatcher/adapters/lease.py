@@ -68,6 +68,17 @@ class TickLease:
             },
         )
 
+    def take_ask(self, owner: str) -> bool:
+        """Take a request for another tick, if one came: True (and the request taken) when it did."""
+        return self._call(
+            "update_item",
+            Key=self._key,
+            UpdateExpression="REMOVE again",
+            ConditionExpression="#owner = :me AND attribute_exists(again)",
+            ExpressionAttributeNames={"#owner": "owner"},
+            ExpressionAttributeValues={":me": {"S": owner}},
+        )
+
     def release(self, owner: str) -> bool:
         """Let go unless another tick was asked for; False (and the request taken) when it was.
 

@@ -101,7 +101,7 @@ class Counter:
         oldest = None
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
-        running, settled = self._settle(planned.to_check, planned.running, now)
+        running, settled = self._settle(planned.to_check, planned.running, now, listing.listed_at)
         if settled:
             self._state.forget(settled, now)
             if self._known is not None:
@@ -144,7 +144,7 @@ class Counter:
         return self._known.view(now)
 
     def _settle(
-        self, to_check: Sequence[RecordedStart], running: int, now: float
+        self, to_check: Sequence[RecordedStart], running: int, now: float, listed_at: float
     ) -> tuple[int, list[RecordedStart]]:
         """RUNNING with the recorded starts to check, oldest first, until MAX; those that ended.
 
@@ -152,12 +152,18 @@ class Counter:
         pace or by a failed read count as running, as an unknown state does: the cap never
         depends on a read that was not made or failed. They are checked on later ticks,
         and stop counting when an end event or the list tells, or after the review window.
+        One a check since the listing was read (``listed_at``) saw running counts without
+        another: the listing in use can't tell more, and a fresher one that doesn't show
+        it has it checked again.
         """
         pace = self._warm.paces_for(self._state_machine.arn).describe
         settled: list[RecordedStart] = []
         for index, record in enumerate(to_check):
             if running >= self._max:
                 break
+            if record.redrive_count is None and self._warm.running_since(record.name, listed_at):
+                running += 1
+                continue
             if not pace.take(now, 1):
                 logger.info("checks of recorded starts paced", extra={"left": len(to_check) - index})
                 return running + len(to_check) - index, settled
@@ -170,6 +176,8 @@ class Counter:
                 counts = still_counts(None, record, now)
             else:
                 counts = still_counts(state.status, record, now, state.redrive_count)
+                if counts and record.redrive_count is None:  # a start, seen running
+                    self._warm.saw_running(record.name, now)
             if counts:
                 running += 1
             else:

@@ -118,6 +118,10 @@ class Lease(Protocol):
         """Ask the live holder for one more tick; False when no one else holds it."""
         ...
 
+    def take_ask(self, owner: str) -> bool:
+        """Take a request for another tick, if one came (True, and the request taken)."""
+        ...
+
     def release(self, owner: str) -> bool:
         """Let go unless another tick was asked for (then False, and the request taken)."""
         ...

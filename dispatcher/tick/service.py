@@ -22,10 +22,15 @@ from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
-HAND_BACK_GRACE_SECONDS = 0.1
+HAND_BACK_GRACE_SECONDS = 0.5
 """How long a holder whose tick filled every slot waits for another invocation to ask before
-letting go: under churn, end batches come a few times a second, and one holder ticking for
-them all reads the state table's window incrementally and its own paces stay honest."""
+letting go, once others have asked: under churn, end batches come a few times a second,
+and one holder ticking for them all reads the state table's window incrementally and its
+own paces stay honest (two containers taking turns would each spend a pace of their own)."""
+FIRST_GRACE_SECONDS = 0.1
+"""The same wait before any other invocation asked (one `DeleteItem` after it, no polls)."""
+ASK_POLL_SECONDS = 0.1
+"""How often a waiting holder looks for an ask (a conditional `UpdateItem` each time)."""
 
 
 @dataclass(frozen=True)
@@ -120,14 +125,21 @@ class Dispatcher:
         """
         lease = self._ports.lease
         last = report.stopped
+        churn = False  # whether other invocations have asked for ticks
         try:
             while True:
+                asked = False
                 if last is StopReason.CAPACITY and self._time_for_another_tick():
-                    # Jobs wait for slots, and end events are coming: wait a moment for the
-                    # next one to ask, rather than handing the lease to its invocation.
-                    self._runtime.sleep(HAND_BACK_GRACE_SECONDS)
-                if lease.release(owner):
+                    # Jobs wait for slots: rather than handing the lease to the next
+                    # invocation, wait a moment for it to ask; under churn, take an ask
+                    # that came during the tick at once, and wait longer for the next.
+                    if churn:
+                        asked = self._await_ask(owner)
+                    else:
+                        self._runtime.sleep(FIRST_GRACE_SECONDS)
+                if not asked and lease.release(owner):
                     return
+                churn = True
                 if not self._time_for_another_tick():
                     lease.let_go(owner)
                     return
@@ -139,6 +151,24 @@ class Dispatcher:
                 "could not let go of the tick lease: it expires with this invocation",
                 extra={"reason": str(error)},
             )
+
+    def _await_ask(self, owner: str) -> bool:
+        """Whether another invocation asks for a tick within the grace (one that did already counts)."""
+        waited = 0.0
+        while not self._take_ask(owner):
+            if waited >= HAND_BACK_GRACE_SECONDS - ASK_POLL_SECONDS / 2:
+                return False
+            self._runtime.sleep(ASK_POLL_SECONDS)
+            waited += ASK_POLL_SECONDS
+        return True
+
+    def _take_ask(self, owner: str) -> bool:
+        """Whether another tick was asked for; an answer lost may have taken one, so tick for it."""
+        try:
+            return self._ports.lease.take_ask(owner)
+        except TransientError as error:
+            logger.warning("could not read the lease's asks: ticking again", extra={"reason": str(error)})
+            return True
 
     def _let_go_after_failure(self, owner: str) -> None:
         """Free the lease for the next tick; if that fails too, it expires with this invocation."""

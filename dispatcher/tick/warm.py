@@ -6,7 +6,10 @@ execution sends a status change event: a `ListExecutions` read is reused for a s
 while (its age is bounded, and the starts made since are in the state table), and a
 state machine found STANDARD is not described again, and the receives of a round follow
 what the queue handed out last. The tick's own buckets (`Paces`) live here too: a
-cold start begins with them full, as AWS's own buckets refill while nothing calls.
+cold start begins with them full, as AWS's own buckets refill while nothing calls. And
+which recorded starts `DescribeExecution` said run: one seen running since the listing in
+use was read is not described again (it counts, as it would, until a fresher listing or
+an end event tells).
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dispatcher.core.batching import FanOut
-from dispatcher.core.counting import RunningListing
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RunningListing
 from dispatcher.core.pacing import Latency, Paces, region_of
+
+SEEN_RUNNING_LIMIT = 10_000
+"""Past this many names seen running, those older than the review window are dropped."""
 
 
 @dataclass
@@ -32,6 +38,8 @@ class WarmState:
     """State machine ARN → the tick's own buckets below Step Functions' in its region."""
     start_latency: Latency = field(default_factory=Latency)
     """`StartExecution`'s round trip, as measured."""
+    seen_running: dict[str, float] = field(default_factory=dict)
+    """Execution name → when `DescribeExecution` last said it runs (for the review window)."""
 
     def paces_for(self, state_machine_arn: str) -> Paces:
         """The buckets of this state machine's region (kept across a warm container's invocations)."""
@@ -50,9 +58,21 @@ class WarmState:
         """Remember a fresh listing."""
         self.listings[state_machine_arn] = listing
 
+    def saw_running(self, name: str, now: float) -> None:
+        """A `DescribeExecution` made at ``now`` said this execution runs."""
+        self.seen_running[name] = now
+        if len(self.seen_running) > SEEN_RUNNING_LIMIT:
+            oldest = now - RECENT_START_WINDOW_SECONDS
+            self.seen_running = {key: at for key, at in self.seen_running.items() if at >= oldest}
+
+    def running_since(self, name: str, moment: float) -> bool:
+        """Whether a `DescribeExecution` made at ``moment`` or later said this execution runs."""
+        return self.seen_running.get(name, -1.0) >= moment
+
     def forget(self) -> None:
         """Forget everything, as a cold start does."""
         self.standard.clear()
+        self.seen_running.clear()
         self.listings.clear()
         self.fan_out = FanOut()
         self.paces.clear()

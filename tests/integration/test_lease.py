@@ -8,7 +8,9 @@ from typing import Any
 
 from freezegun import freeze_time
 
+from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.state_table import read_items
+from dispatcher.tick.service import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS
 from tests.integration.conftest import Harness
 
 
@@ -116,6 +118,68 @@ def test_lease_holder_asked_again_ticks_once_more_before_letting_go(harness: Har
     result = harness.tick()
     assert result["ticks"] == 2
     assert result["started"] == 2
+    assert _lease(harness) is None
+
+
+def test_lease_holder_under_churn_ticks_at_once_for_an_ask_that_came_meanwhile(harness: Harness) -> None:
+    """Every slot filled: an ask is taken at once once others have asked, then polled for a while.
+
+    The first ask is found by a release after the short wait; once asks come, one that came
+    during a tick is taken at once, and the holder polls a while for the next before letting go.
+    """
+    harness.configure(1)
+    harness.send(json.dumps({"job": 1}), group="a")
+    harness.send(json.dumps({"job": 2}), group="b")
+    calls: list[str] = []
+    queries = {"count": 0}
+
+    def ask() -> None:
+        calls.append("asked")
+        harness.dynamodb.update_item(
+            TableName=harness.stack.state_table,
+            Key=_lease_key(harness),
+            UpdateExpression="SET again = :yes",
+            ExpressionAttributeValues={":yes": {"BOOL": True}},
+        )
+
+    def ask_during_the_first_start(**_: Any) -> None:
+        if "asked" not in calls:
+            ask()
+
+    def ask_during_the_second_count(**_: Any) -> None:
+        queries["count"] += 1
+        if queries["count"] == 2:
+            ask()
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if params.get("Key") == _lease_key(harness):
+            calls.append(f"{model.name} {params.get('UpdateExpression', '')}".strip())
+
+    harness.on("before-call.states.StartExecution", ask_during_the_first_start)
+    harness.on("before-call.dynamodb.Query", ask_during_the_second_count)
+    harness.on("provide-client-params.dynamodb.UpdateItem", note)
+    harness.on("provide-client-params.dynamodb.DeleteItem", note)
+    result = harness.tick()
+    assert (result["ticks"], result["started"], result["stopped"]) == (3, 1, "capacity")
+    take = "UpdateItem REMOVE again"
+    polls = round(HAND_BACK_GRACE_SECONDS / ASK_POLL_SECONDS) + 1
+    assert calls == ["asked", "DeleteItem", take, "asked", take, *[take] * polls, "DeleteItem"], (
+        "the first ask found by a release after the short wait; the second taken at once; then none came"
+    )
+    assert _lease(harness) is None
+
+
+def test_lease_adapter_takes_an_ask_once_and_only_its_holders(harness: Harness) -> None:
+    """`take_ask`: False with none waiting or for another owner; True once for the holder's."""
+    lease = TickLease(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    now = time.time()
+    assert lease.acquire("one", now, now + 30)
+    assert not lease.take_ask("one")
+    assert lease.ask_again("two", now)
+    assert not lease.take_ask("two")
+    assert lease.take_ask("one")
+    assert not lease.take_ask("one")
+    assert lease.release("one")
     assert _lease(harness) is None
 
 

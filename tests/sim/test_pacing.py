@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.pacing import Paces
+from dispatcher.tick.count import Counter
+from dispatcher.tick.warm import WarmState
 from tests.sim.conftest import backlog, function
+from tests.sim.test_model import in_process
 from tests.sim.test_service import every_job_started_once_in_order
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.dynamodb import StateStoreView
@@ -67,3 +71,35 @@ def test_a_lease_holder_reads_the_window_whole_once_then_only_what_is_new(
     assert aws.world.violations == []
     aws.scheduler.stop()
     assert aws.scheduler.errors == dispatcher.errors == []
+
+
+def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() -> None:
+    """Ticks on one listing describe a start the list doesn't show once; a fresh listing checks it again."""
+    aws = InMemoryAws(lag=Lag(start=60.0), seed=1)  # the list shows no new execution for a minute
+    ports = aws.ports(aws.clients())
+    warm = WarmState()
+    counter = Counter(
+        ports.state_machine,
+        ports.state_table,
+        warm,
+        max_concurrency=10,
+        list_reuse_seconds=5.0,
+        clock=lambda: aws.scheduler.now,
+    )
+    counts: list[tuple[int, int]] = []
+
+    def body() -> None:
+        records = ports.state_table.starts_at({f"job-{index}": "g" for index in range(3)}, aws.scheduler.now)
+        assert ports.state_table.record(records) == []
+        for record in records:
+            ports.state_machine.start(record.name, json.dumps({"seconds": 300}))
+        aws.scheduler.sleep(1.0)
+        for _ in range(3):  # one listing, read at the first of these ticks
+            counts.append((counter.count().running, aws.usage.calls["DescribeExecution"]))
+            aws.scheduler.sleep(1.0)
+        aws.scheduler.sleep(5.0)
+        counts.append((counter.count().running, aws.usage.calls["DescribeExecution"]))
+
+    in_process(aws, body)
+    assert counts == [(3, 3), (3, 3), (3, 3), (3, 6)]
+    assert aws.world.violations == []

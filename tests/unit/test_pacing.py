@@ -16,6 +16,7 @@ from dispatcher.core.pacing import (
     region_of,
     start_threads,
 )
+from dispatcher.tick.warm import SEEN_RUNNING_LIMIT, WarmState
 
 
 def test_a_pace_grants_its_burst_at_once_then_its_rate() -> None:
@@ -108,3 +109,18 @@ def test_a_known_window_leaves_out_a_start_a_later_read_voids() -> None:
     known.add(StateWindow(starts=(record("a", 999.0), record("b", 999.5))), 1000.0)
     known.add(StateWindow(void=frozenset({record("a", 999.0).sort_key, "unknown"})), 1001.0)
     assert [start.name for start in known.view(1001.0).starts] == ["b"]
+
+
+def test_a_warm_container_remembers_what_it_saw_running_for_the_review_window() -> None:
+    """Seen running at a moment: known from then on; the old dropped past the limit; a cold start forgets."""
+    warm = WarmState()
+    warm.saw_running("a", 100.0)
+    assert warm.running_since("a", 100.0)
+    assert not warm.running_since("a", 100.5), "a listing read after the check can tell more"
+    assert not warm.running_since("b", 0.0)
+    for index in range(SEEN_RUNNING_LIMIT):
+        warm.saw_running(f"job-{index}", 200.0)
+    assert not warm.running_since("a", 0.0), "seen more than the review window ago: dropped"
+    assert len(warm.seen_running) == SEEN_RUNNING_LIMIT
+    warm.forget()
+    assert warm.seen_running == {}

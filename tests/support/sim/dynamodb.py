@@ -294,6 +294,18 @@ class LeaseView:
 
         return self._call("UpdateItem", update)
 
+    def take_ask(self, owner: str) -> bool:
+        """Conditional `UpdateItem`: ours, and another tick was asked for; the request taken."""
+
+        def take() -> bool:
+            item = self._lease.item
+            if item is None or item.owner != owner or not item.again:
+                return False
+            item.again = False
+            return True
+
+        return self._call("UpdateItem", take)
+
     def release(self, owner: str) -> bool:
         """Conditional `DeleteItem` unless another tick was asked for; then `UpdateItem` takes the request."""
 
