@@ -171,7 +171,7 @@ def report_latency(runs: list[dict[str, Any]], workload: refill.Workload, report
     )
     report.say(f"   {'mode':<24}{'p50':>8}{'p95':>8}{'starts':>8}{'invocations':>13}")
     for run in runs:
-        mode = "refill on completion" if run["refill"] else "schedule only"
+        mode = "refill (batched ends)" if run["refill"] else "schedule only"
         report.say(
             f"   {mode:<24}{run['p50']:>7.1f}s{run['p95']:>7.1f}s{run['starts']:>8}{run['invocations']:>13}"
         )
@@ -179,7 +179,9 @@ def report_latency(runs: list[dict[str, Any]], workload: refill.Workload, report
     report.say(
         "   "
         + report.target(
-            "p95 ≤ 2 s with refill on completion", refilled["p95"] <= 2.0, f"{refilled['p95']:.2f} s"
+            "p95 ≤ 2 s with refill on completion, ends batched",
+            refilled["p95"] <= 2.0,
+            f"{refilled['p95']:.2f} s",
         )
     )
     report.say(f"   plot: {PLOT.relative_to(ROOT)}")
@@ -339,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-full-scale", action="store_true", help="only section 8: full scale at AWS's quotas"
     )
+    parser.add_argument(
+        "--skip-full-scale",
+        action="store_true",
+        help="only sections 1-7 (section 8 takes half an hour on two cores)",
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -355,16 +362,17 @@ def main(argv: list[str] | None = None) -> int:
     if not arguments.only_full_scale:
         emulator_sections(quick, report, results)
 
-    measured = 120.0 if quick else 600.0
-    results["full_scale"] = side_by_side(
-        full_scale.run,
-        [
-            (region, measured, mapping)
-            for region in full_scale.REGIONS
-            for mapping in (None, EventSourceMapping())
-        ],
-    )
-    report_full_scale(results["full_scale"], report)
+    if not arguments.skip_full_scale:
+        measured = 120.0 if quick else 600.0
+        results["full_scale"] = side_by_side(
+            full_scale.run,
+            [
+                (region, measured, mapping)
+                for region in full_scale.REGIONS
+                for mapping in (None, EventSourceMapping())
+            ],
+        )
+        report_full_scale(results["full_scale"], report)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

@@ -20,6 +20,7 @@ import boto3
 from benchmarks.wire import Emulator, quiet
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION
+from dispatcher.local.events import sqs_event
 from dispatcher.local.stack import Stack, create_stack
 from tests.support.faulty_aws import backend_execution
 from tests.support.world import Execution
@@ -134,7 +135,8 @@ class Lambda:
                 self.dropped += 1
                 continue
             began = time.time()
-            trigger = "event" if isinstance(event, dict) and "detail-type" in event else "schedule"
+            is_event = isinstance(event, dict) and ("detail-type" in event or "Records" in event)
+            trigger = "event" if is_event else "schedule"
             with contextlib.suppress(Exception):
                 invoke(self.handler, event)
             self.invocations.append((began, time.time(), trigger))
@@ -146,6 +148,51 @@ class Lambda:
 
     def __exit__(self, *_: object) -> None:
         self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join()
+
+
+@dataclass
+class EndEventMapping:
+    """The end-event queue and its event source mapping, in real time (the template's `EndEventMapping`).
+
+    Ends wait in the queue; a batch is invoked once ``batch_size`` wait, or
+    ``window_seconds`` after the oldest came, as one SQS event of their bodies.
+    """
+
+    invoke: Callable[[dict[str, Any]], None]
+    batch_size: int = 100
+    window_seconds: float = 1.0
+    poll_seconds: float = 0.02
+    _waiting: list[tuple[float, str]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def deliver(self, event: dict[str, Any]) -> None:
+        """The rule's target: the end-event queue."""
+        with self._lock:
+            self._waiting.append((time.time(), json.dumps(event)))
+            if len(self._waiting) >= self.batch_size:
+                self._flush()
+
+    def _flush(self) -> None:
+        batch, self._waiting = self._waiting[: self.batch_size], self._waiting[self.batch_size :]
+        self.invoke(sqs_event([body for _, body in batch]))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            with self._lock:
+                if self._waiting and time.time() - self._waiting[0][0] >= self.window_seconds:
+                    self._flush()
+
+    def __enter__(self) -> EndEventMapping:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
         if self._thread is not None:
             self._thread.join()
 

@@ -38,7 +38,7 @@ def draw(runs: list[dict[str, Any]], max_concurrency: int, seconds: float, path:
             markersize=7,
             label="completion",
         )
-        title = "refill on completion" if run["refill"] else "schedule only (every 60 s)"
+        title = "refill on completion (ends batched)" if run["refill"] else "schedule only (every 60 s)"
         axis.set_title(
             f"{title}: {len(run['starts_at'])} starts, slot freed → next start p50 {run['p50']:.1f} s,"
             f" p95 {run['p95']:.1f} s",

@@ -2,8 +2,10 @@
 
 The emulator ends each execution when its planned duration is over and, when refill
 on completion is on, delivers its status change event after a random 0–1 s (the
-emulated EventBridge). The function is invoked as deployed: asynchronously, one
-invocation at a time, by the schedule (every 60 s) and by those events.
+emulated EventBridge) to the end-event queue, whose event source mapping invokes the
+function with batches of them (up to 100, gathered for at most 1 s, as the template).
+The function is invoked as deployed: asynchronously, one invocation at a time, by the
+schedule (every 60 s) and by those batches.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from benchmarks.driver import (
     Clockwork,
+    EndEventMapping,
     Lambda,
     dispatcher_environment,
     fresh_stack,
@@ -63,7 +66,11 @@ def run_mode(workload: Workload, refill: bool, **settings: Any) -> dict[str, Any
         stop = threading.Event()
         with dispatcher_environment(stack, workload.max_concurrency, **settings) as handler:
             began = time.time()
-            with Lambda(handler) as function, Clockwork(emu, function.invoke_async):
+            with (
+                Lambda(handler) as function,
+                EndEventMapping(function.invoke_async) as mapping,
+                Clockwork(emu, mapping.deliver),
+            ):
 
                 def schedule() -> None:
                     while True:
