@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmarks.refill import MODES
+
 STEP_SECONDS = 0.25
 
 
 def draw(runs: list[dict[str, Any]], max_concurrency: int, seconds: float, path: Path) -> None:
-    """Two panels on one time axis: RUNNING (ground truth), MAX, each start and each completion."""
+    """A panel a run on one time axis: RUNNING (ground truth), MAX, each start and each completion."""
     import matplotlib as mpl  # noqa: PLC0415 — a benchmark-only dependency
 
     mpl.use("Agg")
@@ -38,7 +40,7 @@ def draw(runs: list[dict[str, Any]], max_concurrency: int, seconds: float, path:
             markersize=7,
             label="completion",
         )
-        title = "refill on completion (ends batched)" if run["refill"] else "schedule only (every 60 s)"
+        title = MODES[(run["refill"], run["batched"])] if run["refill"] else "schedule only (every 60 s)"
         axis.set_title(
             f"{title}: {len(run['starts_at'])} starts, slot freed → next start p50 {run['p50']:.1f} s,"
             f" p95 {run['p95']:.1f} s",

@@ -49,8 +49,21 @@ class Workload:
     schedule_seconds: float = 60.0
 
 
-def run_mode(workload: Workload, refill: bool, **settings: Any) -> dict[str, Any]:
-    """Run the workload with or without refill on completion; the ground truth of what happened."""
+MODES = {
+    (False, False): "schedule only",
+    (False, True): "schedule only",
+    (True, False): "refill, an invocation an end (0.5)",
+    (True, True): "refill, ends batched (the template)",
+}
+"""How each run delivers ends, by (refill on completion, batched)."""
+
+
+def run_mode(workload: Workload, refill: bool, batched: bool = True, **settings: Any) -> dict[str, Any]:
+    """Run the workload with or without refill on completion; the ground truth of what happened.
+
+    ``batched``: the ends reach the function through the end-event queue's mapping;
+    otherwise each end invokes it (the ends' path up to 0.5, still a valid event).
+    """
     prepare_process()
     rng = random.Random(7)
     durations = [rng.uniform(workload.shortest, workload.longest) for _ in range(workload.backlog)]
@@ -69,7 +82,7 @@ def run_mode(workload: Workload, refill: bool, **settings: Any) -> dict[str, Any
             with (
                 Lambda(handler) as function,
                 EndEventMapping(function.invoke_async) as mapping,
-                Clockwork(emu, mapping.deliver),
+                Clockwork(emu, mapping.deliver if batched else function.invoke_async),
             ):
 
                 def schedule() -> None:
@@ -86,6 +99,7 @@ def run_mode(workload: Workload, refill: bool, **settings: Any) -> dict[str, Any
             ended = time.time()
         return {
             "refill": refill,
+            "batched": batched,
             "began": began,
             "ended": ended,
             **ground_truth(emu.world, began, ended),
@@ -148,6 +162,7 @@ def latency_summary(run: dict[str, Any], workload: Workload) -> dict[str, Any]:
     waits = refill_latencies(run["starts"], run["ends"], horizon)
     return {
         "refill": run["refill"],
+        "batched": run["batched"],
         "p50": percentile(waits, 50),
         "p95": percentile(waits, 95),
         "freed": len(waits),
@@ -185,9 +200,9 @@ def burst_summary(run: dict[str, Any], window: tuple[float, float]) -> dict[str,
     }
 
 
-def latency_run(workload: Workload, refill_on: bool) -> dict[str, Any]:
-    """One refill mode, summarised (what goes back to the benchmark's main process)."""
-    return latency_summary(run_mode(workload, refill_on), workload)
+def latency_run(workload: Workload, refill_on: bool, batched: bool = True) -> dict[str, Any]:
+    """One way of delivering ends, summarised (what goes back to the benchmark's main process)."""
+    return latency_summary(run_mode(workload, refill_on, batched), workload)
 
 
 def burst_run(workload: Workload, reuse: str, window: tuple[float, float]) -> dict[str, Any]:
