@@ -163,19 +163,18 @@ def test_round_unprocessed_record_is_not_started_and_its_group_waits(harness: Ha
     names = [harness.send(json.dumps({"job": job}), group="a" if job < 3 else f"g{job}") for job in range(30)]
     left: set[str] = set()
 
-    def leave_first_unprocessed(params: dict[str, Any], **_: Any) -> None:
+    # The record calls of a round run in parallel: each call's own context carries its answer.
+    def leave_first_unprocessed(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         [requests] = params["RequestItems"].values()
         for request in requests:
             item = request["PutRequest"]["Item"]
             if names[0] in {record.name for record in read_items([item]).starts}:
-                unprocessed.append(request)
+                context["unprocessed"] = [request]
                 left.update(record.name for record in read_items([item]).starts)
 
-    def answer(parsed: dict[str, Any], **_: Any) -> None:
-        parsed["UnprocessedItems"] = {harness.stack.state_table: list(unprocessed)}
-        unprocessed.clear()
+    def answer(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        parsed["UnprocessedItems"] = {harness.stack.state_table: context.get("unprocessed", [])}
 
-    unprocessed: list[dict[str, Any]] = []
     harness.on("provide-client-params.dynamodb.BatchWriteItem", leave_first_unprocessed)
     harness.on("after-call.dynamodb.BatchWriteItem", answer)
     result = harness.tick()
