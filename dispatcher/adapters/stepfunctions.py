@@ -83,7 +83,8 @@ class StateMachine:
             for item in page["executions"]:
                 redrive_date = item.get("redriveDate")
                 executions[item["name"]] = None if redrive_date is None else redrive_date.timestamp()
-                started = item["startDate"].timestamp()
+                # A redriven execution's age counts from its redrive: its last (re)start.
+                started = (redrive_date or item["startDate"]).timestamp()
                 oldest = started if oldest is None else min(oldest, started)
             token = page.get("nextToken")
             complete = not token

@@ -110,7 +110,11 @@ class RunningListing(BaseModel):
     complete: bool = Field(description="False when paging stopped early because MAX was reached.")
     listed_at: float = Field(description="The dispatcher's clock just before the first page was asked for.")
     oldest_started_at: float | None = Field(
-        default=None, description="The earliest startDate among the listed executions (epoch seconds)."
+        default=None,
+        description=(
+            "The earliest last (re)start among the listed executions: redriveDate if redriven,"
+            " else startDate (epoch seconds)."
+        ),
     )
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dispatcher import cli as cli_module
+from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli import local as local_command
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.stack import read_all
@@ -128,6 +130,22 @@ def test_cli_status_json_has_the_contract_keys(cli: Cli, aws: dict[str, Any]) ->
     assert status["paused"] is False
     assert (status["max_concurrency"], status["running"], status["free"]) == (3, 1, 2)
     assert status["oldest_running_seconds"] >= 0
+
+
+def test_a_redriven_execution_is_as_old_as_its_redrive(cli: Cli, aws: dict[str, Any]) -> None:
+    """OLDEST RUNNING (and the tick's OldestRunningAge) count from the last (re)start, not the first."""
+    _start(aws, cli, "old")
+    arn = f"{cli.stack.state_machine_arn.replace(':stateMachine:', ':execution:')}:old"
+    time.sleep(2.0)
+    aws["stepfunctions"].stop_execution(executionArn=arn)
+    aws["stepfunctions"].redrive_execution(executionArn=arn)
+    machine = StateMachine(aws["stepfunctions"], cli.stack.state_machine_arn)
+    listing = machine.list_running(None, {}, time.time())
+    assert listing.oldest_started_at is not None
+    assert time.time() - listing.oldest_started_at < 1.5
+    result = cli.run("status", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["oldest_running_seconds"] < 1.5
 
 
 def test_cli_status_watch_refreshes_until_count(cli: Cli) -> None:

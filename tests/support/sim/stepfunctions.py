@@ -99,7 +99,8 @@ class ExecutionsView:
             items, complete = self._call("ListExecutions", "ListExecutions", page)
             for execution, redriven_at in items:
                 executions[execution.name] = redriven_at
-                oldest = execution.started_at if oldest is None else min(oldest, execution.started_at)
+                started = execution.started_at if redriven_at is None else redriven_at
+                oldest = started if oldest is None else min(oldest, started)
             offset += LIST_PAGE_SIZE
             if complete or (
                 max_concurrency is not None and len(counted_names(executions, ends)) >= max_concurrency
