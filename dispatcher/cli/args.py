@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import NoReturn, Protocol, TextIO
 
@@ -17,12 +17,32 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 Handler = Callable[[argparse.Namespace, Aws, Resources, TextIO], int]
 """A command: its arguments, the AWS clients and resources; its exit status."""
+Needs = Callable[[argparse.Namespace, Resources], Iterable[str]]
+"""The settings (`Resources` field names) a command needs with these arguments."""
+Prepare = Callable[[argparse.Namespace], list[str]]
+"""Reads and checks a command's own input (files, bodies) before any AWS call; the problems found."""
 
 
 class AddCommand(Protocol):
-    """Adds one command to the `dispatcher` parser: name, handler, one-line summary, examples."""
+    """Adds one command to the `dispatcher` parser: name, handler, one-line summary, examples.
 
-    def __call__(self, name: str, handler: Handler, summary: str, examples: str) -> argparse.ArgumentParser:
+    ``needs`` names the settings checked before any AWS call (all missing ones are
+    reported together); ``prepare`` checks the command's own input at the same time;
+    ``common_options`` False: the command takes none of --stack, --region,
+    --endpoint-url and --json (they don't apply to it).
+    """
+
+    def __call__(  # noqa: PLR0913 — one keyword per part of a command
+        self,
+        name: str,
+        handler: Handler,
+        summary: str,
+        examples: str,
+        *,
+        needs: Needs | None = None,
+        prepare: Prepare | None = None,
+        common_options: bool = True,
+    ) -> argparse.ArgumentParser:
         """The command's own parser, to add its arguments to."""
         ...
 

@@ -19,7 +19,7 @@ from dispatcher.cli.errors import CliError
 from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, variable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from mypy_boto3_cloudformation import CloudFormationClient
 
@@ -57,6 +57,21 @@ class Resources:
             )
             raise CliError(f"no {field_name.replace('_', ' ')}: set {where}")
         return str(value)
+
+    def unset(self, names: Iterable[str]) -> str | None:
+        """What to set for the settings among ``names`` that are unset, in one line; None if all are set."""
+        missing = [name for name in dict.fromkeys(names) if getattr(self, name) in (None, "")]
+        if not missing:
+            return None
+        if self.source.startswith("stack "):
+            stack = self.source.removeprefix("stack ")
+            where = [
+                f"parameter {MAX_CONCURRENCY_PARAMETER}" if name == "max_concurrency" else STACK_OUTPUTS[name]
+                for name in missing
+            ]
+            return f"stack {stack} lacks {', '.join(where)}: is it a dispatcher stack, fully deployed?"
+        variables = ", ".join(variable(name) for name in missing)
+        return f"not configured: set {variables} (or use --stack NAME)"
 
     def environment_max(self) -> int:
         """MAX_CONCURRENCY (or the stack's MaxConcurrency), which the control parameter may override."""
@@ -108,7 +123,10 @@ def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Re
         [description] = cloudformation.describe_stacks(StackName=stack)["Stacks"]
     except ClientError as error:
         if error_code(error) == "ValidationError":
-            raise CliError(f"stack {stack} not found: {error_message(error)}") from error
+            region = cloudformation.meta.region_name
+            raise CliError(
+                f"stack {stack} not found in {region}: {error_message(error)} (check --stack and --region)"
+            ) from error
         raise
     outputs = {output["OutputKey"]: output["OutputValue"] for output in description.get("Outputs", [])}
     parameters = {
@@ -122,13 +140,16 @@ def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Re
     )
 
 
-def resources_from_environment(environ: Mapping[str, str]) -> Resources:
-    """Read the function's own variables (and the CLI's)."""
+def resources_from_environment(environ: Mapping[str, str]) -> tuple[Resources, list[str]]:
+    """Read the function's own variables (and the CLI's); the problems with their values."""
     raw_max = environ.get(variable("max_concurrency"))
+    problems = []
     if raw_max is not None and not raw_max.strip().isdigit():
-        raise CliError(f"{variable('max_concurrency')} must be an integer >= 0, not {raw_max!r}")
+        problems.append(f"{variable('max_concurrency')} must be an integer >= 0, not {raw_max!r}")
+        raw_max = None
     found = {name: environ.get(variable(name)) or None for name in RESOURCE_FIELDS}
-    return Resources(**found, max_concurrency=None if raw_max is None else int(raw_max))  # type: ignore[arg-type]
+    resources = Resources(**found, max_concurrency=None if raw_max is None else int(raw_max))  # type: ignore[arg-type]
+    return resources, problems
 
 
 def control_parameter(aws: Aws, resources: Resources) -> ControlParameter | None:

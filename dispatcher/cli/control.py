@@ -31,10 +31,13 @@ def change_control(
 
 
 def _report(args: argparse.Namespace, name: str, control: Control, out: TextIO) -> int:
+    # MAX 0 starts nothing, as a pause does: it reads as paused everywhere (as in `status`).
+    paused = bool(control.paused) or control.max_concurrency == 0
     if args.json:
-        out.write(json.dumps({"parameter": name, **control.model_dump(exclude_none=True)}) + "\n")
+        document = {"parameter": name, **control.model_dump(exclude_none=True), "paused": paused}
+        out.write(json.dumps(document) + "\n")
         return 0
-    state = "paused" if control.paused else "running"
+    state = "paused" if paused else "running"
     limit = (
         "MAX from the environment" if control.max_concurrency is None else f"MAX {control.max_concurrency}"
     )
@@ -66,6 +69,11 @@ def command_set_max(args: argparse.Namespace, aws: Aws, resources: Resources, ou
     return _report(args, name, control, out)
 
 
+def control_needs(_args: argparse.Namespace, _resources: Resources) -> list[str]:
+    """Live control needs the control parameter."""
+    return ["control_parameter"]
+
+
 def register(command: AddCommand) -> None:
     """Add `pause`, `resume` and `set-max`."""
     command(
@@ -73,18 +81,21 @@ def register(command: AddCommand) -> None:
         command_pause,
         "Pause: ticks start nothing and every job stays queued (the control parameter's paused key).",
         "  dispatcher --stack jobs pause\n",
+        needs=control_needs,
     )
     command(
         "resume",
         command_resume,
         "Resume after a pause (MAX is unchanged).",
         "  dispatcher --stack jobs resume\n",
+        needs=control_needs,
     )
     set_max = command(
         "set-max",
         command_set_max,
         "Change MAX without a deploy (the control parameter's max_concurrency key; a pause stays).",
         "  dispatcher --stack jobs set-max 20\n  dispatcher set-max 0   # same as a pause\n",
+        needs=control_needs,
     )
     set_max.add_argument(
         "max", type=non_negative, metavar="N", help="RUNNING executions allowed (integer >= 0)"

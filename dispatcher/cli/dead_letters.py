@@ -136,6 +136,7 @@ def register(command: AddCommand) -> None:
         command_dead_letters,
         "List the dead-letter queue with each message's DispatchError.",
         "  dispatcher --stack jobs dead-letters\n  dispatcher --stack jobs dead-letters --json\n",
+        needs=lambda _args, _resources: ["dead_letter_queue_url"],
     )
     dead_letters.add_argument(
         "--dry-run", action="store_true", help="accepted: listing never changes anything"
@@ -147,6 +148,7 @@ def register(command: AddCommand) -> None:
         " attributes, without DispatchError; group order kept; safe to interrupt and run again.",
         "  dispatcher --stack jobs redrive-dead-letters --dry-run\n"
         "  dispatcher --stack jobs redrive-dead-letters --rate 10\n",
+        needs=lambda _args, _resources: ["queue_url", "dead_letter_queue_url"],
     )
     redrive.add_argument("--max", type=count, metavar="N", help="move at most N dead letters")
     redrive.add_argument("--rate", type=rate, metavar="PER_SECOND", help="move at most this many a second")

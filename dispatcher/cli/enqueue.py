@@ -6,62 +6,115 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import PROG, CliError, UsageError
+from dispatcher.cli.errors import PROG, UsageError
 from dispatcher.cli.progress import Progress
-from dispatcher.core.messages import Job
+from dispatcher.core.executions import input_problem, name_problem
+from dispatcher.core.messages import Job, group_problem
 from dispatcher.producer import Producer, SendResult
 
 
-def jobs_from_lines(lines: Iterator[str], source: str, default_group: str | None) -> Iterator[Job]:
-    """JSON Lines: {"input": <JSON>} or {"body": "<JSON text>"}, with "group" and optional "name"."""
+def _field_problems(record: dict[str, Any], default_group: str | None) -> tuple[Job | None, list[str]]:
+    """The job of one JSON Lines record, or what is wrong with it, naming the fields as written."""
+    field = "body" if "body" in record else "input"
+    body = record[field] if field == "body" else json.dumps(record["input"])
+    group = record.get("group", default_group)
+    name = record.get("name")
+    problems = []
+    if not isinstance(body, str):
+        problems.append('"body" must be a string of JSON text (or use "input" for JSON itself)')
+    elif (problem := input_problem(body)) is not None:
+        problems.append(f'"{field}": {problem}')
+    if group is None:
+        problems.append('no "group" (add one, or pass --group for every line)')
+    elif not isinstance(group, str):
+        problems.append(f'"group" must be a string, not {json.dumps(group)}')
+    elif (problem := group_problem(group)) is not None:
+        problems.append(f'"group": {problem}')
+    if name is not None and not isinstance(name, str):
+        problems.append(f'"name" must be a string, not {json.dumps(name)}')
+    elif name is not None and (problem := name_problem(name)) is not None:
+        problems.append(f'"name": {problem}')
+    if problems:
+        return None, problems
+    return Job(str(body), str(group), name), []
+
+
+def jobs_from_lines(
+    lines: Iterator[str], source: str, default_group: str | None
+) -> tuple[list[Job], list[str]]:
+    """JSON Lines: {"input": <JSON>} or {"body": "<JSON text>"}, with "group" and optional "name".
+
+    Every line is read and checked; the jobs, and one problem a line for each invalid one.
+    """
+    jobs: list[Job] = []
+    problems: list[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except ValueError as error:
-            raise CliError(f"{source}:{number}: not JSON: {error}") from error
+            problems.append(f"{source}:{number}: not JSON: {error}")
+            continue
         if not isinstance(record, dict) or ("input" in record) == ("body" in record):
-            raise CliError(f'{source}:{number}: expected an object with "input" (JSON) or "body" (text)')
-        body = record["body"] if "body" in record else json.dumps(record["input"])
-        group = record.get("group", default_group)
-        if not isinstance(body, str) or not isinstance(group, str):
-            raise CliError(f'{source}:{number}: "body" and "group" must be strings (or pass --group)')
-        name = record.get("name")
-        if name is not None and not isinstance(name, str):
-            raise CliError(f'{source}:{number}: "name" must be a string')
-        yield Job(body, group, name)
+            problems.append(f'{source}:{number}: expected an object with "input" (JSON) or "body" (text)')
+            continue
+        job, wrong = _field_problems(record, default_group)
+        problems += [f"{source}:{number}: {problem}" for problem in wrong]
+        if job is not None:
+            jobs.append(job)
+    return jobs, problems
 
 
-def _open(path: str) -> TextIO:
+def _read_file(path: str) -> Iterator[str]:
+    if path == "-":
+        yield from sys.stdin
+        return
     try:
-        return open(path, encoding="utf-8")
+        stream = open(path, encoding="utf-8")  # noqa: SIM115 — read line by line below
     except OSError as error:
-        raise CliError(f"cannot read {path}: {error.strerror}") from error
+        raise UsageError(f"--file: cannot read {path}: {error.strerror}") from error
+    with stream:
+        try:
+            yield from stream
+        except UnicodeDecodeError as error:
+            raise UsageError(f"--file: {path} is not UTF-8 text: {error.reason}") from error
+
+
+def prepare_enqueue(args: argparse.Namespace) -> list[str]:
+    """Read and check every job before anything is sent (``args.jobs``); the problems found."""
+    args.jobs = []
+    if args.file is not None:
+        if args.body is not None or args.name is not None:
+            return ["give either BODY (one job) or --file (JSON Lines), not both; --name is per line"]
+        try:
+            args.jobs, problems = jobs_from_lines(_read_file(args.file), args.file, args.group)
+        except UsageError as error:
+            return list(error.problems)
+        return problems
+    if args.body is None:
+        return ["give the job's input as BODY (or - to read it from standard input), or --file"]
+    body = sys.stdin.read() if args.body == "-" else args.body
+    problems = [f"BODY: {problem}" for problem in [input_problem(body)] if problem]
+    if args.group is None:
+        problems.append("--group is required for one job (the SQS FIFO MessageGroupId)")
+    elif (problem := group_problem(args.group)) is not None:
+        problems.append(f"--group: {problem}")
+    if args.name is not None and (problem := name_problem(args.name)) is not None:
+        problems.append(f"--name: {problem}")
+    if not problems:
+        args.jobs = [Job(body, str(args.group), args.name)]
+    return problems
 
 
 def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
-    """Send one job, or JSON Lines in bulk, with the producer client."""
+    """Send the jobs `prepare_enqueue` read, with the producer client."""
     producer = Producer(resources.need("queue_url"), client=aws.client("sqs"))
-    if args.file is not None:
-        if args.body is not None or args.name is not None:
-            raise UsageError(
-                "give either BODY (one job) or --file (JSON Lines), not both; --name is per line"
-            )
-        stream = sys.stdin if args.file == "-" else _open(args.file)
-        with stream:
-            jobs = list(jobs_from_lines(iter(stream), args.file, args.group))
-    else:
-        if args.body is None:
-            raise UsageError("give the job's input as BODY (or - to read it from standard input), or --file")
-        if args.group is None:
-            raise UsageError("--group is required for one job (the SQS FIFO MessageGroupId)")
-        body = sys.stdin.read() if args.body == "-" else args.body
-        jobs = [Job(body, args.group, args.name)]
+    jobs: list[Job] = args.jobs
     progress = Progress(last_line=True)
 
     def show(result: SendResult) -> None:
@@ -109,6 +162,8 @@ def register(command: AddCommand) -> None:
         "  echo '{\"order\": 43}' | dispatcher enqueue - --group customer-7\n"
         '  dispatcher enqueue --file jobs.jsonl     # lines: {"input": {...}, "group": "g", "name": "n"}\n'
         "  cat jobs.jsonl | dispatcher enqueue --file - --group default\n",
+        needs=lambda _args, _resources: ["queue_url"],
+        prepare=prepare_enqueue,
     )
     enqueue.add_argument(
         "body", nargs="?", metavar="BODY", help="the execution input (JSON); - reads standard input"

@@ -1,6 +1,16 @@
-"""The CLI's two kinds of failure, each reported as one line on stderr."""
+"""The CLI's two kinds of failure, each reported as one line on stderr (a line a problem)."""
 
 from __future__ import annotations
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+)
+
+from dispatcher.adapters.errors import error_code, error_message
 
 
 class CliError(Exception):
@@ -8,8 +18,49 @@ class CliError(Exception):
 
 
 class UsageError(CliError):
-    """A usage error (exit status 2)."""
+    """A usage error (exit status 2): everything wrong with the command line, its files or settings.
+
+    Found before any AWS call and reported together, one line a problem.
+    """
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 PROG = "dispatcher"
 """The command's name, which every error line starts with."""
+
+
+CREDENTIALS_HINT = (
+    "configure credentials (aws configure, AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY;"
+    " for the emulator, the exports `dispatcher local` prints)"
+)
+CREDENTIAL_CODES = frozenset(
+    {"UnrecognizedClientException", "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException"}
+)
+
+
+def aws_failure(error: BaseException, endpoint_url: str | None) -> str:
+    """One line for a failure from AWS (raised, or an adapter's error's cause), with the fix when known."""
+    cause = error.__cause__ if isinstance(error.__cause__, ClientError | BotoCoreError) else error
+    if isinstance(cause, NoRegionError):
+        return "no AWS region: pass --region or set AWS_DEFAULT_REGION (the emulator's is us-east-1)"
+    if isinstance(cause, NoCredentialsError):
+        return f"no AWS credentials: {CREDENTIALS_HINT}"
+    if isinstance(cause, EndpointConnectionError):
+        if endpoint_url:
+            return (
+                f"nothing answers at {endpoint_url}: is `dispatcher local` running?"
+                " (else check --endpoint-url or AWS_ENDPOINT_URL)"
+            )
+        return f"{cause} (check --region and the network)"
+    if isinstance(cause, ClientError):
+        code = error_code(cause)
+        line = (
+            str(error)
+            if cause is not error
+            else f"{cause.operation_name} failed: {code}: {error_message(cause)}"
+        )
+        return f"{line} ({CREDENTIALS_HINT})" if code in CREDENTIAL_CODES else line
+    return str(error)

@@ -20,7 +20,6 @@ from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import UsageError
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.errors import DispatcherError
@@ -155,12 +154,14 @@ def _plan(
     return plans, unreadable
 
 
+def prepare_rerun(args: argparse.Namespace) -> list[str]:
+    """--group must be a FIFO message group id."""
+    problem = None if args.group is None else group_problem(args.group)
+    return [] if problem is None else [f"--group: {problem}"]
+
+
 def command_rerun(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Queue a restart or a redrive job for each spooled failure; delete each spool message once queued."""
-    if args.group is not None:
-        problem = group_problem(args.group)
-        if problem is not None:
-            raise UsageError(f"--group: {problem}")
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"))
     producer = Producer(resources.need("queue_url"), client=aws.client("sqs"))
     pace = Pace(args.rate)
@@ -295,6 +296,7 @@ def register(command: AddCommand) -> None:
         "  dispatcher --stack jobs failed\n"
         "  dispatcher --stack jobs failed --status TIMED_OUT --since 3h\n"
         "  dispatcher --stack jobs failed --error 'Api*' --json\n",
+        needs=lambda _args, _resources: ["spool_queue_url"],
     )
     _add_filters(failed)
     failed.add_argument("--dry-run", action="store_true", help="accepted: listing never changes anything")
@@ -307,6 +309,8 @@ def register(command: AddCommand) -> None:
         "  dispatcher --stack jobs rerun --redrive --dry-run\n"
         "  dispatcher --stack jobs rerun --redrive --error 'Api*' --since 3h\n"
         "  dispatcher --stack jobs rerun --restart --max 50 --rate 5\n",
+        needs=lambda _args, _resources: ["spool_queue_url", "queue_url"],
+        prepare=prepare_rerun,
     )
     mode = rerun.add_mutually_exclusive_group(required=True)
     mode.add_argument(

@@ -28,6 +28,7 @@ LOCAL_MODULES = (
 )
 """What `dispatcher local` needs beyond the package (the `local` extra)."""
 EMULATOR = "dispatcher.local.command"
+DEFAULT_STACK = "dispatcher-local"
 
 
 def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
@@ -39,16 +40,38 @@ def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out:
             f" pip install 'dispatcher[local]' ({', '.join(missing)} missing)"
         )
     emulator = importlib.import_module(EMULATOR)
-    return int(
-        emulator.serve(
-            port=args.port,
-            stack=args.stack_name,
-            max_concurrency=args.max,
-            wait_seconds=args.wait_seconds,
-            schedule_seconds=args.schedule,
-            out=out,
+    try:
+        return int(
+            emulator.serve(
+                port=args.port,
+                stack=args.stack_name or args.stack or DEFAULT_STACK,
+                max_concurrency=args.max,
+                wait_seconds=args.wait_seconds,
+                schedule_seconds=args.schedule,
+                out=out,
+            )
         )
-    )
+    except KeyboardInterrupt:  # Ctrl-C is how it stops: not a failure (`make local` stays quiet)
+        out.write("\nStopped. The emulator's state is gone.\n")
+        return 0
+
+
+def prepare_local(args: argparse.Namespace) -> list[str]:
+    """`dispatcher local` serves its own endpoint: the options that point at one don't apply."""
+    given = [
+        option
+        for option, value in (
+            ("--region", args.region),
+            ("--endpoint-url", args.endpoint_url),
+            ("--json", args.json),
+        )
+        if value
+    ]
+    if given:
+        return [
+            f"`dispatcher local` takes none of --region, --endpoint-url, --json (given: {', '.join(given)})"
+        ]
+    return []
 
 
 def register(command: AddCommand) -> None:
@@ -58,11 +81,18 @@ def register(command: AddCommand) -> None:
         command_local,
         "Start the embedded AWS emulator with a dispatcher stack, and print what to export to use it.",
         "  dispatcher local                       # then, in another shell, the printed exports\n"
-        "  dispatcher local --port 4567 --max 3 --schedule 10\n",
+        "  dispatcher local --port 4567 --max 3 --schedule 10\n"
+        "  dispatcher local --schedule 0     # no ticks but the ones you run (the docs' outputs)\n",
+        prepare=prepare_local,
+        common_options=False,
     )
     local.add_argument("--port", type=int, default=4567, help="emulator port on 127.0.0.1 (4567)")
     local.add_argument(
-        "--stack-name", default="dispatcher-local", help="the emulated stack's name (dispatcher-local)"
+        "--stack",
+        "--stack-name",
+        dest="stack_name",
+        metavar="NAME",
+        help=f"the emulated stack's name ({DEFAULT_STACK})",
     )
     local.add_argument("--max", type=non_negative, default=5, help="MAX of the emulated stack (5)")
     local.add_argument("--wait-seconds", type=int, default=5, help="how long each sample execution runs (5)")

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dispatcher.adapters.errors import error_code, error_message
 from dispatcher.cli import control, dead_letters, enqueue, failures, local, status, tick
-from dispatcher.cli.args import Handler, Parser
+from dispatcher.cli.args import Handler, Needs, Parser, Prepare
 from dispatcher.cli.config import (
     RESOURCE_FIELDS,
     Aws,
@@ -26,11 +25,13 @@ from dispatcher.cli.config import (
     resources_from_environment,
     resources_from_stack,
 )
-from dispatcher.cli.errors import PROG, CliError, UsageError
+from dispatcher.cli.errors import PROG, CliError, UsageError, aws_failure
 from dispatcher.core.errors import DispatcherError
 from dispatcher.settings import STACK_OUTPUTS, variable
 
 COMMAND_GROUPS = (status, control, enqueue, tick, failures, dead_letters, local)
+MAX_PROBLEMS_SHOWN = 20
+"""Usage problems shown, one line each; the rest are counted."""
 READ_VARIABLES = [variable(name) for name in (*RESOURCE_FIELDS[:4], "max_concurrency", *RESOURCE_FIELDS[4:])]
 
 EPILOG = f"""\
@@ -88,21 +89,38 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
 
-    def command(name: str, handler: Handler, summary: str, examples: str) -> argparse.ArgumentParser:
+    def command(  # noqa: PLR0913 — one keyword per part of a command
+        name: str,
+        handler: Handler,
+        summary: str,
+        examples: str,
+        *,
+        needs: Needs | None = None,
+        prepare: Prepare | None = None,
+        common_options: bool = True,
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name,
             help=summary,
             description=summary,
             epilog="examples:\n" + examples,
             formatter_class=argparse.RawDescriptionHelpFormatter,
-            parents=[common],
+            parents=[common] if common_options else [],
         )
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, needs=needs or _nothing, prepare=prepare or _no_input)
         return sub
 
     for group in COMMAND_GROUPS:
         group.register(command)
     return root
+
+
+def _nothing(_args: argparse.Namespace, _resources: Resources) -> Iterable[str]:
+    return ()
+
+
+def _no_input(_args: argparse.Namespace) -> list[str]:
+    return []
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -112,27 +130,48 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     for name, default in (("stack", None), ("region", None), ("endpoint_url", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
+    aws = Aws(args.region, args.endpoint_url)
     try:
-        aws = Aws(args.region, args.endpoint_url)
-        if args.command == "local":
-            resources = Resources()
-        elif args.stack:
-            resources = resources_from_stack(aws.client("cloudformation"), args.stack)
-        else:
-            resources = resources_from_environment(dict(os.environ))
+        resources = _configure(args, aws)
         return int(args.handler(args, aws, resources, out))
     except UsageError as error:
-        return _fail(str(error), 2)
-    except (CliError, DispatcherError) as error:
-        return _fail(str(error), 1)
-    except ClientError as error:
-        return _fail(f"{error.operation_name} failed: {error_code(error)}: {error_message(error)}", 1)
-    except BotoCoreError as error:
-        return _fail(str(error), 1)
+        return _fail(error.problems, 2)
+    except CliError as error:
+        return _fail([str(error)], 1)
+    except (DispatcherError, ClientError, BotoCoreError) as error:
+        return _fail([aws_failure(error, args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL"))], 1)
     except KeyboardInterrupt:
         return 130
 
 
-def _fail(message: str, status: int) -> int:
-    sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+def _configure(args: argparse.Namespace, aws: Aws) -> Resources:
+    """The resources to work on, once the command's input and settings are all found good.
+
+    Everything wrong with the command line, its files and the settings of the
+    environment is found before any AWS call and reported together (a usage error).
+    """
+    problems = list(args.prepare(args))
+    unread: list[str] = []
+    if args.command == "local":
+        resources = Resources()
+    elif args.stack:
+        if problems:
+            raise UsageError(*problems)
+        resources = resources_from_stack(aws.client("cloudformation"), args.stack)
+    else:
+        resources, unread = resources_from_environment(dict(os.environ))
+    unset = resources.unset(args.needs(args, resources))
+    if args.stack and unset:
+        raise CliError(unset)  # the stack said so: an AWS answer, not a usage error
+    problems += unread + ([unset] if unset else [])
+    if problems:
+        raise UsageError(*problems)
+    return resources
+
+
+def _fail(problems: Sequence[str], status: int) -> int:
+    shown = [" ".join(problem.split()) for problem in problems[:MAX_PROBLEMS_SHOWN]]
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        shown.append(f"... and {len(problems) - MAX_PROBLEMS_SHOWN} more")
+    sys.stderr.write("".join(f"{PROG}: error: {problem}\n" for problem in shown))
     return status

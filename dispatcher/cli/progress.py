@@ -14,7 +14,7 @@ class Progress:
     """A progress line on stderr: rewritten in place on a terminal, every so often otherwise."""
 
     def __init__(self, *, quiet: bool = False, last_line: bool = False) -> None:
-        """``last_line``: without a terminal, also print the final count."""
+        """``last_line``: the final count stays (on a terminal, the line is erased otherwise)."""
         self._quiet = quiet
         self._last_line = last_line
         self._step = 0
@@ -24,7 +24,12 @@ class Progress:
         if self._quiet:
             return
         if sys.stderr.isatty():
-            sys.stderr.write(f"\r{line}" + ("\n" if final else ""))
+            # Rewritten in place; at the end, kept only when it is the result (``last_line``),
+            # so what stays on the screen is what the docs show.
+            if final and not self._last_line:
+                sys.stderr.write("\r\x1b[K")
+            else:
+                sys.stderr.write(f"\r{line}" + ("\n" if final else ""))
         elif (final and self._last_line) or done // PROGRESS_EVERY > self._step:
             sys.stderr.write(line + "\n")
         self._step = done // PROGRESS_EVERY

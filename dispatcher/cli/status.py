@@ -62,6 +62,16 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     )
 
 
+def status_needs(_args: argparse.Namespace, resources: Resources) -> list[str]:
+    """The queues and the state machine; MAX from the environment unless a control parameter may give it."""
+    return [
+        "queue_url",
+        "dead_letter_queue_url",
+        "state_machine_arn",
+        *([] if resources.control_parameter else ["max_concurrency"]),
+    ]
+
+
 HEADERS = [
     "LANE",
     "MAX",
@@ -128,6 +138,7 @@ def register(command: AddCommand) -> None:
         "  dispatcher --stack jobs status\n"
         "  dispatcher status --json\n"
         "  dispatcher --stack jobs status --watch 5\n",
+        needs=status_needs,
     )
     status.add_argument(
         "--watch", nargs="?", const=2.0, type=seconds, metavar="SECONDS", help="refresh every SECONDS (2)"

@@ -75,6 +75,13 @@ def _tick_here(
     return tick_here(variables, log_level)
 
 
+def tick_needs(args: argparse.Namespace, _resources: Resources) -> list[str]:
+    """--invoke: the function; a tick here: what the function's environment holds."""
+    if args.invoke:
+        return [] if args.function_name else ["dispatcher_function_name"]
+    return ["queue_url", "dead_letter_queue_url", "state_machine_arn", "state_table", "max_concurrency"]
+
+
 def register(command: AddCommand) -> None:
     """Add `tick`."""
     tick = command(
@@ -83,6 +90,7 @@ def register(command: AddCommand) -> None:
         "Run one tick here against the configured resources, or invoke the deployed function.",
         "  dispatcher --stack jobs tick\n  dispatcher --stack jobs tick --invoke\n"
         "  dispatcher tick --json --log-level INFO\n",
+        needs=tick_needs,
     )
     tick.add_argument(
         "--invoke", action="store_true", help="invoke the deployed function instead (a real tick)"

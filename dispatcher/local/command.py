@@ -83,13 +83,13 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
             "  python -m dispatcher.local downstream down   # executions fail until 'up'",
             f"  dispatcher --stack {stack} failed",
             "",
-            "Ticking every "
-            + (
-                f"{schedule_seconds:g} s and whenever an execution ends, like the deployed function."
+            (
+                f"Ticking every {schedule_seconds:g} s and whenever an execution ends,"
+                " like the deployed function."
                 if schedule_seconds > 0
-                else "- never: run `tick`."
-            )
-            + " Ctrl-C stops.",
+                else f"Not ticking by itself (--schedule 0): run `dispatcher --stack {stack} tick`."
+            ),
+            "State lives in memory: queues, executions and the table are gone when this stops. Ctrl-C stops.",
         ]
         out.write("\n".join(lines) + "\n")
         out.flush()

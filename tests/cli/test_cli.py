@@ -173,6 +173,17 @@ def test_cli_pause_set_max_resume_change_only_their_own_key(cli: Cli, aws: dict[
     assert _control(aws, cli) == {"max_concurrency": 7, "paused": False}
 
 
+def test_cli_max_0_reads_as_paused_everywhere(cli: Cli) -> None:
+    """MAX 0 starts nothing: `set-max 0` says paused, in text and JSON, as `status` does."""
+    result = cli.run("set-max", "0")
+    assert result.returncode == 0
+    assert result.stdout.startswith("paused, MAX 0 (parameter ")
+    assert json.loads(cli.run("resume", "--json").stdout)["paused"] is True
+    status = json.loads(cli.run("status", "--json").stdout)
+    assert (status["paused"], status["max_concurrency"], status["free"]) == (True, 0, 0)
+    assert cli.run("set-max", "2").stdout.startswith("running, MAX 2 (parameter ")
+
+
 def test_cli_paused_tick_starts_nothing_and_resume_starts(cli: Cli, aws: dict[str, Any]) -> None:
     """A tick run by the CLI honours the pause, then starts once resumed."""
     cli.run("enqueue", "{}", "--group", "g")
@@ -261,10 +272,10 @@ def test_cli_enqueue_one_job_with_name_and_from_stdin(cli: Cli, aws: dict[str, A
     assert messages[1]["Attributes"]["MessageDeduplicationId"]
 
 
-def test_cli_enqueue_bulk_json_lines_reports_each_failure(
+def test_cli_enqueue_bulk_json_lines_names_every_invalid_line_and_sends_nothing(
     cli: Cli, aws: dict[str, Any], tmp_path: Path
 ) -> None:
-    """`enqueue --file` sends every valid line in group order and names each invalid one (exit 1)."""
+    """`enqueue --file` checks every line first: invalid ones are each named (exit 2) and nothing is sent."""
     lines = [
         {"input": {"n": 1}, "group": "a"},
         {"input": {"n": 2}, "group": "a", "name": "two"},
@@ -275,12 +286,18 @@ def test_cli_enqueue_bulk_json_lines_reports_each_failure(
     path = tmp_path / "jobs.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     result = cli.run("enqueue", "--file", str(path), "--group", "c")
-    assert result.returncode == 1
-    assert "sent 3 job(s)" in result.stdout
-    failures = [line for line in result.stderr.splitlines() if "not sent" in line]
+    assert result.returncode == 2
+    assert result.stdout == ""
+    failures = result.stderr.splitlines()
     assert len(failures) == 2
-    assert "not valid JSON" in failures[0]
-    assert "whitespace" in failures[1]
+    assert f'{path}:3: "body": input is not valid JSON' in failures[0]
+    assert f'{path}:4: "name": execution name contains whitespace' in failures[1]
+    assert read_all(cli.stack.queue_url, aws["sqs"]) == []
+
+    path.write_text("\n".join(json.dumps(line) for line in lines[:2] + lines[4:]) + "\n")
+    result = cli.run("enqueue", "--file", str(path), "--group", "c")
+    assert result.returncode == 0, result.stderr
+    assert "sent 3 job(s)" in result.stdout
     bodies = [message["Body"] for message in read_all(cli.stack.queue_url, aws["sqs"])]
     assert sorted(bodies) == ['{"n": 1}', '{"n": 2}', '{"n": 4}']
     assert bodies.index('{"n": 1}') < bodies.index('{"n": 2}')
@@ -292,9 +309,9 @@ def test_cli_enqueue_bulk_json_lines_reports_each_failure(
         (("enqueue", "{}"), None, "--group is required", 2),
         (("enqueue", "--group", "g"), None, "give the job's input as BODY", 2),
         (("enqueue", "{}", "--file", "-"), "", "not both", 2),
-        (("enqueue", "--file", "/no/such/file"), None, "cannot read /no/such/file", 1),
-        (("enqueue", "--file", "-", "--group", "g"), "{broken\n", "-:1: not JSON", 1),
-        (("enqueue", "--file", "-"), '{"group": "g"}\n', 'expected an object with "input"', 1),
+        (("enqueue", "--file", "/no/such/file"), None, "cannot read /no/such/file", 2),
+        (("enqueue", "--file", "-", "--group", "g"), "{broken\n", "-:1: not JSON", 2),
+        (("enqueue", "--file", "-"), '{"group": "g"}\n', 'expected an object with "input"', 2),
     ],
     ids=["no-group", "no-body", "body-and-file", "missing-file", "broken-line", "no-input"],
 )
@@ -319,17 +336,17 @@ def test_cli_configuration_from_the_function_environment(cli: Cli) -> None:
     assert json.loads(result.stdout)["max_concurrency"] == 3
 
 
-def test_cli_missing_configuration_names_the_variable(cli: Cli) -> None:
-    """No --stack and no variables: one line naming what to set, exit status 1."""
+def test_cli_missing_configuration_names_every_variable(cli: Cli) -> None:
+    """No --stack and no variables: one line naming everything to set, exit status 2 (a usage error)."""
     result = cli.run("status", stack=False)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr == (
-        "dispatcher: error: no max concurrency:"
-        " set environment variable MAX_CONCURRENCY (or use --stack NAME)\n"
+        "dispatcher: error: not configured: set QUEUE_URL, DEAD_LETTER_QUEUE_URL, STATE_MACHINE_ARN,"
+        " MAX_CONCURRENCY (or use --stack NAME)\n"
     )
     result = cli.run("status", stack=False, env=cli.environment(MAX_CONCURRENCY="3"))
-    assert result.returncode == 1
-    assert "set environment variable STATE_MACHINE_ARN" in result.stderr
+    assert result.returncode == 2
+    assert "set QUEUE_URL, DEAD_LETTER_QUEUE_URL, STATE_MACHINE_ARN (or" in result.stderr
 
 
 def test_cli_local_without_the_emulator_installed_says_what_to_install(
@@ -361,7 +378,7 @@ def test_cli_unreachable_endpoint_is_one_line(cli: Cli) -> None:
 def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
     """`dispatcher local` prints the exports and a stack name; `status` works against them; Ctrl-C exits 0."""
     process = subprocess.Popen(
-        [str(SCRIPT), "local", "--port", "0", "--stack-name", "try-it", "--schedule", "0"],
+        [str(SCRIPT), "local", "--port", "0", "--stack", "try-it", "--schedule", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -396,8 +413,9 @@ def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
         assert again.stdout.startswith("running 1, started 0,")
     finally:
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=60)  # drains both pipes: a full one would block its exit
-        assert process.returncode == 130
+        rest, errors = process.communicate(timeout=60)  # drains both pipes: a full one would block its exit
+        assert process.returncode == 0, errors
+        assert rest.endswith("Stopped. The emulator's state is gone.\n")
 
 
 def test_cli_pause_creates_a_missing_parameter_with_its_key_alone(cli: Cli, aws: dict[str, Any]) -> None:

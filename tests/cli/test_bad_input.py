@@ -1,0 +1,285 @@
+"""Bad input, one rule (docs/cli.md): what the command line, its files or settings get wrong is a usage error.
+
+Found before any AWS call, reported together (a line a problem), exit status 2, and
+nothing sent. What AWS refuses is exit status 1, with the fix when the cause is known.
+The CLI runs in-process here: every usage row would fail its test by touching AWS.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from moto import mock_aws
+
+from dispatcher import cli as cli_module
+from dispatcher.cli.config import Aws
+from dispatcher.settings import STACK_OUTPUTS, variable
+
+CONFIGURED = {
+    "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo",
+    "DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs-dlq.fifo",
+    "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:work",
+    "STATE_TABLE": "jobs-state",
+    "MAX_CONCURRENCY": "5",
+}
+LINES = {
+    "no-group.jsonl": '{"input": {"x": 2}}\n',
+    "mixed.jsonl": (
+        '{"input": {"n": 1}, "group": "a"}\n'
+        "{broken\n"
+        '{"body": "not json", "group": "b"}\n'
+        "\n"
+        '{"input": {"n": 3}, "group": "a", "name": "has space"}\n'
+        '{"group": "g"}\n'
+        '{"input": {"n": 4}, "group": 7}\n'
+    ),
+}
+PREFIX = "dispatcher: error: "
+
+
+@pytest.fixture
+def shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A shell with no dispatcher settings, no AWS configuration, and the test's files in the cwd."""
+    names = {variable(name) for name in STACK_OUTPUTS} | {"MAX_CONCURRENCY"}
+    for name in names | {"AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION"}:
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name, text in LINES.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], arguments: list[str], stdin: str = "") -> tuple[int, list[str]]:
+    """``dispatcher ARGUMENTS``: exit status and the lines on stderr (stdout must stay empty)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO(stdin))
+        try:
+            status = cli_module.main(arguments)
+        except SystemExit as exit_status:  # argparse's own usage errors
+            status = int(exit_status.code or 0)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return status, captured.err.splitlines()
+
+
+GROUP_WITH_SPACE = (
+    "message group id may hold only letters, digits and punctuation (printable ASCII, no space)"
+)
+NOT_JSON = "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+NOT_VALID_JSON = "input is not valid JSON: Expecting value: line 1 column 1 (char 0)"
+
+
+@dataclass(frozen=True)
+class Row:
+    """Bad input, and the lines it must print (after ``dispatcher: error: ``)."""
+
+    arguments: list[str]
+    lines: list[str]
+    environment: dict[str, str] = field(default_factory=dict)
+    stdin: str = ""
+
+
+def unset(*names: str) -> str:
+    return f"not configured: set {', '.join(names)} (or use --stack NAME)"
+
+
+USAGE_ERRORS = {
+    "nothing-set": Row(
+        ["status"], [unset("QUEUE_URL", "DEAD_LETTER_QUEUE_URL", "STATE_MACHINE_ARN", "MAX_CONCURRENCY")]
+    ),
+    "some-set": Row(
+        ["status"],
+        [unset("QUEUE_URL", "DEAD_LETTER_QUEUE_URL", "STATE_MACHINE_ARN")],
+        {"MAX_CONCURRENCY": "3"},
+    ),
+    "word-max-variable": Row(
+        ["status"],
+        ["MAX_CONCURRENCY must be an integer >= 0, not 'ten'", unset("MAX_CONCURRENCY")],
+        {**CONFIGURED, "MAX_CONCURRENCY": "ten"},
+    ),
+    "body-before-settings": Row(
+        ["enqueue", "not json"],
+        [
+            f"BODY: {NOT_VALID_JSON}",
+            "--group is required for one job (the SQS FIFO MessageGroupId)",
+            unset("QUEUE_URL"),
+        ],
+    ),
+    "body-not-json": Row(["enqueue", "not json", "--group", "g"], [f"BODY: {NOT_VALID_JSON}"], CONFIGURED),
+    "no-group": Row(
+        ["enqueue", "{}"], ["--group is required for one job (the SQS FIFO MessageGroupId)"], CONFIGURED
+    ),
+    "no-body": Row(
+        ["enqueue", "--group", "g"],
+        ["give the job's input as BODY (or - to read it from standard input), or --file"],
+        CONFIGURED,
+    ),
+    "bad-group-and-name": Row(
+        ["enqueue", "{}", "--group", "has space", "--name", "a/b"],
+        [f"--group: {GROUP_WITH_SPACE}", "--name: execution name contains the forbidden character '/'"],
+        CONFIGURED,
+    ),
+    "body-and-file": Row(
+        ["enqueue", "{}", "--file", "-"],
+        ["give either BODY (one job) or --file (JSON Lines), not both; --name is per line"],
+        CONFIGURED,
+    ),
+    "line-without-group": Row(
+        ["enqueue", "--file", "no-group.jsonl"],
+        ['no-group.jsonl:1: no "group" (add one, or pass --group for every line)'],
+        CONFIGURED,
+    ),
+    "every-bad-line": Row(
+        ["enqueue", "--file", "mixed.jsonl", "--group", "c"],
+        [
+            f"mixed.jsonl:2: {NOT_JSON}",
+            f'mixed.jsonl:3: "body": {NOT_VALID_JSON}',
+            'mixed.jsonl:5: "name": execution name contains whitespace',
+            'mixed.jsonl:6: expected an object with "input" (JSON) or "body" (text)',
+            'mixed.jsonl:7: "group" must be a string, not 7',
+        ],
+        CONFIGURED,
+    ),
+    "bad-line-on-stdin": Row(
+        ["enqueue", "--file", "-", "--group", "g"], [f"-:1: {NOT_JSON}"], CONFIGURED, "{broken\n"
+    ),
+    "missing-file": Row(
+        ["enqueue", "--file", "no-such.jsonl"],
+        ["--file: cannot read no-such.jsonl: No such file or directory", unset("QUEUE_URL")],
+    ),
+    "rerun-bad-group": Row(
+        ["rerun", "--restart", "--group", "has space"],
+        [f"--group: {GROUP_WITH_SPACE}", unset("SPOOL_QUEUE_URL")],
+        CONFIGURED,
+    ),
+    "pause-without-parameter": Row(["pause"], [unset("CONTROL_PARAMETER")], CONFIGURED),
+    "invoke-without-function": Row(["tick", "--invoke"], [unset("DISPATCHER_FUNCTION_NAME")], CONFIGURED),
+    "move-without-dlq": Row(
+        ["redrive-dead-letters"], [unset("DEAD_LETTER_QUEUE_URL")], {"QUEUE_URL": CONFIGURED["QUEUE_URL"]}
+    ),
+    "local-json": Row(
+        ["--json", "local"],
+        ["`dispatcher local` takes none of --region, --endpoint-url, --json (given: --json)"],
+    ),
+}
+
+
+@pytest.mark.usefixtures("shell")
+@pytest.mark.parametrize("row", USAGE_ERRORS.values(), ids=USAGE_ERRORS.keys())
+def test_bad_input_is_a_usage_error_found_before_any_aws_call(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], row: Row
+) -> None:
+    """Each row: exit status 2, every problem on its own line, and no AWS client even made."""
+    for name, value in row.environment.items():
+        monkeypatch.setenv(name, value)
+
+    def no_aws(_self: Aws, service: str) -> None:
+        raise AssertionError(f"an AWS client ({service}) was made before the usage error")
+
+    monkeypatch.setattr(Aws, "client", no_aws)
+    status, printed = run(capsys, row.arguments, row.stdin)
+    assert (status, printed) == (2, [PREFIX + line for line in row.lines])
+
+
+@pytest.mark.usefixtures("shell")
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["set-max", "-1"], "dispatcher set-max: error: argument N: MAX must be an integer >= 0, not '-1'"),
+        (
+            ["failed", "--since", "yesterday"],
+            "dispatcher failed: error: argument --since: not a time: 'yesterday'",
+        ),
+        (["local", "--region", "eu-west-1"], "dispatcher: error: unrecognized arguments: --region eu-west-1"),
+        (
+            ["--json", "local"],
+            "dispatcher: error: `dispatcher local` takes none of --region, --endpoint-url, --json",
+        ),
+    ],
+    ids=["negative-max", "unknown-time", "local-region", "local-json"],
+)
+def test_argument_errors_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    """Argparse's own errors: one line, exit status 2."""
+    status, printed = run(capsys, arguments)
+    assert status == 2
+    assert len(printed) == 1
+    assert printed[0].startswith(message)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.usefixtures("shell")
+def test_no_region_names_the_option_and_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No region anywhere: exit 1, and the two ways to give one."""
+    for name, value in CONFIGURED.items():
+        monkeypatch.setenv(name, value)
+    assert run(capsys, ["dead-letters"]) == (
+        1,
+        [PREFIX + "no AWS region: pass --region or set AWS_DEFAULT_REGION (the emulator's is us-east-1)"],
+    )
+
+
+@pytest.mark.usefixtures("shell")
+def test_no_credentials_says_where_credentials_come_from(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A region but no credentials: exit 1, and where credentials come from (the emulator's exports too)."""
+    for name, value in CONFIGURED.items():
+        monkeypatch.setenv(name, value)
+    status, printed = run(capsys, ["dead-letters", "--region", "us-east-1"])
+    assert (status, len(printed)) == (1, 1)
+    assert printed[0].startswith(
+        PREFIX + "no AWS credentials: configure credentials (aws configure, AWS_PROFILE"
+    )
+    assert "the exports `dispatcher local` prints" in printed[0]
+
+
+@pytest.mark.usefixtures("shell")
+def test_nothing_listening_at_the_endpoint_asks_whether_the_emulator_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refused connection: exit 1, the endpoint, and the likely fix."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    status, printed = run(
+        capsys, ["--stack", "jobs", "--region", "us-east-1", "--endpoint-url", endpoint, "status"]
+    )
+    assert (status, printed) == (
+        1,
+        [
+            PREFIX + f"nothing answers at {endpoint}: is `dispatcher local` running?"
+            " (else check --endpoint-url or AWS_ENDPOINT_URL)"
+        ],
+    )
+
+
+@pytest.mark.usefixtures("shell")
+def test_an_unknown_stack_names_it_and_where_it_was_looked_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--stack` naming no stack: exit 1, the stack and the region looked in."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        status, printed = run(capsys, ["--stack", "nope", "--region", "eu-west-1", "status"])
+    assert (status, len(printed)) == (1, 1)
+    assert printed[0].startswith(PREFIX + "stack nope not found in eu-west-1:")
+    assert printed[0].endswith("(check --stack and --region)")
