@@ -294,8 +294,8 @@ def register(command: AddCommand) -> None:
         command_failed,
         "List the failed executions in the failure spool: name, status, error, when; with counts.",
         "  dispatcher --stack jobs failed\n"
-        "  dispatcher --stack jobs failed --status TIMED_OUT --since 3h\n"
-        "  dispatcher --stack jobs failed --error 'Api*' --json\n",
+        "  dispatcher --stack jobs failed --status FAILED,TIMED_OUT --since 3h\n"
+        "  dispatcher --stack jobs failed --error 'Downstream*' --json\n",
         needs=lambda _args, _resources: ["spool_queue_url"],
     )
     _add_filters(failed)
@@ -307,7 +307,7 @@ def register(command: AddCommand) -> None:
         "Re-run spooled failures through the dispatcher and its cap: --redrive continues each execution"
         " from its failed state; --restart starts it anew under a derived name.",
         "  dispatcher --stack jobs rerun --redrive --dry-run\n"
-        "  dispatcher --stack jobs rerun --redrive --error 'Api*' --since 3h\n"
+        "  dispatcher --stack jobs rerun --redrive --error 'Downstream*' --since 3h\n"
         "  dispatcher --stack jobs rerun --restart --max 50 --rate 5\n",
         needs=lambda _args, _resources: ["spool_queue_url", "queue_url"],
         prepare=prepare_rerun,

@@ -51,7 +51,7 @@ examples:
   dispatcher --stack jobs enqueue --file jobs.jsonl
   dispatcher --stack jobs tick --invoke
   dispatcher --stack jobs failed --since 3h
-  dispatcher --stack jobs rerun --redrive --error 'Api.*' --dry-run
+  dispatcher --stack jobs rerun --redrive --error 'Downstream*' --dry-run
   dispatcher --stack jobs rerun --restart --rate 5
   dispatcher --stack jobs dead-letters
   dispatcher --stack jobs redrive-dead-letters

@@ -1,0 +1,181 @@
+"""The docs' sample sessions reproduce: every ```console block runs against `dispatcher local`.
+
+Each page with console blocks gets a fresh emulator, started as the page says
+(``make local LOCAL_ARGS="..."``: a ``$ make local`` block's own, else the first the page
+names), and a shell holding only the exports it prints.
+Every ``$`` command of the page's blocks runs there in order, as a user pastes it
+(stdout and stderr together, as a terminal shows them), and its output must be the
+lines printed under it. Masked, because they differ from run to run: times, ids, the
+emulator's port and the age in `status`. Lines are compared as a sorted list: executions
+started together end, and are listed, in any order. A ``$ make local`` block is the
+emulator's own start-up output.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+PAGES = sorted(
+    path for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")] if "```console" in path.read_text()
+)
+DOCUMENTED_PORT = "127.0.0.1:4567"
+HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
+LOCAL_ARGS = re.compile(r'make local LOCAL_ARGS="([^"]*)"')
+MASKS = [
+    (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"), "<time>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"^(default .*?)\s+(\d+h\d\dm|\d+m\d\ds|\d+s|-)$"), r"\1 <age>"),
+]
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Step:
+    """One ``$`` command of a page and the lines printed under it."""
+
+    command: str
+    line: int
+    expected: list[str] = field(default_factory=list)
+
+
+def steps(page: str) -> list[Step]:
+    """The page's console commands in order, each with its documented output."""
+    found: list[Step] = []
+    lines = iter(enumerate(page.splitlines(), start=1))
+    inside = False
+    for number, text in lines:
+        if text.startswith("```"):
+            inside = text == "```console"
+            continue
+        if not inside:
+            continue
+        if text.startswith("$ "):
+            command = text[2:]
+            heredoc = HEREDOC.search(command)
+            if heredoc:
+                body = []
+                for _, more in lines:
+                    body.append(more)
+                    if more == heredoc.group(1):
+                        break
+                command = "\n".join([command, *body])
+            found.append(Step(command, number))
+        elif found:
+            found[-1].expected.append(text)
+    return found
+
+
+def masked(lines: list[str], endpoint: str) -> list[str]:
+    """Lines as compared: the documented port, volatile parts masked, sorted."""
+    result = []
+    for line in lines:
+        text = line.rstrip().replace(endpoint, DOCUMENTED_PORT)
+        for pattern, replacement in MASKS:
+            text = pattern.sub(replacement, text)
+        result.append(text)
+    return sorted(result)
+
+
+def shell_environment(exports: dict[str, str]) -> dict[str, str]:
+    """A user's shell after the exports: the repository's `dispatcher` and `python` first on PATH."""
+    return {
+        "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": os.environ.get("HOME", str(Path.home())),
+        "PYTHONUNBUFFERED": "1",  # stdout and stderr in the order a terminal shows them
+        **{key: value for key, value in os.environ.items() if key.startswith("COVERAGE_")},
+        **exports,
+    }
+
+
+@dataclass
+class Emulator:
+    """`dispatcher local`, as the page starts it: its start-up lines and its exports."""
+
+    process: subprocess.Popen[str]
+    startup: list[str]
+    exports: dict[str, str]
+
+    @property
+    def endpoint(self) -> str:
+        """host:port of the emulator."""
+        return self.exports["AWS_ENDPOINT_URL"].removeprefix("http://")
+
+
+@pytest.fixture
+def emulator_for(tmp_path: Path) -> Iterator[list[Emulator]]:
+    """Starts the emulator a page asks for; stops it with Ctrl-C (exit 0) at the end."""
+    started: list[Emulator] = []
+    yield started
+    for emulator in started:
+        emulator.process.send_signal(2)
+        _, errors = emulator.process.communicate(timeout=60)
+        assert emulator.process.returncode == 0, errors
+
+
+def start(arguments: list[str], started: list[Emulator]) -> Emulator:
+    process = subprocess.Popen(
+        [str(BIN / "dispatcher"), "local", "--port", "0", *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=shell_environment({}),
+    )
+    emulator = Emulator(process, [], {})
+    started.append(emulator)
+    assert process.stdout is not None
+    for line in iter(process.stdout.readline, ""):
+        emulator.startup.append(line.rstrip("\n"))
+        if line.strip().startswith("export "):
+            key, _, value = line.strip().removeprefix("export ").partition("=")
+            emulator.exports[key] = value
+        if "Ctrl-C stops" in line:
+            return emulator
+    raise AssertionError(f"`dispatcher local` ended before it was ready: {process.communicate()}")
+
+
+def test_the_pages_with_sessions_are_the_ones_users_follow() -> None:
+    """The runbook, the re-run walk-through, Try it locally and the CLI reference hold sessions to check."""
+    assert {page.name for page in PAGES} >= {"operations.md", "reruns.md", "deploy-and-local.md", "cli.md"}
+    for page in PAGES:
+        assert steps(page.read_text()), page.name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def test_every_console_session_reproduces_against_the_emulator(
+    page: Path, tmp_path: Path, emulator_for: list[Emulator]
+) -> None:
+    """Each command's output, run as the page says, is the output the page prints."""
+    text = page.read_text()
+    shown = [step.command for step in steps(text) if step.command.startswith("make local")]
+    arguments = LOCAL_ARGS.search(shown[0] if shown else text)
+    emulator = start(shlex.split(arguments.group(1)) if arguments else [], emulator_for)
+    for step in steps(text):
+        if step.command.startswith("make local"):
+            printed = emulator.startup
+        else:
+            command = step.command.replace(DOCUMENTED_PORT, emulator.endpoint)
+            result = subprocess.run(
+                ["bash", "-c", command],
+                cwd=tmp_path,
+                env=shell_environment(emulator.exports),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            printed = result.stdout.splitlines()
+        documented, got = masked(step.expected, emulator.endpoint), masked(printed, emulator.endpoint)
+        difference = "\n".join(difflib.unified_diff(documented, got, "documented", "printed", lineterm=""))
+        assert got == documented, f"{page.name}:{step.line}: $ {step.command.splitlines()[0]}\n{difference}"
