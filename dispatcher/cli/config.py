@@ -48,15 +48,10 @@ class Resources:
 
     def need(self, field_name: str) -> str:
         """The named resource, or a clear error saying where it should have come from."""
-        value = getattr(self, field_name)
-        if not value:
-            where = (
-                f"output {STACK_OUTPUTS[field_name]} of stack {self.source.removeprefix('stack ')}"
-                if self.source.startswith("stack ")
-                else f"environment variable {variable(field_name)} (or use --stack NAME)"
-            )
-            raise CliError(f"no {field_name.replace('_', ' ')}: set {where}")
-        return str(value)
+        problem = self.unset([field_name])
+        if problem is not None:
+            raise CliError(problem)
+        return str(getattr(self, field_name))
 
     def unset(self, names: Iterable[str]) -> str | None:
         """What to set for the settings among ``names`` that are unset, in one line; None if all are set."""
@@ -76,12 +71,7 @@ class Resources:
     def environment_max(self) -> int:
         """MAX_CONCURRENCY (or the stack's MaxConcurrency), which the control parameter may override."""
         if self.max_concurrency is None:
-            where = (
-                f"parameter {MAX_CONCURRENCY_PARAMETER} of stack {self.source.removeprefix('stack ')}"
-                if self.source.startswith("stack ")
-                else f"environment variable {variable('max_concurrency')} (or use --stack NAME)"
-            )
-            raise CliError(f"no max concurrency: set {where}")
+            raise CliError(str(self.unset(["max_concurrency"])))
         return self.max_concurrency
 
     def function_environment(self) -> dict[str, str]:

@@ -8,10 +8,12 @@ The CLI runs in-process here: every usage row would fail its test by touching AW
 from __future__ import annotations
 
 import io
+import json
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import boto3
 import pytest
 from moto import mock_aws
 
@@ -283,3 +285,26 @@ def test_an_unknown_stack_names_it_and_where_it_was_looked_for(
     assert (status, len(printed)) == (1, 1)
     assert printed[0].startswith(PREFIX + "stack nope not found in eu-west-1:")
     assert printed[0].endswith("(check --stack and --region)")
+
+
+@pytest.mark.usefixtures("shell")
+def test_a_stack_without_the_outputs_names_every_missing_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stack that isn't a (complete) dispatcher stack: exit 1, every output the command needs named."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}
+    with mock_aws():
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="bare", TemplateBody=json.dumps(template)
+        )
+        status, printed = run(capsys, ["--stack", "bare", "--region", "us-east-1", "status"])
+    assert (status, printed) == (
+        1,
+        [
+            PREFIX
+            + "stack bare lacks JobQueueUrl, DeadLetterQueueUrl, StateMachineArn, parameter MaxConcurrency:"
+            " is it a dispatcher stack, fully deployed?"
+        ],
+    )
