@@ -1,0 +1,68 @@
+"""`dispatcher local`: the emulator as a user starts it, and what it says when it can't start."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from dispatcher import cli as cli_module
+from dispatcher.cli import local as local_command
+from tests.cli.conftest import SCRIPT, Cli
+
+
+def test_cli_local_without_the_emulator_installed_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Installed without the `local` extra, `dispatcher local` names the extra to install (exit 1)."""
+    monkeypatch.setattr(local_command, "LOCAL_MODULES", ("moto", "no_such_module_here"))
+    assert cli_module.main(["local", "--port", "0"]) == 1
+    assert capsys.readouterr().err == (
+        "dispatcher: error: `dispatcher local` needs the emulator:"
+        " pip install 'dispatcher[local]' (no_such_module_here missing)\n"
+    )
+
+
+def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
+    """`dispatcher local` prints the exports and a stack name; `status` works against them; Ctrl-C exits 0."""
+    process = subprocess.Popen(
+        [str(SCRIPT), "local", "--port", "0", "--stack", "try-it", "--schedule", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert first.startswith("Emulator ready at http://127.0.0.1:")
+        exports = {}
+        for line in iter(process.stdout.readline, ""):
+            if line.strip().startswith("export "):
+                key, _, value = line.strip().removeprefix("export ").partition("=")
+                exports[key] = value
+            if "Ctrl-C stops" in line:
+                break
+        assert exports["AWS_ENDPOINT_URL"] in first
+        env = {
+            **{key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
+            **exports,
+        }
+        result = cli.run("--stack", "try-it", "status", "--json", stack=False, env=env)
+        assert result.returncode == 0
+        assert json.loads(result.stdout)["max_concurrency"] == 5
+        cli.run("--stack", "try-it", "enqueue", '{"job": 1}', "--group", "g", stack=False, env=env)
+        # The stack names its emulated function: the tick runs in the `local` process.
+        invoked = cli.run("--stack", "try-it", "tick", "--invoke", "--json", stack=False, env=env)
+        assert invoked.returncode == 0, invoked.stderr
+        report = json.loads(invoked.stdout)
+        assert (report["running"], report["started"], report["stopped"]) == (0, 1, "drained")
+        again = cli.run("--stack", "try-it", "tick", "--invoke", stack=False, env=env)
+        assert again.stdout.startswith("running 1, started 0,")
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest, errors = process.communicate(timeout=60)  # drains both pipes: a full one would block its exit
+        assert process.returncode == 0, errors
+        assert rest.endswith("Stopped. The emulator's state is gone.\n")
