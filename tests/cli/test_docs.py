@@ -179,3 +179,31 @@ def test_every_console_session_reproduces_against_the_emulator(
         documented, got = masked(step.expected, emulator.endpoint), masked(printed, emulator.endpoint)
         difference = "\n".join(difflib.unified_diff(documented, got, "documented", "printed", lineterm=""))
         assert got == documented, f"{page.name}:{step.line}: $ {step.command.splitlines()[0]}\n{difference}"
+
+
+DEMO_MASKS = [
+    (re.compile(r"^tick\s+\d+"), "tick <n>"),
+    (re.compile(r"in \d+ ticks \([\d.]+s\)"), "in <n> ticks"),
+]
+
+
+def test_the_readme_shows_what_make_demo_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """The quick start's sample: each line (tick numbers and the time masked) comes out, in that order."""
+    from tools import demo  # noqa: PLC0415
+
+    block = (
+        (ROOT / "README.md")
+        .read_text()
+        .split("until the queue is\ndrained:\n\n```\n", 1)[1]
+        .split("```", 1)[0]
+    )
+    assert demo.main([]) == 0
+
+    def mask(lines: list[str]) -> list[str]:
+        for pattern, replacement in DEMO_MASKS:
+            lines = [pattern.sub(replacement, line.rstrip()) for line in lines]
+        return lines
+
+    printed = iter(mask(capsys.readouterr().out.splitlines()))
+    missing = [line for line in mask(block.splitlines()) if line != "..." and line not in printed]
+    assert missing == []
