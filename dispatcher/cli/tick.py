@@ -11,6 +11,11 @@ from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, CliError
 
+UNCOUNTED_STOPS = {
+    "paused": "paused, or MAX 0",
+    "busy": "another tick holds the lease and ticks again for this one",
+}
+"""Stops before the tick counts RUNNING, and what each means."""
 FUNCTION_MODULES = ("aws_lambda_powertools", "aws_xray_sdk")
 """What running the function here needs beyond the package (the ``function`` extra)."""
 
@@ -23,6 +28,12 @@ def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         report = _tick_here(resources, args.endpoint_url, args.region, args.log_level)
     if args.json:
         out.write(json.dumps(report) + "\n")
+    elif report.get("stopped") in UNCOUNTED_STOPS:
+        # Stopped before counting: its "running 0" would read as nothing running.
+        out.write(
+            f"stopped: {report['stopped']} ({UNCOUNTED_STOPS[report['stopped']]});"
+            " nothing counted or started\n"
+        )
     else:
         out.write(
             f"running {report.get('running')}, started {report.get('started')}"

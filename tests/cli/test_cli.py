@@ -187,6 +187,7 @@ def test_cli_paused_tick_starts_nothing_and_resume_starts(cli: Cli, aws: dict[st
     cli.run("pause")
     paused = json.loads(cli.run("tick", "--json").stdout)
     assert (paused["started"], paused["stopped"]) == (0, "paused")
+    assert cli.run("tick").stdout == "stopped: paused (paused, or MAX 0); nothing counted or started\n"
     cli.run("resume")
     result = cli.run("tick")
     assert result.returncode == 0
