@@ -130,8 +130,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     for name, default in (("stack", None), ("region", None), ("endpoint_url", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
-    aws = Aws(args.region, args.endpoint_url)
     try:
+        aws = Aws(args.region, args.endpoint_url)  # an unknown AWS_PROFILE fails here
         resources = _configure(args, aws)
         return int(args.handler(args, aws, resources, out))
     except UsageError as error:

@@ -308,3 +308,15 @@ def test_a_stack_without_the_outputs_names_every_missing_one(
             " is it a dispatcher stack, fully deployed?"
         ],
     )
+
+
+@pytest.mark.usefixtures("shell")
+def test_an_unknown_profile_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AWS_PROFILE naming no profile: exit 1, the profile named, no traceback."""
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    for name, value in CONFIGURED.items():
+        monkeypatch.setenv(name, value)
+    status, printed = run(capsys, ["dead-letters"])
+    assert (status, printed) == (1, [PREFIX + "The config profile (nope) could not be found"])
