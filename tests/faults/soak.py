@@ -38,6 +38,10 @@ QUIET_ENVIRONMENT = {
 }
 
 
+PROGRESS_EVERY = 100
+"""A worker's progress line on stderr every this many scenarios."""
+
+
 def run_share(seeds: list[int]) -> Tally:
     """Run ``seeds`` against one faulty emulator in this process."""
     os.environ.update(QUIET_ENVIRONMENT)
@@ -48,10 +52,17 @@ def run_share(seeds: list[int]) -> Tally:
 
     tally = Tally()
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
-        for seed in seeds:
+        for done, seed in enumerate(seeds, start=1):
             # EMF metrics of every tick; the one-line errors of `dispatcher rerun` runs that AWS failed.
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 tally.add(run_scenario(Scenario.generate(seed), middleware))
+            if done % PROGRESS_EVERY == 0 or done == len(seeds):
+                print(  # the soak's progress, on stderr
+                    f"soak: worker {os.getpid()}: {done}/{len(seeds)} scenarios,"
+                    f" {len(tally.violations)} violation(s) so far",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return tally
 
 
@@ -117,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     overlap_seeds = list(range(arguments.first_seed, arguments.first_seed + arguments.overlap_rounds))
     overlaps = []
     if overlap_seeds:
+        print(  # the soak's progress, on stderr
+            f"soak: {total.scenarios} scenarios in {seconds:.0f} s, {len(total.violations)} violation(s);"
+            f" now {len(overlap_seeds)} overlap rounds",
+            file=sys.stderr,
+            flush=True,
+        )
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             overlaps = pool.apply(run_overlaps, (overlap_seeds,))
     print(report(total, seeds, workers, seconds, overlaps))
