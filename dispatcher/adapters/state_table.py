@@ -12,8 +12,10 @@ item holds a batch of starts recorded together (up to 25), one the ends an invoc
 learned, one the starts that stopped counting (a *void*, naming their sort keys). A
 start costs about a tenth of a write unit instead of one.
 
-Keys: ``pk`` = ``recent-start#<state machine ARN>``; ``sk`` = ``<written at, fixed
-width>#<name>``: a batch of starts takes its first start's key, ends and voids
+Keys: ``pk`` = ``recent-start#<state machine ARN>``; a start's key is ``<written at,
+fixed width>#<name>#<write id>`` (the write id is unique to one `record`, so a void
+never applies to a later start of the same name at the same clock reading); ``sk``:
+a batch of starts takes its first start's key, ends and voids
 ``<written at>#ends#<first name>`` and ``<written at>#void#<first name>`` (an
 execution name can't contain ``#``), so one query reads the whole window. A void is
 written after the starts it names, so it is in every window they are in.
@@ -26,6 +28,7 @@ release's: a start, a start marked ``resolved``, an ``ended``) are still read.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -89,11 +92,15 @@ def recorded_starts(
     """
     now = _stored_time(now)
     redrives = redrives or {}
+    # Unique to this write: a void names exactly the records it voids, never a later
+    # record of the same name at the same clock reading (a clock that stood still, or
+    # stepped back), which would then not count.
+    write = uuid.uuid4().hex[:12]
     return [
         RecordedStart(
             name=name,
             recorded_at=now,
-            sort_key=sort_key(now, name),
+            sort_key=f"{sort_key(now, name)}#{write}",
             group=group,
             redrive_count=redrives.get(name),
         )
@@ -115,6 +122,7 @@ def starts_item(partition_key: str, records: Sequence[RecordedStart]) -> dict[st
         "recorded_at": _number(first.recorded_at),
         "expires_at": {"N": str(int(first.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
         "names": {"L": [{"S": record.name} for record in records]},
+        "write": {"S": first.sort_key.rsplit("#", 1)[1]},
         "groups": {
             "L": [{"NULL": True} if record.group is None else {"S": record.group} for record in records]
         },
@@ -155,6 +163,8 @@ def void_item(partition_key: str, records: Sequence[RecordedStart], now: float) 
 def _packed_starts(item: Mapping[str, Any]) -> list[RecordedStart]:
     recorded_at = float(item["recorded_at"]["N"])
     redrives = item.get("redrive_counts", {}).get("M", {})
+    write = item.get("write", {}).get("S")
+    suffix = "" if write is None else f"#{write}"
     records = []
     for name_value, group_value in zip(item["names"]["L"], item["groups"]["L"], strict=True):
         name = name_value["S"]
@@ -162,7 +172,7 @@ def _packed_starts(item: Mapping[str, Any]) -> list[RecordedStart]:
             RecordedStart(
                 name=name,
                 recorded_at=recorded_at,
-                sort_key=sort_key(recorded_at, name),
+                sort_key=sort_key(recorded_at, name) + suffix,
                 group=group_value.get("S"),
                 redrive_count=_optional_int(redrives.get(name, {}).get("N")),
             )

@@ -325,6 +325,25 @@ def test_state_table_packs_what_is_written_together_into_one_item(harness: Harne
     assert table.groups(started) == {f"job-{index}": f"group-{index % 3}" for index in range(25)}
 
 
+def test_a_void_never_applies_to_a_later_start_of_the_same_name_at_the_same_clock_reading(
+    harness: Harness,
+) -> None:
+    """Recorded, voided (never started), recorded again at the same time: the second record counts.
+
+    The soak found this: with a clock that stands still, the void of the first record
+    named the second's key too, the started execution went uncounted and the cap broke.
+    """
+    table = state_table(harness)
+    now = time.time()
+    first = table.starts_at({"job": "g"}, now)
+    assert table.record(first) == []
+    assert table.forget(first, now) == 0
+    again = table.starts_at({"job": "g"}, now)
+    assert table.record(again) == []
+    assert again[0].sort_key != first[0].sort_key
+    assert table.window(now - 90).starts == tuple(again)
+
+
 def test_state_table_reads_an_older_releases_items_of_one_record(harness: Harness) -> None:
     """A start, a start marked resolved and an end written one item each still count as they did."""
     now = time.time()
