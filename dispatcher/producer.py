@@ -3,16 +3,19 @@
     from dispatcher.producer import Job, Producer
 
     producer = Producer(queue_url)
-    producer.send('{"order": 42}', group="customer-7", name="order-42")
+    producer.send({"order": 42}, group="customer-7", name="order-42")
     result = producer.send_batch([Job('{"order": 43}', group="customer-7"), ...])
     for failure in result.failed:
         print(failure.job, failure.reason)
 
+A body is JSON text, sent verbatim, or a value such as a dict, sent as its JSON text.
 Every job is checked with the rules the dispatcher applies when it receives it (one
 source: `dispatcher.core.messages`), so a job that could never start is refused here, not
 dead-lettered later. Every message carries an explicit ``MessageDeduplicationId``
-(the execution name when there is one), so sending works whether the queue's
-content-based deduplication is on or off, and a retry is never a second job.
+(derived from the execution name and the body when there is a name), so sending works
+whether the queue's content-based deduplication is on or off, a retry is never a second
+job, and a different job sent under a name already used reaches the queue (where the
+dispatcher dead-letters it as a name collision) instead of being dropped by SQS.
 
 Order: a batch holds at most one job per message group, and a group's next job is sent
 only once the one before it is on the queue. A job that still can't be sent fails the
@@ -38,6 +41,8 @@ from dispatcher.core.errors import DispatcherError, TransientError
 from dispatcher.core.messages import Job
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
@@ -116,10 +121,18 @@ class Producer:
         self._sleep = sleep
 
     def send(
-        self, body: str, *, group: str, name: str | None = None, deduplication_id: str | None = None
+        self,
+        body: str | Mapping[str, Any] | Sequence[Any],
+        *,
+        group: str,
+        name: str | None = None,
+        deduplication_id: str | None = None,
     ) -> str:
-        """Send one job; its MessageId. Raises ``JobRejectedError`` or ``SendFailedError``."""
-        job = Job(body, group, name, deduplication_id)
+        """Send one job; its MessageId. Raises ``JobRejectedError`` or ``SendFailedError``.
+
+        ``body``: JSON text (sent verbatim) or a value such as a dict (sent as its JSON text).
+        """
+        job = Job(body, group, name, deduplication_id)  # type: ignore[arg-type]  # Job takes its JSON text
         problem = job.problem()
         if problem is not None:
             raise JobRejectedError(problem)
@@ -142,7 +155,7 @@ class Producer:
             if problem is not None:
                 result.failed.append(Failure(job, problem))
                 continue
-            deduplication_id = job.deduplication_id or job.name or uuid.uuid4().hex
+            deduplication_id = job.message_deduplication_id() or uuid.uuid4().hex
             groups.setdefault(job.group, deque()).append(_Pending(job, deduplication_id))
         while groups:
             batch = self._next_batch(groups)

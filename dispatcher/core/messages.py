@@ -6,6 +6,8 @@ with the reason), and the producer client and the CLI apply the same ones before
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +75,43 @@ def job_problem(body: str, group: str, name: str | None) -> str | None:
     return input_problem(body) or group_problem(group) or (None if name is None else name_problem(name))
 
 
+def deduplication_id(name: str, body: str, redrive_count: int | None = None) -> str:
+    """The ``MessageDeduplicationId`` of a named job: the same for a re-send, another for another input.
+
+    SQS drops a message whose deduplication id it saw in the last five minutes, so an id
+    made of the name alone would drop a *different* job sent under the same name: the
+    dispatcher could never dead-letter it as a name collision (invariant 3), and it would
+    be lost without a trace. Hashing the name with the body keeps a retry one job and
+    lets a different input reach the queue. A hex digest is also always a valid id
+    (names may hold characters SQS refuses in one).
+    """
+    # No valid name or JSON text holds a NUL: it separates the parts unambiguously. The
+    # producers page gives this formula to senders that use plain boto3.
+    parts = [name, body] if redrive_count is None else [name, body, str(redrive_count)]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def job_body(value: object) -> str:
+    """A job's body from what a caller has: JSON text as given (verbatim), else the value as JSON.
+
+    Raises ``TypeError`` naming what a body may be when the value can't be JSON.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise TypeError(f"a job's body in bytes must be UTF-8 JSON text: {error.reason}") from error
+    try:
+        return json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            "a job's body is JSON text (str) or a value json.dumps can write (dict, list, number,"
+            f" bool, None), not {type(value).__name__}: {error}"
+        ) from error
+
+
 def dispatch_error(reason: str) -> str:
     """A `DispatchError` attribute value: bounded, so the DLQ copy still fits in SQS."""
     if len(reason) <= DISPATCH_ERROR_MAX_LENGTH:
@@ -107,22 +146,43 @@ def dead_letter_attributes(source: dict[str, dict[str, str]], reason: str) -> di
 
 @dataclass(frozen=True)
 class Job:
-    """One job: the execution input (a JSON string), its message group, and optionally its name."""
+    """One job: the execution input (JSON text, or a value such as a dict), its group, optionally its name."""
 
     body: str
+    """The execution input, sent verbatim. Given a dict (or another JSON value), its JSON text."""
     group: str
     name: str | None = None
     """The execution name; without one, the message's SQS MessageId becomes the name."""
     deduplication_id: str | None = None
-    """Defaults to the name, else a random id kept across this call's retries."""
+    """Explicit; by default derived from the name and the body (`message_deduplication_id`)."""
     redrive_count: int | None = None
     """Set: not a new start but "redrive execution ``name``", whose ``redriveCount`` is this now."""
+    body_problem: str | None = field(default=None, init=False, repr=False, compare=False)
+    """Why the body given can't be JSON (then it is not sent)."""
+
+    def __post_init__(self) -> None:
+        # Callers mostly hold a dict: take it as its JSON text rather than fail on it later.
+        if not isinstance(self.body, str):
+            try:
+                object.__setattr__(self, "body", job_body(self.body))
+            except TypeError as error:
+                object.__setattr__(self, "body_problem", str(error))
 
     def problem(self) -> str | None:
         """Why the dispatcher would never start this job, or None."""
+        if self.body_problem is not None:
+            return self.body_problem
         if self.redrive_count is not None and (self.name is None or self.redrive_count < 0):
             return "a redrive job needs the execution's name and its redriveCount (>= 0)"
         return job_problem(self.body, self.group, self.name)
+
+    def message_deduplication_id(self) -> str | None:
+        """The explicit id, else one derived from the name and the body; None for a job without a name."""
+        if self.deduplication_id is not None:
+            return self.deduplication_id
+        if self.name is None:
+            return None
+        return deduplication_id(self.name, self.body, self.redrive_count)
 
     def attributes(self) -> dict[str, dict[str, str]]:
         """The message attributes that carry the name and, for a redrive, the action."""

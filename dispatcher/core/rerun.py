@@ -203,7 +203,7 @@ class Rerun:
                 "job_name": self.job.name,
                 "group": self.job.group,
                 "group_source": self.group_source,
-                "deduplication_id": self.job.deduplication_id,
+                "deduplication_id": self.job.message_deduplication_id(),
             }
             if self.job.redrive_count is not None:
                 document["redrive_count"] = self.job.redrive_count
@@ -263,7 +263,7 @@ def plan_rerun(  # noqa: PLR0911 — one answer per state the execution can be i
         rerun.skip = "its input is not available (left out of the event, and not readable)"
         return rerun
     name = restart_name(failure.name, failure.execution_arn)
-    rerun.job = Job(body=execution_input, group=group[0], name=name, deduplication_id=name)
+    rerun.job = Job(body=execution_input, group=group[0], name=name)
     return rerun
 
 

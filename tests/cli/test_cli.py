@@ -11,6 +11,7 @@ import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.adapters.stepfunctions import StateMachine
+from dispatcher.core.messages import deduplication_id
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.stack import read_all
 from tests.cli.conftest import Cli
@@ -268,8 +269,28 @@ def test_cli_enqueue_one_job_with_name_and_from_stdin(cli: Cli, aws: dict[str, A
     messages = read_all(cli.stack.queue_url, aws["sqs"])
     assert [message["Body"] for message in messages] == ['{"order": 42}', '{"order":  43}']
     assert messages[0]["MessageAttributes"]["ExecutionName"]["StringValue"] == "order-42"
-    assert messages[0]["Attributes"]["MessageDeduplicationId"] == "order-42"
+    dedup = messages[0]["Attributes"]["MessageDeduplicationId"]
+    assert dedup == deduplication_id("order-42", '{"order": 42}')
     assert messages[1]["Attributes"]["MessageDeduplicationId"]
+
+
+def test_cli_enqueue_same_name_with_another_body_is_dead_lettered_as_a_collision(
+    cli: Cli, aws: dict[str, Any]
+) -> None:
+    """Two jobs under one name, other bodies, in a second: one starts, one is dead-lettered as a collision."""
+    for order in (42, 43):
+        sent = cli.run("enqueue", json.dumps({"order": order}), "--group", "c7", "--name", "order-42")
+        assert sent.returncode == 0, sent.stderr
+    again = cli.run("enqueue", '{"order": 42}', "--group", "c7", "--name", "order-42")
+    assert again.returncode == 0, "a re-send of the first job is deduplicated by SQS, not an error"
+    cli.tick_in_process()
+    executions = aws["stepfunctions"].list_executions(stateMachineArn=cli.stack.state_machine_arn)
+    assert [execution["name"] for execution in executions["executions"]] == ["order-42"]
+    [letter] = read_all(cli.stack.dead_letter_queue_url, aws["sqs"])
+    assert letter["Body"] == '{"order": 43}'
+    reason = letter["MessageAttributes"]["DispatchError"]["StringValue"]
+    assert reason.startswith("name collision: execution 'order-42' already exists with a different input")
+    assert read_all(cli.stack.queue_url, aws["sqs"]) == []
 
 
 def test_cli_enqueue_bulk_json_lines_names_every_invalid_line_and_sends_nothing(

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from dispatcher.core.executions import MAX_INPUT_BYTES
+from dispatcher.core.messages import deduplication_id
 from dispatcher.local.account import REGION
 from dispatcher.local.server import atomic_sqs
 from dispatcher.local.stack import read_all
@@ -73,14 +74,53 @@ class EntryFailures:
         )
 
 
-def test_producer_sends_one_job_with_its_name_as_deduplication_id(sqs: Any, queue_url: str) -> None:
-    """`send` puts the body verbatim with the ExecutionName attribute and an explicit dedup id."""
+def test_producer_sends_one_job_with_a_deduplication_id_of_name_and_body(sqs: Any, queue_url: str) -> None:
+    """`send` puts the body verbatim with the ExecutionName attribute and a dedup id of name and body."""
     message_id = Producer(queue_url, client=sqs).send('{"order":  42}', group="c7", name="order-42")
     [message] = read_all(queue_url, sqs)
     assert message["MessageId"] == message_id
     assert message["Body"] == '{"order":  42}'
     assert message["MessageAttributes"]["ExecutionName"]["StringValue"] == "order-42"
-    assert message["Attributes"]["MessageDeduplicationId"] == "order-42"
+    assert message["Attributes"]["MessageDeduplicationId"] == deduplication_id("order-42", '{"order":  42}')
+
+
+def test_producer_same_name_and_body_twice_is_one_message(sqs: Any, queue_url: str) -> None:
+    """A re-send of the same job (same name, same body) within SQS's window is deduplicated: one message."""
+    producer = Producer(queue_url, client=sqs)
+    for _ in range(2):
+        producer.send('{"order": 42}', group="c7", name="order-42")
+    assert len(read_all(queue_url, sqs)) == 1
+
+
+def test_producer_same_name_with_another_body_reaches_the_queue(sqs: Any, queue_url: str) -> None:
+    """A different job under a name already sent is not dropped by deduplication: both are on the queue."""
+    producer = Producer(queue_url, client=sqs)
+    producer.send('{"order": 42}', group="c7", name="order-42")
+    producer.send('{"order": 43}', group="c7", name="order-42")
+    assert [message["Body"] for message in read_all(queue_url, sqs)] == ['{"order": 42}', '{"order": 43}']
+
+
+def test_producer_takes_a_dict_as_its_json_text(sqs: Any, queue_url: str) -> None:
+    """`send` with a dict sends its JSON text (what most callers hold), not an AttributeError."""
+    Producer(queue_url, client=sqs).send({"order": 42, "café": True}, group="c7", name="order-42")
+    [message] = read_all(queue_url, sqs)
+    assert json.loads(message["Body"]) == {"order": 42, "café": True}
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [({"when": object()}, "not dict: Object of type object"), ({"x": float("nan")}, "Out of range float")],
+    ids=["not-serialisable", "nan"],
+)
+def test_producer_refuses_a_body_that_cannot_be_json_and_says_what_it_takes(
+    sqs: Any, queue_url: str, body: Any, problem: str
+) -> None:
+    """A body json.dumps can't write is refused with what a body may be; nothing is sent."""
+    takes = r"JSON text \(str\) or a value json.dumps can write"
+    with pytest.raises(JobRejectedError, match=takes) as raised:
+        Producer(queue_url, client=sqs).send(body, group="c7")
+    assert problem in str(raised.value)
+    assert read_all(queue_url, sqs) == []
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The README's producer snippet runs as printed, against moto, and sends what it says."""
+"""The producer snippets of the README and docs/producers.md run as printed, against moto, as they say."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import boto3
 from moto import mock_aws
 
 README = Path(__file__).parents[2] / "README.md"
+PRODUCERS_PAGE = Path(__file__).parents[2] / "docs" / "producers.md"
 
 
 def test_the_readme_producer_snippet_sends_three_jobs_in_one_group() -> None:
@@ -36,3 +37,25 @@ def test_the_readme_producer_snippet_sends_three_jobs_in_one_group() -> None:
     ]
     assert {message["Attributes"]["MessageGroupId"] for message in messages} == {"orders"}
     assert messages[0]["MessageAttributes"]["ExecutionName"]["StringValue"] == "orders-2026-11-19"
+
+
+def test_the_producers_page_snippets_send_each_job_once_and_agree_on_its_deduplication_id() -> None:
+    """The client's snippet sends three jobs; the boto3 one re-sends the first under the same id: one kept."""
+    client_snippet, boto3_snippet = re.findall(r"```python\n(.*?)```", PRODUCERS_PAGE.read_text(), re.DOTALL)
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="dispatcher-jobs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(client_snippet, {})  # noqa: S102 — the page's own examples
+            exec(boto3_snippet, {})  # noqa: S102
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])[
+            "Messages"
+        ]
+    assert printed.getvalue() == ""  # nothing failed
+    assert [message["MessageAttributes"]["ExecutionName"]["StringValue"] for message in messages] == [
+        "orders-2026-11-21",
+        "orders-2026-11-22",
+        "orders-2026-11-23",
+    ]
+    assert messages[0]["Body"] == '{"table": "orders", "partition": "2026-11-21"}'

@@ -12,7 +12,7 @@ from dispatcher.core.admission import DeadLetter, Start, plan_message
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, still_counts
 from dispatcher.core.dead_letters import plan_move, reasons
 from dispatcher.core.executions import MAX_NAME_LENGTH, ExecutionState, state_machine_of
-from dispatcher.core.messages import Held, QueuedMessage
+from dispatcher.core.messages import Held, QueuedMessage, deduplication_id
 from dispatcher.core.redrive import RedriveDecision, RedriveVerdict, redrive_decision, redrive_token
 from dispatcher.core.rerun import (
     REDRIVE,
@@ -275,12 +275,13 @@ def state(
 
 
 def test_a_restart_is_a_new_job_with_the_same_input_in_the_group() -> None:
-    """Same input, derived name as name and deduplication id, the chosen group."""
+    """Same input, a derived name, a deduplication id of that name and the input, the chosen group."""
     rerun = plan_rerun(spooled(), RESTART, state(), ("customer-7", "recorded"), NOW)
-    assert rerun.job == Job(
-        '{"order": 1}', "customer-7", restart_name("order-1", ARN), restart_name("order-1", ARN)
-    )
+    assert rerun.job == Job('{"order": 1}', "customer-7", restart_name("order-1", ARN))
     assert rerun.as_json()["group_source"] == "recorded"
+    assert rerun.as_json()["deduplication_id"] == deduplication_id(
+        restart_name("order-1", ARN), '{"order": 1}'
+    )
 
 
 def test_a_redrive_job_names_the_execution_at_its_current_count() -> None:
