@@ -2,8 +2,9 @@
 
 Receives are batches of 10, in parallel once the first comes back full; starts are
 recorded in `BatchWriteItem` calls of 25 and made on the start threads, one group per
-thread, paced below `StartExecution`'s quota; what is done is deleted in batches of 10,
-poison dead-lettered, the rest released.
+thread (a first wave of at most 10 groups, the rest once it came back unthrottled),
+paced below `StartExecution`'s quota; what is done is deleted in batches of 10, poison
+dead-lettered, the rest released.
 """
 
 from __future__ import annotations

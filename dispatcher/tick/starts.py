@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dispatcher.core.admission import DeadLetter, Start, by_group
-from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, SQS_BATCH_LIMIT, chunks
 from dispatcher.core.counting import RecordedStart
 from dispatcher.core.errors import (
     ExecutionExistsError,
@@ -109,13 +109,36 @@ class Starter:
         return recorded
 
     def start(self, starts: Sequence[Start], recorded: set[str]) -> list[GroupOutcome]:
-        """Start the recorded starts, concurrently across groups; raise a failure that isn't back-pressure."""
+        """Start the recorded starts, concurrently across groups; raise a failure that isn't back-pressure.
+
+        The first wave is the first start of at most one receive batch of groups (invariant
+        6): when the account is throttled, something else is spending the quota, and a
+        round that sent every start thread out at once would answer with a whole round of
+        throttled calls. Only once that wave came back without back-pressure do the rest
+        run, on every start thread; a throttle among them stops the rest again.
+        """
         stop = threading.Event()
-        groups = self._pool.settle(lambda group: self._start_group(group, recorded, stop), by_group(starts))
-        failure = first_failure(groups)
+        groups = by_group(starts)
+        first = self._settle([group[:1] for group in groups[:SQS_BATCH_LIMIT]], recorded, stop)
+        waiting = GroupOutcome()
+        rest: list[list[Start]] = []
+        for group, head in zip(groups, first, strict=False):
+            if head.held_back:
+                # The group's first start waits (or the wave stopped): so does the rest of it.
+                waiting.held_back += [start.message for start in group[1:]]
+            elif len(group) > 1:
+                rest.append(group[1:])
+        return [*first, waiting, *self._settle(rest + groups[SQS_BATCH_LIMIT:], recorded, stop)]
+
+    def _settle(
+        self, groups: list[list[Start]], recorded: set[str], stop: threading.Event
+    ) -> list[GroupOutcome]:
+        """Start groups on the start threads, each in order; raise a failure that isn't back-pressure."""
+        outcomes = self._pool.settle(lambda group: self._start_group(group, recorded, stop), groups)
+        failure = first_failure(outcomes)
         if failure is not None:
             raise failure
-        return groups  # type: ignore[return-value]  # no failure: every one is a GroupOutcome
+        return outcomes  # type: ignore[return-value]  # no failure: every one is a GroupOutcome
 
     def _start_group(self, starts: list[Start], recorded: set[str], stop: threading.Event) -> GroupOutcome:
         """Start one group's messages in order; after a throttle anywhere, start no more."""

@@ -9,6 +9,9 @@ a hook raises `Crash`, and from then on every request of that tick, from any of 
 threads, raises it again before it is sent. No cleanup the dispatcher might attempt
 reaches AWS, exactly as when Lambda kills the process. The next tick after a crash is
 a cold start.
+
+The same hooks watch each invocation's starts for invariant 6 (`StartWaves`): what a
+round sends out before it knows starts succeed, and after one came back throttled.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import botocore.retries.standard
 from dispatcher import handler
 from dispatcher.adapters.state_table import ENDS_KIND, VOID_KIND
 from dispatcher.in_process import LocalContext
+from tests.faults.back_pressure import StartWaves
 from tests.support.crashes import Crash, CrashPlan
 from tests.support.world import World
 
@@ -69,6 +73,11 @@ class DispatcherProcess:
     """Runs ticks of the real handler, cold or warm, and can kill them at any step."""
 
     calls: set[Call] = field(default_factory=set)
+    violations: list[str] = field(default_factory=list)
+    """Every tick's breaches of invariant 6 (`StartWaves`)."""
+    largest_blind_wave: int = 0
+    """The most starts a round of any tick began before one came back."""
+    waves: StartWaves = field(default_factory=StartWaves)
     crash: CrashPlan | None = None
     crashed: bool = False
     _seen: dict[str, int] = field(default_factory=dict)
@@ -100,10 +109,12 @@ class DispatcherProcess:
                 raise Crash(f"request {operation} after the process died")
             self._seen[operation] = self._seen.get(operation, 0) + 1
             self._current.nth = self._seen[operation]
+            self.waves.before(operation)
             self._maybe_crash(operation, "before", self._current.nth)
 
-    def _after(self, model: Any, **_: Any) -> None:
+    def _after(self, model: Any, http_response: Any, parsed: dict[str, Any], **_: Any) -> None:
         with self._lock:
+            self.waves.after(self._current.label, http_response, parsed)
             self._maybe_crash(self._current.label, "after", self._current.nth)
 
     def _maybe_crash(self, operation: str, when: str, nth: int) -> None:
@@ -123,6 +134,7 @@ class DispatcherProcess:
     ) -> dict[str, Any] | None:
         """One invocation (a cold start unless ``cold`` is False); None when it crashed as planned."""
         self.crash, self.crashed, self._seen = crash, False, {}
+        self.waves = StartWaves()
         if cold:
             handler.reset_clients()
         context = LocalContext() if deadline_after is None else ShortContext(deadline_after)
@@ -133,6 +145,8 @@ class DispatcherProcess:
             return None
         finally:
             self.crash = None
+            self.violations += self.waves.violations
+            self.largest_blind_wave = max(self.largest_blind_wave, self.waves.largest_blind_wave)
         assert isinstance(result, dict)
         return result
 

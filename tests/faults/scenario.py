@@ -153,6 +153,8 @@ class Scenario:
     """Tick → the operator runs `dispatcher rerun` before it (and dies there, if a plan is given)."""
     rerun_switch: bool = False
     """After the first killed `rerun`, the operator switches to the other mode."""
+    wide: bool = False
+    """A wide round: MAX above one receive batch and about one job a group (`_widen`)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -198,6 +200,9 @@ class Scenario:
             delay=rng.choice([0.5, 2.0, 10.0, 90.0]),
         )
         _batch_deliveries(events, random.Random(f"{seed}:batching"), faults=faults)
+        wide = _widen(random.Random(f"{seed}:wide"), plan, faults=faults)
+        if wide is not None:
+            max_concurrency, jobs = wide.max_concurrency, wide.jobs
         misdirected = {
             tick: rng.choice(["other machine", "running status"])
             for tick in range(fault_ticks)
@@ -225,7 +230,7 @@ class Scenario:
             external,
             events=events,
             warm=rng.choice([0.0, 0.5, 0.9]),
-            start_concurrency=rng.choice([1, 2, 10]),
+            start_concurrency=_threads(rng.choice([1, 2, 10]), wide),
             event_crash_rate=crash_rate / 2,
             misdirected=misdirected,
             redrives=redrives,
@@ -234,6 +239,7 @@ class Scenario:
             rerun_mode=rng.choice(["restart", "redrive"]),
             reruns=reruns,
             rerun_switch=rng.random() < 0.5,
+            wide=wide is not None,
         )
 
     @classmethod
@@ -252,7 +258,7 @@ class Scenario:
             f"events={self.events} warm={self.warm} threads={self.start_concurrency} "
             f"misdirected={self.misdirected} redrives={self.redrives} controlled={self.controlled} "
             f"outage={self.outage_seconds} rerun={self.rerun_mode} reruns={_plans(self.reruns)}"
-            f" switch={self.rerun_switch}"
+            f" switch={self.rerun_switch} wide={self.wide}"
         )
 
 
@@ -268,6 +274,40 @@ def _batch_deliveries(events: EventPlan, rng: random.Random, *, faults: bool) ->
     if faults:
         events.batch_lost = rng.choice([0.0, 0.0, 0.2])
         events.malformed = rng.choice([0.0, 0.3, 0.6])
+
+
+WIDE_SHARE = 0.1
+"""Of the scenarios, those whose rounds are wider than one receive batch (invariant 6's first wave)."""
+
+
+@dataclass(frozen=True)
+class Wide:
+    """What makes a scenario wide: its MAX, its backlog and its start threads (0 sizes them)."""
+
+    max_concurrency: int
+    jobs: list[Job]
+    start_concurrency: int
+
+
+def _widen(rng: random.Random, plan: FaultPlan, *, faults: bool) -> Wide | None:
+    """A tenth of the scenarios: rounds with more starts to send than their first wave may.
+
+    MAX 12-30 over 15-35 jobs in about as many groups, and more start threads than one
+    receive batch (32, or sized from the quota); with faults, half of them throttle every
+    start. Drawn from a generator of its own, so every other draw of a seed stays what it was.
+    """
+    if rng.random() >= WIDE_SHARE:
+        return None
+    size = rng.randint(15, 35)
+    jobs = _backlog(rng, size, [f"w{index}" for index in range(size)], 1)
+    if faults and rng.random() < 0.5:
+        plan.throttle["StartExecution"] = 1.0
+    return Wide(rng.choice([12, 20, 30]), jobs, rng.choice([0, 32]))
+
+
+def _threads(drawn: int, wide: Wide | None) -> int:
+    """The start threads: as drawn (so the draws after it stay), unless the scenario is wide."""
+    return drawn if wide is None else wide.start_concurrency
 
 
 def _plans(reruns: dict[int, CrashPlan | None]) -> dict[int, str]:
@@ -369,6 +409,8 @@ class Outcome:
     """Failures a run skipped because an earlier run claimed them for the other mode."""
     redriven: int = 0
     """Executions the dispatcher redrove."""
+    largest_blind_wave: int = 0
+    """The most starts a round began before one came back (invariant 6 allows one receive batch)."""
 
 
 @dataclass
@@ -391,6 +433,8 @@ class Tally:
     rerun_switches: int = 0
     rerun_refused: int = 0
     redriven: int = 0
+    wide: int = 0
+    largest_blind_wave: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -412,6 +456,8 @@ class Tally:
         self.rerun_switches += outcome.rerun_switches
         self.rerun_refused += outcome.rerun_refused
         self.redriven += outcome.redriven
+        self.wide += outcome.scenario.wide
+        self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
         self.injected.update(outcome.injected)
         self.violations.extend(
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
@@ -446,8 +492,10 @@ class Tally:
             "rerun_switches",
             "rerun_refused",
             "redriven",
+            "wide",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
         self.injected.update(other.injected)
         self.violations.extend(other.violations)
 
@@ -470,6 +518,8 @@ class Tally:
             f"    {'runs in the other mode after a kill':<44} {self.rerun_switches:>9,}",
             f"    {'failures skipped: queued the other way':<44} {self.rerun_refused:>9,}",
             f"    {'executions redriven by the dispatcher':<44} {self.redriven:>9,}",
+            f"  wide scenarios (MAX over one receive batch){'':<5} {self.wide:>9,}",
+            f"    {'most starts a round sent before one came back':<44} {self.largest_blind_wave:>9,}",
             f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
             f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",
@@ -552,7 +602,8 @@ class ScenarioRun:
         self._check_end_state()
         outcome = self.outcome
         outcome.injected = self.world.injected
-        outcome.violations[:0] = self.world.violations
+        outcome.violations[:0] = self.world.violations + self.process.violations
+        outcome.largest_blind_wave = self.process.largest_blind_wave
         outcome.calls = set(self.process.calls)
         outcome.stack = self.stack
         outcome.messages = len(self.scenario.jobs)

@@ -57,6 +57,27 @@ def test_cap_holds_when_list_reads_disagree(faulty_aws: FaultyAws) -> None:
     assert outcome.violations == [], scenario.describe()
 
 
+def test_every_start_throttled_a_wide_round_sends_one_receive_batch_and_loses_nothing(
+    faulty_aws: FaultyAws,
+) -> None:
+    """30 jobs, 30 groups, MAX 30, 32 threads, every start throttled: 10 tried a round, then all start."""
+    jobs = [
+        Job(f"wide-{index}", f"g{index}", json.dumps({"job": index, "seconds": 10}), 0) for index in range(30)
+    ]
+    scenario = replace(
+        Scenario.empty(30, FaultPlan(throttle={"StartExecution": 1.0}), seed=26),
+        jobs=jobs,
+        fault_ticks=3,
+        intervals=[5.0] * 3,
+        start_concurrency=32,
+    )
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+    assert outcome.injected["throttle StartExecution"] > 0
+    assert outcome.largest_blind_wave == 10, "the check saw a full first wave"
+    assert outcome.executions == 30
+
+
 def test_a_crash_with_part_of_a_round_started_loses_and_duplicates_nothing(faulty_aws: FaultyAws) -> None:
     """Killed after the third start of a round of eight groups: the rest start later, once, in order."""
     jobs = [

@@ -10,6 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from dispatcher.adapters.state_table import StateTable, read_items
 from dispatcher.core.errors import ConfigurationError
@@ -155,6 +156,72 @@ def test_round_throttled_start_stops_every_group_and_frees_unattempted_records(h
     started = {execution["name"] for execution in harness.executions()}
     assert len(kept) == 6  # the five started and the one whose start was throttled (it may exist)
     assert started < kept
+
+
+def test_round_every_start_throttled_tries_at_most_one_receive_batch(harness: Harness) -> None:
+    """Every StartExecution throttled after retries, 30 jobs in 30 groups: at most 10 tried, all released."""
+    harness.configure(30)  # start threads sized from the quota: more than one receive batch
+    for job in range(30):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    lock = threading.Lock()
+    counts = {"tried": 0, "in_flight": 0, "most": 0}
+    crowd = threading.Event()
+
+    def throttle_after_a_while(**_: Any) -> None:
+        # A throttled start takes a while (botocore's retries back off): let the calls a
+        # tick sends at once meet here before each is throttled.
+        with lock:
+            counts["tried"] += 1
+            counts["in_flight"] += 1
+            counts["most"] = max(counts["most"], counts["in_flight"])
+            if counts["in_flight"] > 10:
+                crowd.set()
+        try:
+            crowd.wait(timeout=1)
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
+            )
+        finally:
+            with lock:
+                counts["in_flight"] -= 1
+
+    harness.on("before-call.states.StartExecution", throttle_after_a_while)
+    result = harness.tick()
+    assert (result["started"], result["released"], result["stopped"]) == (0, 30, "throttled")
+    assert counts["most"] <= 10
+    assert 1 <= counts["tried"] <= 10
+    assert harness.queue_counts() == (30, 0)
+
+
+def test_round_starts_beyond_the_first_receive_batch_run_once_starts_succeed(harness: Harness) -> None:
+    """Once the first ten starts came back, the rest of a 30-group round runs more than ten at once."""
+    harness.configure(30)
+    for job in range(30):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    lock = threading.Lock()
+    counts = {"in_flight": 0, "done": 0}
+    eleven = threading.Event()
+
+    def enter(**_: Any) -> None:
+        with lock:
+            counts["in_flight"] += 1
+            if counts["in_flight"] > 10:
+                eleven.set()
+            hold = counts["done"] >= 10
+        if hold:
+            # Hold each later start until eleven are in flight together (a tick that never
+            # runs more than ten at once fails here, after the timeout, not by hanging).
+            eleven.wait(timeout=30)
+
+    def leave(**_: Any) -> None:
+        with lock:
+            counts["in_flight"] -= 1
+            counts["done"] += 1
+
+    harness.on("before-call.states.StartExecution", enter)
+    harness.on("after-call.states.StartExecution", leave)
+    assert harness.tick()["started"] == 30
+    assert eleven.is_set(), "never more than ten starts in flight at once"
 
 
 def test_round_unprocessed_record_is_not_started_and_its_group_waits(harness: Harness) -> None:

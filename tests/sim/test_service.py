@@ -73,8 +73,8 @@ def test_a_burst_of_end_events_is_served_by_one_lease_holder() -> None:
 
 
 def test_start_throttling_is_back_pressure_never_loss(aws: InMemoryAws) -> None:
-    """StartExecution held to 5 a second: ticks stop at the throttle and release; all start once later."""
-    aws.stepfunctions._buckets["StartExecution"] = LiveBucket.of(Bucket(20, 5), aws.scheduler.now)
+    """StartExecution held to 2 a second: ticks stop at the throttle and release; all start once later."""
+    aws.stepfunctions._buckets["StartExecution"] = LiveBucket.of(Bucket(20, 1), aws.scheduler.now)
     backlog(aws, 300, groups=30, seconds=1.0)
     dispatcher = function(aws, 100, loop_seconds=40)
     dispatcher.schedule(60.0, until=aws.scheduler.now + 900)
