@@ -228,9 +228,19 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+INTERRUPTED = 130
+"""The shell's exit status for a program stopped by Ctrl-C (128 + SIGINT)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m tools.demo`."""
-    return run(parse_arguments(argv))
+    """Entry point of `python -m tools.demo`; Ctrl-C stops it with one line, not a traceback."""
+    arguments = parse_arguments(argv)
+    try:
+        return run(arguments)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        sys.stderr.write("\ndemo: interrupted; nothing to clean up (the emulator lived in this process)\n")
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Every adapter call goes through `translated`: a ``ClientError`` or ``BotoCoreError``
 leaves it as a `ConfigurationError`, a `TransientError`, an error the caller named for
-its code (``codes``), or unchanged when its meaning isn't known.
+its code (``codes``), or unchanged when its meaning isn't known. An answer botocore can't
+parse (an HTML error page from a proxy or an emulator) is a `TransientError`, like a 5xx.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from dispatcher.core.errors import ConfigurationError, TransientError
 
@@ -76,6 +78,8 @@ def translate(error: Exception, action: str) -> Exception:
     """
     if isinstance(error, BotoCoreError):
         return TransientError(f"{action} failed: {error}")
+    if isinstance(error, ResponseParserError):
+        return TransientError(f"{action} failed: the answer was not an AWS response")
     if not isinstance(error, ClientError):
         return error
     code = error_code(error)
@@ -109,5 +113,5 @@ def translated(action: str, codes: Mapping[str, CodeError] | None = None) -> Ite
     except ClientError as error:
         special = (codes or {}).get(error_code(error))
         raise (special(error) if special else translate(error, action)) from error
-    except BotoCoreError as error:
+    except (BotoCoreError, ResponseParserError) as error:
         raise translate(error, action) from error

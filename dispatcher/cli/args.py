@@ -62,6 +62,18 @@ def non_negative(text: str) -> int:
     return int(text)
 
 
+HIGHEST_PORT = 65_535
+
+
+def port(text: str) -> int:
+    """A TCP port: an integer from 0 (any free one) to 65535."""
+    if not text.isdigit() or int(text) > HIGHEST_PORT:
+        raise argparse.ArgumentTypeError(
+            f"a port is an integer from 0 (any free one) to {HIGHEST_PORT}, not {text!r}"
+        )
+    return int(text)
+
+
 def positive(text: str, what: str, bound: str) -> float:
     """An argument that must be a number above 0 (``what`` names it in errors, ``bound`` says the rule)."""
     try:

@@ -6,8 +6,10 @@ and the stack outputs the template declares.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
@@ -30,6 +32,30 @@ CLIENT_CONFIG = Config(
     user_agent_extra="dispatcher-cli",
 )
 """An operator waits for the answer: fewer attempts than the function's, and a short connect timeout."""
+
+
+REGION_NAME = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+"""The shape of every AWS region's name (us-east-1, us-gov-west-1, ap-southeast-7, ...)."""
+EMULATOR_REGION = "us-east-1"
+
+
+def endpoint_problem(url: str, where: str) -> str | None:
+    """Why ``url`` can't be an endpoint URL (botocore needs a scheme and a host), or None."""
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return None
+    example = url if "://" in url else f"http://{url}"
+    return f"{where} {url} is not a URL: give the scheme and the host, e.g. {example}"
+
+
+def region_problem(region: str, where: str) -> str | None:
+    """Why ``region`` can't be an AWS region's name, or None."""
+    if REGION_NAME.match(region):
+        return None
+    return (
+        f"{where} {region} is not the name of an AWS region, such as eu-west-1"
+        f" (the emulator's is {EMULATOR_REGION})"
+    )
 
 
 @dataclass(frozen=True)
@@ -96,6 +122,11 @@ class Aws:
         self._endpoint_url = endpoint_url
         self._clients: dict[str, Any] = {}
 
+    @property
+    def region(self) -> str | None:
+        """The region every client uses: --region, else the usual AWS configuration."""
+        return self._session.region_name
+
     def client(self, service: str) -> Any:
         """A client for ``service`` (cached)."""
         if service not in self._clients:
@@ -130,12 +161,14 @@ def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Re
     )
 
 
-def resources_from_environment(environ: Mapping[str, str]) -> tuple[Resources, list[str]]:
-    """Read the function's own variables (and the CLI's); the problems with their values."""
+def resources_from_environment(environ: Mapping[str, str]) -> tuple[Resources, dict[str, str]]:
+    """Read the function's own variables (and the CLI's); field → the problem with its value."""
     raw_max = environ.get(variable("max_concurrency"))
-    problems = []
+    problems = {}
     if raw_max is not None and not raw_max.strip().isdigit():
-        problems.append(f"{variable('max_concurrency')} must be an integer >= 0, not {raw_max!r}")
+        problems["max_concurrency"] = (
+            f"{variable('max_concurrency')} must be an integer >= 0, not {raw_max!r}"
+        )
         raw_max = None
     found = {name: environ.get(variable(name)) or None for name in RESOURCE_FIELDS}
     resources = Resources(**found, max_concurrency=None if raw_max is None else int(raw_max))  # type: ignore[arg-type]

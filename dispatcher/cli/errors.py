@@ -9,6 +9,7 @@ from botocore.exceptions import (
     NoCredentialsError,
     NoRegionError,
 )
+from botocore.parsers import ResponseParserError
 
 from dispatcher.adapters.errors import error_code, error_message
 
@@ -43,7 +44,24 @@ CREDENTIAL_CODES = frozenset(
 
 def aws_failure(error: BaseException, endpoint_url: str | None) -> str:
     """One line for a failure from AWS (raised, or an adapter's error's cause), with the fix when known."""
-    cause = error.__cause__ if isinstance(error.__cause__, ClientError | BotoCoreError) else error
+    failures = ClientError | BotoCoreError | ResponseParserError
+    cause = error.__cause__ if isinstance(error.__cause__, failures) else error
+    unreached = _unreached(cause, endpoint_url)
+    if unreached is not None:
+        return unreached
+    if isinstance(cause, ClientError):
+        code = error_code(cause)
+        line = (
+            str(error)
+            if cause is not error
+            else f"{cause.operation_name} failed: {code}: {error_message(cause)}"
+        )
+        return f"{line} ({CREDENTIALS_HINT})" if code in CREDENTIAL_CODES else line
+    return str(error)
+
+
+def _unreached(cause: BaseException, endpoint_url: str | None) -> str | None:
+    """The line for a call that never got an AWS answer (no region, no credentials, no server), or None."""
     if isinstance(cause, NoRegionError):
         return "no AWS region: pass --region or set AWS_DEFAULT_REGION (the emulator's is us-east-1)"
     if isinstance(cause, NoCredentialsError):
@@ -55,12 +73,9 @@ def aws_failure(error: BaseException, endpoint_url: str | None) -> str:
                 " (else check --endpoint-url or AWS_ENDPOINT_URL)"
             )
         return f"{cause} (check --region and the network)"
-    if isinstance(cause, ClientError):
-        code = error_code(cause)
-        line = (
-            str(error)
-            if cause is not error
-            else f"{cause.operation_name} failed: {code}: {error_message(cause)}"
+    if isinstance(cause, ResponseParserError):
+        return (
+            f"{endpoint_url or 'AWS'} answered with something that is not an AWS response:"
+            " check --region (the emulator's is us-east-1) and --endpoint-url"
         )
-        return f"{line} ({CREDENTIALS_HINT})" if code in CREDENTIAL_CODES else line
-    return str(error)
+    return None

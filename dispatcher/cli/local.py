@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 from typing import TextIO
 
-from dispatcher.cli.args import AddCommand, non_negative
+from dispatcher.cli.args import AddCommand, non_negative, port
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import CliError
 
@@ -86,7 +86,9 @@ def register(command: AddCommand) -> None:
         prepare=prepare_local,
         common_options=False,
     )
-    local.add_argument("--port", type=int, default=4567, help="emulator port on 127.0.0.1 (4567)")
+    local.add_argument(
+        "--port", type=port, default=4567, help="emulator port on 127.0.0.1 (4567; 0: any free one)"
+    )
     local.add_argument(
         "--stack",
         "--stack-name",

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from dispatcher.cli import control, dead_letters, enqueue, failures, local, status, tick
 from dispatcher.cli.args import Handler, Needs, Parser, Prepare
@@ -22,6 +23,8 @@ from dispatcher.cli.config import (
     RESOURCE_FIELDS,
     Aws,
     Resources,
+    endpoint_problem,
+    region_problem,
     resources_from_environment,
     resources_from_stack,
 )
@@ -138,7 +141,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return _fail(error.problems, 2)
     except CliError as error:
         return _fail([str(error)], 1)
-    except (DispatcherError, ClientError, BotoCoreError) as error:
+    except (DispatcherError, ClientError, BotoCoreError, ResponseParserError) as error:
         return _fail([aws_failure(error, args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL"))], 1)
     except KeyboardInterrupt:
         return 130
@@ -150,8 +153,8 @@ def _configure(args: argparse.Namespace, aws: Aws) -> Resources:
     Everything wrong with the command line, its files and the settings of the
     environment is found before any AWS call and reported together (a usage error).
     """
-    problems = list(args.prepare(args))
-    unread: list[str] = []
+    problems = _connection_problems(args, aws) + list(args.prepare(args))
+    unread: dict[str, str] = {}
     if args.command == "local":
         resources = Resources()
     elif args.stack:
@@ -160,13 +163,29 @@ def _configure(args: argparse.Namespace, aws: Aws) -> Resources:
         resources = resources_from_stack(aws.client("cloudformation"), args.stack)
     else:
         resources, unread = resources_from_environment(dict(os.environ))
-    unset = resources.unset(args.needs(args, resources))
+    # A variable set to a bad value is reported as such, not as unset too.
+    unset = resources.unset(name for name in args.needs(args, resources) if name not in unread)
     if args.stack and unset:
         raise CliError(unset)  # the stack said so: an AWS answer, not a usage error
-    problems += unread + ([unset] if unset else [])
+    problems += list(unread.values()) + ([unset] if unset else [])
     if problems:
         raise UsageError(*problems)
     return resources
+
+
+def _connection_problems(args: argparse.Namespace, aws: Aws) -> list[str]:
+    """What is wrong with where the AWS calls would go: the endpoint URL and the region."""
+    if args.command == "local":
+        return []
+    problems = []
+    if args.endpoint_url is not None:
+        problems.append(endpoint_problem(args.endpoint_url, "--endpoint-url"))
+    elif os.environ.get("AWS_ENDPOINT_URL"):
+        problems.append(endpoint_problem(os.environ["AWS_ENDPOINT_URL"], "AWS_ENDPOINT_URL"))
+    if aws.region is not None:
+        where = "--region" if args.region else "the configured region (AWS_DEFAULT_REGION or profile)"
+        problems.append(region_problem(aws.region, where))
+    return [problem for problem in problems if problem is not None]
 
 
 def _fail(problems: Sequence[str], status: int) -> int:

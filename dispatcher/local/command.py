@@ -32,6 +32,8 @@ def exports(endpoint_url: str) -> list[str]:
 
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the server binds: connections of a stopped emulator in TIME_WAIT don't hold the port.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

@@ -7,9 +7,11 @@ The CLI runs in-process here: every usage row would fail its test by touching AW
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
 import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,8 +107,13 @@ USAGE_ERRORS = {
     ),
     "word-max-variable": Row(
         ["status"],
-        ["MAX_CONCURRENCY must be an integer >= 0, not 'ten'", unset("MAX_CONCURRENCY")],
+        ["MAX_CONCURRENCY must be an integer >= 0, not 'ten'"],
         {**CONFIGURED, "MAX_CONCURRENCY": "ten"},
+    ),
+    "negative-max-variable": Row(
+        ["status"],
+        ["MAX_CONCURRENCY must be an integer >= 0, not '-3'"],
+        {**CONFIGURED, "MAX_CONCURRENCY": "-3"},
     ),
     "body-before-settings": Row(
         ["enqueue", "not json"],
@@ -172,6 +179,35 @@ USAGE_ERRORS = {
         ["--json", "local"],
         ["`dispatcher local` takes none of --region, --endpoint-url, --json (given: --json)"],
     ),
+    "endpoint-without-scheme": Row(
+        ["--endpoint-url", "127.0.0.1:4711", "--region", "us-east-1", "dead-letters"],
+        [
+            "--endpoint-url 127.0.0.1:4711 is not a URL: give the scheme and the host,"
+            " e.g. http://127.0.0.1:4711"
+        ],
+        CONFIGURED,
+    ),
+    "endpoint-variable-without-scheme": Row(
+        ["--stack", "jobs", "--region", "us-east-1", "status"],
+        [
+            "AWS_ENDPOINT_URL localhost:4567 is not a URL: give the scheme and the host,"
+            " e.g. http://localhost:4567"
+        ],
+        {"AWS_ENDPOINT_URL": "localhost:4567"},
+    ),
+    "not-a-region": Row(
+        ["--region", "mars-1", "dead-letters"],
+        ["--region mars-1 is not the name of an AWS region, such as eu-west-1 (the emulator's is us-east-1)"],
+        CONFIGURED,
+    ),
+    "not-a-configured-region": Row(
+        ["--stack", "jobs", "status"],
+        [
+            "the configured region (AWS_DEFAULT_REGION or profile) Mars is not the name of an AWS region,"
+            " such as eu-west-1 (the emulator's is us-east-1)"
+        ],
+        {"AWS_DEFAULT_REGION": "Mars"},
+    ),
 }
 
 
@@ -206,8 +242,13 @@ def test_bad_input_is_a_usage_error_found_before_any_aws_call(
             ["--json", "local"],
             "dispatcher: error: `dispatcher local` takes none of --region, --endpoint-url, --json",
         ),
+        (
+            ["local", "--port", "99999"],
+            "dispatcher local: error: argument --port: a port is an integer from 0 (any free one) to 65535,"
+            " not '99999'",
+        ),
     ],
-    ids=["negative-max", "unknown-time", "local-region", "local-json"],
+    ids=["negative-max", "unknown-time", "local-region", "local-json", "port-out-of-range"],
 )
 def test_argument_errors_are_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
@@ -269,6 +310,45 @@ def test_nothing_listening_at_the_endpoint_asks_whether_the_emulator_runs(
         [
             PREFIX + f"nothing answers at {endpoint}: is `dispatcher local` running?"
             " (else check --endpoint-url or AWS_ENDPOINT_URL)"
+        ],
+    )
+
+
+@pytest.mark.usefixtures("shell")
+def test_an_answer_that_is_not_aws_asks_to_check_the_region_and_the_endpoint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An endpoint answering with an HTML error page (moto does, for a region it lacks): exit 1, one line."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+
+    class HtmlError(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            page = b"<!doctype html>\n<title>500 Internal Server Error</title>\n"
+            self.send_response(500)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *_: object) -> None:
+            """Quiet."""
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HtmlError)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        status, printed = run(
+            capsys, ["--stack", "jobs", "--region", "us-east-9", "--endpoint-url", endpoint, "status"]
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (status, printed) == (
+        1,
+        [
+            PREFIX + f"{endpoint} answered with something that is not an AWS response:"
+            " check --region (the emulator's is us-east-1) and --endpoint-url"
         ],
     )
 

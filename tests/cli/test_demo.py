@@ -1,10 +1,17 @@
-"""`make demo`'s edge cases: nothing to do, a pause, and a bad argument each end cleanly."""
+"""`make demo`'s edge cases: nothing to do, a pause, a bad argument and Ctrl-C each end cleanly."""
 
 from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tools import demo
+
+ROOT = Path(__file__).parents[2]
 
 
 def test_demo_with_no_jobs_passes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,3 +44,26 @@ def test_demo_dead_letter_column_is_cumulative(capsys: pytest.CaptureFixture[str
     )
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tick")]
     assert rows[-1].endswith("dead-lettered 2")
+
+
+def test_demo_interrupted_by_ctrl_c_says_so_in_one_line() -> None:
+    """Ctrl-C during `make demo` ends it with exit status 130 and one line, no traceback."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tools.demo", "--jobs", "20", "--duration", "30"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in iter(process.stdout.readline, ""):
+        if line.startswith("tick"):
+            break  # draining: the emulator runs and the handler ticks
+    process.send_signal(signal.SIGINT)
+    _, errors = process.communicate(timeout=60)
+    assert process.returncode == 130, errors
+    assert "Traceback" not in errors
+    assert (
+        errors.splitlines()[-1]
+        == "demo: interrupted; nothing to clean up (the emulator lived in this process)"
+    )

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 
 import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.cli import local as local_command
+from dispatcher.local import command as emulator_command
 from tests.cli.conftest import SCRIPT, Cli
 
 
@@ -66,3 +68,22 @@ def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
         rest, errors = process.communicate(timeout=60)  # drains both pipes: a full one would block its exit
         assert process.returncode == 0, errors
         assert rest.endswith("Stopped. The emulator's state is gone.\n")
+
+
+def test_a_port_whose_last_connections_wait_in_time_wait_is_free() -> None:
+    """A stopped emulator's connections in TIME_WAIT don't hold its port: `make local` restarts at once."""
+    listener = socket.socket()
+    # As werkzeug's server does (socketserver's allow_reuse_address): the connections it
+    # accepts inherit the option, and the server binds again over their TIME_WAIT.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()  # the server closes first: its end of the connection waits in TIME_WAIT
+    client.close()
+    listener.close()
+    with socket.socket() as plain, pytest.raises(OSError, match="in use"):
+        plain.bind(("127.0.0.1", port))  # the port really is held by the TIME_WAIT
+    assert emulator_command._port_free(port)
