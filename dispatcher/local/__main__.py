@@ -1,4 +1,4 @@
-"""``python -m dispatcher.local downstream down|up``: the simulated downstream API of `dispatcher local`."""
+"""``python -m dispatcher.local downstream down|up`` or ``settle``: helpers of `dispatcher local`."""
 
 import sys
 

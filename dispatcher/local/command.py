@@ -8,10 +8,13 @@ so ``--stack`` works against it as against AWS. Local only: needs the ``local`` 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import socket
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -19,6 +22,7 @@ from dispatcher.cli.errors import CliError
 from dispatcher.core.events import failure_pattern, refill_pattern
 from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, pointed_at
+from dispatcher.local.emulation import SETTLED_PATH
 from dispatcher.local.events import Rule, to_queue
 from dispatcher.local.server import emulated_server
 from dispatcher.local.stack import create_stack, function_name, register_stack, set_downstream
@@ -138,13 +142,51 @@ def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> 
     return 0
 
 
+SETTLE_POLL_SECONDS = 0.1
+
+
+def settle(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """``python -m dispatcher.local settle [--timeout S]``: wait until no execution runs, events delivered.
+
+    What the docs' sessions do between ticks instead of sleeping: the sample executions
+    take as long as the machine lets them, and a session that slept a guess would show
+    other counts on a busy machine.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m dispatcher.local settle",
+        description="Wait until no execution runs in `dispatcher local`, every status change delivered.",
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds (120)")
+    args = parser.parse_args(argv)
+    out = out or sys.stdout
+    endpoint_url = os.environ.get("AWS_ENDPOINT_URL")
+    if not endpoint_url:
+        raise CliError("AWS_ENDPOINT_URL is not set: use the exports `dispatcher local` prints")
+    deadline = time.monotonic() + args.timeout
+    while True:
+        with urllib.request.urlopen(endpoint_url.rstrip("/") + SETTLED_PATH, timeout=10) as answer:  # noqa: S310 — the emulator's own URL
+            state = json.loads(answer.read())
+        if state["running"] == 0 and state["undelivered"] == 0:
+            out.write("settled: no execution runs, and every status change event is delivered\n")
+            return 0
+        if time.monotonic() >= deadline:
+            out.write(f"not settled after {args.timeout:g} s: {state['running']} execution(s) still run\n")
+            return 1
+        time.sleep(SETTLE_POLL_SECONDS)
+
+
+HELPERS = {"downstream": downstream, "settle": settle}
+USAGE = "usage: python -m dispatcher.local downstream down|up [--stack NAME] | settle [--timeout S]\n"
+
+
 def main(argv: list[str]) -> int:
-    """``python -m dispatcher.local``: one helper command of the emulator (``downstream``)."""
-    if argv[:1] != ["downstream"]:
-        sys.stderr.write("usage: python -m dispatcher.local downstream down|up [--stack NAME]\n")
+    """``python -m dispatcher.local``: a helper command of the emulator (``downstream``, ``settle``)."""
+    helper = HELPERS.get(argv[0]) if argv else None
+    if helper is None:
+        sys.stderr.write(USAGE)
         return 2
     try:
-        return downstream(argv[1:])
+        return helper(argv[1:])
     except Exception as error:
         message: Any = getattr(error, "response", {}).get("Error", {}).get("Message") or error
         sys.stderr.write(f"error: {message} (is `dispatcher local` running, with its exports set?)\n")

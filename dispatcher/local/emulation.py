@@ -24,6 +24,8 @@ from dispatcher.local.events import Rule, event_from_description, matches, secon
 from dispatcher.local.redrive import RedriveAnswer, Redrives, Stopped
 
 INVOKE_PATH = re.compile(r"/2015-03-31/functions/(?P<function>[^/]+)/invocations")
+SETTLED_PATH = "/_dispatcher/settled"
+"""``GET`` here: how many executions run, and how many ended ones still await their events (JSON)."""
 HTTP_STATUS = {200: "200 OK", 400: "400 Bad Request"}
 
 
@@ -55,6 +57,10 @@ class Emulation:
       ARN: the function is a Python callable run here with the event; what it returns is
       the payload, and what it raises is an ``Unhandled`` function error, as Lambda
       reports one. Other functions are moto's (which needs Docker to run them).
+
+    Not AWS at all: ``GET /_dispatcher/settled`` answers ``{"running", "undelivered"}``,
+    so a script (`python -m dispatcher.local settle`) can wait until every execution has
+    ended and its event was delivered, instead of sleeping and hoping.
     """
 
     def __init__(self, app: Callable[..., Any], poll_seconds: float = 0.2) -> None:
@@ -77,6 +83,12 @@ class Emulation:
         function = self._invoked(environ)
         if function is not None:
             return self._invoke(function, environ, start_response)
+        if environ.get("REQUEST_METHOD") == "GET" and environ.get("PATH_INFO") == SETTLED_PATH:
+            body = json.dumps(self.settled()).encode()
+            start_response(
+                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            )
+            return [body]
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target not in {
             "AWSStepFunctions.RedriveExecution",
@@ -197,30 +209,48 @@ class Emulation:
             with contextlib.suppress(Exception):  # a rule's target failing must not stop the others
                 self.deliver_due()
 
+    def settled(self) -> dict[str, int]:
+        """Executions still running, and ended ones whose events are not delivered yet."""
+        statuses = self._statuses()
+        running = sum(status == "RUNNING" for status in statuses.values())
+        undelivered = sum(
+            status in CLOSED_STATUSES and self._key(arn) not in self._delivered
+            for arn, status in statuses.items()
+        )
+        return {"running": running, "undelivered": undelivered}
+
     def deliver_due(self) -> int:
         """Deliver the events of executions that ended since the last call; how many were delivered."""
-        from moto.stepfunctions.responses import get_backend  # noqa: PLC0415 — local-only
-
         delivered = 0
-        backend = get_backend(ACCOUNT_ID, REGION)
-        ended = [
-            execution.execution_arn
-            for machine in list(backend.state_machines)
-            for execution in list(machine.executions)
-            if str(getattr(execution.status, "value", execution.status)) in CLOSED_STATUSES
-        ]
+        ended = [arn for arn, status in self._statuses().items() if status in CLOSED_STATUSES]
         for arn in ended:
-            key = (arn, self._redrives.get(arn, _Redrive()).count)
+            key = self._key(arn)
             if key in self._delivered:
                 continue
-            self._delivered.add(key)
             description = self._client.describe_execution(executionArn=arn)
             event = event_from_description(description)
             for rule in list(self.rules):
                 if matches(rule.pattern, event):
                     rule.deliver(event)
                     delivered += 1
+            self._delivered.add(key)  # once delivered, so `settled` never counts an event on its way
         return delivered
+
+    def _key(self, arn: str) -> tuple[str, int]:
+        """One run of an execution: its ARN and how often it was redriven."""
+        return arn, self._redrives.get(arn, _Redrive()).count
+
+    @staticmethod
+    def _statuses() -> dict[str, str]:
+        """Every execution moto holds, by ARN, with its status."""
+        from moto.stepfunctions.responses import get_backend  # noqa: PLC0415 — local-only
+
+        backend = get_backend(ACCOUNT_ID, REGION)
+        return {
+            execution.execution_arn: str(getattr(execution.status, "value", execution.status))
+            for machine in list(backend.state_machines)
+            for execution in list(machine.executions)
+        }
 
 
 def _run_again(execution: Any) -> None:

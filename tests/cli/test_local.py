@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import socket
 import subprocess
+from typing import Any
 
 import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.cli import local as local_command
 from dispatcher.local import command as emulator_command
+from dispatcher.local.account import environment
 from tests.cli.conftest import SCRIPT, Cli
 
 
@@ -30,7 +33,19 @@ def test_cli_local_without_the_emulator_installed_says_what_to_install(
 def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
     """`dispatcher local` prints the exports and a stack name; `status` works against them; Ctrl-C exits 0."""
     process = subprocess.Popen(
-        [str(SCRIPT), "local", "--port", "0", "--stack", "try-it", "--schedule", "0"],
+        # Executions that outlast the test: the second tick counts one, however slow the machine.
+        [
+            str(SCRIPT),
+            "local",
+            "--port",
+            "0",
+            "--stack",
+            "try-it",
+            "--schedule",
+            "0",
+            "--wait-seconds",
+            "600",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -87,3 +102,20 @@ def test_a_port_whose_last_connections_wait_in_time_wait_is_free() -> None:
     with socket.socket() as plain, pytest.raises(OSError, match="in use"):
         plain.bind(("127.0.0.1", port))  # the port really is held by the TIME_WAIT
     assert emulator_command._port_free(port)
+
+
+def test_settle_returns_once_executions_ended_and_gives_up_at_its_timeout(
+    cli: Cli, aws: dict[str, Any]
+) -> None:
+    """`settle` exits 1 while one runs (at its timeout), 0 once it ended and its event was delivered."""
+    started = aws["stepfunctions"].start_execution(stateMachineArn=cli.stack.state_machine_arn, name="slow")
+    waiting, settled = io.StringIO(), io.StringIO()
+    with environment({"AWS_ENDPOINT_URL": cli.endpoint_url}):
+        assert emulator_command.settle(["--timeout", "0.3"], waiting) == 1
+        aws["stepfunctions"].stop_execution(executionArn=started["executionArn"])
+        assert emulator_command.settle(["--timeout", "60"], settled) == 0
+    assert waiting.getvalue() == "not settled after 0.3 s: 1 execution(s) still run\n"
+    assert settled.getvalue() == "settled: no execution runs, and every status change event is delivered\n"
+    # Settled means delivered: the failure spool already holds the ABORTED execution's event.
+    [spooled] = aws["sqs"].receive_message(QueueUrl=cli.stack.spool_queue_url)["Messages"]
+    assert json.loads(spooled["Body"])["detail"]["status"] == "ABORTED"

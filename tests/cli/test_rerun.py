@@ -215,7 +215,7 @@ def test_an_interrupted_rerun_loses_nothing_and_a_second_run_queues_each_job_onc
     names = [f"order-{index}" for index in range(5)]
     fail_jobs(cli, [(name, "customer") for name in names])
     process = subprocess.Popen(
-        [str(SCRIPT), "--stack", cli.stack_name, "rerun", "--restart", "--rate", "0.5"],
+        [str(SCRIPT), "--stack", cli.stack_name, "rerun", "--restart", "--rate", "0.1"],
         env=cli.environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -240,7 +240,8 @@ def test_an_interrupted_rerun_loses_nothing_and_a_second_run_queues_each_job_onc
     # Queued *and* taken off the spool: a Ctrl-C between the two leaves all 5 spooled (the
     # next run sends the same job again, deduplicated: the test below), which is not this case.
     wait_for(lambda: queued() >= 1 and spooled() < len(names), what="the first re-run job queued")
-    # At one job every 2 s, the last is 8 s after the first: room for a loaded machine.
+    # At one job every 10 s, the second is 10 s after the first: the Ctrl-C comes well before
+    # it even on a loaded machine (the first is queued at once, so the test takes no longer).
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
