@@ -48,10 +48,23 @@ def _ticker(
         [sys.executable, "-m", "tests.faults.ticker", *arguments],
         cwd=ROOT,
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _start_together(processes: list[subprocess.Popen[str]]) -> None:
+    """Let tickers started with ``--ready-go`` tick, once every one of them has loaded."""
+    for process in processes:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line == "READY\n", line + (process.stderr.read() if process.stderr else "")
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
 
 
 def _reports(process: subprocess.Popen[str], timeout: float = 60) -> list[dict[str, Any]]:
@@ -130,11 +143,12 @@ def overlap_round(middleware: FaultyAws, endpoint_url: str, seed: int) -> Overla
                 endpoint_url,
                 stack,
                 outcome.max_concurrency,
-                *("--seconds", "30", "--timeout", "4", "--until-drained"),
+                *("--seconds", "30", "--timeout", "4", "--until-drained", "--ready-go"),
                 time_margin_seconds=1,
             )
             for _ in range(2)
         ]
+        _start_together(processes)
         reports = [report for process in processes for report in _reports(process)]
     outcome.violations += world.violations
     started = sorted(execution.name for execution in world.executions.values() if execution.by_dispatcher)

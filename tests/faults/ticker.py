@@ -28,7 +28,17 @@ def main() -> int:
     parser.add_argument(
         "--until-drained", action="store_true", help="stop after a tick finds the queue empty"
     )
+    parser.add_argument(
+        "--ready-go",
+        action="store_true",
+        help='print "READY" once loaded, then wait for a line on stdin before the first tick',
+    )
     args = parser.parse_args()
+    if args.ready_go:
+        # Processes started together begin together, however long each took to import.
+        sys.stdout.write("READY\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
     ends = time.monotonic() + args.seconds
     ticks = 0
     while time.monotonic() < ends and (not args.ticks or ticks < args.ticks):
