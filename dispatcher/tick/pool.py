@@ -15,8 +15,9 @@ Result = TypeVar("Result")
 class ThreadPool:
     """`Pool` on real threads."""
 
-    def __init__(self, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, executor: ThreadPoolExecutor, width: int) -> None:
         self._executor = executor
+        self.width = width
 
     def settle(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
         """Run ``call`` on each item; once every one is done, its result or its exception.
@@ -33,7 +34,7 @@ class ThreadPool:
 def thread_pool(width: int) -> Iterator[ThreadPool]:
     """A pool of ``width`` threads for one tick."""
     with ThreadPoolExecutor(width, thread_name_prefix="dispatcher") as executor:
-        yield ThreadPool(executor)
+        yield ThreadPool(executor, width)
 
 
 def first_failure(results: Sequence[object]) -> BaseException | None:

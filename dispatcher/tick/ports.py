@@ -134,6 +134,11 @@ class Lease(Protocol):
 class Pool(Protocol):
     """Runs calls at once, within a bound (the start threads)."""
 
+    @property
+    def width(self) -> int:
+        """How many calls run at once, at most."""
+        ...
+
     def settle(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
         """``call`` on each item; once every one is done, each one's result or exception, in order."""
         ...

@@ -112,14 +112,16 @@ class Starter:
         """Start the recorded starts, concurrently across groups; raise a failure that isn't back-pressure.
 
         The first wave is the first start of at most one receive batch of groups (invariant
-        6): when the account is throttled, something else is spending the quota, and a
-        round that sent every start thread out at once would answer with a whole round of
-        throttled calls. Only once that wave came back without back-pressure do the rest
-        run, on every start thread; a throttle among them stops the rest again.
+        6), and of no more groups than there are threads, so it is one call's wait: when
+        the account is throttled, something else is spending the quota, and a round that
+        sent every start thread out at once would answer with a whole round of throttled
+        calls. Only once that wave came back without back-pressure do the rest run, on
+        every start thread; a throttle among them stops the rest again.
         """
         stop = threading.Event()
         groups = by_group(starts)
-        first = self._settle([group[:1] for group in groups[:SQS_BATCH_LIMIT]], recorded, stop)
+        wave = min(SQS_BATCH_LIMIT, self._pool.width)
+        first = self._settle([group[:1] for group in groups[:wave]], recorded, stop)
         waiting = GroupOutcome()
         rest: list[list[Start]] = []
         for group, head in zip(groups, first, strict=False):
@@ -128,7 +130,7 @@ class Starter:
                 waiting.held_back += [start.message for start in group[1:]]
             elif len(group) > 1:
                 rest.append(group[1:])
-        return [*first, waiting, *self._settle(rest + groups[SQS_BATCH_LIMIT:], recorded, stop)]
+        return [*first, waiting, *self._settle(rest + groups[wave:], recorded, stop)]
 
     def _settle(
         self, groups: list[list[Start]], recorded: set[str], stop: threading.Event

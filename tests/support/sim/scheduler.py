@@ -171,6 +171,11 @@ class SimPool:
         self._scheduler = scheduler
         self._width = width
 
+    @property
+    def width(self) -> int:
+        """How many participants take items at once."""
+        return self._width
+
     def settle(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
         """``call`` on each item, ``width`` at a time; each one's result or exception, in order."""
         if not items:
