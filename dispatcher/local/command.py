@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
@@ -25,7 +26,7 @@ from dispatcher.local.account import FAKE_CREDENTIALS, pointed_at
 from dispatcher.local.emulation import SETTLED_PATH
 from dispatcher.local.events import Rule, to_queue
 from dispatcher.local.server import emulated_server
-from dispatcher.local.stack import create_stack, function_name, register_stack, set_downstream
+from dispatcher.local.stack import create_stack, function_name, register_stack, set_downstream, workflow_name
 
 
 def exports(endpoint_url: str) -> list[str]:
@@ -146,7 +147,9 @@ SETTLE_POLL_SECONDS = 0.1
 
 
 def settle(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """``python -m dispatcher.local settle [--timeout S]``: wait until no execution runs, events delivered.
+    """``python -m dispatcher.local settle [--stack NAME] [--timeout S]``: wait until all has ended.
+
+    Until no execution runs and every status change event is delivered.
 
     What the docs' sessions do between ticks instead of sleeping: the sample executions
     take as long as the machine lets them, and a session that slept a guess would show
@@ -157,14 +160,18 @@ def settle(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         description="Wait until no execution runs in `dispatcher local`, every status change delivered.",
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds (120)")
+    parser.add_argument("--stack", help="only this stack's sample workflow (default: every execution)")
     args = parser.parse_args(argv)
     out = out or sys.stdout
     endpoint_url = os.environ.get("AWS_ENDPOINT_URL")
     if not endpoint_url:
         raise CliError("AWS_ENDPOINT_URL is not set: use the exports `dispatcher local` prints")
+    url = endpoint_url.rstrip("/") + SETTLED_PATH
+    if args.stack:
+        url += "?" + urllib.parse.urlencode({"state_machine": workflow_name(args.stack)})
     deadline = time.monotonic() + args.timeout
     while True:
-        with urllib.request.urlopen(endpoint_url.rstrip("/") + SETTLED_PATH, timeout=10) as answer:  # noqa: S310 — the emulator's own URL
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 — the emulator's own URL
             state = json.loads(answer.read())
         if state["running"] == 0 and state["undelivered"] == 0:
             out.write("settled: no execution runs, and every status change event is delivered\n")
@@ -176,7 +183,10 @@ def settle(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 HELPERS = {"downstream": downstream, "settle": settle}
-USAGE = "usage: python -m dispatcher.local downstream down|up [--stack NAME] | settle [--timeout S]\n"
+USAGE = (
+    "usage: python -m dispatcher.local downstream down|up [--stack NAME]"
+    " | settle [--stack NAME] [--timeout S]\n"
+)
 
 
 def main(argv: list[str]) -> int:

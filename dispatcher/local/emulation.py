@@ -25,7 +25,9 @@ from dispatcher.local.redrive import RedriveAnswer, Redrives, Stopped
 
 INVOKE_PATH = re.compile(r"/2015-03-31/functions/(?P<function>[^/]+)/invocations")
 SETTLED_PATH = "/_dispatcher/settled"
-"""``GET`` here: how many executions run, and how many ended ones still await their events (JSON)."""
+"""``GET`` here: how many executions run, and how many ended ones still await their events (JSON).
+
+``?state_machine=NAME`` counts only that state machine's executions."""
 HTTP_STATUS = {200: "200 OK", 400: "400 Bad Request"}
 
 
@@ -84,7 +86,8 @@ class Emulation:
         if function is not None:
             return self._invoke(function, environ, start_response)
         if environ.get("REQUEST_METHOD") == "GET" and environ.get("PATH_INFO") == SETTLED_PATH:
-            body = json.dumps(self.settled()).encode()
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            body = json.dumps(self.settled(query.get("state_machine", [None])[0])).encode()
             start_response(
                 "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
             )
@@ -209,9 +212,16 @@ class Emulation:
             with contextlib.suppress(Exception):  # a rule's target failing must not stop the others
                 self.deliver_due()
 
-    def settled(self) -> dict[str, int]:
-        """Executions still running, and ended ones whose events are not delivered yet."""
-        statuses = self._statuses()
+    def settled(self, state_machine: str | None = None) -> dict[str, int]:
+        """Executions still running, and ended ones whose events are not delivered yet.
+
+        ``state_machine``: only that state machine's (by name); else every one moto holds.
+        """
+        statuses = {
+            arn: status
+            for arn, status in self._statuses().items()
+            if state_machine is None or arn.split(":")[-2] == state_machine
+        }
         running = sum(status == "RUNNING" for status in statuses.values())
         undelivered = sum(
             status in CLOSED_STATUSES and self._key(arn) not in self._delivered

@@ -167,6 +167,9 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
 ) -> Stack:
     """Create queue, DLQ, failure spool, state table, control parameter and a sample workflow.
 
+    Queues and the parameter are named as the template names them for a stack called
+    ``prefix`` (``<prefix>-jobs.fifo``, ``<prefix>-dead-letters.fifo``, ``<prefix>-failures``).
+
     ``control``: the control parameter's first value; None leaves the parameter out
     (the environment's MAX applies), as a stack deployed before it existed.
     ``downstream``: the workflow calls a simulated downstream API (`set_downstream`).
@@ -177,13 +180,14 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     stepfunctions = boto3.client("stepfunctions", region_name=REGION)
     fifo: dict[Any, str] = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
     dead_letter_url = sqs.create_queue(
-        QueueName=f"{prefix}-dlq.fifo", Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)}
+        QueueName=f"{prefix}-dead-letters.fifo",
+        Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)},
     )["QueueUrl"]
     dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
     queue_url = sqs.create_queue(
-        QueueName=f"{prefix}.fifo",
+        QueueName=f"{prefix}-jobs.fifo",
         Attributes={
             **fifo,
             "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES),
@@ -206,7 +210,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     if downstream:
         downstream_table = _pk_sk_table(dynamodb, f"{prefix}-downstream")
     state_machine_arn = stepfunctions.create_state_machine(
-        name=f"{prefix}-workflow",
+        name=workflow_name(prefix),
         definition=sample_workflow(wait_seconds, downstream_table or None),
         roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{prefix}-workflow",
         type=state_machine_type,  # type: ignore[arg-type]
@@ -257,6 +261,11 @@ def send_jobs(queue_url: str, jobs: list[dict[str, Any]]) -> list[str]:
             request["MessageAttributes"] = {EXECUTION_NAME_ATTRIBUTE: name}
         ids.append(sqs.send_message(**request)["MessageId"])
     return ids
+
+
+def workflow_name(stack: str) -> str:
+    """The sample workflow's state machine in stack ``stack``."""
+    return f"{stack}-workflow"
 
 
 def function_name(stack: str) -> str:

@@ -25,8 +25,9 @@ def test_cli_local_without_the_emulator_installed_says_what_to_install(
     monkeypatch.setattr(local_command, "LOCAL_MODULES", ("moto", "no_such_module_here"))
     assert cli_module.main(["local", "--port", "0"]) == 1
     assert capsys.readouterr().err == (
-        "dispatcher: error: `dispatcher local` needs the emulator:"
-        " pip install 'dispatcher[local]' (no_such_module_here missing)\n"
+        "dispatcher: error: `dispatcher local` needs the emulator (no_such_module_here missing):"
+        " pip install 'stepfunctions-dispatcher[local]'"
+        " (in a clone of the repository: pip install '.[local]')\n"
     )
 
 
@@ -107,15 +108,32 @@ def test_a_port_whose_last_connections_wait_in_time_wait_is_free() -> None:
 def test_settle_returns_once_executions_ended_and_gives_up_at_its_timeout(
     cli: Cli, aws: dict[str, Any]
 ) -> None:
-    """`settle` exits 1 while one runs (at its timeout), 0 once it ended and its event was delivered."""
-    started = aws["stepfunctions"].start_execution(stateMachineArn=cli.stack.state_machine_arn, name="slow")
-    waiting, settled = io.StringIO(), io.StringIO()
-    with environment({"AWS_ENDPOINT_URL": cli.endpoint_url}):
-        assert emulator_command.settle(["--timeout", "0.3"], waiting) == 1
-        aws["stepfunctions"].stop_execution(executionArn=started["executionArn"])
-        assert emulator_command.settle(["--timeout", "60"], settled) == 0
+    """`settle` exits 1 while one runs (at its timeout), 0 once it ended and its event was delivered.
+
+    ``--stack``: only this test's stack counts; other tests in this process share moto's
+    backend and may leave executions of their own stacks running.
+    """
+    sfn = aws["stepfunctions"]
+    started = sfn.start_execution(stateMachineArn=cli.stack.state_machine_arn, name="slow")
+    other = sfn.create_state_machine(
+        name=f"{cli.stack_name}-other",
+        definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
+        roleArn="arn:aws:iam::123456789012:role/other",
+    )["stateMachineArn"]
+    elsewhere = sfn.start_execution(stateMachineArn=other, name="elsewhere")["executionArn"]
+    waiting, settled, everything = io.StringIO(), io.StringIO(), io.StringIO()
+    try:
+        with environment({"AWS_ENDPOINT_URL": cli.endpoint_url}):
+            assert emulator_command.settle(["--stack", cli.stack_name, "--timeout", "0.3"], waiting) == 1
+            sfn.stop_execution(executionArn=started["executionArn"])
+            assert emulator_command.settle(["--stack", cli.stack_name, "--timeout", "60"], settled) == 0
+            # Without --stack every execution counts: the other state machine's still runs.
+            assert emulator_command.settle(["--timeout", "0.3"], everything) == 1
+    finally:
+        sfn.stop_execution(executionArn=elsewhere)
     assert waiting.getvalue() == "not settled after 0.3 s: 1 execution(s) still run\n"
     assert settled.getvalue() == "settled: no execution runs, and every status change event is delivered\n"
+    assert everything.getvalue().startswith("not settled after 0.3 s: ")
     # Settled means delivered: the failure spool already holds the ABORTED execution's event.
     [spooled] = aws["sqs"].receive_message(QueueUrl=cli.stack.spool_queue_url)["Messages"]
     assert json.loads(spooled["Body"])["detail"]["status"] == "ABORTED"
