@@ -104,6 +104,9 @@ STACK_OUTPUTS = {
     "spool_queue_url": "SpoolQueueUrl",
 }
 """Field → the stack output (template.yaml's ``Outputs``) the CLI reads it from with ``--stack``."""
+PRODUCER_OUTPUTS = (STACK_OUTPUTS["queue_url"], "ProducerPolicyArn")
+"""What a producer needs from a deployed stack: where to send, and the policy that lets it."""
+DASHBOARD_OUTPUT = "DashboardUrl"
 MAX_CONCURRENCY_PARAMETER = "MaxConcurrency"
 """The stack parameter the CLI reads MAX from with ``--stack``."""
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_cloudformation.type_defs import StackTypeDef
 
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -138,8 +139,8 @@ class Aws:
         return self._clients[service]
 
 
-def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Resources:
-    """Read a deployed stack's outputs (and its MaxConcurrency parameter)."""
+def describe_stack(cloudformation: CloudFormationClient, stack: str) -> StackTypeDef:
+    """A deployed stack's description; a stack that doesn't exist is one line naming the region."""
     try:
         [description] = cloudformation.describe_stacks(StackName=stack)["Stacks"]
     except ClientError as error:
@@ -149,6 +150,12 @@ def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Re
                 f"stack {stack} not found in {region}: {error_message(error)} (check --stack and --region)"
             ) from error
         raise
+    return description
+
+
+def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Resources:
+    """Read a deployed stack's outputs (and its MaxConcurrency parameter)."""
+    description = describe_stack(cloudformation, stack)
     outputs = {output["OutputKey"]: output["OutputValue"] for output in description.get("Outputs", [])}
     parameters = {
         item["ParameterKey"]: item.get("ParameterValue") for item in description.get("Parameters", [])

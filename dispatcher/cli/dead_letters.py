@@ -15,6 +15,7 @@ from dispatcher.adapters.held_queue import HeldQueue
 from dispatcher.adapters.sqs import send_message
 from dispatcher.cli.args import AddCommand, count, rate
 from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.errors import InterruptedRunError
 from dispatcher.cli.output import short, table
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.dead_letters import DeadLetterMove, plan_move, reasons
@@ -66,16 +67,39 @@ def command_redrive_dead_letters(
     args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO
 ) -> int:
     """Move dead letters back to the job queue, in group order; each leaves the DLQ once sent."""
+    moved: list[DeadLetterMove] = []
+    verb = "moved" if not args.dry_run else "listed"
+    progress = Progress(quiet=args.json)
+    try:
+        _move_each(args, aws, resources, moved, progress)
+    except KeyboardInterrupt:
+        progress.abandon()
+        raise InterruptedRunError(
+            f"{len(moved):,} dead letter(s) {verb}; the rest are back on the DLQ: run the same command"
+            " again to move them (nothing is moved or started twice)"
+        ) from None
+    if moved:
+        progress.show(of(verb, len(moved), None), len(moved), final=True)
+    _report_moves(args, out, moved)
+    return 0
+
+
+def _move_each(
+    args: argparse.Namespace,
+    aws: Aws,
+    resources: Resources,
+    moved: list[DeadLetterMove],
+    progress: Progress,
+) -> None:
+    """Move dead letters one at a time, in group order, until --max or none is left; holds given back."""
     queue_url = resources.need("queue_url")
     queue = HeldQueue(
         aws.client("sqs"),
         resources.need("dead_letter_queue_url"),
         visibility_seconds=DEAD_LETTER_VISIBILITY_SECONDS,
     )
-    pace = Pace(args.rate)
-    moved: list[DeadLetterMove] = []
     verb = "moved" if not args.dry_run else "listed"
-    progress = Progress(quiet=args.json)
+    pace = Pace(args.rate)
     try:
         while args.max is None or len(moved) < args.max:
             queue.keep_hidden()
@@ -105,10 +129,6 @@ def command_redrive_dead_letters(
                 progress.show(of(verb, len(moved), None), len(moved))
     finally:
         queue.release_all()
-    if moved:
-        progress.show(of(verb, len(moved), None), len(moved), final=True)
-    _report_moves(args, out, moved)
-    return 0
 
 
 def _report_moves(args: argparse.Namespace, out: TextIO, moved: list[DeadLetterMove]) -> None:

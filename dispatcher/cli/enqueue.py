@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import PROG, UsageError
+from dispatcher.cli.errors import PROG, InterruptedRunError, UsageError
 from dispatcher.cli.progress import Progress
 from dispatcher.core.executions import input_problem, name_problem
 from dispatcher.core.messages import Job, group_problem
@@ -115,18 +115,46 @@ def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, ou
     """Send the jobs `prepare_enqueue` read, with the producer client."""
     producer = Producer(resources.need("queue_url"), client=aws.client("sqs"))
     jobs: list[Job] = args.jobs
+    if not jobs:
+        # An empty file (or standard input): nothing is wrong, but say so.
+        return _report(args, SendResult(), out, empty=args.file)
     progress = Progress(last_line=True)
+    so_far = SendResult()
 
     def show(result: SendResult) -> None:
+        so_far.sent, so_far.failed = list(result.sent), list(result.failed)
+        if len(jobs) == 1 or args.json:
+            return
         done = len(result.sent) + len(result.failed)
         line = f"sent {len(result.sent):,}/{len(jobs):,}, failed {len(result.failed):,}"
         progress.show(line, done, final=done == len(jobs))
 
-    result = producer.send_batch(jobs, progress=show if len(jobs) > 1 and not args.json else None)
+    try:
+        result = producer.send_batch(jobs, progress=show)
+    except KeyboardInterrupt:
+        progress.abandon()
+        raise InterruptedRunError(_interrupted(jobs, so_far)) from None
     return _report(args, result, out)
 
 
-def _report(args: argparse.Namespace, result: SendResult, out: TextIO) -> int:
+def _interrupted(jobs: list[Job], so_far: SendResult) -> str:
+    """What an interrupted `enqueue` sent, and whether sending the same jobs again is safe."""
+    line = f"{len(so_far.sent):,} of {len(jobs):,} job(s) sent"
+    if not so_far.sent:
+        return f"{line}; sending them again is safe"
+    unnamed = sum(job.name is None for job in jobs)
+    if not unnamed:
+        return f"{line}; sending the same jobs again is safe: each has a name, and starts once"
+    return (
+        f"{line}; {unnamed:,} have no name: sent again, those sent already would start twice"
+        " (send only the rest, or give every job a name)"
+    )
+
+
+def _report(args: argparse.Namespace, result: SendResult, out: TextIO, empty: str | None = None) -> int:
+    if empty is not None and not args.json:
+        out.write(f"nothing to send: {'standard input' if empty == '-' else empty} holds no jobs\n")
+        return 0
     if args.json:
         document = {
             "sent": [

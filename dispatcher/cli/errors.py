@@ -29,6 +29,13 @@ class UsageError(CliError):
         self.problems = problems
 
 
+class InterruptedRunError(CliError):
+    """Ctrl-C during long work: one line saying what was done and whether running it again is safe."""
+
+
+INTERRUPTED = 130
+"""The shell's exit status for a program stopped by Ctrl-C (128 + SIGINT)."""
+
 PROG = "dispatcher"
 """The command's name, which every error line starts with."""
 

@@ -20,6 +20,7 @@ from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.errors import InterruptedRunError
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.errors import DispatcherError
@@ -162,15 +163,31 @@ def prepare_rerun(args: argparse.Namespace) -> list[str]:
 
 def command_rerun(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Queue a restart or a redrive job for each spooled failure; delete each spool message once queued."""
+    outcome = _Outcome()
+    progress = Progress(quiet=args.json)
+    try:
+        _rerun_each(args, aws, resources, progress, outcome)
+    except KeyboardInterrupt:
+        progress.abandon()
+        raise InterruptedRunError(
+            f"{len(outcome.queued):,} re-run job(s) queued; the failures not queued are back on the spool:"
+            " run the same command again to finish (no failure is re-run twice)"
+        ) from None
+    _report_reruns(args, out, outcome)
+    return 1 if outcome.failed else 0
+
+
+def _rerun_each(
+    args: argparse.Namespace, aws: Aws, resources: Resources, progress: Progress, outcome: _Outcome
+) -> None:
+    """Plan every spooled failure, then queue (or skip) each; the spool's holds are given back at the end."""
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"))
     producer = Producer(resources.need("queue_url"), client=aws.client("sqs"))
     pace = Pace(args.rate)
-    outcome = _Outcome()
     queued, skipped = outcome.queued, outcome.skipped
     try:
         plans, outcome.unreadable = _plan(args, aws, resources, spool)
         verb = "queued" if not args.dry_run else "planned"
-        progress = Progress(quiet=args.json)
         for done, rerun in enumerate(plans, start=1):
             spool.keep_hidden()
             if rerun.job is not None:
@@ -188,8 +205,6 @@ def command_rerun(args: argparse.Namespace, aws: Aws, resources: Resources, out:
                 progress.show(of(verb, done, len(plans)), done, final=done == len(plans))
     finally:
         spool.release_all()
-    _report_reruns(args, out, outcome)
-    return 1 if outcome.failed else 0
 
 
 def _queue(rerun: Rerun, job: Job, producer: Producer, spool: HeldQueue, outcome: _Outcome) -> None:

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 from typing import TextIO
 
+from dispatcher import install_hint
 from dispatcher.cli.args import AddCommand, non_negative, port
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import CliError
@@ -36,8 +37,7 @@ def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out:
     missing = [module for module in LOCAL_MODULES if importlib.util.find_spec(module) is None]
     if missing:
         raise CliError(
-            "`dispatcher local` needs the emulator:"
-            f" pip install 'dispatcher[local]' ({', '.join(missing)} missing)"
+            f"`dispatcher local` needs the emulator ({', '.join(missing)} missing): {install_hint('local')}"
         )
     emulator = importlib.import_module(EMULATOR)
     try:

@@ -17,7 +17,8 @@ from typing import TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
-from dispatcher.cli import control, dead_letters, enqueue, failures, local, status, tick
+from dispatcher import DISTRIBUTION, version
+from dispatcher.cli import control, dead_letters, enqueue, failures, info, local, status, tick
 from dispatcher.cli.args import Handler, Needs, Parser, Prepare
 from dispatcher.cli.config import (
     RESOURCE_FIELDS,
@@ -28,11 +29,11 @@ from dispatcher.cli.config import (
     resources_from_environment,
     resources_from_stack,
 )
-from dispatcher.cli.errors import PROG, CliError, UsageError, aws_failure
+from dispatcher.cli.errors import INTERRUPTED, PROG, CliError, InterruptedRunError, UsageError, aws_failure
 from dispatcher.core.errors import DispatcherError
 from dispatcher.settings import STACK_OUTPUTS, variable
 
-COMMAND_GROUPS = (status, control, enqueue, tick, failures, dead_letters, local)
+COMMAND_GROUPS = (status, info, control, enqueue, tick, failures, dead_letters, local)
 MAX_PROBLEMS_SHOWN = 20
 """Usage problems shown, one line each; the rest are counted."""
 READ_VARIABLES = [variable(name) for name in (*RESOURCE_FIELDS[:4], "max_concurrency", *RESOURCE_FIELDS[4:])]
@@ -45,6 +46,7 @@ configuration:
   --endpoint-url points every call at an emulator (`dispatcher local`).
 
 examples:
+  dispatcher --stack jobs info
   dispatcher --stack jobs status
   dispatcher --stack jobs status --watch
   dispatcher --stack jobs pause
@@ -88,6 +90,12 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[common],
+    )
+    root.add_argument(
+        "--version",
+        action="version",
+        version=f"{PROG} {version()} ({DISTRIBUTION})",
+        help="print the version",
     )
     commands = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
@@ -139,12 +147,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return int(args.handler(args, aws, resources, out))
     except UsageError as error:
         return _fail(error.problems, 2)
+    except InterruptedRunError as error:
+        return _fail([f"interrupted: {error}"], INTERRUPTED, kind="")
     except CliError as error:
         return _fail([str(error)], 1)
     except (DispatcherError, ClientError, BotoCoreError, ResponseParserError) as error:
         return _fail([aws_failure(error, args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL"))], 1)
     except KeyboardInterrupt:
-        return 130
+        return _fail(["interrupted"], INTERRUPTED, kind="")
 
 
 def _configure(args: argparse.Namespace, aws: Aws) -> Resources:
@@ -188,9 +198,9 @@ def _connection_problems(args: argparse.Namespace, aws: Aws) -> list[str]:
     return [problem for problem in problems if problem is not None]
 
 
-def _fail(problems: Sequence[str], status: int) -> int:
+def _fail(problems: Sequence[str], status: int, kind: str = "error: ") -> int:
     shown = [" ".join(problem.split()) for problem in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:
         shown.append(f"... and {len(problems) - MAX_PROBLEMS_SHOWN} more")
-    sys.stderr.write("".join(f"{PROG}: error: {problem}\n" for problem in shown))
+    sys.stderr.write("".join(f"{PROG}: {kind}{problem}\n" for problem in shown))
     return status

@@ -35,6 +35,12 @@ class Progress:
         self._step = done // PROGRESS_EVERY
         sys.stderr.flush()
 
+    def abandon(self) -> None:
+        """The work stops half-way (Ctrl-C): erase a line being rewritten, so what follows starts clean."""
+        if not self._quiet and sys.stderr.isatty():
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
 
 def of(verb: str, done: int, total: int | None) -> str:
     """``queued 12/40`` (or ``moved 12`` without a total)."""

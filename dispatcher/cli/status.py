@@ -19,9 +19,8 @@ from dispatcher.core.counting import free_slots
 
 @dataclass(frozen=True)
 class Status:
-    """How one lane stands right now."""
+    """How the dispatcher stands right now."""
 
-    lane: str
     max_concurrency: int
     paused: bool
     running: int
@@ -49,7 +48,6 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     running = len(listing.executions)
     oldest = listing.oldest_started_at
     return Status(
-        lane="default",
         max_concurrency=limits.max_concurrency,
         paused=limits.halted,
         running=running,
@@ -73,7 +71,6 @@ def status_needs(_args: argparse.Namespace, resources: Resources) -> list[str]:
 
 
 HEADERS = [
-    "LANE",
     "MAX",
     "PAUSED",
     "RUNNING",
@@ -86,9 +83,8 @@ HEADERS = [
 
 
 def status_table(status: Status) -> str:
-    """The status as an aligned table, one row per lane."""
+    """The status as an aligned table: a header and one row."""
     row = [
-        status.lane,
         str(status.max_concurrency),
         "yes" if status.paused else "no",
         str(status.running),
@@ -100,10 +96,7 @@ def status_table(status: Status) -> str:
     ]
     widths = [max(len(header), len(cell)) for header, cell in zip(HEADERS, row, strict=True)]
     lines = [
-        "  ".join(
-            cell.ljust(width) if index == 0 else cell.rjust(width)
-            for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
-        )
+        "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
         for cells in (HEADERS, row)
     ]
     return "\n".join(line.rstrip() for line in lines)

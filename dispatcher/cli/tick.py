@@ -7,6 +7,7 @@ import importlib.util
 import json
 from typing import Any, TextIO
 
+from dispatcher import install_hint
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, CliError
@@ -72,8 +73,8 @@ def _tick_here(
     missing = [module for module in FUNCTION_MODULES if importlib.util.find_spec(module) is None]
     if missing:
         raise CliError(
-            "a tick here runs the function, which needs its own dependencies:"
-            f" pip install 'dispatcher[function]' ({', '.join(missing)} missing), or use --invoke"
+            f"a tick here runs the function, which needs its own dependencies ({', '.join(missing)}"
+            f" missing): {install_hint('function')}; or use --invoke"
         )
     variables = {**resources.function_environment(), "POWERTOOLS_SERVICE_NAME": PROG}
     if endpoint_url:

@@ -129,19 +129,25 @@ def aws(emulator: str) -> Iterator[dict[str, object]]:
         }
 
 
-def crash_once_before(monkeypatch: pytest.MonkeyPatch, operation: str, *, killed: bool = False) -> None:
+def crash_once_before(
+    monkeypatch: pytest.MonkeyPatch, operation: str, *, killed: bool = False, after: int = 0
+) -> None:
     """The CLI's next `operation` (e.g. ``sqs.DeleteMessageBatch``) in this process dies as with Ctrl-C.
 
     ``killed``: as when the process is killed instead: every later call of that run
     fails too, so nothing it held is given back (its holds run out by themselves).
+    ``after``: that many calls of ``operation`` go through first.
     """
     from dispatcher.cli.config import Aws  # noqa: PLC0415
 
-    crashes = {"left": 1, "dead": False}
+    crashes = {"left": 1, "dead": False, "pass": after}
 
     def crash(event_name: str, **_: object) -> None:
         if crashes["dead"]:
             raise KeyboardInterrupt
+        if event_name.endswith(operation) and crashes["pass"]:
+            crashes["pass"] -= 1
+            return
         if event_name.endswith(operation) and crashes["left"]:
             crashes["left"] -= 1
             crashes["dead"] = killed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,11 @@ from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.messages import deduplication_id
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.stack import read_all
-from tests.cli.conftest import Cli
+from tests.cli.conftest import Cli, crash_once_before
 
 COMMANDS = [
     "status",
+    "info",
     "pause",
     "resume",
     "set-max",
@@ -97,7 +99,6 @@ def test_cli_status_table_counts_every_column(cli: Cli, aws: dict[str, Any]) -> 
     assert result.returncode == 0
     header, row = result.stdout.strip().splitlines()
     assert header.split() == [
-        "LANE",
         "MAX",
         "PAUSED",
         "RUNNING",
@@ -110,10 +111,38 @@ def test_cli_status_table_counts_every_column(cli: Cli, aws: dict[str, Any]) -> 
         "OLDEST",
         "RUNNING",
     ]
-    lane, maximum, paused, running, free, queued, in_flight, dead, oldest = row.split()
-    assert (lane, maximum, paused, running, free) == ("default", "3", "no", "2", "1")
+    maximum, paused, running, free, queued, in_flight, dead, oldest = row.split()
+    assert (maximum, paused, running, free) == ("3", "no", "2", "1")
     assert (queued, in_flight, dead) == ("3", "1", "1")
     assert oldest.endswith("s")
+
+
+def test_cli_info_shows_what_a_producer_needs_first_and_every_output(cli: Cli) -> None:
+    """`--stack NAME info`: the job queue first, then the other outputs; `--json` has them all by key."""
+    result = cli.run("info")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"stack {cli.stack_name} in us-east-1 (CREATE_COMPLETE)"
+    assert lines[1].split() == ["JobQueueUrl", cli.stack.queue_url]
+    assert ["StateMachineArn", cli.stack.state_machine_arn] in [line.split() for line in lines]
+    assert lines[-1] == "Producers send jobs to JobQueueUrl (docs/producers.md)."
+    document = json.loads(cli.run("info", "--json").stdout)
+    assert document["outputs"]["JobQueueUrl"] == cli.stack.queue_url
+    assert document["parameters"] == {"MaxConcurrency": "3"}
+    assert (document["stack"], document["region"]) == (cli.stack_name, "us-east-1")
+    without = cli.run("info", stack=False)
+    assert (without.returncode, without.stderr) == (
+        2,
+        "dispatcher: error: info describes a deployed stack:"
+        " give --stack NAME (the name `sam deploy` used)\n",
+    )
+
+
+def test_cli_version_names_the_distribution(cli: Cli) -> None:
+    """`dispatcher --version` prints the version and the distribution it belongs to (exit 0)."""
+    result = cli.run("--version", stack=False)
+    assert result.returncode == 0
+    assert re.fullmatch(r"dispatcher \d+\.\d+\.\d+\S* \(stepfunctions-dispatcher\)\n", result.stdout)
 
 
 def test_cli_status_json_has_the_contract_keys(cli: Cli, aws: dict[str, Any]) -> None:
@@ -152,7 +181,7 @@ def test_cli_status_watch_refreshes_until_count(cli: Cli) -> None:
     """`--watch` prints a fresh reading every interval (`--count` stops it for scripts)."""
     result = cli.run("status", "--watch", "0.2", "--count", "3", "--json")
     assert result.returncode == 0
-    assert [json.loads(line)["lane"] for line in result.stdout.splitlines()] == ["default"] * 3
+    assert [json.loads(line)["max_concurrency"] for line in result.stdout.splitlines()] == [3] * 3
 
 
 def test_cli_pause_set_max_resume_change_only_their_own_key(cli: Cli, aws: dict[str, Any]) -> None:
@@ -291,6 +320,53 @@ def test_cli_enqueue_same_name_with_another_body_is_dead_lettered_as_a_collision
     reason = letter["MessageAttributes"]["DispatchError"]["StringValue"]
     assert reason.startswith("name collision: execution 'order-42' already exists with a different input")
     assert read_all(cli.stack.queue_url, aws["sqs"]) == []
+
+
+INTERRUPTED_ENQUEUES = {
+    "all-named": (True, "sending the same jobs again is safe: each has a name, and starts once"),
+    "some-unnamed": (
+        False,
+        "5 have no name: sent again, those sent already would start twice"
+        " (send only the rest, or give every job a name)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", INTERRUPTED_ENQUEUES.values(), ids=INTERRUPTED_ENQUEUES.keys())
+def test_cli_enqueue_interrupted_says_what_was_sent_and_whether_to_send_again(
+    cli: Cli,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    case: tuple[bool, str],
+) -> None:
+    """Ctrl-C after the first batch: exit 130, one line with the count and whether sending again is safe."""
+    named, advice = case
+    path = tmp_path / "jobs.jsonl"
+    lines = [
+        {
+            "input": {"n": index},
+            "group": f"g{index}",
+            **({"name": f"n-{index}"} if named or index >= 5 else {}),
+        }
+        for index in range(25)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    crash_once_before(monkeypatch, "sqs.SendMessageBatch", after=1)
+    assert cli_module.main(["--stack", cli.stack_name, "enqueue", "--file", str(path)]) == 130
+    assert (
+        capsys.readouterr().err.splitlines()[-1] == f"dispatcher: interrupted: 10 of 25 job(s) sent; {advice}"
+    )
+
+
+def test_cli_enqueue_empty_file_says_there_is_nothing_to_send(cli: Cli, tmp_path: Path) -> None:
+    """`enqueue --file` on an empty file: exit 0 and a line that says so (it printed nothing)."""
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    result = cli.run("enqueue", "--file", str(path))
+    assert (result.returncode, result.stdout) == (0, f"nothing to send: {path} holds no jobs\n")
+    piped = cli.run("enqueue", "--file", "-", "--json", stdin="")
+    assert json.loads(piped.stdout) == {"sent": [], "failed": []}
 
 
 def test_cli_enqueue_bulk_json_lines_names_every_invalid_line_and_sends_nothing(

@@ -87,13 +87,17 @@ def test_redrive_dead_letters_moves_each_back_once_in_group_order(cli: Cli, aws:
 
 
 def test_an_interrupted_dead_letter_redrive_moves_nothing_twice(
-    cli: Cli, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    cli: Cli, aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Killed after a send, before its delete: once its hold runs out, running again moves nothing twice."""
     dead_letter(aws, cli)
     unhooked = Aws.client
     crash_once_before(monkeypatch, "sqs.DeleteMessageBatch", killed=True)
     assert cli_module.main(["--stack", cli.stack_name, "redrive-dead-letters"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "dispatcher: interrupted: 0 dead letter(s) moved; the rest are back on the DLQ: run the same"
+        " command again to move them (nothing is moved or started twice)"
+    )
     monkeypatch.setattr(Aws, "client", unhooked)
     assert json.loads(cli.run("redrive-dead-letters", "--json").stdout)["total"] == 0, "all still held"
     expire_holds(cli.stack.dead_letter_queue_url)

@@ -35,7 +35,8 @@ LOCAL_ARGS = re.compile(r'make local LOCAL_ARGS="([^"]*)"')
 MASKS = [
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"), "<time>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
-    (re.compile(r"^(default .*?)\s+(\d+h\d\dm|\d+m\d\ds|\d+s|-)$"), r"\1 <age>"),
+    # `status`: the last cell of its row (after MAX and PAUSED) is the oldest execution's age.
+    (re.compile(r"^(\s*\d+\s+(?:yes|no)\s.*?)\s+(\d+h\d\dm|\d+m\d\ds|\d+s|-)$"), r"\1 <age>"),
 ]
 BIN = Path(sys.executable).parent
 

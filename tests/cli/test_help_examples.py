@@ -53,7 +53,10 @@ def examples() -> list[str]:
 
 
 def command_of(example: str) -> tuple[list[str], str]:
-    """``[echo X | ]dispatcher ARGUMENTS``: the arguments and standard input."""
+    """``[echo X | ]dispatcher ARGUMENTS[ | jq ...]``: the arguments and standard input."""
+    head, piped, _ = example.partition("|")
+    if piped and head.strip().startswith("dispatcher "):
+        example = head  # its output goes to another program: the dispatcher part is the example
     source, _, command = example.rpartition("|")
     stdin = ""
     if source.strip().startswith("echo "):
@@ -71,7 +74,9 @@ JOBS = '{"input": {"order": 44}, "group": "customer-8", "name": "order-44"}\n'
 
 def changes(arguments: list[str]) -> bool:
     name = next(
-        argument for argument in arguments if argument in {*CHANGES, "status", "failed", "dead-letters"}
+        argument
+        for argument in arguments
+        if argument in {*CHANGES, "status", "info", "failed", "dead-letters"}
     )
     return name in CHANGES and "--dry-run" not in arguments
 
@@ -113,7 +118,7 @@ def test_the_examples_are_the_ones_printed() -> None:
     found = examples()
     assert len(found) >= 20
     assert any("--error 'Downstream*'" in example for example in found)
-    assert len(COMMAND_GROUPS) == 7
+    assert len(COMMAND_GROUPS) == 8
 
 
 def test_every_help_example_runs_and_every_filter_finds_something(

@@ -246,6 +246,10 @@ def test_an_interrupted_rerun_loses_nothing_and_a_second_run_queues_each_job_onc
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == (
+        "dispatcher: interrupted: 1 re-run job(s) queued; the failures not queued are back on the spool:"
+        " run the same command again to finish (no failure is re-run twice)"
+    )
     left = failed(cli)["total"]
     assert 0 < left < len(names), "interrupted mid-way; the rest given back at once"
     again = cli.run("rerun", "--restart")
