@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import re
 import tomllib
 from pathlib import Path
 
@@ -410,3 +411,32 @@ def test_emulated_events_leave_out_a_large_input_as_eventbridge_does() -> None:
     assert small["input"] == description["input"]
     assert small["inputDetails"] == {"included": True}
     assert (small["startDate"], small["stopDate"]) == (1000, 2000)
+
+
+DEPLOY_PAGE = ROOT / "docs" / "deploy-and-local.md"
+# The deploy page's names for the services of CloudFormation's resource types.
+SERVICE_NAMES = {
+    "CloudWatch": "CloudWatch",
+    "DynamoDB": "DynamoDB",
+    "Events": "EventBridge",
+    "IAM": "IAM",
+    "Lambda": "Lambda",
+    "Logs": "CloudWatch Logs",
+    "SNS": "SNS",
+    "SQS": "SQS",
+    "SSM": "SSM",
+    "Scheduler": "EventBridge Scheduler",
+    "StepFunctions": "Step Functions",
+}
+
+
+def test_the_deploy_page_lists_a_permission_for_every_service_the_stack_creates_resources_in() -> None:
+    """Every resource type `sam deploy` creates (with alarm e-mail, sample workflow) has its row."""
+    text = DEPLOY_PAGE.read_text()
+    table = text[text.index("## Permissions to deploy") : text.index("## Tear down")]
+    rows = {line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")}
+    resources = transformed()["Resources"].values()
+    services = {resource["Type"].split("::")[1] for resource in resources}
+    assert services <= SERVICE_NAMES.keys(), services - SERVICE_NAMES.keys()
+    listed = {name for row in rows for name in re.split(r" and ", row)}
+    assert {SERVICE_NAMES[service] for service in services} <= listed

@@ -59,3 +59,19 @@ def test_the_producers_page_snippets_send_each_job_once_and_agree_on_its_dedupli
         "orders-2026-11-23",
     ]
     assert messages[0]["Body"] == '{"table": "orders", "partition": "2026-11-21"}'
+
+
+DEPLOY_PAGE = PRODUCERS_PAGE.parent / "deploy-and-local.md"
+
+
+def test_the_migration_snippet_sends_the_job_that_start_execution_would_have_started() -> None:
+    """The deploy page's 'after' sends the 'before' call's input as the body, under its name."""
+    [snippet] = re.findall(r"```python\n(.*?)```", DEPLOY_PAGE.read_text(), re.DOTALL)
+    snippet = "\n".join(line.removeprefix("   ") for line in snippet.splitlines())
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="dispatcher-jobs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        exec(snippet, {})  # noqa: S102 — the page's own example
+        [message] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+    assert message["Body"] == '{"partition": "2026-11-19"}'
+    assert message["MessageAttributes"]["ExecutionName"]["StringValue"] == "orders-2026-11-19"
