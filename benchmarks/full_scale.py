@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import random
+import sys
+import time
 from collections import Counter
 from typing import Any
 
@@ -36,6 +38,8 @@ EVENTS = EventPlan(enabled=True, delay=1.0)
 TIMELINE_SECONDS = 5.0
 """The plot's starts/s are averaged over this long."""
 DESIGNS = {"an invocation per end event": "per event (0.5)", "batched end events": "batched (0.6)"}
+PROGRESS_SECONDS = 60.0
+"""A run says how far it is on stderr every this many simulated seconds (a run takes minutes)."""
 """Each design's column head: the ends' path up to 0.5, and the template's since."""
 
 
@@ -86,6 +90,8 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
     keep_backlog(aws, random.Random(7), end)
     function = Function(aws, template_settings(aws), mapping=mapping)
     function.schedule(60.0, until=end)
+    design = "batched end events" if mapping else "an invocation per end event"
+    _progress(aws, f"{region}, {design}", end)
     with counted_logs("INFO") as logs:
         aws.scheduler.run_until(began + WARM_UP_SECONDS)
         aws.usage.reset()
@@ -103,7 +109,7 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
     reports = [run.report for run in invocations if run.report is not None]
     return {
         "region": region,
-        "design": "batched end events" if mapping else "an invocation per end event",
+        "design": design,
         "seconds": seconds,
         "end_queue_requests": dict(function.end_queue_requests),
         "ends": function.ends_delivered - ends_before,
@@ -139,6 +145,24 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
             for index in range(int((WARM_UP_SECONDS + seconds) // TIMELINE_SECONDS))
         ],
     }
+
+
+def _progress(aws: InMemoryAws, label: str, end: float) -> None:
+    """Say on stderr, every `PROGRESS_SECONDS` of simulated time, how far this run is and its wall time."""
+    began, wall = aws.scheduler.now, time.monotonic()
+    total = end - began
+
+    def say() -> None:
+        print(  # the benchmark's progress, on stderr (the report is on stdout)
+            f"section 8: {label}: {aws.scheduler.now - began:.0f} of {total:.0f} s simulated"
+            f" ({time.monotonic() - wall:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        if aws.scheduler.now + PROGRESS_SECONDS <= end:
+            aws.scheduler.call_at(aws.scheduler.now + PROGRESS_SECONDS, say)
+
+    aws.scheduler.call_at(began + PROGRESS_SECONDS, say)
 
 
 # -- the report ---------------------------------------------------------------------------
