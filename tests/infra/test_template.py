@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
-import re
 import tomllib
 from pathlib import Path
 
