@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from mypy_boto3_cloudformation import CloudFormationClient
-    from mypy_boto3_cloudformation.type_defs import StackTypeDef
 
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -139,8 +138,17 @@ class Aws:
         return self._clients[service]
 
 
-def describe_stack(cloudformation: CloudFormationClient, stack: str) -> StackTypeDef:
-    """A deployed stack's description; a stack that doesn't exist is one line naming the region."""
+@dataclass(frozen=True)
+class DeployedStack:
+    """What `DescribeStacks` says of one stack: its status, outputs and parameters."""
+
+    status: str
+    outputs: dict[str, str]
+    parameters: dict[str, str | None]
+
+
+def describe_stack(cloudformation: CloudFormationClient, stack: str) -> DeployedStack:
+    """A deployed stack; a stack that doesn't exist is one line naming the region."""
     try:
         [description] = cloudformation.describe_stacks(StackName=stack)["Stacks"]
     except ClientError as error:
@@ -150,19 +158,21 @@ def describe_stack(cloudformation: CloudFormationClient, stack: str) -> StackTyp
                 f"stack {stack} not found in {region}: {error_message(error)} (check --stack and --region)"
             ) from error
         raise
-    return description
+    return DeployedStack(
+        status=description.get("StackStatus", "status unknown"),
+        outputs={output["OutputKey"]: output["OutputValue"] for output in description.get("Outputs", [])},
+        parameters={
+            item["ParameterKey"]: item.get("ParameterValue") for item in description.get("Parameters", [])
+        },
+    )
 
 
 def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Resources:
     """Read a deployed stack's outputs (and its MaxConcurrency parameter)."""
-    description = describe_stack(cloudformation, stack)
-    outputs = {output["OutputKey"]: output["OutputValue"] for output in description.get("Outputs", [])}
-    parameters = {
-        item["ParameterKey"]: item.get("ParameterValue") for item in description.get("Parameters", [])
-    }
-    max_parameter = parameters.get(MAX_CONCURRENCY_PARAMETER)
+    deployed = describe_stack(cloudformation, stack)
+    max_parameter = deployed.parameters.get(MAX_CONCURRENCY_PARAMETER)
     return Resources(
-        **{name: outputs.get(STACK_OUTPUTS[name]) for name in RESOURCE_FIELDS},
+        **{name: deployed.outputs.get(STACK_OUTPUTS[name]) for name in RESOURCE_FIELDS},
         max_concurrency=int(max_parameter) if max_parameter and max_parameter.isdigit() else None,
         source=f"stack {stack}",
     )

@@ -15,7 +15,6 @@ from dispatcher.adapters.held_queue import HeldQueue
 from dispatcher.adapters.sqs import send_message
 from dispatcher.cli.args import AddCommand, count, rate
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import InterruptedRunError
 from dispatcher.cli.output import short, table
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.dead_letters import DeadLetterMove, plan_move, reasons
@@ -70,14 +69,15 @@ def command_redrive_dead_letters(
     moved: list[DeadLetterMove] = []
     verb = "moved" if not args.dry_run else "listed"
     progress = Progress(quiet=args.json)
-    try:
-        _move_each(args, aws, resources, moved, progress)
-    except KeyboardInterrupt:
-        progress.abandon()
-        raise InterruptedRunError(
+
+    def said() -> str:
+        return (
             f"{len(moved):,} dead letter(s) {verb}; the rest are back on the DLQ: run the same command"
             " again to move them (nothing is moved or started twice)"
-        ) from None
+        )
+
+    with progress.on_ctrl_c(said):
+        _move_each(args, aws, resources, moved, progress)
     if moved:
         progress.show(of(verb, len(moved), None), len(moved), final=True)
     _report_moves(args, out, moved)

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import PROG, InterruptedRunError, UsageError
+from dispatcher.cli.errors import PROG, UsageError
 from dispatcher.cli.progress import Progress
 from dispatcher.core.executions import input_problem, name_problem
 from dispatcher.core.messages import Job, group_problem
@@ -129,11 +129,8 @@ def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, ou
         line = f"sent {len(result.sent):,}/{len(jobs):,}, failed {len(result.failed):,}"
         progress.show(line, done, final=done == len(jobs))
 
-    try:
+    with progress.on_ctrl_c(lambda: _interrupted(jobs, so_far)):
         result = producer.send_batch(jobs, progress=show)
-    except KeyboardInterrupt:
-        progress.abandon()
-        raise InterruptedRunError(_interrupted(jobs, so_far)) from None
     return _report(args, result, out)
 
 

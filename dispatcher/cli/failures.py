@@ -20,7 +20,6 @@ from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import InterruptedRunError
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.errors import DispatcherError
@@ -165,14 +164,15 @@ def command_rerun(args: argparse.Namespace, aws: Aws, resources: Resources, out:
     """Queue a restart or a redrive job for each spooled failure; delete each spool message once queued."""
     outcome = _Outcome()
     progress = Progress(quiet=args.json)
-    try:
-        _rerun_each(args, aws, resources, progress, outcome)
-    except KeyboardInterrupt:
-        progress.abandon()
-        raise InterruptedRunError(
+
+    def said() -> str:
+        return (
             f"{len(outcome.queued):,} re-run job(s) queued; the failures not queued are back on the spool:"
             " run the same command again to finish (no failure is re-run twice)"
-        ) from None
+        )
+
+    with progress.on_ctrl_c(said):
+        _rerun_each(args, aws, resources, progress, outcome)
     _report_reruns(args, out, outcome)
     return 1 if outcome.failed else 0
 

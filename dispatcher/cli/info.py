@@ -21,23 +21,22 @@ def prepare_info(args: argparse.Namespace) -> list[str]:
 def command_info(args: argparse.Namespace, aws: Aws, _resources: Resources, out: TextIO) -> int:
     """Print the stack's outputs: a producer's first, then the dashboard, then the rest."""
     stack = describe_stack(aws.client("cloudformation"), args.stack)
-    outputs = {output["OutputKey"]: output["OutputValue"] for output in stack.get("Outputs", [])}
-    parameters = {item["ParameterKey"]: item.get("ParameterValue") for item in stack.get("Parameters", [])}
+    outputs = stack.outputs
     region = aws.client("cloudformation").meta.region_name
     if args.json:
         document = {
             "stack": args.stack,
             "region": region,
-            "status": stack.get("StackStatus"),
+            "status": stack.status,
             "outputs": outputs,
-            "parameters": parameters,
+            "parameters": stack.parameters,
         }
         out.write(json.dumps(document) + "\n")
         return 0
     first = [key for key in (*PRODUCER_OUTPUTS, DASHBOARD_OUTPUT) if key in outputs]
     keys = first + sorted(set(outputs) - set(first))
     width = max((len(key) for key in keys), default=0)
-    out.write(f"stack {args.stack} in {region} ({stack.get('StackStatus', 'status unknown')})\n")
+    out.write(f"stack {args.stack} in {region} ({stack.status})\n")
     out.writelines(f"  {key.ljust(width)}  {outputs[key]}\n" for key in keys)
     queue, policy = PRODUCER_OUTPUTS
     if queue in outputs:

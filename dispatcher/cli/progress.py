@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+from dispatcher.cli.errors import InterruptedRunError
 
 PROGRESS_EVERY = 500
 """Without a terminal, a progress line about every this many items."""
@@ -35,11 +38,19 @@ class Progress:
         self._step = done // PROGRESS_EVERY
         sys.stderr.flush()
 
-    def abandon(self) -> None:
-        """The work stops half-way (Ctrl-C): erase a line being rewritten, so what follows starts clean."""
-        if not self._quiet and sys.stderr.isatty():
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
+    @contextlib.contextmanager
+    def on_ctrl_c(self, said: Callable[[], str]) -> Iterator[None]:
+        """Ctrl-C inside: erase a line being rewritten, then `InterruptedRunError` with ``said()``.
+
+        ``said`` says what was done so far and whether running the command again is safe.
+        """
+        try:
+            yield
+        except KeyboardInterrupt:
+            if not self._quiet and sys.stderr.isatty():
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
+            raise InterruptedRunError(said()) from None
 
 
 def of(verb: str, done: int, total: int | None) -> str:
