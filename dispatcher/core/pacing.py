@@ -113,6 +113,16 @@ def region_of(arn: str) -> str:
     return arn.split(":")[3]
 
 
+def quota_scope(arn: str) -> str:
+    """What Step Functions' quotas are per: the ARN's account and region (``account:region``).
+
+    Every state machine of an account in a region spends the same buckets, so the tick's
+    own paces are kept once per scope, not once per state machine.
+    """
+    fields = arn.split(":")
+    return f"{fields[4]}:{fields[3]}"
+
+
 def start_threads(rate: float, latency_seconds: float) -> int:
     """Start threads enough to make ``rate`` starts a second at this round trip, between 4 and 32.
 

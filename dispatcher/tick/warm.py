@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from dispatcher.core.batching import FanOut
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RunningListing
-from dispatcher.core.pacing import Latency, Paces, region_of
+from dispatcher.core.pacing import Latency, Paces, quota_scope, region_of
 
 SEEN_RUNNING_LIMIT = 10_000
 """Past this many names seen running, those older than the review window are dropped."""
@@ -35,17 +35,22 @@ class WarmState:
     fan_out: FanOut = field(default_factory=FanOut)
     """How many receives in parallel the queue was last seen to serve."""
     paces: dict[str, Paces] = field(default_factory=dict)
-    """State machine ARN → the tick's own buckets below Step Functions' in its region."""
+    """Account and region (`quota_scope`) → the tick's own buckets below Step Functions' there."""
     start_latency: Latency = field(default_factory=Latency)
     """`StartExecution`'s round trip, as measured."""
     seen_running: dict[str, float] = field(default_factory=dict)
     """Execution name → when `DescribeExecution` last said it runs (for the review window)."""
 
     def paces_for(self, state_machine_arn: str) -> Paces:
-        """The buckets of this state machine's region (kept across a warm container's invocations)."""
-        if state_machine_arn not in self.paces:
-            self.paces[state_machine_arn] = Paces.of_region(region_of(state_machine_arn))
-        return self.paces[state_machine_arn]
+        """The buckets of this state machine's account and region, kept across warm invocations.
+
+        Step Functions' quotas are per account and region: two state machines there spend
+        one `StartExecution` bucket, so they share one set of paces.
+        """
+        scope = quota_scope(state_machine_arn)
+        if scope not in self.paces:
+            self.paces[scope] = Paces.of_region(region_of(state_machine_arn))
+        return self.paces[scope]
 
     def listing(self, state_machine_arn: str, now: float, max_age: float) -> RunningListing | None:
         """The latest listing of the state machine if it is younger than ``max_age`` seconds."""

@@ -13,6 +13,7 @@ from dispatcher.core.pacing import (
     Latency,
     Pace,
     Paces,
+    quota_scope,
     region_of,
     start_threads,
 )
@@ -79,6 +80,28 @@ def test_the_latency_moves_toward_what_is_measured() -> None:
 
 def test_region_of_an_arn() -> None:
     assert region_of("arn:aws:states:eu-central-1:123456789012:stateMachine:jobs") == "eu-central-1"
+
+
+def test_quotas_are_scoped_by_account_and_region_not_by_state_machine() -> None:
+    assert quota_scope("arn:aws:states:eu-central-1:123456789012:stateMachine:jobs") == (
+        "123456789012:eu-central-1"
+    )
+
+
+def test_two_state_machines_of_one_account_and_region_spend_one_set_of_paces() -> None:
+    """StartExecution's quota is per account and region: two machines must not each pace to all of it."""
+    warm = WarmState()
+    urgent = warm.paces_for("arn:aws:states:us-east-1:123456789012:stateMachine:urgent")
+    backfill = warm.paces_for("arn:aws:states:us-east-1:123456789012:stateMachine:backfill")
+    assert urgent is backfill
+    burst = int(urgent.start.burst)
+    assert urgent.start.take(1000.0, burst) == burst
+    assert backfill.start.take(1000.0, 1) == 0  # the other machine's starts spent the bucket
+    elsewhere = warm.paces_for("arn:aws:states:eu-west-1:123456789012:stateMachine:urgent")
+    other_account = warm.paces_for("arn:aws:states:us-east-1:210987654321:stateMachine:urgent")
+    assert elsewhere is not urgent
+    assert other_account is not urgent
+    assert elsewhere.start.take(1000.0, 1) == other_account.start.take(1000.0, 1) == 1
 
 
 def record(name: str, at: float) -> RecordedStart:
