@@ -13,7 +13,7 @@ Result = TypeVar("Result")
 
 
 class ThreadPool:
-    """`Pool` on real threads."""
+    """`StartThreads` on real threads."""
 
     def __init__(self, executor: ThreadPoolExecutor, width: int) -> None:
         self._executor = executor

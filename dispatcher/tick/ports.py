@@ -131,7 +131,7 @@ class Lease(Protocol):
         ...
 
 
-class Pool(Protocol):
+class StartThreads(Protocol):
     """Runs calls at once, within a bound (the start threads)."""
 
     @property
@@ -164,5 +164,5 @@ class Runtime:
     sleep: Callable[[float], None]
     remaining_seconds: Callable[[], float]
     """Until the invocation times out."""
-    pool: Callable[[int], AbstractContextManager[Pool]]
+    pool: Callable[[int], AbstractContextManager[StartThreads]]
     """A pool of that many threads, for one tick."""

@@ -21,7 +21,7 @@ from dispatcher.core.pacing import Latency
 from dispatcher.core.redrive import RedriveVerdict, redrive_decision, redrive_token
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
-from dispatcher.tick.ports import Executions, Pool, StateStore
+from dispatcher.tick.ports import Executions, StartThreads, StateStore
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Starter:
         self,
         state_machine: Executions,
         state_table: StateStore,
-        pool: Pool,
+        pool: StartThreads,
         clock: Callable[[], float],
         latency: Latency,
     ) -> None:

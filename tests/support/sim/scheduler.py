@@ -165,7 +165,7 @@ class Scheduler:
 
 
 class SimPool:
-    """`Pool` in virtual time: up to ``width`` participants take the items in order; the caller waits."""
+    """`StartThreads` in virtual time: up to ``width`` participants take the items in order."""
 
     def __init__(self, scheduler: Scheduler, width: int) -> None:
         self._scheduler = scheduler
