@@ -131,6 +131,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     logger.info("tick", extra={"trigger": describe_trigger(event)})
     try:
         settings = load_settings()
+        settings.topology()  # a malformed LANES stops the tick before any queue is read
         news = end_news(event, settings.state_machine_arn)
         _log_skipped(news)
         try:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dispatcher.core.errors import ConfigurationError, problems
+from dispatcher.core.lanes import DEFAULT, STATE_MACHINE_ARN_PATTERN, Lane, Topology, parse_lanes
 
 MAX_START_CONCURRENCY = 32
 """Each concurrent start holds one HTTP connection; the clients' pools are sized to match."""
@@ -34,7 +35,7 @@ class Settings(BaseModel):
         min_length=1, description="The FIFO queue for messages that can never start."
     )
     state_machine_arn: str = Field(
-        pattern=r"^arn:aws[\w-]*:states:[\w-]+:\d{12}:stateMachine:[^:]+$",
+        pattern=STATE_MACHINE_ARN_PATTERN,
         description="The STANDARD state machine to start.",
     )
     max_concurrency: int = Field(ge=0, description="RUNNING executions allowed; 0 pauses.")
@@ -76,6 +77,25 @@ class Settings(BaseModel):
         le=900,
         description="Keep ticking in one invocation for up to this long while jobs wait (0: one tick).",
     )
+
+    lanes: str | None = Field(
+        default=None,
+        description=(
+            "JSON {pools, lanes}: more queues and state machines sharing limits (absent: one lane,"
+            " default, in one pool, default)."
+        ),
+    )
+
+    def topology(self) -> Topology:
+        """Every pool and lane: the environment's own (``default``) and those ``LANES`` adds."""
+        default = Lane(
+            name=DEFAULT,
+            pool=DEFAULT,
+            queue_url=self.queue_url,
+            dead_letter_queue_url=self.dead_letter_queue_url,
+            state_machine_arn=self.state_machine_arn,
+        )
+        return parse_lanes(self.lanes, default, self.max_concurrency)
 
     @classmethod
     def variables(cls) -> list[str]:

@@ -1,0 +1,241 @@
+"""Lanes and pools: which queues start which state machines, and which limit each counts in.
+
+``LANES`` is a JSON object ``{"pools": {…}, "lanes": […], "gates": […]}`` (the contract's
+"Lanes, pools and gates"). It is validated once, here, into a `Topology`: pool
+``default`` (MAX from ``MAX_CONCURRENCY``) and lane ``default`` (the five contract
+variables) always exist, so without ``LANES`` the topology is today's one queue and one
+state machine. Every error names its field, e.g. ``LANES: lanes[1].queue_url: field
+required``, and is a `ConfigurationError`: nothing is received from any queue.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+
+from dispatcher.core.errors import ConfigurationError
+
+DEFAULT = "default"
+"""The environment's lane and pool."""
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,40}$"
+STATE_MACHINE_ARN_PATTERN = r"^arn:aws[\w-]*:states:[\w-]+:\d{12}:stateMachine:[^:]+$"
+
+Name = Annotated[StrictStr, Field(pattern=NAME_PATTERN)]
+Url = Annotated[StrictStr, Field(min_length=1)]
+StateMachineArn = Annotated[StrictStr, Field(pattern=STATE_MACHINE_ARN_PATTERN)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PoolDocument(_Strict):
+    """``pools.<name>``: a limit shared by its lanes."""
+
+    max_concurrency: StrictInt = Field(ge=0)
+
+
+class LaneDocument(_Strict):
+    """``lanes[i]``: a FIFO queue whose jobs start one state machine, counted in one pool."""
+
+    name: Name
+    queue_url: Url
+    dead_letter_queue_url: Url
+    state_machine_arn: StateMachineArn
+    pool: Name = DEFAULT
+    priority: StrictInt = 0
+    max_concurrency: StrictInt | None = Field(default=None, ge=0)
+    starts_per_second: StrictFloat | None = Field(default=None, gt=0)
+
+
+class GateDocument(_Strict):
+    """``gates[i]``: a section of a workflow that executions enter with a task token."""
+
+    name: Name
+    queue_url: Url
+    dead_letter_queue_url: Url
+    state_machine_arn: StateMachineArn
+    pool: Name = DEFAULT
+    max_concurrency: StrictInt | None = Field(default=None, ge=0)
+
+
+class LanesDocument(_Strict):
+    """The whole ``LANES`` value."""
+
+    pools: dict[Name, PoolDocument] = Field(default_factory=dict)
+    lanes: list[LaneDocument] = Field(default_factory=list)
+    gates: list[GateDocument] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A queue whose jobs start executions of one state machine, in one pool."""
+
+    name: str
+    pool: str
+    queue_url: str
+    dead_letter_queue_url: str
+    state_machine_arn: str
+    priority: int = 0
+    max_concurrency: int | None = None
+    """The lane's own ceiling inside its pool's (None: the pool's alone)."""
+    starts_per_second: float | None = None
+    """At most ``b + r·t`` starts in any t seconds, b = max(1, r) (None: no rate cap)."""
+
+
+@dataclass(frozen=True)
+class PoolLimit:
+    """A limit that its lanes share (MAX from the environment for pool ``default``)."""
+
+    name: str
+    max_concurrency: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Every pool and lane of one dispatcher, validated: pool and lane ``default`` come first."""
+
+    pools: tuple[PoolLimit, ...]
+    lanes: tuple[Lane, ...]
+
+    @property
+    def default_lane(self) -> Lane:
+        """The lane of the five contract variables."""
+        return self.lanes[0]
+
+    def pool(self, name: str) -> PoolLimit:
+        """The pool called ``name``."""
+        return next(pool for pool in self.pools if pool.name == name)
+
+    def lane(self, name: str) -> Lane:
+        """The lane called ``name`` (`KeyError` when there is none)."""
+        for lane in self.lanes:
+            if lane.name == name:
+                return lane
+        raise KeyError(name)
+
+    def lanes_of(self, pool: str) -> tuple[Lane, ...]:
+        """The lanes counted in ``pool``, in configuration order."""
+        return tuple(lane for lane in self.lanes if lane.pool == pool)
+
+    def state_machines_of(self, pool: str) -> tuple[str, ...]:
+        """The distinct state machines whose RUNNING executions count in ``pool``."""
+        return tuple(dict.fromkeys(lane.state_machine_arn for lane in self.lanes_of(pool)))
+
+    @property
+    def state_machines(self) -> tuple[str, ...]:
+        """Every distinct state machine, the default lane's first."""
+        return tuple(dict.fromkeys(lane.state_machine_arn for lane in self.lanes))
+
+    def has_own_counts(self, lane: Lane) -> bool:
+        """Whether no other lane starts ``lane``'s state machine (so its RUNNING is its own)."""
+        return sum(1 for other in self.lanes if other.state_machine_arn == lane.state_machine_arn) == 1
+
+
+def location(loc: Sequence[int | str]) -> str:
+    """A validation error's location as the contract writes it: ``lanes[1].queue_url``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
+    """``LANES`` (None or blank: absent) with the environment's lane and MAX, as a `Topology`.
+
+    Raises a `ConfigurationError` naming the field: ``LANES: <field>: <what is wrong>``.
+    """
+    document = _document(text)
+    if document.gates:
+        raise ConfigurationError(
+            "LANES: gates: gates are not available in this version of the dispatcher (lanes and pools are)"
+        )
+    _check_names(document)
+    pools = [PoolLimit(DEFAULT, default_max)]
+    pools += [PoolLimit(name, pool.max_concurrency) for name, pool in document.pools.items()]
+    lanes = [default]
+    lanes += [
+        Lane(
+            name=lane.name,
+            pool=lane.pool,
+            queue_url=lane.queue_url,
+            dead_letter_queue_url=lane.dead_letter_queue_url,
+            state_machine_arn=lane.state_machine_arn,
+            priority=lane.priority,
+            max_concurrency=lane.max_concurrency,
+            starts_per_second=lane.starts_per_second,
+        )
+        for lane in document.lanes
+    ]
+    _check_state_machines(lanes)
+    return Topology(pools=tuple(pools), lanes=tuple(lanes))
+
+
+def _document(text: str | None) -> LanesDocument:
+    if text is None or not text.strip():
+        return LanesDocument()
+    try:
+        value: Any = json.loads(text)
+    except ValueError as error:
+        raise ConfigurationError(f"LANES: not JSON: {error}") from error
+    if not isinstance(value, dict):
+        raise ConfigurationError('LANES: must be a JSON object like {"pools": {}, "lanes": []}')
+    try:
+        return LanesDocument.model_validate(value)
+    except ValidationError as error:
+        found = "; ".join(_problem(issue["loc"], issue["msg"]) for issue in error.errors())
+        raise ConfigurationError(f"LANES: {found}") from error
+
+
+def _problem(loc: Sequence[int | str], message: str) -> str:
+    """One problem as ``field: what is wrong`` (a bad name of a pool: ``pools.<name>: the name …``)."""
+    message = f"{message[:1].lower()}{message[1:]}"
+    if loc and loc[-1] == "[key]":
+        loc, message = loc[:-1], f"the name: {message}"
+    return f"{location(loc) or 'value'}: {message}"
+
+
+def _check_names(document: LanesDocument) -> None:
+    if DEFAULT in document.pools:
+        raise ConfigurationError(
+            "LANES: pools.default: pool default is the environment's; its MAX is MAX_CONCURRENCY"
+        )
+    seen: dict[str, str] = {}
+    members = [(f"lanes[{index}]", lane.name, lane.pool) for index, lane in enumerate(document.lanes)]
+    members += [(f"gates[{index}]", gate.name, gate.pool) for index, gate in enumerate(document.gates)]
+    for where, name, pool in members:
+        if name == DEFAULT:
+            raise ConfigurationError(f"LANES: {where}.name: default is the environment's lane")
+        if name in seen:
+            raise ConfigurationError(f"LANES: {where}.name: {name!r} is already the name of {seen[name]}")
+        seen[name] = where
+        if pool != DEFAULT and pool not in document.pools:
+            raise ConfigurationError(f"LANES: {where}.pool: unknown pool {pool!r}")
+
+
+def _check_state_machines(lanes: Sequence[Lane]) -> None:
+    """A state machine counts in one pool, and a lane's own MAX needs a state machine of its own."""
+    first: dict[str, int] = {}
+    for index, lane in enumerate(lanes):
+        where = f"lanes[{index - 1}]"
+        owner = first.setdefault(lane.state_machine_arn, index)
+        if owner == index:
+            continue
+        other = lanes[owner]
+        other_name = "the environment's lane" if owner == 0 else f"lanes[{owner - 1}]"
+        if other.pool != lane.pool:
+            raise ConfigurationError(
+                f"LANES: {where}.pool: its state machine is {other_name}'s too, in pool {other.pool!r}:"
+                " lanes that start one state machine must name the same pool"
+            )
+    for index, lane in enumerate(lanes[1:]):
+        shared = sum(1 for other in lanes if other.state_machine_arn == lane.state_machine_arn) > 1
+        if lane.max_concurrency is not None and shared:
+            raise ConfigurationError(
+                f"LANES: lanes[{index}].max_concurrency: another lane starts the same state machine,"
+                " so this lane's RUNNING can't be told apart (use a pool, or a state machine of its own)"
+            )

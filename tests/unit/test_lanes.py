@@ -1,0 +1,175 @@
+"""`LANES`, validated once: without it one lane and one pool as today; every error names its field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, location, parse_lanes
+from dispatcher.settings import load_settings
+
+ACCOUNT = "123456789012"
+
+
+def arn(name: str) -> str:
+    return f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:{name}"
+
+
+def queue(name: str) -> str:
+    return f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/{name}.fifo"
+
+
+ENVIRONMENT_LANE = Lane(
+    name=DEFAULT,
+    pool=DEFAULT,
+    queue_url=queue("jobs"),
+    dead_letter_queue_url=queue("dead-letters"),
+    state_machine_arn=arn("jobs"),
+)
+
+
+def lane(name: str, machine: str | None = None, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "queue_url": queue(name),
+        "dead_letter_queue_url": queue(f"{name}-dead-letters"),
+        "state_machine_arn": arn(machine or name),
+        **more,
+    }
+
+
+def parse(document: Any) -> Any:
+    return parse_lanes(json.dumps(document), ENVIRONMENT_LANE, 10)
+
+
+@pytest.mark.parametrize("text", [None, "", "  ", "{}", '{"pools": {}, "lanes": [], "gates": []}'])
+def test_without_lanes_there_is_the_environments_lane_in_the_environments_pool(text: str | None) -> None:
+    topology = parse_lanes(text, ENVIRONMENT_LANE, 7)
+    assert topology.pools == (PoolLimit(DEFAULT, 7),)
+    assert topology.lanes == (ENVIRONMENT_LANE,)
+    assert topology.default_lane is ENVIRONMENT_LANE
+    assert topology.state_machines == (arn("jobs"),)
+    assert topology.has_own_counts(ENVIRONMENT_LANE)
+
+
+def test_pools_and_lanes_are_read_with_their_defaults_and_a_shared_state_machine_counts_once() -> None:
+    topology = parse(
+        {
+            "pools": {"glue": {"max_concurrency": 10}},
+            "lanes": [
+                lane("urgent", "ingest", pool="glue", priority=10),
+                lane("backfill", "ingest", pool="glue", starts_per_second=2),
+                lane("reports", max_concurrency=3),
+            ],
+        }
+    )
+    assert topology.pools == (PoolLimit(DEFAULT, 10), PoolLimit("glue", 10))
+    assert [item.name for item in topology.lanes] == ["default", "urgent", "backfill", "reports"]
+    urgent, backfill, reports = topology.lanes[1:]
+    assert (urgent.priority, urgent.max_concurrency, urgent.starts_per_second) == (10, None, None)
+    assert (backfill.priority, backfill.starts_per_second) == (0, 2.0)
+    assert (reports.pool, reports.max_concurrency) == (DEFAULT, 3)
+    assert topology.lanes_of("glue") == (urgent, backfill)
+    assert topology.state_machines_of("glue") == (arn("ingest"),)
+    assert topology.state_machines_of(DEFAULT) == (arn("jobs"), arn("reports"))
+    assert topology.state_machines == (arn("jobs"), arn("ingest"), arn("reports"))
+    assert not topology.has_own_counts(urgent)
+    assert topology.has_own_counts(reports)
+    assert topology.lane("backfill") is backfill
+    assert topology.pool("glue").max_concurrency == 10
+    with pytest.raises(KeyError):
+        topology.lane("nope")
+
+
+def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
+    topology = parse({"lanes": [lane("urgent", "jobs", priority=1)]})
+    assert topology.state_machines_of(DEFAULT) == (arn("jobs"),)
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"lanes": [lane("a"), {"name": "b"}]}, "LANES: lanes[1].queue_url: field required"),
+        ({"lane": []}, "LANES: lane: extra inputs are not permitted"),
+        ({"lanes": [lane("a", colour="red")]}, "LANES: lanes[0].colour: extra inputs are not permitted"),
+        ({"lanes": [lane("a", priority="1")]}, "LANES: lanes[0].priority: input should be a valid integer"),
+        ({"lanes": [lane("a", priority=True)]}, "LANES: lanes[0].priority: input should be a valid integer"),
+        ({"lanes": [lane("a", max_concurrency=-1)]}, "LANES: lanes[0].max_concurrency: input should be"),
+        ({"lanes": [lane("a", starts_per_second=0)]}, "LANES: lanes[0].starts_per_second: input should be"),
+        ({"lanes": [lane("a b")]}, "LANES: lanes[0].name: string should match pattern"),
+        ({"lanes": [lane("x" * 41)]}, "LANES: lanes[0].name: string should match pattern"),
+        ({"lanes": [{**lane("a"), "state_machine_arn": "jobs"}]}, "LANES: lanes[0].state_machine_arn:"),
+        ({"pools": {"glue": {}}}, "LANES: pools.glue.max_concurrency: field required"),
+        ({"pools": {"glue": {"max_concurrency": 1.5}}}, "LANES: pools.glue.max_concurrency: input should"),
+        ({"pools": {"gl ue": {"max_concurrency": 1}}}, "LANES: pools.gl ue: the name: string should match"),
+        (
+            {"pools": {"default": {"max_concurrency": 1}}},
+            "LANES: pools.default: pool default is the environment",
+        ),
+        ({"lanes": [lane("default")]}, "LANES: lanes[0].name: default is the environment's lane"),
+        ({"lanes": [lane("a"), lane("a", "b")]}, "LANES: lanes[1].name: 'a' is already the name of lanes[0]"),
+        ({"lanes": [lane("a", pool="glue")]}, "LANES: lanes[0].pool: unknown pool 'glue'"),
+        (
+            {"pools": {"glue": {"max_concurrency": 1}}, "lanes": [lane("a", "jobs", pool="glue")]},
+            "LANES: lanes[0].pool: its state machine is the environment's lane's too, in pool 'default'",
+        ),
+        (
+            {
+                "pools": {"glue": {"max_concurrency": 1}},
+                "lanes": [lane("a", "m"), lane("b", "m", pool="glue")],
+            },
+            "LANES: lanes[1].pool: its state machine is lanes[0]'s too, in pool 'default'",
+        ),
+        (
+            {"lanes": [lane("a", "m"), lane("b", "m", max_concurrency=2)]},
+            "LANES: lanes[1].max_concurrency: another lane starts the same state machine",
+        ),
+        (
+            {"lanes": [lane("a", "jobs", max_concurrency=2)]},
+            "LANES: lanes[0].max_concurrency: another lane starts the same state machine",
+        ),
+        ({"gates": [lane("g")]}, "LANES: gates: gates are not available in this version"),
+    ],
+)
+def test_a_malformed_lanes_is_a_configuration_error_naming_the_field(document: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        parse(document)
+    assert str(raised.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "LANES: not JSON: "),
+        ("[]", "LANES: must be a JSON object"),
+        ("null", "LANES: must be a JSON object"),
+    ],
+)
+def test_lanes_that_are_not_a_json_object_are_a_configuration_error(text: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"^{message}"):
+        parse_lanes(text, ENVIRONMENT_LANE, 1)
+
+
+def test_a_location_is_written_as_the_contract_writes_it() -> None:
+    assert location(("lanes", 1, "queue_url")) == "lanes[1].queue_url"
+    assert location(("pools", "glue", "max_concurrency")) == "pools.glue.max_concurrency"
+    assert location(()) == ""
+
+
+def test_the_environment_gives_the_default_lane_and_lanes_adds_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QUEUE_URL", queue("jobs"))
+    monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", queue("dead-letters"))
+    monkeypatch.setenv("STATE_MACHINE_ARN", arn("jobs"))
+    monkeypatch.setenv("MAX_CONCURRENCY", "4")
+    monkeypatch.setenv("STATE_TABLE", "dispatcher-state")
+    assert load_settings().topology().lanes == (ENVIRONMENT_LANE,)
+    monkeypatch.setenv("LANES", json.dumps({"lanes": [lane("urgent", "jobs", priority=5)]}))
+    topology = load_settings().topology()
+    assert topology.default_lane == ENVIRONMENT_LANE
+    assert topology.lane("urgent").priority == 5
+    assert topology.pool(DEFAULT).max_concurrency == 4
