@@ -11,17 +11,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from dispatcher.adapters.cached_control import CachedControlParameter
 from dispatcher.adapters.clients import Clients, function_clients, ssm_client
-from dispatcher.adapters.lease import TickLease
-from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
-from dispatcher.adapters.state_table import StateTable
-from dispatcher.adapters.stepfunctions import StateMachine
+from dispatcher.adapters.resources import AwsResources
 from dispatcher.core.control import Limits, combine
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news
 from dispatcher.settings import Settings, load_settings
 from dispatcher.telemetry import capture_lambda_handler, logger, metrics
 from dispatcher.tick.pool import thread_pool
-from dispatcher.tick.ports import Ports, Runtime
+from dispatcher.tick.ports import Runtime, wire
 from dispatcher.tick.report import StopReason, TickReport
 from dispatcher.tick.service import Dispatcher, TickPolicy
 from dispatcher.tick.warm import WarmState
@@ -69,15 +66,8 @@ def policy(settings: Settings, limits: Limits) -> TickPolicy:
 
 def build_dispatcher(settings: Settings, limits: Limits, context: LambdaContext) -> Dispatcher:
     """Wire the service to AWS for one invocation."""
-    clients = _clients()
-    machine = settings.state_machine_arn
-    ports = Ports(
-        queue=SourceQueue(clients.sqs, settings.queue_url, wait_seconds=settings.receive_wait_seconds),
-        dead_letters=DeadLetterQueue(clients.sqs, settings.dead_letter_queue_url),
-        state_machine=StateMachine(clients.stepfunctions, machine, start_client=clients.starts),
-        state_table=StateTable(clients.dynamodb, settings.state_table, machine),
-        lease=TickLease(clients.dynamodb, settings.state_table, machine),
-    )
+    resources = AwsResources(_clients(), settings.state_table, wait_seconds=settings.receive_wait_seconds)
+    ports = wire(settings.topology(), resources)
     runtime = Runtime(
         clock=time.time,
         sleep=time.sleep,

@@ -16,6 +16,7 @@ from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import RecordedStart, RunningListing, StateWindow
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
+from dispatcher.core.lanes import Topology
 from dispatcher.core.messages import QueuedMessage
 
 Item = TypeVar("Item")
@@ -145,14 +146,77 @@ class StartThreads(Protocol):
 
 
 @dataclass(frozen=True)
-class Ports:
-    """The AWS resources one dispatcher works on."""
+class LanePorts:
+    """One lane's resources: its queue and dead letters, the state machine it starts, that machine's records.
 
+    Lanes that start one state machine share its `Executions` and `StateStore` objects.
+    """
+
+    name: str
     queue: JobQueue
     dead_letters: DeadLetters
     state_machine: Executions
     state_table: StateStore
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The AWS resources one dispatcher works on: every lane's, and the one tick lease."""
+
+    lanes: tuple[LanePorts, ...]
+    """Lane ``default`` (the environment's) first."""
     lease: Lease
+
+    @property
+    def default(self) -> LanePorts:
+        """The environment's lane."""
+        return self.lanes[0]
+
+
+class Resources(Protocol):
+    """Makes the ports of one container from names: boto3's adapters, or an in-memory AWS's."""
+
+    def queue(self, url: str) -> JobQueue:
+        """The FIFO job queue at ``url``."""
+        ...
+
+    def dead_letters(self, url: str) -> DeadLetters:
+        """The FIFO dead-letter queue at ``url``."""
+        ...
+
+    def state_machine(self, arn: str) -> Executions:
+        """The state machine ``arn`` and its executions."""
+        ...
+
+    def state_table(self, state_machine_arn: str) -> StateStore:
+        """The state table's records of one state machine's starts and ends."""
+        ...
+
+    def lease(self, key: str) -> Lease:
+        """The tick lease stored under ``key``."""
+        ...
+
+
+def wire(topology: Topology, resources: Resources) -> Ports:
+    """The ports of every lane of ``topology``: one `Executions` and `StateStore` per state machine.
+
+    The lease is keyed by the environment's state machine: it serialises every tick of
+    this dispatcher, whatever lanes it has (and it is the key a dispatcher without
+    lanes always used, so an update never runs two holders at once).
+    """
+    machines = {arn: resources.state_machine(arn) for arn in topology.state_machines}
+    records = {arn: resources.state_table(arn) for arn in topology.state_machines}
+    lanes = tuple(
+        LanePorts(
+            name=lane.name,
+            queue=resources.queue(lane.queue_url),
+            dead_letters=resources.dead_letters(lane.dead_letter_queue_url),
+            state_machine=machines[lane.state_machine_arn],
+            state_table=records[lane.state_machine_arn],
+        )
+        for lane in topology.lanes
+    )
+    return Ports(lanes=lanes, lease=resources.lease(topology.default_lane.state_machine_arn))
 
 
 @dataclass(frozen=True)

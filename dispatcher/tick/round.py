@@ -15,16 +15,16 @@ from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
-from dispatcher.tick.ports import Ports, Runtime, StartThreads
+from dispatcher.tick.ports import LanePorts, Runtime, StartThreads
 from dispatcher.tick.report import TickReport
 from dispatcher.tick.starts import RoundOutcome, Starter
 from dispatcher.tick.warm import WarmState
 
 
 class Round:
-    """The rounds of one tick, on one set of ports and start threads."""
+    """The rounds of one tick on one lane, on the tick's start threads."""
 
-    def __init__(self, ports: Ports, pool: StartThreads, runtime: Runtime, warm: WarmState) -> None:
+    def __init__(self, ports: LanePorts, pool: StartThreads, runtime: Runtime, warm: WarmState) -> None:
         self._ports = ports
         self._pool = pool
         self._runtime = runtime

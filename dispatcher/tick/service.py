@@ -62,8 +62,8 @@ class Dispatcher:
         self._runtime = runtime
         self._warm = warm or WarmState()
         self._counter = Counter(
-            ports.state_machine,
-            ports.state_table,
+            ports.default.state_machine,
+            ports.default.state_table,
             self._warm,
             max_concurrency=policy.max_concurrency,
             list_reuse_seconds=policy.list_reuse_seconds,
@@ -216,7 +216,7 @@ class Dispatcher:
         )
         logger.info("capacity", extra={"running": count.running, "free": free, "max": self._max})
         with self._runtime.pool(self._start_threads()) as pool:
-            rounds = Round(self._ports, pool, self._runtime, self._warm)
+            rounds = Round(self._ports.default, pool, self._runtime, self._warm)
             while free > 0:
                 stopped = self._round(rounds, free, report)
                 if stopped is not None:
@@ -228,7 +228,7 @@ class Dispatcher:
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:
             return self._policy.start_concurrency
-        pace = self._warm.paces_for(self._ports.state_machine.arn).start
+        pace = self._warm.paces_for(self._ports.default.state_machine.arn).start
         return start_threads(pace.rate, self._warm.start_latency.seconds)
 
     def _round(self, rounds: Round, free: int, report: TickReport) -> StopReason | None:

@@ -102,7 +102,7 @@ def test_fifo_hands_out_in_send_order_and_blocks_a_group_while_one_of_its_messag
     """A receive takes the oldest messages of groups with none in flight; release puts them back in order."""
     for index, group in enumerate(["a", "a", "b", "a", "c"]):
         aws.queue.send(json.dumps({"job": index}), group)
-    queue = aws.ports(aws.clients()).queue
+    queue = aws.ports(aws.clients()).default.queue
     received: list[list[str]] = []
 
     def body() -> None:
@@ -124,7 +124,7 @@ def test_fifo_hands_out_in_send_order_and_blocks_a_group_while_one_of_its_messag
 def test_fifo_messages_come_back_when_their_visibility_timeout_runs_out(aws: InMemoryAws) -> None:
     """A receiver that dies leaves its messages hidden for 120 s, then they are received again."""
     aws.queue.send("{}", "g")
-    queue = aws.ports(aws.clients()).queue
+    queue = aws.ports(aws.clients()).default.queue
     counts: list[int] = []
 
     def body() -> None:
@@ -145,11 +145,11 @@ def test_the_dead_letter_queue_keeps_a_letter_sent_again_only_after_five_minutes
     ports = aws.ports(aws.clients())
 
     def body() -> None:
-        [message] = ports.queue.receive(1)
+        [message] = ports.default.queue.receive(1)
         letter = DeadLetter(message, "input is not valid JSON")
         for pause in (0, 299, 2):
             aws.scheduler.sleep(pause)
-            assert ports.dead_letters.send([letter]) == []
+            assert ports.default.dead_letters.send([letter]) == []
 
     in_process(aws, body)
     sent = [
@@ -161,7 +161,7 @@ def test_the_dead_letter_queue_keeps_a_letter_sent_again_only_after_five_minutes
 
 def test_start_execution_is_idempotent_only_while_running_with_the_same_input(aws: InMemoryAws) -> None:
     """Same name and input while RUNNING: the same ARN; another input, or ended: ExecutionAlreadyExists."""
-    machine = aws.ports(aws.clients()).state_machine
+    machine = aws.ports(aws.clients()).default.state_machine
     results: list[object] = []
 
     def body() -> None:
@@ -186,7 +186,7 @@ def test_start_execution_is_idempotent_only_while_running_with_the_same_input(aw
 def test_the_list_and_describe_lag_behind_starts_and_ends() -> None:
     """A new execution is missing from both reads within the lag; an ended one is still listed RUNNING."""
     aws = InMemoryAws(lag=Lag(start=10.0, end=10.0, describe=10.0, flaky=True), seed=3)
-    machine = aws.ports(aws.clients()).state_machine
+    machine = aws.ports(aws.clients()).default.state_machine
     seen: list[tuple[float, int, str | None]] = []
 
     def body() -> None:
@@ -208,7 +208,7 @@ def test_the_list_and_describe_lag_behind_starts_and_ends() -> None:
 
 def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: InMemoryAws) -> None:
     """BatchWriteItem on a partition out of write units: a prefix is written, the rest unprocessed."""
-    table = aws.ports(aws.clients()).state_table
+    table = aws.ports(aws.clients()).default.state_table
     results: list[int] = []
 
     def body() -> None:
@@ -229,7 +229,7 @@ def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: 
 
 def test_a_query_reads_a_megabyte_a_page_and_costs_a_read_unit_per_4_kb(aws: InMemoryAws) -> None:
     """Thousands of records: several Query pages, strongly consistent units for every byte read."""
-    table = aws.ports(aws.clients()).state_table
+    table = aws.ports(aws.clients()).default.state_table
     found: list[int] = []
 
     def body() -> None:

@@ -79,8 +79,8 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
     ports = aws.ports(aws.clients())
     warm = WarmState()
     counter = Counter(
-        ports.state_machine,
-        ports.state_table,
+        ports.default.state_machine,
+        ports.default.state_table,
         warm,
         max_concurrency=10,
         list_reuse_seconds=5.0,
@@ -89,10 +89,11 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
     counts: list[tuple[int, int]] = []
 
     def body() -> None:
-        records = ports.state_table.starts_at({f"job-{index}": "g" for index in range(3)}, aws.scheduler.now)
-        assert ports.state_table.record(records) == []
+        table = ports.default.state_table
+        records = table.starts_at({f"job-{index}": "g" for index in range(3)}, aws.scheduler.now)
+        assert table.record(records) == []
         for record in records:
-            ports.state_machine.start(record.name, json.dumps({"seconds": 300}))
+            ports.default.state_machine.start(record.name, json.dumps({"seconds": 300}))
         aws.scheduler.sleep(1.0)
         for _ in range(3):  # one listing, read at the first of these ticks
             counts.append((counter.count().running, aws.usage.calls["DescribeExecution"]))

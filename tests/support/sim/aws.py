@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
-from dispatcher.tick.ports import Ports
+from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
+from dispatcher.tick.ports import Ports, wire
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
 from tests.support.sim.dynamodb import LeaseView, StateStoreView, StateTable
 from tests.support.sim.faults import Faults, Process
@@ -27,6 +28,7 @@ from tests.support.world import Delivery, EventPlan, Execution, FaultPlan, Lag, 
 START = 1_800_000_000.0
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+DEAD_LETTER_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/dead-letters.fifo"
 
 
 def state_machine_arn(region: str) -> str:
@@ -45,6 +47,42 @@ class Clients:
     ssm: Client
     process: Process
     """The container's process, which all its clients share (a crash kills them all)."""
+
+
+class SimResources:
+    """The in-memory AWS's views on one container's clients (`dispatcher.tick.ports.Resources`)."""
+
+    def __init__(self, aws: InMemoryAws, clients: Clients, wait_seconds: int) -> None:
+        self._aws = aws
+        self._clients = clients
+        self._wait_seconds = wait_seconds
+
+    def queue(self, url: str) -> JobQueueView:
+        """The job queue."""
+        assert url == self._aws.queue.url, f"no simulated queue {url}"
+        aws = self._aws
+        return JobQueueView(aws.queue, self._clients.sqs, aws.scheduler, self._wait_seconds, aws.faults)
+
+    def dead_letters(self, url: str) -> DeadLettersView:
+        """The dead-letter queue."""
+        assert url == DEAD_LETTER_QUEUE_URL, f"no simulated dead-letter queue {url}"
+        return DeadLettersView(self._aws.dead_letters, self._clients.sqs)
+
+    def state_machine(self, arn: str) -> ExecutionsView:
+        """The state machine."""
+        assert arn == self._aws.state_machine_arn, f"no simulated state machine {arn}"
+        clients = self._clients
+        return ExecutionsView(self._aws.stepfunctions, arn, clients.stepfunctions, clients.starts)
+
+    def state_table(self, state_machine_arn: str) -> StateStoreView:
+        """The state machine's records."""
+        assert state_machine_arn == self._aws.state_machine_arn, f"no records of {state_machine_arn}"
+        return StateStoreView(self._aws.table, self._clients.dynamodb)
+
+    def lease(self, key: str) -> LeaseView:
+        """The tick lease."""
+        assert key == self._aws.state_machine_arn, f"no lease under {key}"
+        return LeaseView(self._aws.table.lease, self._clients.dynamodb)
 
 
 class InMemoryAws:
@@ -109,16 +147,14 @@ class InMemoryAws:
         )
 
     def ports(self, clients: Clients, *, wait_seconds: int = 0) -> Ports:
-        """The tick's ports on one container's clients."""
-        return Ports(
-            queue=JobQueueView(self.queue, clients.sqs, self.scheduler, wait_seconds, self.faults),
-            dead_letters=DeadLettersView(self.dead_letters, clients.sqs),
-            state_machine=ExecutionsView(
-                self.stepfunctions, self.state_machine_arn, clients.stepfunctions, clients.starts
-            ),
-            state_table=StateStoreView(self.table, clients.dynamodb),
-            lease=LeaseView(self.table.lease, clients.dynamodb),
-        )
+        """The tick's ports on one container's clients, wired as the function wires them."""
+        return wire(self.topology, SimResources(self, clients, wait_seconds))
+
+    @property
+    def topology(self) -> Topology:
+        """One lane and one pool: the simulated queue and state machine."""
+        lane = Lane(DEFAULT, DEFAULT, self.queue.url, DEAD_LETTER_QUEUE_URL, self.state_machine_arn)
+        return Topology(pools=(PoolLimit(DEFAULT, 0),), lanes=(lane,))
 
     def started(self) -> list[Execution]:
         """Executions the dispatcher started, in start order."""

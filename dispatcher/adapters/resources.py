@@ -1,0 +1,38 @@
+"""The boto3 adapters of one container, made from names (`dispatcher.tick.ports.Resources`)."""
+
+from __future__ import annotations
+
+from dispatcher.adapters.clients import Clients
+from dispatcher.adapters.lease import TickLease
+from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
+from dispatcher.adapters.state_table import StateTable
+from dispatcher.adapters.stepfunctions import StateMachine
+
+
+class AwsResources:
+    """Adapters on one container's clients, over one state table."""
+
+    def __init__(self, clients: Clients, table: str, *, wait_seconds: int) -> None:
+        self._clients = clients
+        self._table = table
+        self._wait_seconds = wait_seconds
+
+    def queue(self, url: str) -> SourceQueue:
+        """A job queue; each receive long-polls ``wait_seconds``."""
+        return SourceQueue(self._clients.sqs, url, wait_seconds=self._wait_seconds)
+
+    def dead_letters(self, url: str) -> DeadLetterQueue:
+        """A dead-letter queue."""
+        return DeadLetterQueue(self._clients.sqs, url)
+
+    def state_machine(self, arn: str) -> StateMachine:
+        """A state machine; its starts go through the start client (one more attempt)."""
+        return StateMachine(self._clients.stepfunctions, arn, start_client=self._clients.starts)
+
+    def state_table(self, state_machine_arn: str) -> StateTable:
+        """The state table's partition of one state machine."""
+        return StateTable(self._clients.dynamodb, self._table, state_machine_arn)
+
+    def lease(self, key: str) -> TickLease:
+        """The tick lease under ``key``."""
+        return TickLease(self._clients.dynamodb, self._table, key)
