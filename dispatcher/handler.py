@@ -12,9 +12,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from dispatcher.adapters.cached_control import CachedControlParameter
 from dispatcher.adapters.clients import Clients, function_clients, ssm_client
 from dispatcher.adapters.resources import AwsResources
-from dispatcher.core.control import Limits, combine
+from dispatcher.core.control import Limits, combine, steer
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news
+from dispatcher.core.lanes import Topology
 from dispatcher.settings import Settings, load_settings
 from dispatcher.telemetry import capture_lambda_handler, logger, metrics
 from dispatcher.tick.pool import thread_pool
@@ -45,16 +46,20 @@ def reset_clients() -> None:
     _warm.forget()
 
 
-def read_limits(settings: Settings) -> Limits:
-    """MAX and pause for this tick: the control parameter's keys where set, else the environment."""
+def read_limits(settings: Settings, topology: Topology) -> tuple[Limits, Topology]:
+    """MAX and pause for this tick, of pool ``default`` and of every pool and lane.
+
+    The control parameter's keys where set, else the environment's and ``LANES``' values.
+    """
     name = settings.control_parameter
     control = None if name is None else _control(name).read()
-    return combine(settings.max_concurrency, control, name)
+    return combine(settings.max_concurrency, control, name), steer(topology, control, name)
 
 
-def policy(settings: Settings, limits: Limits) -> TickPolicy:
+def policy(settings: Settings, limits: Limits, topology: Topology | None = None) -> TickPolicy:
     """What one invocation works within."""
     return TickPolicy(
+        topology=topology,
         max_concurrency=limits.max_concurrency,
         paused=limits.paused,
         time_margin_seconds=settings.time_margin_seconds,
@@ -64,17 +69,19 @@ def policy(settings: Settings, limits: Limits) -> TickPolicy:
     )
 
 
-def build_dispatcher(settings: Settings, limits: Limits, context: LambdaContext) -> Dispatcher:
+def build_dispatcher(
+    settings: Settings, limits: Limits, topology: Topology, context: LambdaContext
+) -> Dispatcher:
     """Wire the service to AWS for one invocation."""
     resources = AwsResources(_clients(), settings.state_table, wait_seconds=settings.receive_wait_seconds)
-    ports = wire(settings.topology(), resources)
+    ports = wire(topology, resources)
     runtime = Runtime(
         clock=time.time,
         sleep=time.sleep,
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
         pool=thread_pool,
     )
-    return Dispatcher(policy(settings, limits), ports, runtime, _warm)
+    return Dispatcher(policy(settings, limits, topology), ports, runtime, _warm)
 
 
 def _emit(report: TickReport, limits: Limits) -> None:
@@ -121,17 +128,17 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     logger.info("tick", extra={"trigger": describe_trigger(event)})
     try:
         settings = load_settings()
-        settings.topology()  # a malformed LANES stops the tick before any queue is read
-        news = end_news(event, settings.state_machine_arn)
+        configured = settings.topology()  # a malformed LANES stops the tick before any queue is read
+        news = end_news(event, configured.state_machines)
         _log_skipped(news)
         try:
-            limits = read_limits(settings)
+            limits, topology = read_limits(settings, configured)
         except TransientError as error:
             # Whether the operator paused is unknown: start nothing, the next tick reads again.
             logger.warning("could not read the control parameter", extra={"reason": str(error)})
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
             return TickReport(stopped=StopReason.THROTTLED).as_dict()
-        report = build_dispatcher(settings, limits, context).run(news.ended)
+        report = build_dispatcher(settings, limits, topology, context).run(news.ended)
     except ConfigurationError:
         # Raised on purpose: Lambda records an error, and this metric can alarm.
         metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)

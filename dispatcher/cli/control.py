@@ -34,7 +34,7 @@ def _report(args: argparse.Namespace, name: str, control: Control, out: TextIO) 
     # MAX 0 starts nothing, as a pause does: it reads as paused everywhere (as in `status`).
     paused = bool(control.paused) or control.max_concurrency == 0
     if args.json:
-        document = {"parameter": name, **control.model_dump(exclude_none=True), "paused": paused}
+        document = {"parameter": name, **control.document(), "paused": paused}
         out.write(json.dumps(document) + "\n")
         return 0
     state = "paused" if paused else "running"

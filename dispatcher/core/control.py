@@ -9,18 +9,20 @@ reads it on every tick) and the CLI (which reads, modifies and writes it).
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from dispatcher.core.errors import ConfigurationError, problems
+from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 
 CONTROL_MAX_AGE_SECONDS = 5
 """How long a read of the parameter is reused (Powertools' own default would be 300 s)."""
 
 
-class Control(BaseModel):
-    """The operator's overrides; a key left out keeps the environment's value."""
+class Override(BaseModel):
+    """One pool's, lane's or gate's overrides (``{"max_concurrency", "paused"}``, each optional)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -29,9 +31,25 @@ class Control(BaseModel):
     paused: StrictBool | None = None
     """True: nothing starts and nothing is lost."""
 
+
+class Control(Override):
+    """The operator's overrides; a key left out keeps the environment's (or ``LANES``') value.
+
+    The top-level keys steer pool ``default``; ``pools``, ``lanes`` and ``gates`` steer
+    those named in ``LANES``.
+    """
+
+    pools: dict[str, Override] = Field(default_factory=dict)
+    lanes: dict[str, Override] = Field(default_factory=dict)
+    gates: dict[str, Override] = Field(default_factory=dict)
+
+    def document(self) -> dict[str, Any]:
+        """Only the keys that are set (no empty ``pools``, ``lanes`` or ``gates``)."""
+        return {key: value for key, value in self.model_dump(exclude_none=True).items() if value != {}}
+
     def as_json(self) -> str:
         """The parameter's value: only the keys that are set, in a stable order."""
-        return json.dumps(self.model_dump(exclude_none=True), sort_keys=True)
+        return json.dumps(self.document(), sort_keys=True)
 
 
 class Limits(BaseModel):
@@ -65,6 +83,53 @@ def parse_control(name: str, value: str) -> Control:
     except ValidationError as error:
         found = problems(error, lambda field: field or "value")
         raise ConfigurationError(f"control parameter {name} is malformed: {found}") from error
+
+
+def steer(topology: Topology, control: Control | None, name: str | None) -> Topology:
+    """``topology`` with the control parameter's overrides: each pool's and lane's MAX and pause.
+
+    A name the topology doesn't have, or a lane MAX for a lane whose state machine another
+    lane starts, is a `ConfigurationError` naming the parameter and the key.
+    """
+    if control is None or name is None:
+        return topology
+    pool_names = {pool.name for pool in topology.pools}
+    unknown = [f"pools.{pool}" for pool in control.pools if pool not in pool_names]
+    unknown += [f"lanes.{lane}" for lane in control.lanes if lane not in topology.names]
+    unknown += [f"gates.{gate}" for gate in control.gates]  # no gates yet
+    if DEFAULT in control.pools:
+        raise ConfigurationError(
+            f"control parameter {name}: pools.default: pool default is steered by the top-level keys"
+        )
+    if unknown:
+        raise ConfigurationError(f"control parameter {name}: {unknown[0]}: no such name is configured")
+    pools = []
+    for pool in topology.pools:
+        override = control if pool.name == DEFAULT else control.pools.get(pool.name, Override())
+        pools.append(_overridden(pool, override))
+    lanes = []
+    for lane in topology.lanes:
+        override = control.lanes.get(lane.name, Override())
+        if override.max_concurrency is not None and not topology.has_own_counts(lane):
+            raise ConfigurationError(
+                f"control parameter {name}: lanes.{lane.name}.max_concurrency: another lane starts"
+                " the same state machine, so this lane's RUNNING can't be told apart"
+            )
+        lanes.append(_overridden(lane, override))
+    return replace(topology, pools=tuple(pools), lanes=tuple(lanes))
+
+
+Limited = TypeVar("Limited", PoolLimit, Lane)
+
+
+def _overridden(limited: Limited, override: Override) -> Limited:
+    return replace(
+        limited,
+        max_concurrency=(
+            limited.max_concurrency if override.max_concurrency is None else override.max_concurrency
+        ),
+        paused=limited.paused if override.paused is None else override.paused,
+    )
 
 
 def combine(environment_max: int, control: Control | None, name: str | None) -> Limits:

@@ -8,6 +8,7 @@ two to each other.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,6 +31,7 @@ class EndedExecution(BaseModel):
 
     name: str
     stopped_at: float = Field(description="The event's stopDate, in epoch seconds (Step Functions' clock).")
+    state_machine_arn: str = Field(default="", description="Whose execution it was (empty: not told).")
 
 
 class StatusChangeDetail(BaseModel):
@@ -54,26 +56,34 @@ class StatusChangeEvent(BaseModel):
     detail: StatusChangeDetail
 
 
-def ended_execution(event: object, state_machine_arn: str) -> EndedExecution | None:
+StateMachines = str | Collection[str]
+"""One state machine's ARN, or several (a bare string is one ARN, never its characters)."""
+
+
+def _arns(state_machines: StateMachines) -> frozenset[str]:
+    return frozenset((state_machines,) if isinstance(state_machines, str) else state_machines)
+
+
+def ended_execution(event: object, state_machine_arn: StateMachines) -> EndedExecution | None:
     """The execution a status change event says has ended, or None for any other event.
 
-    Only a status change of ``state_machine_arn`` with a closed status counts; anything
+    Only a status change of ``state_machine_arn`` (or one of them) with a closed status counts; anything
     else (another state machine, RUNNING, a malformed event) is an ordinary tick. The
     stop time is ``detail.stopDate``, else the event's ``time``; an event with neither is
     ignored, because without it a redrive after the stop could not be told apart.
     """
-    read = _read_end(event, state_machine_arn)
+    read = _read_end(event, _arns(state_machine_arn))
     return read if isinstance(read, EndedExecution) else None
 
 
-def _read_end(event: object, state_machine_arn: str) -> EndedExecution | str:
+def _read_end(event: object, state_machine_arns: frozenset[str]) -> EndedExecution | str:
     """The end an event reports, or why it reports none."""
     try:
         change = StatusChangeEvent.model_validate(event)
     except ValidationError:
         return "not a status change event"
     detail = change.detail
-    if detail.state_machine_arn != state_machine_arn:
+    if detail.state_machine_arn not in state_machine_arns:
         return f"a status change of another state machine ({detail.state_machine_arn})"
     if detail.status not in CLOSED_STATUSES:
         return f"status {detail.status} is not an end"
@@ -85,7 +95,7 @@ def _read_end(event: object, state_machine_arn: str) -> EndedExecution | str:
         stopped_at = change.time.timestamp()
     else:
         return "neither detail.stopDate nor time says when it ended"
-    return EndedExecution(name=detail.name, stopped_at=stopped_at)
+    return EndedExecution(name=detail.name, stopped_at=stopped_at, state_machine_arn=detail.state_machine_arn)
 
 
 @dataclass(frozen=True)
@@ -120,16 +130,17 @@ def is_sqs_batch(event: object) -> bool:
     )
 
 
-def end_news(event: object, state_machine_arn: str) -> EndNews:
+def end_news(event: object, state_machine_arn: StateMachines) -> EndNews:
     """The ends an invocation's event reports: one status change event, or an SQS batch of them.
 
     In a batch, every record whose body is a closed status change event of
-    ``state_machine_arn`` is an end; any other record (not JSON, another state machine,
+    ``state_machine_arn`` (or one of them) is an end; any other record (not JSON, another state machine,
     another status, malformed) is skipped with a reason, and the others still count.
     """
     if not is_sqs_batch(event):
         single = ended_execution(event, state_machine_arn)
         return EndNews(ended=() if single is None else (single,))
+    arns = _arns(state_machine_arn)
     records: list[dict[str, Any]] = event["Records"]  # type: ignore[index]  # is_sqs_batch checked it
     ended: list[EndedExecution] = []
     skipped: list[SkippedRecord] = []
@@ -140,7 +151,7 @@ def end_news(event: object, state_machine_arn: str) -> EndNews:
             change = json.loads(body) if isinstance(body, str) else None
         except ValueError:
             change = None
-        read = "the body is not JSON" if change is None else _read_end(change, state_machine_arn)
+        read = "the body is not JSON" if change is None else _read_end(change, arns)
         if isinstance(read, EndedExecution):
             ended.append(read)
         else:

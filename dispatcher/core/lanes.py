@@ -85,6 +85,8 @@ class Lane:
     """The lane's own ceiling inside its pool's (None: the pool's alone)."""
     starts_per_second: float | None = None
     """At most ``b + r·t`` starts in any t seconds, b = max(1, r) (None: no rate cap)."""
+    paused: bool = False
+    """The operator paused the lane: it receives nothing, its pool's slots go to the others."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,13 @@ class PoolLimit:
 
     name: str
     max_concurrency: int
+    paused: bool = False
+    """The operator paused the pool: nothing in it starts."""
+
+    @property
+    def halted(self) -> bool:
+        """Nothing may start in it: paused, or MAX is 0."""
+        return self.paused or self.max_concurrency == 0
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,11 @@ class Topology:
 
     pools: tuple[PoolLimit, ...]
     lanes: tuple[Lane, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every lane's name."""
+        return tuple(lane.name for lane in self.lanes)
 
     @property
     def default_lane(self) -> Lane:

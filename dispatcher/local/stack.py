@@ -112,6 +112,11 @@ class Stack:
     spool_queue_url: str = ""
     downstream_table: str = ""
 
+    @property
+    def name(self) -> str:
+        """The stack's name (its queues' prefix)."""
+        return self.queue_url.rsplit("/", 1)[-1].removesuffix("-jobs.fifo")
+
     def settings(self, max_concurrency: int, **overrides: Any) -> Settings:
         """The dispatcher function's settings for this stack; ``overrides`` by field name."""
         fields = {
@@ -178,26 +183,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     sqs = boto3.client("sqs", region_name=REGION)
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     stepfunctions = boto3.client("stepfunctions", region_name=REGION)
-    fifo: dict[Any, str] = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
-    dead_letter_url = sqs.create_queue(
-        QueueName=f"{prefix}-dead-letters.fifo",
-        Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)},
-    )["QueueUrl"]
-    dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    queue_url = sqs.create_queue(
-        QueueName=f"{prefix}-jobs.fifo",
-        Attributes={
-            **fifo,
-            "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES),
-            "ContentBasedDeduplication": "true",
-            "VisibilityTimeout": "120",
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count}
-            ),
-        },
-    )["QueueUrl"]
+    queue_url, dead_letter_url = _job_queues(sqs, prefix, max_receive_count)
     table = _pk_sk_table(dynamodb, f"{prefix}-state")
     dynamodb.update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
@@ -221,6 +207,55 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
             Name=parameter, Value=control.as_json(), Type="String"
         )
     return Stack(queue_url, dead_letter_url, state_machine_arn, table, parameter, spool_url, downstream_table)
+
+
+def _job_queues(sqs: Any, prefix: str, max_receive_count: int) -> tuple[str, str]:
+    """A job queue ``<prefix>-jobs.fifo`` and its dead-letter queue, as the template makes them."""
+    fifo: dict[Any, str] = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
+    dead_letter_url = sqs.create_queue(
+        QueueName=f"{prefix}-dead-letters.fifo",
+        Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)},
+    )["QueueUrl"]
+    dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    queue_url = sqs.create_queue(
+        QueueName=f"{prefix}-jobs.fifo",
+        Attributes={
+            **fifo,
+            "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES),
+            "ContentBasedDeduplication": "true",
+            "VisibilityTimeout": "120",
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count}
+            ),
+        },
+    )["QueueUrl"]
+    return queue_url, dead_letter_url
+
+
+def create_lane(
+    stack: str, name: str, *, state_machine_arn: str | None = None, wait_seconds: float = 1, **options: Any
+) -> dict[str, Any]:
+    """Create a lane's queues (``<stack>-<name>-jobs.fifo``) and, unless given, its own sample workflow.
+
+    Returns the lane's entry of ``LANES`` (``options``: ``pool``, ``priority``,
+    ``max_concurrency``, ``starts_per_second``).
+    """
+    queue_url, dead_letter_url = _job_queues(boto3.client("sqs", region_name=REGION), f"{stack}-{name}", 100)
+    if state_machine_arn is None:
+        state_machine_arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+            name=workflow_name(f"{stack}-{name}"),
+            definition=sample_workflow(wait_seconds),
+            roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{stack}-workflow",
+        )["stateMachineArn"]
+    return {
+        "name": name,
+        "queue_url": queue_url,
+        "dead_letter_queue_url": dead_letter_url,
+        "state_machine_arn": state_machine_arn,
+        **options,
+    }
 
 
 def read_all(queue_url: str, sqs: Any = None) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from dispatcher.core.counting import (
 )
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.executions import execution_arn
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, StateStore
@@ -161,7 +162,8 @@ class Counter:
         for index, record in enumerate(to_check):
             if running >= self._max:
                 break
-            if record.redrive_count is None and self._warm.running_since(record.name, listed_at):
+            execution = execution_arn(self._state_machine.arn, record.name)
+            if record.redrive_count is None and self._warm.running_since(execution, listed_at):
                 running += 1
                 continue
             if not pace.take(now, 1):
@@ -177,7 +179,7 @@ class Counter:
             else:
                 counts = still_counts(state.status, record, now, state.redrive_count)
                 if counts and record.redrive_count is None:  # a start, seen running
-                    self._warm.saw_running(record.name, now)
+                    self._warm.saw_running(execution, now)
             if counts:
                 running += 1
             else:

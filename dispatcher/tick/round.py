@@ -28,7 +28,7 @@ class Round:
         self._ports = ports
         self._pool = pool
         self._runtime = runtime
-        self._fan_out = warm.fan_out
+        self._fan_out = warm.fan_out(ports.name)
         self._pace = warm.paces_for(ports.state_machine.arn).start
         self._starter = Starter(
             ports.state_machine, ports.state_table, pool, runtime.clock, warm.start_latency

@@ -7,16 +7,18 @@ about, asks the holder for one more tick, and returns at once.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dispatcher.core.allocation import Allocation, Claim, room_of
 from dispatcher.core.counting import free_slots
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Counter
-from dispatcher.tick.ports import Ports, Runtime
+from dispatcher.tick.count import Count, Counter
+from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.report import WAITING_STOPS, StopReason, TickReport
 from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
@@ -48,6 +50,27 @@ class TickPolicy:
     """A `ListExecutions` read is reused by later ticks of a warm container for this long."""
     loop_seconds: float = 0.0
     """Keep ticking for up to this long while jobs wait for slots; 0 is one tick."""
+    topology: Topology | None = None
+    """Every pool and lane with its live limits; None: the ports' lanes in one pool of ``max_concurrency``."""
+
+
+HALTING_STOPS = frozenset({StopReason.THROTTLED, StopReason.TIME})
+"""Stops that end admission in every pool: AWS's quotas and the invocation's time are shared."""
+STOP_PRECEDENCE = (
+    StopReason.THROTTLED,
+    StopReason.TIME,
+    StopReason.CAPACITY,
+    StopReason.WAITING,
+    StopReason.DRAINED,
+)
+"""The tick's stop, of its pools' stops: the first in this order."""
+
+
+def _one_pool(policy: TickPolicy, ports: Ports) -> Topology:
+    """Without a topology: the ports' lanes, all in pool ``default`` of the policy's MAX."""
+    lanes = tuple(Lane(lane.name, DEFAULT, "", "", lane.state_machine.arn) for lane in ports.lanes)
+    pool = PoolLimit(DEFAULT, policy.max_concurrency, policy.paused)
+    return Topology(pools=(pool,), lanes=lanes)
 
 
 class Dispatcher:
@@ -57,26 +80,47 @@ class Dispatcher:
         self, policy: TickPolicy, ports: Ports, runtime: Runtime, warm: WarmState | None = None
     ) -> None:
         self._policy = policy
-        self._max = policy.max_concurrency
         self._ports = ports
         self._runtime = runtime
         self._warm = warm or WarmState()
-        self._counter = Counter(
-            ports.default.state_machine,
-            ports.default.state_table,
-            self._warm,
-            max_concurrency=policy.max_concurrency,
-            list_reuse_seconds=policy.list_reuse_seconds,
-            clock=runtime.clock,
-        )
+        self._topology = policy.topology or _one_pool(policy, ports)
+        self._lanes = {lane.name: lane for lane in ports.lanes}
+        self._counters: dict[str, Counter] = {}
+        """State machine ARN → its counter (lanes that start one machine count it once)."""
+        for lane in self._topology.lanes:
+            ports_of_lane = self._lanes[lane.name]
+            self._counters.setdefault(
+                lane.state_machine_arn,
+                Counter(
+                    ports_of_lane.state_machine,
+                    ports_of_lane.state_table,
+                    self._warm,
+                    max_concurrency=self._topology.pool(lane.pool).max_concurrency,
+                    list_reuse_seconds=policy.list_reuse_seconds,
+                    clock=runtime.clock,
+                ),
+            )
+
+    @property
+    def _active_pools(self) -> list[PoolLimit]:
+        """Pools where something may start: not paused, MAX above 0, a lane not paused."""
+        return [
+            pool
+            for pool in self._topology.pools
+            if not pool.halted and any(not lane.paused for lane in self._topology.lanes_of(pool.name))
+        ]
 
     def run(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
         """Tick while holding the lease; with a loop policy, more while jobs wait and time remains."""
-        if self._policy.paused or self._max == 0:
-            logger.info("paused: nothing starts", extra={"max": self._max, "paused": self._policy.paused})
+        if not self._active_pools:
+            default = self._topology.pools[0]
+            logger.info(
+                "paused: nothing starts",
+                extra={"max": default.max_concurrency, "paused": default.paused},
+            )
             return TickReport(stopped=StopReason.PAUSED)
-        if ended:
-            self._counter.note_ends(ended)
+        for arn, ends in self._ends_by_machine(ended).items():
+            self._counters[arn].note_ends(ends)
         owner = uuid.uuid4().hex
         try:
             if not self._take_lease(owner):
@@ -86,7 +130,8 @@ class Dispatcher:
             logger.warning("could not take the tick lease", extra={"reason": str(error)})
             self._let_go_after_failure(owner)
             return TickReport(stopped=StopReason.THROTTLED)
-        self._counter.hold()
+        for counter in self._counters.values():
+            counter.hold()
         try:
             report = self._ticks(ended)
             self._hand_back(owner, report)
@@ -94,8 +139,19 @@ class Dispatcher:
             self._let_go_after_failure(owner)
             raise
         finally:
-            self._counter.let_go()
+            for counter in self._counters.values():
+                counter.let_go()
         return report
+
+    def _ends_by_machine(self, ended: Sequence[EndedExecution]) -> dict[str, list[EndedExecution]]:
+        """The ends each counter is told about (an end that names no state machine is the default lane's)."""
+        default = self._topology.default_lane.state_machine_arn
+        by_machine: dict[str, list[EndedExecution]] = {}
+        for end in ended:
+            arn = end.state_machine_arn or default
+            if arn in self._counters:
+                by_machine.setdefault(arn, []).append(end)
+        return by_machine
 
     # -- the lease --------------------------------------------------------------------
 
@@ -199,36 +255,94 @@ class Dispatcher:
         return report
 
     def tick(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
-        """Count RUNNING, then admit up to the free slots from the queue, round after round."""
+        """Count each pool's RUNNING once, then hand its free slots to its lanes, round after round."""
+        pools = self._active_pools
+        machines = [arn for pool in pools for arn in self._topology.state_machines_of(pool.name)]
+        by_machine = self._ends_by_machine(ended)
         try:
-            self._counter.ensure_standard()
-            count = self._counter.count(ended)
+            for arn in machines:
+                self._counters[arn].ensure_standard()
+            counts = {arn: self._counters[arn].count(by_machine.get(arn, ())) for arn in machines}
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
             logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
             return TickReport(stopped=StopReason.THROTTLED)
-        free = free_slots(self._max, count.running)
+        allocations = {pool.name: self._allocation(pool, counts) for pool in pools}
+        ages = [
+            count.oldest_running_seconds
+            for count in counts.values()
+            if count.oldest_running_seconds is not None
+        ]
         report = TickReport(
-            running=count.running,
-            free=free,
+            running=sum(count.running for count in counts.values()),
+            free=sum(allocation.free for allocation in allocations.values()),
             stopped=StopReason.CAPACITY,
-            oldest_running_seconds=count.oldest_running_seconds,
+            oldest_running_seconds=max(ages, default=None),
         )
-        logger.info("capacity", extra={"running": count.running, "free": free, "max": self._max})
-        with self._runtime.pool(self._start_threads()) as pool:
-            rounds = Round(self._ports.default, pool, self._runtime, self._warm)
-            while free > 0:
-                stopped = self._round(rounds, free, report)
-                if stopped is not None:
-                    report.stopped = stopped
+        stops: list[StopReason] = []
+        with self._runtime.pool(self._start_threads()) as threads:
+            rounds: dict[str, Round] = {}
+            for allocation in allocations.values():
+                stop = self._fill(allocation, rounds, threads, report)
+                stops.append(stop)
+                if stop in HALTING_STOPS:
                     break
-                free = report.free - report.started
+        report.stopped = min(stops, key=STOP_PRECEDENCE.index)
         return report
+
+    def _allocation(self, pool: PoolLimit, counts: Mapping[str, Count]) -> Allocation:
+        """A pool's free slots, and what each of its lanes may take of them."""
+        running = sum(counts[arn].running for arn in self._topology.state_machines_of(pool.name))
+        free = free_slots(pool.max_concurrency, running)
+        claims = [
+            Claim(
+                lane.name,
+                lane.priority,
+                room_of(lane.max_concurrency, counts[lane.state_machine_arn].running, paused=lane.paused),
+            )
+            for lane in self._topology.lanes_of(pool.name)
+        ]
+        logger.info(
+            "capacity",
+            extra={"pool": pool.name, "running": running, "free": free, "max": pool.max_concurrency},
+        )
+        return Allocation(free, claims)
+
+    def _fill(
+        self, allocation: Allocation, rounds: dict[str, Round], threads: StartThreads, report: TickReport
+    ) -> StopReason:
+        """Spend a pool's free slots, pass after pass (`Allocation`); why its lanes stopped."""
+        waiting = False
+        while shares := allocation.next_pass():
+            for lane, offered in shares.items():
+                if lane not in rounds:
+                    rounds[lane] = Round(self._lanes[lane], threads, self._runtime, self._warm)
+                started, stop = self._admit(rounds[lane], offered, report)
+                allocation.took(lane, offered, started, spent=stop is not None)
+                if stop in HALTING_STOPS:
+                    return stop
+                waiting = waiting or stop is StopReason.WAITING
+        # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
+        paused = {lane.name for lane in self._topology.lanes if lane.paused}
+        if any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
+            return StopReason.CAPACITY
+        return StopReason.WAITING if waiting else StopReason.DRAINED
+
+    def _admit(self, rounds: Round, offered: int, report: TickReport) -> tuple[int, StopReason | None]:
+        """Rounds on one lane until ``offered`` started or it stopped; how many started, and why."""
+        started = 0
+        while started < offered:
+            before = report.started
+            stopped = self._round(rounds, offered - started, report)
+            started += report.started - before
+            if stopped is not None:
+                return started, stopped
+        return started, None
 
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:
             return self._policy.start_concurrency
-        pace = self._warm.paces_for(self._ports.default.state_machine.arn).start
+        pace = self._warm.paces_for(self._topology.default_lane.state_machine_arn).start
         return start_threads(pace.rate, self._warm.start_latency.seconds)
 
     def _round(self, rounds: Round, free: int, report: TickReport) -> StopReason | None:

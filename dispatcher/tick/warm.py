@@ -32,14 +32,18 @@ class WarmState:
     """State machine ARNs already found to exist and to be STANDARD."""
     listings: dict[str, RunningListing] = field(default_factory=dict)
     """State machine ARN → its latest RUNNING listing."""
-    fan_out: FanOut = field(default_factory=FanOut)
-    """How many receives in parallel the queue was last seen to serve."""
+    fan_outs: dict[str, FanOut] = field(default_factory=dict)
+    """Lane → how many receives in parallel its queue was last seen to serve."""
     paces: dict[str, Paces] = field(default_factory=dict)
     """Account and region (`quota_scope`) → the tick's own buckets below Step Functions' there."""
     start_latency: Latency = field(default_factory=Latency)
     """`StartExecution`'s round trip, as measured."""
     seen_running: dict[str, float] = field(default_factory=dict)
-    """Execution name → when `DescribeExecution` last said it runs (for the review window)."""
+    """Execution ARN → when `DescribeExecution` last said it runs (for the review window)."""
+
+    def fan_out(self, lane: str) -> FanOut:
+        """What the receives of this lane's rounds follow."""
+        return self.fan_outs.setdefault(lane, FanOut())
 
     def paces_for(self, state_machine_arn: str) -> Paces:
         """The buckets of this state machine's account and region, kept across warm invocations.
@@ -63,22 +67,22 @@ class WarmState:
         """Remember a fresh listing."""
         self.listings[state_machine_arn] = listing
 
-    def saw_running(self, name: str, now: float) -> None:
-        """A `DescribeExecution` made at ``now`` said this execution runs."""
-        self.seen_running[name] = now
+    def saw_running(self, execution: str, now: float) -> None:
+        """A `DescribeExecution` made at ``now`` said this execution (its ARN) runs."""
+        self.seen_running[execution] = now
         if len(self.seen_running) > SEEN_RUNNING_LIMIT:
             oldest = now - RECENT_START_WINDOW_SECONDS
             self.seen_running = {key: at for key, at in self.seen_running.items() if at >= oldest}
 
-    def running_since(self, name: str, moment: float) -> bool:
-        """Whether a `DescribeExecution` made at ``moment`` or later said this execution runs."""
-        return self.seen_running.get(name, -1.0) >= moment
+    def running_since(self, execution: str, moment: float) -> bool:
+        """Whether a `DescribeExecution` made at ``moment`` or later said this execution (its ARN) runs."""
+        return self.seen_running.get(execution, -1.0) >= moment
 
     def forget(self) -> None:
         """Forget everything, as a cold start does."""
         self.standard.clear()
         self.seen_running.clear()
         self.listings.clear()
-        self.fan_out = FanOut()
+        self.fan_outs.clear()
         self.paces.clear()
         self.start_latency = Latency()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.core.control import Control, combine, parse_control
+from dispatcher.core.control import Control, Override, combine, parse_control, steer
 from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.core.messages import group_problem, job_problem
 
 
@@ -68,6 +69,69 @@ def test_combine_max_zero_halts_without_a_pause_flag() -> None:
 def test_control_as_json_writes_only_the_keys_set() -> None:
     """What `set-max` writes on a fresh parameter is only its own key."""
     assert Control(max_concurrency=3).as_json() == '{"max_concurrency": 3}'
+    steered = Control(lanes={"urgent": Override(paused=True)})
+    assert steered.as_json() == '{"lanes": {"urgent": {"paused": true}}}'
+
+
+MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
+TOPOLOGY = Topology(
+    pools=(PoolLimit(DEFAULT, 5), PoolLimit("glue", 3)),
+    lanes=(
+        Lane(DEFAULT, DEFAULT, "q", "d", MACHINE + "jobs"),
+        Lane("urgent", DEFAULT, "q2", "d2", MACHINE + "jobs", priority=1),
+        Lane("glue", "glue", "q3", "d3", MACHINE + "glue", max_concurrency=2),
+    ),
+)
+
+
+def test_parse_control_reads_pools_lanes_and_gates_overrides() -> None:
+    value = '{"pools": {"glue": {"max_concurrency": 4}}, "lanes": {"urgent": {"paused": true}}, "gates": {}}'
+    assert parse_control("/p", value) == Control(
+        pools={"glue": Override(max_concurrency=4)}, lanes={"urgent": Override(paused=True)}
+    )
+    with pytest.raises(ConfigurationError, match=r"control parameter /p is malformed: lanes\.urgent\.paused"):
+        parse_control("/p", '{"lanes": {"urgent": {"paused": "yes"}}}')
+
+
+def test_steer_overrides_each_pool_and_lane_and_keeps_what_it_does_not_name() -> None:
+    assert steer(TOPOLOGY, None, None) is TOPOLOGY
+    assert steer(TOPOLOGY, Control(), "/p") == TOPOLOGY
+    steered = steer(
+        TOPOLOGY,
+        Control(
+            max_concurrency=9,
+            pools={"glue": Override(paused=True)},
+            lanes={"glue": Override(max_concurrency=1), "urgent": Override(paused=True)},
+        ),
+        "/p",
+    )
+    assert steered.pools == (PoolLimit(DEFAULT, 9), PoolLimit("glue", 3, paused=True))
+    assert steered.pool("glue").halted
+    assert steered.lane("glue").max_concurrency == 1
+    assert steered.lane("urgent").paused
+    assert steered.lane(DEFAULT) == TOPOLOGY.lane(DEFAULT)
+    assert steer(TOPOLOGY, Control(paused=True), "/p").pool(DEFAULT).halted
+
+
+@pytest.mark.parametrize(
+    ("control", "message"),
+    [
+        (Control(pools={"nope": Override()}), "pools.nope: no such name is configured"),
+        (Control(lanes={"nope": Override()}), "lanes.nope: no such name is configured"),
+        (Control(gates={"g": Override()}), "gates.g: no such name is configured"),
+        (
+            Control(pools={DEFAULT: Override()}),
+            "pools.default: pool default is steered by the top-level keys",
+        ),
+        (
+            Control(lanes={"urgent": Override(max_concurrency=1)}),
+            "lanes.urgent.max_concurrency: another lane starts the same state machine",
+        ),
+    ],
+)
+def test_steer_refuses_what_the_topology_does_not_have(control: Control, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"^control parameter /p: {message}"):
+        steer(TOPOLOGY, control, "/p")
 
 
 @pytest.mark.parametrize(

@@ -53,9 +53,9 @@ def test_a_batch_frees_every_end_of_the_machine_and_skips_every_other_record_wit
     news = end_news(event, MACHINE)
     assert news.records == 9
     assert news.ended == (
-        EndedExecution(name="a", stopped_at=1000.0),
-        EndedExecution(name="b", stopped_at=2000.0),
-        EndedExecution(name="a", stopped_at=1500.0),
+        EndedExecution(name="a", stopped_at=1000.0, state_machine_arn=MACHINE),
+        EndedExecution(name="b", stopped_at=2000.0, state_machine_arn=MACHINE),
+        EndedExecution(name="a", stopped_at=1500.0, state_machine_arn=MACHINE),
     )
     assert news.skipped == (
         SkippedRecord("m-text", "the body is not JSON"),
@@ -79,10 +79,31 @@ def test_a_record_without_a_stop_time_is_skipped_and_one_without_an_id_is_named_
     )
 
 
+def test_ends_of_every_lanes_state_machine_are_read_and_name_their_machine() -> None:
+    """With lanes, a batch carries ends of several state machines: each names its own."""
+    other = MACHINE + "-other"
+    event = {
+        "Records": [
+            record(status_change(name="a", stopDate=1_000_000), "m-a"),
+            record(status_change(name="b", stateMachineArn=other, stopDate=2_000_000), "m-b"),
+            record(status_change(stateMachineArn=MACHINE + "-third"), "m-third"),
+        ]
+    }
+    news = end_news(event, (MACHINE, other))
+    assert news.ended == (
+        EndedExecution(name="a", stopped_at=1000.0, state_machine_arn=MACHINE),
+        EndedExecution(name="b", stopped_at=2000.0, state_machine_arn=other),
+    )
+    assert [skipped.message_id for skipped in news.skipped] == ["m-third"]
+    assert (
+        end_news(status_change(stateMachineArn=other), frozenset({other})).ended[0].state_machine_arn == other
+    )
+
+
 def test_a_single_event_is_still_one_end_and_not_a_batch() -> None:
     """A status change event invoking the function directly stays valid."""
     assert end_news(status_change(), MACHINE) == EndNews(
-        ended=(EndedExecution(name="job-1", stopped_at=1_795_262_404.5),)
+        ended=(EndedExecution(name="job-1", stopped_at=1_795_262_404.5, state_machine_arn=MACHINE),)
     )
     assert end_news({}, MACHINE) == EndNews()
 

@@ -362,7 +362,7 @@ MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
 def test_ended_execution_reads_a_closed_status_change(status: str) -> None:
     """A closed status change of the target state machine names the execution and its stop."""
     assert ended_execution(status_change(status=status), MACHINE) == EndedExecution(
-        name="job-1", stopped_at=1_795_262_404.5
+        name="job-1", stopped_at=1_795_262_404.5, state_machine_arn=MACHINE
     )
 
 
@@ -408,7 +408,9 @@ def test_ended_execution_falls_back_to_the_event_time_without_stop_date() -> Non
     """Without detail.stopDate the event's own time is the stop."""
     event = status_change()
     del event["detail"]["stopDate"]  # type: ignore[attr-defined]
-    assert ended_execution(event, MACHINE) == EndedExecution(name="job-1", stopped_at=1_795_262_405.0)
+    assert ended_execution(event, MACHINE) == EndedExecution(
+        name="job-1", stopped_at=1_795_262_405.0, state_machine_arn=MACHINE
+    )
 
 
 def test_ended_execution_without_any_stop_time_is_none() -> None:

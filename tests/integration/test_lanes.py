@@ -1,0 +1,242 @@
+"""Lanes and pools through the real handler and boto3 against moto: priorities, shares, own MAX, pools."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.local.account import REGION
+from dispatcher.local.stack import create_lane, read_all
+from tests.integration.conftest import Harness
+
+
+def lanes(harness: Harness, max_concurrency: int, document: dict[str, Any]) -> None:
+    harness.configure(max_concurrency, lanes=json.dumps(document))
+
+
+def send(url: str, jobs: list[str], *, group: str | None = None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    for job in jobs:
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=json.dumps({"job": job}),
+            MessageGroupId=group or job,
+            MessageDeduplicationId=uuid.uuid4().hex,
+        )
+
+
+def visible(url: str) -> int:
+    attributes = boto3.client("sqs", region_name=REGION).get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])
+
+
+def running_of(harness: Harness, arn: str) -> int:
+    pages = harness.sfn.get_paginator("list_executions").paginate(stateMachineArn=arn, statusFilter="RUNNING")
+    return sum(len(page["executions"]) for page in pages)
+
+
+def test_a_higher_priority_lane_takes_the_slots_first_and_the_rest_go_to_the_backfill(
+    harness: Harness,
+) -> None:
+    urgent = create_lane(
+        harness.stack.name, "urgent", state_machine_arn=harness.stack.state_machine_arn, priority=10
+    )
+    lanes(harness, 4, {"lanes": [urgent]})
+    send(harness.stack.queue_url, [f"backfill-{index}" for index in range(10)])
+    send(urgent["queue_url"], ["urgent-0", "urgent-1"])
+    result = harness.tick()
+    assert (result["running"], result["started"], result["free"]) == (0, 4, 4)
+    started = harness.started_jobs()
+    assert started[:2] == ["urgent-0", "urgent-1"], "the urgent lane starts before any backfill job"
+    assert sorted(started[2:]) == ["backfill-0", "backfill-1"]
+    assert harness.running() == 4
+
+
+def test_an_urgent_job_overtakes_a_backfill_that_keeps_the_pool_full(harness: Harness) -> None:
+    urgent = create_lane(
+        harness.stack.name, "urgent", state_machine_arn=harness.stack.state_machine_arn, priority=1
+    )
+    lanes(harness, 3, {"lanes": [urgent]})
+    send(harness.stack.queue_url, [f"backfill-{index}" for index in range(10)])
+    assert harness.tick()["started"] == 3
+    send(urgent["queue_url"], ["urgent-0"])
+    assert harness.tick()["started"] == 0, "the pool is full: nothing starts, not even urgent"
+    harness.sfn.stop_execution(executionArn=harness.executions("RUNNING")[0]["executionArn"])
+    assert harness.tick()["started"] == 1
+    assert harness.started_jobs()[-1] == "urgent-0"
+
+
+def test_lanes_of_equal_priority_share_the_free_slots(harness: Harness) -> None:
+    other = create_lane(harness.stack.name, "other")
+    lanes(harness, 6, {"lanes": [other]})
+    send(harness.stack.queue_url, [f"a-{index}" for index in range(10)])
+    send(other["queue_url"], [f"b-{index}" for index in range(10)])
+    assert harness.tick()["started"] == 6
+    assert running_of(harness, harness.stack.state_machine_arn) == 3
+    assert running_of(harness, other["state_machine_arn"]) == 3
+
+
+def test_a_slot_an_equal_lane_cannot_use_goes_to_the_other(harness: Harness) -> None:
+    other = create_lane(harness.stack.name, "other")
+    lanes(harness, 6, {"lanes": [other]})
+    send(harness.stack.queue_url, ["a-0"])
+    send(other["queue_url"], [f"b-{index}" for index in range(10)])
+    assert harness.tick()["started"] == 6
+    assert running_of(harness, other["state_machine_arn"]) == 5
+
+
+def test_a_lanes_own_max_holds_inside_its_pool(harness: Harness) -> None:
+    backfill = create_lane(harness.stack.name, "backfill", max_concurrency=2)
+    lanes(harness, 5, {"lanes": [backfill]})
+    send(backfill["queue_url"], [f"b-{index}" for index in range(6)])
+    assert harness.tick()["started"] == 2
+    assert harness.tick()["started"] == 0, "at its own MAX: the pool's free slots stay for the others"
+    send(harness.stack.queue_url, [f"a-{index}" for index in range(6)])
+    assert harness.tick()["started"] == 3
+    assert running_of(harness, backfill["state_machine_arn"]) == 2
+    assert visible(backfill["queue_url"]) == 4
+
+
+def test_each_pool_caps_its_own_lanes_and_ends_of_its_state_machine_free_its_slots(harness: Harness) -> None:
+    glue = create_lane(harness.stack.name, "glue", pool="glue")
+    lanes(harness, 2, {"pools": {"glue": {"max_concurrency": 3}}, "lanes": [glue]})
+    send(harness.stack.queue_url, [f"a-{index}" for index in range(5)])
+    send(glue["queue_url"], [f"g-{index}" for index in range(5)])
+    result = harness.tick()
+    assert (result["started"], result["free"]) == (5, 5)
+    assert running_of(harness, harness.stack.state_machine_arn) == 2
+    assert running_of(harness, glue["state_machine_arn"]) == 3
+    assert harness.tick()["started"] == 0
+    # one of the glue lane's executions ends: its event frees a glue slot, not a default one
+    ended = harness.sfn.list_executions(stateMachineArn=glue["state_machine_arn"])["executions"][0]
+    harness.sfn.stop_execution(executionArn=ended["executionArn"])
+    description = harness.sfn.describe_execution(executionArn=ended["executionArn"])
+    event = {
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "detail": {
+            "executionArn": ended["executionArn"],
+            "stateMachineArn": glue["state_machine_arn"],
+            "name": ended["name"],
+            "status": "ABORTED",
+            "startDate": int(description["startDate"].timestamp() * 1000),
+            "stopDate": int(description["stopDate"].timestamp() * 1000),
+        },
+    }
+    assert harness.tick(event)["started"] == 1
+    assert running_of(harness, glue["state_machine_arn"]) == 3
+    assert running_of(harness, harness.stack.state_machine_arn) == 2
+
+
+def test_a_state_machine_two_lanes_start_counts_once(harness: Harness) -> None:
+    urgent = create_lane(harness.stack.name, "urgent", state_machine_arn=harness.stack.state_machine_arn)
+    lanes(harness, 4, {"lanes": [urgent]})
+    for execution in range(3):
+        harness.start_directly(f"someone-else-{execution}")
+    send(urgent["queue_url"], ["u-0", "u-1", "u-2"])
+    result = harness.tick()
+    assert (result["running"], result["free"], result["started"]) == (3, 1, 1)
+    assert harness.running() == 4
+
+
+def test_poison_in_a_lane_goes_to_its_own_dead_letter_queue(harness: Harness) -> None:
+    other = create_lane(harness.stack.name, "other")
+    lanes(harness, 5, {"lanes": [other]})
+    boto3.client("sqs", region_name=REGION).send_message(
+        QueueUrl=other["queue_url"], MessageBody="not json", MessageGroupId="g", MessageDeduplicationId="x"
+    )
+    send(other["queue_url"], ["fine"])
+    result = harness.tick()
+    assert (result["started"], result["dead_lettered"]) == (1, 1)
+    [letter] = read_all(other["dead_letter_queue_url"])
+    assert letter["Body"] == "not json"
+    assert "DispatchError" in letter["MessageAttributes"]
+    assert harness.dead_letters() == []
+
+
+def test_a_paused_lane_receives_nothing_and_its_slots_go_to_the_others(harness: Harness) -> None:
+    other = create_lane(harness.stack.name, "other", priority=5)
+    lanes(harness, 4, {"lanes": [other]})
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter,
+        Value=json.dumps({"lanes": {"other": {"paused": True}}}),
+        Type="String",
+        Overwrite=True,
+    )
+    send(other["queue_url"], [f"o-{index}" for index in range(3)])
+    send(harness.stack.queue_url, [f"a-{index}" for index in range(5)])
+    assert harness.tick()["started"] == 4
+    assert harness.queue_counts(other["queue_url"]) == (3, 0)
+    assert running_of(harness, other["state_machine_arn"]) == 0
+
+
+def test_the_control_parameter_steers_a_pool_and_a_lanes_max_live(harness: Harness) -> None:
+    glue = create_lane(harness.stack.name, "glue", pool="glue", max_concurrency=1)
+    lanes(harness, 0, {"pools": {"glue": {"max_concurrency": 1}}, "lanes": [glue]})
+    send(glue["queue_url"], [f"g-{index}" for index in range(6)])
+    send(harness.stack.queue_url, ["a-0"])
+    assert harness.tick()["started"] == 1, "pool default is paused by MAX 0; glue's lane MAX is 1"
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter,
+        Value=json.dumps(
+            {"pools": {"glue": {"max_concurrency": 10}}, "lanes": {"glue": {"max_concurrency": 4}}}
+        ),
+        Type="String",
+        Overwrite=True,
+    )
+    assert harness.tick()["started"] == 3
+    assert running_of(harness, glue["state_machine_arn"]) == 4
+    assert visible(harness.stack.queue_url) == 1
+
+
+def test_a_paused_pool_starts_nothing_while_the_others_go_on(harness: Harness) -> None:
+    glue = create_lane(harness.stack.name, "glue", pool="glue")
+    lanes(harness, 5, {"pools": {"glue": {"max_concurrency": 5}}, "lanes": [glue]})
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter,
+        Value=json.dumps({"pools": {"glue": {"paused": True}}}),
+        Type="String",
+        Overwrite=True,
+    )
+    send(glue["queue_url"], ["g-0"])
+    send(harness.stack.queue_url, ["a-0"])
+    assert harness.tick()["started"] == 1
+    assert visible(glue["queue_url"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("control", "message"),
+    [
+        ({"lanes": {"nope": {"paused": True}}}, "lanes.nope"),
+        ({"pools": {"nope": {"max_concurrency": 1}}}, "pools.nope"),
+        ({"lanes": {"other": {"max_concurrency": True}}}, "lanes.other.max_concurrency"),
+    ],
+)
+def test_a_control_parameter_naming_what_is_not_configured_stops_the_tick_and_keeps_every_job(
+    harness: Harness, control: dict[str, Any], message: str
+) -> None:
+    other = create_lane(harness.stack.name, "other")
+    lanes(harness, 5, {"lanes": [other]})
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter, Value=json.dumps(control), Type="String", Overwrite=True
+    )
+    send(other["queue_url"], ["o-0"])
+    with pytest.raises(ConfigurationError, match=message):
+        harness.tick()
+    assert harness.queue_counts(other["queue_url"]) == (1, 0)
+
+
+def test_a_malformed_lanes_stops_the_tick_before_any_queue_is_read(harness: Harness) -> None:
+    harness.configure(5, lanes=json.dumps({"lanes": [{"name": "x"}]}))
+    harness.send("{}")
+    with pytest.raises(ConfigurationError, match=r"LANES: lanes\[0\]\.queue_url: field required"):
+        harness.tick()
+    assert harness.queue_counts() == (1, 0)
+    assert harness.starts.calls == []
