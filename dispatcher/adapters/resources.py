@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dispatcher.adapters.clients import Clients
 from dispatcher.adapters.lease import TickLease
+from dispatcher.adapters.rate import RateBucket
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
@@ -36,3 +37,7 @@ class AwsResources:
     def lease(self, key: str) -> TickLease:
         """The tick lease under ``key``."""
         return TickLease(self._clients.dynamodb, self._table, key)
+
+    def start_rate(self, lane: str, starts_per_second: float) -> RateBucket:
+        """A lane's start-rate bucket in the state table."""
+        return RateBucket(self._clients.dynamodb, self._table, lane, starts_per_second)

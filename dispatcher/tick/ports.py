@@ -108,6 +108,18 @@ class StateStore(Protocol):
         ...
 
 
+class StartRate(Protocol):
+    """A lane's start-rate bucket, kept where every invocation sees it (`dispatcher.core.rate`)."""
+
+    def available(self, now: float) -> int:
+        """Whole starts the bucket allows now."""
+        ...
+
+    def take(self, wanted: int, now: float) -> int:
+        """Take tokens for up to ``wanted`` starts (one conditional write); how many were granted."""
+        ...
+
+
 class Lease(Protocol):
     """The tick lease: whoever holds it counts and spends the free slots."""
 
@@ -157,6 +169,8 @@ class LanePorts:
     dead_letters: DeadLetters
     state_machine: Executions
     state_table: StateStore
+    rate: StartRate | None = None
+    """The lane's start-rate bucket; None when its starts are not rate-capped."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +210,10 @@ class Resources(Protocol):
         """The tick lease stored under ``key``."""
         ...
 
+    def start_rate(self, lane: str, starts_per_second: float) -> StartRate:
+        """Lane ``lane``'s start-rate bucket."""
+        ...
+
 
 def wire(topology: Topology, resources: Resources) -> Ports:
     """The ports of every lane of ``topology``: one `Executions` and `StateStore` per state machine.
@@ -213,6 +231,11 @@ def wire(topology: Topology, resources: Resources) -> Ports:
             dead_letters=resources.dead_letters(lane.dead_letter_queue_url),
             state_machine=machines[lane.state_machine_arn],
             state_table=records[lane.state_machine_arn],
+            rate=(
+                None
+                if lane.starts_per_second is None
+                else resources.start_rate(lane.name, lane.starts_per_second)
+            ),
         )
         for lane in topology.lanes
     )

@@ -9,7 +9,7 @@ dead-lettered, the rest released.
 
 from __future__ import annotations
 
-from dispatcher.core.admission import admit
+from dispatcher.core.admission import Admission, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
@@ -66,7 +66,7 @@ class Round:
         """Decide, record and start one round, concurrently across message groups."""
         outcome = RoundOutcome()
         try:
-            admission = admit(messages, free)
+            admission = self._within_rate(messages, admit(messages, free), outcome)
             outcome.dead_letters += admission.dead_letters
             outcome.held_back += admission.held_back
             recorded = self._starter.record(admission.starts, outcome)
@@ -88,6 +88,28 @@ class Round:
             # Released poison would be received again at once: stop until the next tick.
             outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
         return outcome
+
+    def _within_rate(
+        self, messages: list[QueuedMessage], admission: Admission, outcome: RoundOutcome
+    ) -> Admission:
+        """The admission cut to the lane's start-rate tokens (one conditional write for the round).
+
+        What waits for the rate is released in order, never dead-lettered; a bucket that
+        can't be read or written grants nothing and stops admitting until the next tick.
+        """
+        bucket = self._ports.rate
+        if bucket is None or not admission.starts:
+            return admission
+        wanted = len(admission.starts)
+        try:
+            granted = bucket.take(wanted, self._runtime.clock())
+        except TransientError as error:
+            outcome.stop_reason = f"could not take start-rate tokens: {error}"
+            granted = 0
+        if granted < wanted:
+            logger.info("starts wait for the lane's rate", extra={"wanted": wanted, "granted": granted})
+            return admit(messages, granted)
+        return admission
 
     def settle(self, outcome: RoundOutcome, report: TickReport) -> None:
         """Delete what is done, release what waits, and count both."""

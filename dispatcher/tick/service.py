@@ -298,7 +298,12 @@ class Dispatcher:
             Claim(
                 lane.name,
                 lane.priority,
-                room_of(lane.max_concurrency, counts[lane.state_machine_arn].running, paused=lane.paused),
+                room_of(
+                    lane.max_concurrency,
+                    counts[lane.state_machine_arn].running,
+                    self._tokens(lane.name),
+                    paused=lane.paused,
+                ),
             )
             for lane in self._topology.lanes_of(pool.name)
         ]
@@ -307,6 +312,17 @@ class Dispatcher:
             extra={"pool": pool.name, "running": running, "free": free, "max": pool.max_concurrency},
         )
         return Allocation(free, claims)
+
+    def _tokens(self, lane: str) -> int | None:
+        """Starts the lane's rate allows now (None: no rate); a bucket that can't be read allows none."""
+        bucket = self._lanes[lane].rate
+        if bucket is None or self._topology.lane(lane).paused:
+            return None
+        try:
+            return bucket.available(self._runtime.clock())
+        except TransientError as error:
+            logger.warning("could not read a lane's start rate", extra={"lane": lane, "reason": str(error)})
+            return 0
 
     def _fill(
         self, allocation: Allocation, rounds: dict[str, Round], threads: StartThreads, report: TickReport

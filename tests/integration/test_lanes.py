@@ -8,7 +8,9 @@ from typing import Any
 
 import boto3
 import pytest
+from freezegun import freeze_time
 
+from dispatcher.adapters.rate import RateBucket
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import create_lane, read_all
@@ -240,3 +242,51 @@ def test_a_malformed_lanes_stops_the_tick_before_any_queue_is_read(harness: Harn
         harness.tick()
     assert harness.queue_counts() == (1, 0)
     assert harness.starts.calls == []
+
+
+def test_a_rate_capped_lane_starts_its_burst_then_at_its_rate_across_cold_starts(harness: Harness) -> None:
+    paced = create_lane(harness.stack.name, "paced", starts_per_second=2)
+    lanes(harness, 10, {"lanes": [paced]})
+    send(paced["queue_url"], [f"p-{index}" for index in range(6)], group="one-group")
+    with freeze_time("2026-11-24 12:00:00") as clock:
+        assert harness.tick()["started"] == 2, "the burst: b = max(1, r) = 2"
+        assert harness.tick()["started"] == 0, "a cold start finds the bucket in the state table, empty"
+        clock.tick(0.5)
+        assert harness.tick()["started"] == 1
+        clock.tick(10.0)
+        assert harness.tick()["started"] == 2, "never more than the burst, however long it waited"
+    assert harness.started_jobs() == ["p-0", "p-1", "p-2", "p-3", "p-4"], "in send order"
+    assert harness.queue_counts(paced["queue_url"]) == (1, 0), "the job waiting for the rate stays queued"
+    assert read_all(paced["dead_letter_queue_url"]) == []
+
+
+def test_slots_a_rate_capped_lane_cannot_use_go_to_the_other_lanes(harness: Harness) -> None:
+    paced = create_lane(harness.stack.name, "paced", starts_per_second=1, priority=9)
+    lanes(harness, 5, {"lanes": [paced]})
+    send(paced["queue_url"], [f"p-{index}" for index in range(5)])
+    send(harness.stack.queue_url, [f"a-{index}" for index in range(5)])
+    with freeze_time("2026-11-24 12:00:00"):
+        assert harness.tick()["started"] == 5
+    assert running_of(harness, paced["state_machine_arn"]) == 1
+    assert harness.running() == 4
+
+
+def test_two_takes_that_race_never_spend_the_same_tokens(harness: Harness) -> None:
+    first = RateBucket(harness.dynamodb, harness.stack.state_table, "paced", 3.0)
+    second = RateBucket(harness.dynamodb, harness.stack.state_table, "paced", 3.0)
+    assert first.take(1, 999.0) == 1
+    stale = first._read()
+    assert stale is not None
+    assert first.take(2, 1000.0) == 2
+    reads: list[Any] = []
+    original = second._read
+
+    def read() -> Any:
+        reads.append(stale if not reads else original())
+        return reads[-1]
+
+    second._read = read  # type: ignore[method-assign]
+    assert second.take(3, 1000.0) == 1, "its write lost the race: it read again and took what was left"
+    assert len(reads) == 2
+    assert first.available(1000.0) == 0
+    assert first.available(1000.34) == 1

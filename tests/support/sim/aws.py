@@ -84,6 +84,10 @@ class SimResources:
         assert key == self._aws.state_machine_arn, f"no lease under {key}"
         return LeaseView(self._aws.table.lease, self._clients.dynamodb)
 
+    def start_rate(self, lane: str, starts_per_second: float) -> Any:
+        """No simulated lane is rate-capped (yet)."""
+        raise AssertionError(f"no simulated start rate for lane {lane}")
+
 
 class InMemoryAws:
     """AWS in memory, in virtual time, with AWS's quotas for one region and a latency per call."""
