@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,11 @@ from tools.artifact import build
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("artifact"))
+    # pip builds the project in its source tree: two xdist workers building at once collide.
+    lock = tmp_path_factory.getbasetemp().parent / "artifact-build.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        return build(tmp_path_factory.mktemp("artifact"))
 
 
 @pytest.mark.slow
