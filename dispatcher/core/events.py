@@ -171,22 +171,23 @@ def describe_trigger(event: object) -> str:
     return f"unrecognised event of type {type(event).__name__}"
 
 
-def _pattern(state_machine_arn: str, statuses: frozenset[str]) -> dict[str, Any]:
+def _pattern(state_machines: StateMachines, statuses: frozenset[str]) -> dict[str, Any]:
+    arns = [state_machines] if isinstance(state_machines, str) else list(dict.fromkeys(state_machines))
     return {
         "source": [EVENT_SOURCE],
         "detail-type": [STATUS_CHANGE],
         "detail": {
-            "stateMachineArn": [state_machine_arn],
+            "stateMachineArn": arns,
             "status": [status for status in CLOSED_ORDER if status in statuses],
         },
     }
 
 
-def refill_pattern(state_machine_arn: str) -> dict[str, Any]:
-    """The refill rule's event pattern (the template's `Completion` event): every end."""
-    return _pattern(state_machine_arn, CLOSED_STATUSES)
+def refill_pattern(state_machines: StateMachines) -> dict[str, Any]:
+    """The refill rule's event pattern (the template's `CompletionRule`): every end of every lane's machine."""
+    return _pattern(state_machines, CLOSED_STATUSES)
 
 
-def failure_pattern(state_machine_arn: str) -> dict[str, Any]:
+def failure_pattern(state_machines: StateMachines) -> dict[str, Any]:
     """The failure spool rule's event pattern (the template's `FailureSpoolRule`): every failure."""
-    return _pattern(state_machine_arn, REDRIVABLE_STATUSES)
+    return _pattern(state_machines, REDRIVABLE_STATUSES)

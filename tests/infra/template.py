@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -58,3 +59,137 @@ def function_statements() -> list[dict[str, Any]]:
     """Every inline statement of the dispatcher function's role."""
     role = transformed()["Resources"]["DispatcherFunctionRole"]["Properties"]
     return [statement for policy in role["Policies"] for statement in statements(policy["PolicyDocument"])]
+
+
+def evaluate(  # noqa: PLR0911, PLR0912 — one branch per intrinsic
+    value: Any, refs: dict[str, Any], attributes: dict[str, str], conditions: dict[str, bool]
+) -> Any:
+    """Resolve CloudFormation's intrinsic functions in ``value`` as a deploy would.
+
+    ``refs``: what ``Ref`` gives for each parameter, resource and pseudo parameter;
+    ``attributes``: what ``Fn::GetAtt [name, Arn]`` gives per resource; ``conditions``:
+    each condition's value (`evaluate_conditions`).
+    """
+
+    def again(item: Any) -> Any:
+        return evaluate(item, refs, attributes, conditions)
+
+    if isinstance(value, list):
+        return [again(item) for item in value]
+    if (
+        not isinstance(value, dict)
+        or len(value) != 1
+        or not next(iter(value)).startswith(("Fn::", "Ref", "Condition"))
+    ):
+        return {key: again(item) for key, item in value.items()} if isinstance(value, dict) else value
+    [(function, argument)] = value.items()
+    if function == "Ref":
+        return refs[argument]
+    if function == "Condition":
+        return conditions[argument]
+    if function == "Fn::GetAtt":
+        names = argument if isinstance(argument, list) else argument.split(".")
+        assert names[1] == "Arn", names
+        return attributes[names[0]]
+    if function == "Fn::If":
+        return again(argument[1] if conditions[argument[0]] else argument[2])
+    if function == "Fn::Join":
+        return argument[0].join(again(argument[1]))
+    if function == "Fn::Split":
+        return again(argument[1]).split(argument[0])
+    if function == "Fn::Select":
+        return again(argument[1])[int(argument[0])]
+    if function == "Fn::Equals":
+        return again(argument[0]) == again(argument[1])
+    if function == "Fn::Not":
+        return not again(argument[0])
+    if function == "Fn::And":
+        return all(again(item) for item in argument)
+    if function == "Fn::Or":
+        return any(again(item) for item in argument)
+    if function == "Fn::Sub":
+        text, variables = (argument, {}) if isinstance(argument, str) else argument
+        names = {**refs, **{name: again(item) for name, item in variables.items()}}
+        for name, replacement in names.items():
+            if isinstance(replacement, str):
+                text = text.replace("${" + name + "}", replacement)
+        assert "${" not in text, text
+        return text
+    raise AssertionError(f"unexpected intrinsic {function}")
+
+
+def evaluate_conditions(template: dict[str, Any], refs: dict[str, Any]) -> dict[str, bool]:
+    """Every condition of ``template`` for these parameter values (conditions may use earlier ones)."""
+    conditions: dict[str, bool] = {}
+    pending = dict(template.get("Conditions", {}))
+    while pending:
+        for name, expression in list(pending.items()):
+            try:
+                conditions[name] = bool(evaluate(expression, refs, {}, conditions))
+            except KeyError:
+                continue
+            del pending[name]
+    return conditions
+
+
+def parameter_refs(template: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``Ref`` of each parameter: ``values`` where given, else its default (a list for a list type)."""
+    refs: dict[str, Any] = {
+        "AWS::Partition": "aws",
+        "AWS::Region": "us-east-1",
+        "AWS::AccountId": "123456789012",
+    }
+    for name, parameter in template["Parameters"].items():
+        value = values.get(name, parameter.get("Default", ""))
+        if parameter["Type"] == "CommaDelimitedList" and isinstance(value, str):
+            value = value.split(",")
+        refs[name] = value
+    return refs
+
+
+SAMPLE_WORKFLOW_ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:sample"
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The transformed template as one deploy resolves it: call it on any part of the template."""
+
+    template: dict[str, Any]
+    refs: dict[str, Any]
+    attributes: dict[str, str]
+    conditions: dict[str, bool]
+
+    def __call__(self, value: Any) -> Any:
+        """``value`` with every intrinsic function resolved."""
+        return evaluate(value, self.refs, self.attributes, self.conditions)
+
+    def statements(self) -> dict[str, dict[str, Any]]:
+        """The function role's inline statements by Sid, resolved (Resource always a list)."""
+        resolved = {}
+        for statement in function_statements():
+            resource = self(statement["Resource"])
+            resolved[statement["Sid"]] = {
+                **statement,
+                "Resource": resource if isinstance(resource, list) else [resource],
+            }
+        return resolved
+
+
+def deployed(
+    parameters: dict[str, Any] | None = None,
+    refs: dict[str, Any] | None = None,
+    attributes: dict[str, str] | None = None,
+) -> Deployed:
+    """A deploy with these parameter values.
+
+    A resource's Ref is its name and its Arn ``arn:<name>``, unless ``refs`` / ``attributes``
+    say otherwise (the sample workflow's Ref is an ARN).
+    """
+    template = transformed()
+    resolved = parameter_refs(template, parameters or {})
+    resolved.update({name: name for name in template["Resources"]})
+    resolved["SampleWorkflow"] = SAMPLE_WORKFLOW_ARN
+    resolved.update(refs or {})
+    arns = {name: f"arn:{name}" for name in template["Resources"]}
+    arns.update(attributes or {})
+    return Deployed(template, resolved, arns, evaluate_conditions(template, resolved))

@@ -13,11 +13,19 @@ import pytest
 from cfnlint.api import lint_file
 
 from dispatcher.core.events import failure_pattern, refill_pattern
-from dispatcher.core.executions import CLOSED_STATUSES
+from dispatcher.core.executions import CLOSED_STATUSES, execution_arn
 from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 from dispatcher.local.events import event_from_description, matches
 from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, MAX_START_CONCURRENCY, STACK_OUTPUTS, Settings
-from tests.infra.template import TEMPLATE, function_statements, sam_template, statements, transformed
+from tests.infra.template import (
+    SAMPLE_WORKFLOW_ARN,
+    TEMPLATE,
+    deployed,
+    function_statements,
+    sam_template,
+    statements,
+    transformed,
+)
 
 ROOT = Path(__file__).parents[2]
 STATUS_ORDER = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
@@ -162,14 +170,50 @@ def test_function_policy_grants_no_wildcards() -> None:
 
 def test_function_policy_grants_each_service_its_own_resource() -> None:
     """State machine, executions, queue, DLQ and table actions are scoped to those resources."""
-    by_sid = {statement["Sid"]: statement for statement in function_statements()}
-    target = {"Fn::If": ["CreateSampleWorkflow", {"Ref": "SampleWorkflow"}, {"Ref": "TargetStateMachineArn"}]}
-    assert by_sid["TargetStateMachine"]["Resource"] == target
-    assert by_sid["TargetExecutions"]["Resource"]["Fn::Sub"][0].endswith(":execution:${Name}:*")
-    assert by_sid["JobQueue"]["Resource"] == {"Fn::GetAtt": ["JobQueue", "Arn"]}
-    assert by_sid["DeadLetterQueue"]["Resource"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
+    by_sid = deployed().statements()
+    assert by_sid["TargetStateMachine"]["Resource"] == [SAMPLE_WORKFLOW_ARN]
+    assert by_sid["TargetExecutions"]["Resource"] == [execution_arn(SAMPLE_WORKFLOW_ARN, "*")]
+    assert by_sid["JobQueue"]["Resource"] == ["arn:JobQueue"]
+    assert by_sid["DeadLetterQueue"]["Resource"] == ["arn:DeadLetterQueue"]
     assert by_sid["DeadLetterQueue"]["Action"] == ["sqs:SendMessage"]
-    assert by_sid["StateTable"]["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
+    assert by_sid["StateTable"]["Resource"] == ["arn:StateTable"]
+    target = "arn:aws:states:us-east-1:123456789012:stateMachine:orders"
+    assert deployed({"TargetStateMachineArn": target}).statements()["TargetStateMachine"]["Resource"] == [
+        target
+    ]
+
+
+LANE_MACHINES = [
+    "arn:aws:states:us-east-1:123456789012:stateMachine:urgent",
+    "arn:aws:states:eu-west-1:123456789012:stateMachine:backfill",
+]
+LANE_QUEUES = [
+    "arn:aws:sqs:us-east-1:123456789012:urgent.fifo",
+    "arn:aws:sqs:us-east-1:123456789012:backfill.fifo",
+]
+LANE_DEAD_LETTERS = ["arn:aws:sqs:us-east-1:123456789012:urgent-dlq.fifo"]
+WITH_LANES = {
+    "LaneQueueArns": ",".join(LANE_QUEUES),
+    "LaneDeadLetterQueueArns": ",".join(LANE_DEAD_LETTERS),
+    "LaneStateMachineArns": ",".join(LANE_MACHINES),
+}
+
+
+def test_each_lanes_queues_and_state_machine_are_granted_by_name_and_nothing_more() -> None:
+    """A lane is a parameter change: its queue, DLQ and state machine (and its executions) are named."""
+    by_sid = deployed(WITH_LANES).statements()
+    assert by_sid["TargetStateMachine"]["Resource"] == [SAMPLE_WORKFLOW_ARN, *LANE_MACHINES]
+    assert by_sid["TargetExecutions"]["Resource"] == [
+        execution_arn(arn, "*") for arn in [SAMPLE_WORKFLOW_ARN, *LANE_MACHINES]
+    ]
+    assert by_sid["JobQueue"]["Resource"] == ["arn:JobQueue", *LANE_QUEUES]
+    assert by_sid["DeadLetterQueue"]["Resource"] == ["arn:DeadLetterQueue", *LANE_DEAD_LETTERS]
+    for statement in by_sid.values():
+        for resource in statement["Resource"]:
+            assert resource, "an empty list parameter must not grant an empty resource"
+            if "*" in resource:
+                assert resource.endswith(":*")
+                assert ":execution:" in resource
 
 
 def test_producer_policy_only_sends_to_the_job_queue() -> None:
@@ -196,13 +240,17 @@ def test_refill_rule_sends_closed_status_changes_of_the_target_state_machine_to_
     """An EventBridge rule sends every end of an execution of the target state machine, whole, to a queue."""
     resources = transformed()["Resources"]
     rule = resources["CompletionRule"]["Properties"]
-    target = {"Fn::If": ["CreateSampleWorkflow", {"Ref": "SampleWorkflow"}, {"Ref": "TargetStateMachineArn"}]}
-    assert rule["EventPattern"] == {
+    pattern = deployed()(rule["EventPattern"])
+    assert pattern == {
         "source": ["aws.states"],
         "detail-type": ["Step Functions Execution Status Change"],
-        "detail": {"stateMachineArn": [target], "status": sorted(CLOSED_STATUSES, key=STATUS_ORDER.index)},
+        "detail": {
+            "stateMachineArn": [SAMPLE_WORKFLOW_ARN],
+            "status": sorted(CLOSED_STATUSES, key=STATUS_ORDER.index),
+        },
     }
-    assert rule["EventPattern"] == refill_pattern(target)  # type: ignore[arg-type]
+    assert pattern == refill_pattern(SAMPLE_WORKFLOW_ARN)
+    assert deployed(WITH_LANES)(rule["EventPattern"]) == refill_pattern([SAMPLE_WORKFLOW_ARN, *LANE_MACHINES])
     [rule_target] = rule["Targets"]
     assert rule_target["Arn"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
     assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), "the body is the whole event"
@@ -351,8 +399,9 @@ def test_failure_spool_keeps_whole_failure_events_for_the_redrive_window() -> No
     assert queue["MessageRetentionPeriod"] == 14 * 24 * 3600
     assert "FifoQueue" not in queue
     rule = resources["FailureSpoolRule"]["Properties"]
-    target = {"Fn::If": ["CreateSampleWorkflow", {"Ref": "SampleWorkflow"}, {"Ref": "TargetStateMachineArn"}]}
-    assert rule["EventPattern"] == failure_pattern(target)  # type: ignore[arg-type]
+    assert deployed()(rule["EventPattern"]) == failure_pattern(SAMPLE_WORKFLOW_ARN)
+    every_lane = failure_pattern([SAMPLE_WORKFLOW_ARN, *LANE_MACHINES])
+    assert deployed(WITH_LANES)(rule["EventPattern"]) == every_lane, "re-runs of every lane's failures"
     [rule_target] = rule["Targets"]
     assert rule_target["Arn"] == {"Fn::GetAtt": ["FailureSpoolQueue", "Arn"]}
     assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), (
