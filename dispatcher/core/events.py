@@ -184,7 +184,7 @@ def _pattern(state_machines: StateMachines, statuses: frozenset[str]) -> dict[st
 
 
 def refill_pattern(state_machines: StateMachines) -> dict[str, Any]:
-    """The refill rule's event pattern (the template's `CompletionRule`): every end of every lane's machine."""
+    """The refill rule's event pattern (the template's `CompletionRule`): every end of every machine."""
     return _pattern(state_machines, CLOSED_STATUSES)
 
 
