@@ -129,6 +129,8 @@ PRODUCER_OUTPUTS = (STACK_OUTPUTS["queue_url"], "ProducerPolicyArn")
 DASHBOARD_OUTPUT = "DashboardUrl"
 MAX_CONCURRENCY_PARAMETER = "MaxConcurrency"
 """The stack parameter the CLI reads MAX from with ``--stack``."""
+LANES_PARAMETER = "Lanes"
+"""The stack parameter the CLI reads ``LANES`` from with ``--stack``."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:

@@ -17,8 +17,10 @@ from botocore.exceptions import ClientError
 
 from dispatcher.adapters.control import ControlParameter
 from dispatcher.adapters.errors import error_code, error_message
-from dispatcher.cli.errors import CliError
-from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, variable
+from dispatcher.cli.errors import CliError, UsageError
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.lanes import DEFAULT, Lane, Topology, parse_lanes
+from dispatcher.settings import LANES_PARAMETER, MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, variable
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -70,6 +72,8 @@ class Resources:
     dispatcher_function_name: str | None = None
     spool_queue_url: str | None = None
     max_concurrency: int | None = None
+    lanes: str | None = None
+    """``LANES`` (or the stack's Lanes parameter): more lanes and pools."""
     source: str = "environment"
 
     def need(self, field_name: str) -> str:
@@ -100,6 +104,31 @@ class Resources:
             raise CliError(str(self.unset(["max_concurrency"])))
         return self.max_concurrency
 
+    def topology(self, default_max: int = 0) -> Topology:
+        """Every pool and lane, the environment's (``default``, of MAX ``default_max``) first."""
+        default = Lane(
+            name=DEFAULT,
+            pool=DEFAULT,
+            queue_url=self.need("queue_url"),
+            dead_letter_queue_url=self.need("dead_letter_queue_url"),
+            state_machine_arn=self.need("state_machine_arn"),
+        )
+        try:
+            return parse_lanes(self.lanes, default, default_max)
+        except ConfigurationError as error:
+            where = (
+                "the environment" if self.source == "environment" else f"the Lanes parameter of {self.source}"
+            )
+            raise CliError(f"{error} ({where})") from error
+
+    def lane(self, name: str | None) -> Lane:
+        """The lane called ``name`` (None: ``default``); an unknown name is a usage error."""
+        topology = self.topology()
+        try:
+            return topology.lane(name or DEFAULT)
+        except KeyError:
+            raise UsageError(f"--lane {name}: no such lane (lanes: {', '.join(topology.names)})") from None
+
     def function_environment(self) -> dict[str, str]:
         """The dispatcher function's environment for a local tick."""
         names = ("queue_url", "dead_letter_queue_url", "state_machine_arn", "state_table")
@@ -107,6 +136,8 @@ class Resources:
         variables[variable("max_concurrency")] = str(self.environment_max())
         if self.control_parameter:
             variables[variable("control_parameter")] = self.control_parameter
+        if self.lanes:
+            variables[variable("lanes")] = self.lanes
         return variables
 
 
@@ -174,6 +205,7 @@ def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Re
     return Resources(
         **{name: deployed.outputs.get(STACK_OUTPUTS[name]) for name in RESOURCE_FIELDS},
         max_concurrency=int(max_parameter) if max_parameter and max_parameter.isdigit() else None,
+        lanes=deployed.parameters.get(LANES_PARAMETER) or None,
         source=f"stack {stack}",
     )
 
@@ -188,7 +220,11 @@ def resources_from_environment(environ: Mapping[str, str]) -> tuple[Resources, d
         )
         raw_max = None
     found = {name: environ.get(variable(name)) or None for name in RESOURCE_FIELDS}
-    resources = Resources(**found, max_concurrency=None if raw_max is None else int(raw_max))  # type: ignore[arg-type]
+    resources = Resources(
+        **found,  # type: ignore[arg-type]
+        max_concurrency=None if raw_max is None else int(raw_max),
+        lanes=environ.get(variable("lanes")) or None,
+    )
     return resources, problems
 
 

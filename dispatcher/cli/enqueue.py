@@ -113,7 +113,8 @@ def prepare_enqueue(args: argparse.Namespace) -> list[str]:
 
 def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Send the jobs `prepare_enqueue` read, with the producer client."""
-    producer = Producer(resources.need("queue_url"), client=aws.client("sqs"))
+    queue_url = resources.need("queue_url") if args.lane is None else resources.lane(args.lane).queue_url
+    producer = Producer(queue_url, client=aws.client("sqs"))
     jobs: list[Job] = args.jobs
     if not jobs:
         # An empty file (or standard input): nothing is wrong, but say so.
@@ -186,8 +187,13 @@ def register(command: AddCommand) -> None:
         "  dispatcher enqueue '{\"order\": 42}' --group customer-7 --name order-42\n"
         "  echo '{\"order\": 43}' | dispatcher enqueue - --group customer-7\n"
         '  dispatcher enqueue --file jobs.jsonl     # lines: {"input": {...}, "group": "g", "name": "n"}\n'
-        "  cat jobs.jsonl | dispatcher enqueue --file - --group default\n",
-        needs=lambda _args, _resources: ["queue_url"],
+        "  cat jobs.jsonl | dispatcher enqueue --file - --group default\n"
+        "  dispatcher --stack jobs enqueue '{\"order\": 44}' --group customer-7 --lane urgent\n",
+        needs=lambda args, _resources: (
+            ["queue_url"]
+            if args.lane is None
+            else ["queue_url", "dead_letter_queue_url", "state_machine_arn"]
+        ),
         prepare=prepare_enqueue,
     )
     enqueue.add_argument(
@@ -196,3 +202,4 @@ def register(command: AddCommand) -> None:
     enqueue.add_argument("--group", help="the message group (FIFO order is kept within a group)")
     enqueue.add_argument("--name", help="the execution name (else the SQS MessageId)")
     enqueue.add_argument("--file", metavar="PATH", help="JSON Lines of jobs; - reads standard input")
+    enqueue.add_argument("--lane", metavar="NAME", help="send to this lane's queue (default: lane default)")

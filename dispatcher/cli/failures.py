@@ -24,10 +24,12 @@ from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.errors import DispatcherError
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
+from dispatcher.core.lanes import Lane
 from dispatcher.core.messages import Job, group_problem
 from dispatcher.core.rerun import (
     REDRIVE,
     RESTART,
+    Failure,
     Filters,
     Rerun,
     Spooled,
@@ -58,6 +60,25 @@ def _read_spool(spool: HeldQueue, quiet: bool) -> tuple[list[Spooled], int]:
     return spooled, len(unreadable)
 
 
+def lanes_by_state_machine(resources: Resources) -> dict[str, Lane]:
+    """The lane each state machine's failures go back to: the first lane that starts it.
+
+    Empty when the lanes can't be told (the default lane's settings are not all given).
+    """
+    if resources.unset(["queue_url", "dead_letter_queue_url", "state_machine_arn"]) is not None:
+        return {}
+    lanes: dict[str, Lane] = {}
+    for lane in resources.topology().lanes:
+        lanes.setdefault(lane.state_machine_arn, lane)
+    return lanes
+
+
+def lane_name(lanes: dict[str, Lane], failure: Failure) -> str | None:
+    """The lane a failure came from (None when no configured lane starts its state machine)."""
+    lane = lanes.get(state_machine_of(failure.execution_arn))
+    return None if lane is None else lane.name
+
+
 def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """List the spooled failures (each execution once, at its latest failure), with counts."""
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"), visibility_seconds=60)
@@ -67,9 +88,10 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
         spool.release_all()
     filters = _filters(args)
     failures = [item.failure for item in spooled if filters.keep(item.failure)]
+    lanes = lanes_by_state_machine(resources)
     if args.json:
         document = {
-            "failures": [failure.as_json() for failure in failures],
+            "failures": [{**failure.as_json(), "lane": lane_name(lanes, failure)} for failure in failures],
             "total": len(failures),
             "counts": counts(failures),
             "unreadable": unreadable,
@@ -79,9 +101,11 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
     if not failures:
         out.write("no spooled failures" + (" match" if spooled else "") + "\n")
     else:
+        laned = len({lane.name for lane in lanes.values()}) > 1 or bool(resources.lanes)
         rows = [
             [
                 failure.name,
+                *([lane_name(lanes, failure) or "-"] if laned else []),
                 failure.status,
                 failure.error or "-",
                 when(failure.stopped_at),
@@ -89,7 +113,8 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
             ]
             for failure in failures
         ]
-        out.write(table(["NAME", "STATUS", "ERROR", "STOPPED (UTC)", "CAUSE"], rows) + "\n\n")
+        headers = ["NAME", *(["LANE"] if laned else []), "STATUS", "ERROR", "STOPPED (UTC)", "CAUSE"]
+        out.write(table(headers, rows) + "\n\n")
         tally = counts(failures)
         out.write(
             f"{len(failures)} failed execution(s): "
@@ -182,7 +207,18 @@ def _rerun_each(
 ) -> None:
     """Plan every spooled failure, then queue (or skip) each; the spool's holds are given back at the end."""
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"))
-    producer = Producer(resources.need("queue_url"), client=aws.client("sqs"))
+    lanes = lanes_by_state_machine(resources)
+    default_queue = resources.need("queue_url")
+    producers: dict[str, Producer] = {}
+
+    def producer_for(rerun: Rerun) -> Producer:
+        """The producer of the failure's own lane: a re-run goes back where it came from."""
+        lane = lanes.get(state_machine_of(rerun.spooled.failure.execution_arn))
+        url = default_queue if lane is None else lane.queue_url
+        if url not in producers:
+            producers[url] = Producer(url, client=aws.client("sqs"))
+        return producers[url]
+
     pace = Pace(args.rate)
     queued, skipped = outcome.queued, outcome.skipped
     try:
@@ -200,7 +236,7 @@ def _rerun_each(
                 queued.append(rerun)
             else:
                 pace.wait()
-                _queue(rerun, rerun.job, producer, spool, outcome)
+                _queue(rerun, rerun.job, producer_for(rerun), spool, outcome)
             if len(plans) > 1:
                 progress.show(of(verb, done, len(plans)), done, final=done == len(plans))
     finally:
@@ -324,7 +360,11 @@ def register(command: AddCommand) -> None:
         "  dispatcher --stack jobs rerun --redrive --dry-run\n"
         "  dispatcher --stack jobs rerun --redrive --error 'Downstream*' --since 3h\n"
         "  dispatcher --stack jobs rerun --restart --max 50 --rate 5\n",
-        needs=lambda _args, _resources: ["spool_queue_url", "queue_url"],
+        needs=lambda _args, resources: [
+            "spool_queue_url",
+            "queue_url",
+            *(["dead_letter_queue_url", "state_machine_arn"] if resources.lanes else []),
+        ],
         prepare=prepare_rerun,
     )
     mode = rerun.add_mutually_exclusive_group(required=True)

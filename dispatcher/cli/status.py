@@ -1,4 +1,7 @@
-"""`dispatcher status`: MAX, paused, RUNNING, free, queued, in flight, dead letters, the oldest RUNNING."""
+"""`dispatcher status`: MAX, paused, RUNNING, free, queued, in flight, dead letters, the oldest RUNNING.
+
+With lanes, one row more per pool (MAX, RUNNING, free) and per lane (its queue and dead letters).
+"""
 
 from __future__ import annotations
 
@@ -12,14 +15,38 @@ from dispatcher.adapters.sqs import queue_depth
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, seconds
 from dispatcher.cli.config import Aws, Resources, control_parameter
-from dispatcher.cli.output import age
-from dispatcher.core.control import combine
+from dispatcher.cli.output import age, table
+from dispatcher.core.control import combine, steer
 from dispatcher.core.counting import free_slots
 
 
 @dataclass(frozen=True)
+class PoolStatus:
+    """One pool: its MAX, RUNNING across its lanes' state machines, and free slots."""
+
+    name: str
+    max_concurrency: int
+    running: int
+    free: int
+    paused: bool
+
+
+@dataclass(frozen=True)
+class LaneStatus:
+    """One lane: its queue and dead letters."""
+
+    name: str
+    pool: str
+    priority: int
+    queued: int
+    in_flight: int
+    dead_letters: int
+    paused: bool
+
+
+@dataclass(frozen=True)
 class Status:
-    """How the dispatcher stands right now."""
+    """How the dispatcher stands right now: top-level keys are pool and lane ``default``."""
 
     max_concurrency: int
     paused: bool
@@ -30,10 +57,13 @@ class Status:
     dead_letters: int
     oldest_running_seconds: float | None
     max_from: str
+    pools: tuple[PoolStatus, ...] = ()
+    lanes: tuple[LaneStatus, ...] = ()
+    gates: tuple[()] = ()
 
 
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
-    """Read MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution."""
+    """Read MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution, per pool and lane."""
     control = control_parameter(aws, resources)
     read = None if control is None else control.read()
     if read is None or read.max_concurrency is None:
@@ -41,22 +71,46 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     else:
         environment_max = resources.max_concurrency or 0  # overridden by the parameter
     limits = combine(environment_max, read, resources.control_parameter)
-    machine = StateMachine(aws.client("stepfunctions"), resources.need("state_machine_arn"))
-    listing = machine.list_running(None, {}, listed_at=now)
-    queue = queue_depth(aws.client("sqs"), resources.need("queue_url"))
-    dead_letters = queue_depth(aws.client("sqs"), resources.need("dead_letter_queue_url"))
-    running = len(listing.executions)
-    oldest = listing.oldest_started_at
+    topology = steer(resources.topology(environment_max), read, resources.control_parameter)
+    listings = {
+        arn: StateMachine(aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=now)
+        for arn in topology.state_machines
+    }
+    pools = []
+    for pool in topology.pools:
+        running = sum(len(listings[arn].executions) for arn in topology.state_machines_of(pool.name))
+        free = 0 if pool.halted else free_slots(pool.max_concurrency, running)
+        pools.append(PoolStatus(pool.name, pool.max_concurrency, running, free, pool.halted))
+    lanes = []
+    for lane in topology.lanes:
+        queue = queue_depth(aws.client("sqs"), lane.queue_url)
+        dead_letters = queue_depth(aws.client("sqs"), lane.dead_letter_queue_url)
+        paused = lane.paused or topology.pool(lane.pool).halted
+        lanes.append(
+            LaneStatus(
+                lane.name,
+                lane.pool,
+                lane.priority,
+                queue.visible,
+                queue.in_flight,
+                dead_letters.visible + dead_letters.in_flight,
+                paused,
+            )
+        )
+    oldest = listings[topology.default_lane.state_machine_arn].oldest_started_at
+    default_pool, default_lane = pools[0], lanes[0]
     return Status(
         max_concurrency=limits.max_concurrency,
         paused=limits.halted,
-        running=running,
-        free=0 if limits.halted else free_slots(limits.max_concurrency, running),
-        queued=queue.visible,
-        in_flight=queue.in_flight,
-        dead_letters=dead_letters.visible + dead_letters.in_flight,
+        running=default_pool.running,
+        free=default_pool.free,
+        queued=default_lane.queued,
+        in_flight=default_lane.in_flight,
+        dead_letters=default_lane.dead_letters,
         oldest_running_seconds=None if oldest is None else round(max(0.0, now - oldest), 1),
         max_from=limits.source,
+        pools=tuple(pools),
+        lanes=tuple(lanes),
     )
 
 
@@ -99,7 +153,36 @@ def status_table(status: Status) -> str:
         "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
         for cells in (HEADERS, row)
     ]
-    return "\n".join(line.rstrip() for line in lines)
+    text = "\n".join(line.rstrip() for line in lines)
+    if len(status.lanes) <= 1 and len(status.pools) <= 1:
+        return text
+    pools = table(
+        ["POOL", "MAX", "PAUSED", "RUNNING", "FREE"],
+        [
+            [pool.name, str(pool.max_concurrency), _yes(pool.paused), str(pool.running), str(pool.free)]
+            for pool in status.pools
+        ],
+    )
+    lanes = table(
+        ["LANE", "POOL", "PRIORITY", "PAUSED", "QUEUED", "IN FLIGHT", "DEAD LETTERS"],
+        [
+            [
+                lane.name,
+                lane.pool,
+                str(lane.priority),
+                _yes(lane.paused),
+                str(lane.queued),
+                str(lane.in_flight),
+                str(lane.dead_letters),
+            ]
+            for lane in status.lanes
+        ],
+    )
+    return f"{text}\n\n{pools}\n\n{lanes}"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 def command_status(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:

@@ -16,7 +16,7 @@ from dispatcher.core.messages import (
     SQS_MAX_MESSAGE_BYTES,
 )
 from dispatcher.local.account import ACCOUNT_ID, REGION
-from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, Settings
+from dispatcher.settings import LANES_PARAMETER, MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, Settings
 
 SPOOL_RETENTION_SECONDS = 14 * 24 * 3600
 DOWNSTREAM_KEY = {"pk": {"S": "downstream"}, "sk": {"S": "status"}}
@@ -308,15 +308,21 @@ def function_name(stack: str) -> str:
     return f"{stack}-DispatcherFunction"
 
 
-def register_stack(name: str, stack: Stack, max_concurrency: int, function: str = "") -> None:
+def register_stack(
+    name: str, stack: Stack, max_concurrency: int, function: str = "", lanes: str = ""
+) -> None:
     """A CloudFormation stack in the emulator: the control parameter, and the template's outputs.
 
     ``function``: the name of an emulated dispatcher function, for `tick --invoke`.
+    ``lanes``: the stack's Lanes parameter (``LANES``).
     """
     template = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "dispatcher (local emulator)",
-        "Parameters": {MAX_CONCURRENCY_PARAMETER: {"Type": "Number", "Default": max_concurrency}},
+        "Parameters": {
+            MAX_CONCURRENCY_PARAMETER: {"Type": "Number", "Default": max_concurrency},
+            LANES_PARAMETER: {"Type": "String", "Default": ""},
+        },
         "Resources": {
             "ControlParameter": {
                 "Type": "AWS::SSM::Parameter",
@@ -332,5 +338,8 @@ def register_stack(name: str, stack: Stack, max_concurrency: int, function: str 
     boto3.client("cloudformation", region_name=REGION).create_stack(
         StackName=name,
         TemplateBody=json.dumps(template),
-        Parameters=[{"ParameterKey": MAX_CONCURRENCY_PARAMETER, "ParameterValue": str(max_concurrency)}],
+        Parameters=[
+            {"ParameterKey": MAX_CONCURRENCY_PARAMETER, "ParameterValue": str(max_concurrency)},
+            {"ParameterKey": LANES_PARAMETER, "ParameterValue": lanes},
+        ],
     )

@@ -125,7 +125,7 @@ def test_cli_info_shows_what_a_producer_needs_first_and_every_output(cli: Cli) -
     assert lines[-1] == "Producers send jobs to JobQueueUrl (docs/producers.md)."
     document = json.loads(cli.run("info", "--json").stdout)
     assert document["outputs"]["JobQueueUrl"] == cli.stack.queue_url
-    assert document["parameters"] == {"MaxConcurrency": "3"}
+    assert document["parameters"] == {"MaxConcurrency": "3", "Lanes": ""}
     assert (document["stack"], document["region"]) == (cli.stack_name, "us-east-1")
     without = cli.run("info", stack=False)
     assert (without.returncode, without.stderr) == (

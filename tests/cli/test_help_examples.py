@@ -27,7 +27,7 @@ from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, REGION
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.events import Rule, to_queue
-from dispatcher.local.stack import create_stack, function_name, register_stack
+from dispatcher.local.stack import create_lane, create_stack, function_name, register_stack
 from tests.cli.conftest import Cli
 from tests.cli.test_rerun import fail_jobs
 
@@ -88,13 +88,25 @@ def filters(arguments: list[str]) -> bool:
 
 @pytest.fixture
 def world(emulated: tuple[str, Emulation], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """Stack ``jobs`` with two spooled failures and a dead letter; its variables set too."""
+    """Stack ``jobs`` (lanes urgent and backfill, pool glue): two spooled failures and a dead letter.
+
+    Its variables are set too.
+    """
     endpoint_url, emulation = emulated
     for key, value in {**FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": endpoint_url}.items():
         monkeypatch.setenv(key, value)
     boto3.setup_default_session()
     stack = create_stack(STACK, downstream=True, wait_seconds=0)
-    register_stack(STACK, stack, max_concurrency=3, function=function_name(STACK))
+    lanes = json.dumps(
+        {
+            "pools": {"glue": {"max_concurrency": 2}},
+            "lanes": [
+                create_lane(STACK, "urgent", state_machine_arn=stack.state_machine_arn, priority=10),
+                create_lane(STACK, "backfill", wait_seconds=0),
+            ],
+        }
+    )
+    register_stack(STACK, stack, max_concurrency=3, function=function_name(STACK), lanes=lanes)
     emulation.functions[function_name(STACK)] = lambda _event: tick_here(stack.environment(3), "WARNING")
     emulation.rules.append(
         Rule(failure_pattern(stack.state_machine_arn), to_queue(stack.spool_queue_url, endpoint_url))
@@ -108,6 +120,7 @@ def world(emulated: tuple[str, Emulation], tmp_path: Path, monkeypatch: pytest.M
     for key, value in stack.environment(3).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SPOOL_QUEUE_URL", stack.spool_queue_url)
+    monkeypatch.setenv("LANES", lanes)
     (tmp_path / "jobs.jsonl").write_text(JOBS)
     monkeypatch.chdir(tmp_path)
     return cli
