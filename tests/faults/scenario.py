@@ -26,15 +26,17 @@ from typing import Any
 
 import boto3
 
+from dispatcher import handler
 from dispatcher.core.control import Control
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.executions import MAX_INPUT_BYTES, execution_arn
 from dispatcher.core.rerun import REDRIVE, RESTART, restart_name
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION, environment
-from dispatcher.local.stack import Stack, create_stack, read_all
+from dispatcher.local.stack import Stack, create_lane, create_stack, read_all
 from dispatcher.settings import variable
 from tests.faults.batches import EndEventBatches
+from tests.faults.lanes import LANE, LanePlan, lanes_variable, plan_lane, steer_lane
 from tests.faults.operator import RERUN_CRASH_POINTS, expire_holds, run_rerun
 from tests.faults.process import DispatcherProcess, on_virtual_time
 from tests.support.crashes import CRASH_POINTS, CrashPlan
@@ -111,6 +113,8 @@ class Job:
     attributes: dict[str, Any] = field(default_factory=dict)
     """Further message attributes, as SendMessage takes them."""
     message_id: str = ""
+    lane: str | None = None
+    """The lane whose queue it is sent to (None: lane default)."""
 
     @property
     def execution_name(self) -> str:
@@ -155,6 +159,8 @@ class Scenario:
     """After the first killed `rerun`, the operator switches to the other mode."""
     wide: bool = False
     """A wide round: MAX above one receive batch and about one job a group (`_widen`)."""
+    lane: LanePlan | None = None
+    """A second lane on the same state machine and pool (`tests.faults.lanes`)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -209,6 +215,7 @@ class Scenario:
             if faults and rng.random() < 0.1
         }
         redrives = {tick: rng.choice([1.0, 20.0]) for tick in external if rng.random() < 0.5}
+        lane = plan_lane(random.Random(f"{seed}:lane"), jobs, fault_ticks, wide=wide is not None)
         reruns = {
             tick: (
                 CrashPlan(*rng.choice(RERUN_CRASH_POINTS), nth=rng.randint(1, 2))
@@ -240,6 +247,7 @@ class Scenario:
             reruns=reruns,
             rerun_switch=rng.random() < 0.5,
             wide=wide is not None,
+            lane=lane,
         )
 
     @classmethod
@@ -259,6 +267,7 @@ class Scenario:
             f"misdirected={self.misdirected} redrives={self.redrives} controlled={self.controlled} "
             f"outage={self.outage_seconds} rerun={self.rerun_mode} reruns={_plans(self.reruns)}"
             f" switch={self.rerun_switch} wide={self.wide}"
+            + ("" if self.lane is None else f" {self.lane.describe()}")
         )
 
 
@@ -434,6 +443,11 @@ class Tally:
     rerun_refused: int = 0
     redriven: int = 0
     wide: int = 0
+    laned: int = 0
+    """Scenarios with a second lane (`tests.faults.lanes`)."""
+    lane_jobs: int = 0
+    lane_pauses: int = 0
+    rated: int = 0
     largest_blind_wave: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
@@ -457,6 +471,12 @@ class Tally:
         self.rerun_refused += outcome.rerun_refused
         self.redriven += outcome.redriven
         self.wide += outcome.scenario.wide
+        lane = outcome.scenario.lane
+        if lane is not None:
+            self.laned += 1
+            self.lane_jobs += sum(job.lane is not None for job in outcome.scenario.jobs)
+            self.lane_pauses += sum(lane.pauses.values())
+            self.rated += lane.starts_per_second is not None
         self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
         self.injected.update(outcome.injected)
         self.violations.extend(
@@ -493,6 +513,10 @@ class Tally:
             "rerun_refused",
             "redriven",
             "wide",
+            "laned",
+            "lane_jobs",
+            "lane_pauses",
+            "rated",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
@@ -520,6 +544,10 @@ class Tally:
             f"    {'executions redriven by the dispatcher':<44} {self.redriven:>9,}",
             f"  wide scenarios (MAX over one receive batch){'':<5} {self.wide:>9,}",
             f"    {'most starts a round sent before one came back':<44} {self.largest_blind_wave:>9,}",
+            f"  scenarios with a second lane (shared machine){'':<3} {self.laned:>9,}",
+            f"    {'jobs sent to it':<44} {self.lane_jobs:>9,}",
+            f"    {'with a start rate':<44} {self.rated:>9,}",
+            f"    {'paused, then resumed, by the operator':<44} {self.lane_pauses:>9,}",
             f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
             f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",
@@ -550,6 +578,19 @@ class ScenarioRun:
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
         control = Control(max_concurrency=scenario.max_concurrency) if scenario.controlled else None
         self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}", control=control)
+        self.lane: dict[str, Any] | None = None
+        if scenario.lane is not None:
+            self.lane = create_lane(
+                self.stack.name,
+                LANE,
+                state_machine_arn=self.stack.state_machine_arn,
+                priority=scenario.lane.priority,
+                **(
+                    {}
+                    if scenario.lane.starts_per_second is None
+                    else {"starts_per_second": scenario.lane.starts_per_second}
+                ),
+            )
         self.process = DispatcherProcess().install()
         self.batches = EndEventBatches(
             self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
@@ -580,8 +621,17 @@ class ScenarioRun:
                 start_concurrency=self.scenario.start_concurrency,
             ),
             variable("spool_queue_url"): self.stack.spool_queue_url,
+            **({} if self.lane is None else {variable("lanes"): lanes_variable(self.lane)}),
             **overrides,
         }
+
+    @property
+    def queues(self) -> list[tuple[str, str]]:
+        """(job queue, dead-letter queue) of each lane, default first."""
+        found = [(self.stack.queue_url, self.stack.dead_letter_queue_url)]
+        if self.lane is not None:
+            found.append((self.lane["queue_url"], self.lane["dead_letter_queue_url"]))
+        return found
 
     def run(self) -> Outcome:
         """Fault phase, then a quiet phase until drained, then the checks."""
@@ -622,7 +672,9 @@ class ScenarioRun:
     def send(self, job: Job) -> str:
         """Send one job as a producer would; note and return its MessageId."""
         request: dict[str, Any] = {
-            "QueueUrl": self.stack.queue_url,
+            "QueueUrl": self.stack.queue_url
+            if job.lane is None or self.lane is None
+            else self.lane["queue_url"],
             "MessageBody": job.body,
             "MessageGroupId": job.group,
             "MessageDeduplicationId": job.key,
@@ -733,8 +785,16 @@ class ScenarioRun:
         self.world.injected[f"misdirected event ({kind})"] += 1
         self._tick(None, event=event)
 
+    def _steer_lane(self, tick: int | None) -> None:
+        """The operator pauses or resumes the lane before this tick, as the plan says."""
+        plan = self.scenario.lane
+        if plan is not None and tick is not None and tick in plan.pauses:
+            steer_lane(self.stack.control_parameter, paused=plan.pauses[tick])
+
     def _tick(self, tick: int | None, event: Any = None) -> dict[str, Any] | None:
         quiet = not self.world.faults.enabled
+        if event is None:
+            self._steer_lane(tick)
         if event is None:
             crash = self.scenario.crashes.get(tick) if tick is not None else None
         elif not quiet and self.rng.random() < self.scenario.event_crash_rate:
@@ -814,11 +874,13 @@ class ScenarioRun:
                 backend_execution(arn).status = "RUNNING"
                 self.world.injected["foreign execution redriven"] += 1
         for handle in self.world.expired_in_flight():
-            # A handle that fails belongs to a message deleted or received again since.
-            with contextlib.suppress(self.sqs.exceptions.ClientError):
-                self.sqs.change_message_visibility(
-                    QueueUrl=self.stack.queue_url, ReceiptHandle=handle, VisibilityTimeout=0
-                )
+            # A handle that fails belongs to a message deleted or received again since (or
+            # to the other lane's queue).
+            for queue_url, _ in self.queues:
+                with contextlib.suppress(self.sqs.exceptions.ClientError):
+                    self.sqs.change_message_visibility(
+                        QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+                    )
 
     def _drain(self) -> None:
         """Faults and events off: wait out visibility timeouts and recorded starts, then tick to the end."""
@@ -829,12 +891,18 @@ class ScenarioRun:
         # show yet, and the exact count below could not be checked.
         self.redrive_after.clear()
         self.redrives.clear()
+        if self.scenario.lane is not None and self.scenario.lane.pauses:
+            steer_lane(self.stack.control_parameter, paused=False)
+            handler.reset_clients()  # the control parameter's cache (5 s) is long expired by the end
         self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
         left = self._visible_messages()
         # One tick per MAX messages, one to see the queue empty, one spare; and one more per
         # name collision, which waits a tick if DescribeExecution doesn't show the original yet.
         collisions = sum(job.poison == "name collision" for job in self.scenario.jobs)
         bound = math.ceil(left / self.scenario.max_concurrency) + 2 + collisions
+        if self.scenario.lane is not None and self.scenario.lane.starts_per_second is not None:
+            # Each quiet tick starts at most one bucket of the lane's jobs (it refills in between).
+            bound += math.ceil(sum(self.queue_counts(self.lane)) / self.scenario.lane.burst())
         settle = MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1
         for _ in range(bound):
             running = len(self.world.running())
@@ -855,10 +923,10 @@ class ScenarioRun:
             f" at MAX {self.scenario.max_concurrency}"
         )
 
-    def queue_counts(self) -> tuple[int, int]:
-        """(visible, in flight) messages on the source queue."""
+    def queue_counts(self, lane: dict[str, Any] | None = None) -> tuple[int, int]:
+        """(visible, in flight) messages on the source queue (or on ``lane``'s)."""
         attributes = self.sqs.get_queue_attributes(
-            QueueUrl=self.stack.queue_url,
+            QueueUrl=self.stack.queue_url if lane is None else lane["queue_url"],
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         )["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"]), int(
@@ -866,13 +934,18 @@ class ScenarioRun:
         )
 
     def _visible_messages(self) -> int:
-        return sum(self.queue_counts())
+        return sum(self.queue_counts()) + (0 if self.lane is None else sum(self.queue_counts(self.lane)))
 
     def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
-        """Every DLQ message (deleted once read), by its deduplication id (the source MessageId)."""
+        """Every DLQ message (deleted once read), by its deduplication id (the source MessageId).
+
+        Each message's ``Lane`` says whose DLQ held it (None: lane default's).
+        """
         letters: dict[str, list[dict[str, Any]]] = {}
-        for message in read_all(self.stack.dead_letter_queue_url, self.sqs):
-            letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
+        for lane, (_, dead_letter_url) in zip([None, LANE], self.queues, strict=False):
+            for message in read_all(dead_letter_url, self.sqs):
+                message["Lane"] = lane
+                letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
         return letters
 
     # -- checking ---------------------------------------------------------------------
@@ -952,6 +1025,11 @@ class ScenarioRun:
                 )
                 continue
             [letter] = found
+            if letter["Lane"] != job.lane:
+                wrong = letter["Lane"] or "default"
+                self.outcome.violations.append(
+                    f"poison {job.key} of lane {job.lane or 'default'} in {wrong}'s DLQ"
+                )
             reason = letter.get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue", "")
             if POISON_KINDS[job.poison] not in reason or letter["Body"] != job.body:
                 self.outcome.violations.append(f"poison {job.key} ({job.poison}) dead-lettered as {reason!r}")

@@ -32,6 +32,34 @@ def test_generated_scenario_keeps_every_invariant(seed: int, faulty_aws: FaultyA
     assert outcome.violations == [], scenario.describe()
 
 
+def _laned(*, rated: bool, paused: bool, poison: bool) -> Scenario:
+    """The first generated scenario with a second lane of this kind (generation is deterministic)."""
+    for seed in range(2000, 4000):
+        scenario = Scenario.generate(seed)
+        lane = scenario.lane
+        if (
+            lane is not None
+            and (lane.starts_per_second is not None) == rated
+            and bool(lane.pauses) == paused
+            and any(job.lane is not None and (job.poison is not None) == poison for job in scenario.jobs)
+        ):
+            return scenario
+    raise AssertionError("no such scenario among the seeds tried")
+
+
+@pytest.mark.parametrize(
+    ("rated", "paused", "poison"), [(True, True, False), (False, False, True), (True, False, True)]
+)
+def test_a_second_lane_on_the_same_machine_keeps_every_invariant_per_lane_and_for_the_pool(
+    rated: bool, paused: bool, poison: bool, faulty_aws: FaultyAws
+) -> None:
+    """Two queues into one state machine: cap of the pool, no loss, no duplicates, order, own DLQ."""
+    scenario = _laned(rated=rated, paused=paused, poison=poison)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+    assert outcome.executions > 0
+
+
 @pytest.mark.parametrize("seed", range(1000, 1004))
 def test_quiet_scenario_drains_with_lag_alone(seed: int, faulty_aws: FaultyAws) -> None:
     """With no injected fault, only AWS's own lag, every invariant holds and nothing crashes."""
