@@ -17,7 +17,7 @@ from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news
 from dispatcher.core.lanes import Topology
 from dispatcher.settings import Settings, load_settings
-from dispatcher.telemetry import capture_lambda_handler, logger, metrics
+from dispatcher.telemetry import capture_lambda_handler, emit_per, logger, metrics
 from dispatcher.tick.pool import thread_pool
 from dispatcher.tick.ports import Runtime, wire
 from dispatcher.tick.report import StopReason, TickReport
@@ -106,6 +106,28 @@ def _emit(report: TickReport, limits: Limits) -> None:
     metrics.add_metric(name="DeadLettered", unit=MetricUnit.Count, value=report.dead_lettered)
     metrics.add_metric(name="Released", unit=MetricUnit.Count, value=report.released)
     metrics.add_metric(name="DeleteFailures", unit=MetricUnit.Count, value=report.delete_failures)
+    if report.laned:
+        # With lanes, each lane's and each pool's own figures too, under a Lane or Pool dimension.
+        for lane, counts in report.lanes.items():
+            emit_per(
+                "Lane",
+                lane,
+                {
+                    "Started": counts.started,
+                    "DeadLettered": counts.dead_lettered,
+                    "Released": counts.released,
+                },
+            )
+        for pool, figures in report.pools.items():
+            emit_per(
+                "Pool",
+                pool,
+                {
+                    "Running": figures.running,
+                    "FreeSlots": figures.free,
+                    "MaxConcurrency": figures.max_concurrency,
+                },
+            )
 
 
 def _log_skipped(news: EndNews) -> None:

@@ -15,12 +15,31 @@ from functools import cache, wraps
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 SERVICE_NAME = os.getenv("POWERTOOLS_SERVICE_NAME", "dispatcher")
 TRUTHY = frozenset({"1", "true", "yes", "on", "y", "t"})
 
+NAMESPACE = os.getenv("POWERTOOLS_METRICS_NAMESPACE", "Dispatcher")
+
 logger = Logger(service=SERVICE_NAME)
-metrics = Metrics(namespace=os.getenv("POWERTOOLS_METRICS_NAMESPACE", "Dispatcher"), service=SERVICE_NAME)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE_NAME)
+
+
+def emit_per(
+    dimension: str, value: str, figures: dict[str, float], unit: MetricUnit = MetricUnit.Count
+) -> None:
+    """One EMF document of ``figures`` for one lane or pool (``dimension`` "Lane" or "Pool")."""
+    for name, figure in figures.items():
+        with single_metric(
+            name=name,
+            unit=unit,
+            value=figure,
+            namespace=NAMESPACE,
+            default_dimensions={"service": SERVICE_NAME},
+        ) as metric:
+            metric.add_dimension(name=dimension, value=value)
+
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 

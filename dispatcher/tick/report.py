@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -31,12 +31,9 @@ WAITING_STOPS = frozenset({StopReason.CAPACITY, StopReason.THROTTLED, StopReason
 
 
 @dataclass(kw_only=True)
-class TickReport:
-    """What one invocation saw and did; its dict is the handler's return value."""
+class Counts:
+    """What became of the messages of some rounds: of one lane, or of every lane."""
 
-    running: int = 0
-    """RUNNING counted before starting (by the first tick)."""
-    free: int = 0
     started: int = 0
     """Executions started, and closed executions redriven (they run again)."""
     redriven: int = 0
@@ -45,24 +42,80 @@ class TickReport:
     dead_lettered: int = 0
     released: int = 0
     delete_failures: int = 0
+
+    def plus(self, other: Counts) -> None:
+        """Add ``other``'s counts to these."""
+        for name in COUNT_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def counts(self) -> dict[str, int]:
+        """The counts alone, by name."""
+        return {name: getattr(self, name) for name in COUNT_FIELDS}
+
+
+COUNT_FIELDS = ("started", "redriven", "already_started", "dead_lettered", "released", "delete_failures")
+
+
+@dataclass(kw_only=True)
+class PoolFigures:
+    """One pool as a tick counted it."""
+
+    max_concurrency: int
+    running: int
+    free: int
+
+
+@dataclass(kw_only=True)
+class TickReport(Counts):
+    """What one invocation saw and did; its dict is the handler's return value.
+
+    The counts are totals over every lane; ``lanes`` and ``pools`` hold each one's own
+    (in the return value only when there is more than lane and pool ``default``).
+    """
+
+    running: int = 0
+    """RUNNING counted before starting (by the first tick), over every pool."""
+    free: int = 0
     stopped: StopReason
     """Why admission ended."""
     ticks: int = 1
     oldest_running_seconds: float | None = None
     """Age of the oldest execution the count saw RUNNING (when the listing was complete)."""
+    lanes: dict[str, Counts] = field(default_factory=dict)
+    """Lane → what became of its messages."""
+    pools: dict[str, PoolFigures] = field(default_factory=dict)
+    """Pool → its MAX, RUNNING and free slots (by the first tick)."""
+
+    @property
+    def laned(self) -> bool:
+        """Whether the tick had more than lane and pool ``default``: then each one's figures are reported."""
+        return len(self.lanes) > 1 or len(self.pools) > 1
+
+    def settle(self, lane: str, counts: Counts) -> None:
+        """Count one round of ``lane``: in the lane's counts and in the totals."""
+        self.plus(counts)
+        self.lanes.setdefault(lane, Counts()).plus(counts)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-serialisable return value of the handler."""
-        return {**asdict(self), "stopped": self.stopped.value}
+        document: dict[str, Any] = {
+            "running": self.running,
+            "free": self.free,
+            **self.counts(),
+            "stopped": self.stopped.value,
+            "ticks": self.ticks,
+            "oldest_running_seconds": self.oldest_running_seconds,
+        }
+        if self.laned:
+            document["lanes"] = {name: counts.counts() for name, counts in self.lanes.items()}
+            document["pools"] = {name: asdict(figures) for name, figures in self.pools.items()}
+        return document
 
     def add(self, later: TickReport) -> None:
         """Fold in a later tick of the same invocation."""
-        self.started += later.started
-        self.redriven += later.redriven
-        self.already_started += later.already_started
-        self.dead_lettered += later.dead_lettered
-        self.released += later.released
-        self.delete_failures += later.delete_failures
+        self.plus(later)
+        for lane, counts in later.lanes.items():
+            self.lanes.setdefault(lane, Counts()).plus(counts)
         self.stopped = later.stopped
         self.ticks += later.ticks
         if later.oldest_running_seconds is not None:

@@ -16,7 +16,7 @@ from dispatcher.core.messages import QueuedMessage
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import LanePorts, Runtime, StartThreads
-from dispatcher.tick.report import TickReport
+from dispatcher.tick.report import Counts, TickReport
 from dispatcher.tick.starts import RoundOutcome, Starter
 from dispatcher.tick.warm import WarmState
 
@@ -112,7 +112,7 @@ class Round:
         return admission
 
     def settle(self, outcome: RoundOutcome, report: TickReport) -> None:
-        """Delete what is done, release what waits, and count both."""
+        """Delete what is done, release what waits, and count both (as the lane's, in ``report``)."""
         queue = self._ports.queue
         for letter in outcome.dead_letters:
             logger.warning(
@@ -137,12 +137,15 @@ class Round:
                 extra={"message_ids": [message.message_id for message in failed_deletes]},
             )
         queue.release(outcome.held_back)
-        report.started += len(outcome.started)
-        report.redriven += len(outcome.redriven)
-        report.already_started += len(outcome.already_started)
-        report.dead_lettered += len(outcome.dead_letters)
-        report.released += len(outcome.held_back)
-        report.delete_failures += len(failed_deletes)
+        counts = Counts(
+            started=len(outcome.started),
+            redriven=len(outcome.redriven),
+            already_started=len(outcome.already_started),
+            dead_lettered=len(outcome.dead_letters),
+            released=len(outcome.held_back),
+            delete_failures=len(failed_deletes),
+        )
+        report.settle(self._ports.name, counts)
 
     def forget_never_started(self, outcome: RoundOutcome) -> None:
         """Free at once the slots recorded for starts this round never attempted.

@@ -19,7 +19,7 @@ from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
-from dispatcher.tick.report import WAITING_STOPS, StopReason, TickReport
+from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
 from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
@@ -278,6 +278,15 @@ class Dispatcher:
             free=sum(allocation.free for allocation in allocations.values()),
             stopped=StopReason.CAPACITY,
             oldest_running_seconds=max(ages, default=None),
+            lanes={lane.name: Counts() for lane in self._topology.lanes},
+            pools={
+                pool.name: PoolFigures(
+                    max_concurrency=pool.max_concurrency,
+                    running=self._running(pool, counts),
+                    free=allocations[pool.name].free,
+                )
+                for pool in pools
+            },
         )
         stops: list[StopReason] = []
         with self._runtime.pool(self._start_threads()) as threads:
@@ -290,9 +299,13 @@ class Dispatcher:
         report.stopped = min(stops, key=STOP_PRECEDENCE.index)
         return report
 
+    def _running(self, pool: PoolLimit, counts: Mapping[str, Count]) -> int:
+        """RUNNING in a pool: its state machines' counts, each once."""
+        return sum(counts[arn].running for arn in self._topology.state_machines_of(pool.name))
+
     def _allocation(self, pool: PoolLimit, counts: Mapping[str, Count]) -> Allocation:
         """A pool's free slots, and what each of its lanes may take of them."""
-        running = sum(counts[arn].running for arn in self._topology.state_machines_of(pool.name))
+        running = self._running(pool, counts)
         free = free_slots(pool.max_concurrency, running)
         claims = [
             Claim(

@@ -290,3 +290,55 @@ def test_two_takes_that_race_never_spend_the_same_tokens(harness: Harness) -> No
     assert len(reads) == 2
     assert first.available(1000.0) == 0
     assert first.available(1000.34) == 1
+
+
+def test_the_return_value_and_the_metrics_have_each_lanes_and_each_pools_figures(
+    harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    glue = create_lane(harness.stack.name, "glue", pool="glue")
+    lanes(harness, 3, {"pools": {"glue": {"max_concurrency": 2}}, "lanes": [glue]})
+    send(glue["queue_url"], ["g-0", "g-1", "g-2"])
+    boto3.client("sqs", region_name=REGION).send_message(
+        QueueUrl=harness.stack.queue_url,
+        MessageBody="not json",
+        MessageGroupId="p",
+        MessageDeduplicationId="p",
+    )
+    result = harness.tick()
+    assert (result["started"], result["dead_lettered"], result["running"], result["free"]) == (2, 1, 0, 5)
+    assert result["lanes"]["glue"]["started"] == 2
+    assert result["lanes"]["default"]["dead_lettered"] == 1
+    assert result["pools"] == {
+        "default": {"max_concurrency": 3, "running": 0, "free": 3},
+        "glue": {"max_concurrency": 2, "running": 0, "free": 2},
+    }
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    per_lane = {
+        (doc.get("Lane"), name) for doc in documents for name in ("Started", "DeadLettered") if name in doc
+    }
+    assert ("glue", "Started") in per_lane
+    assert ("default", "DeadLettered") in per_lane
+    glue_started = next(doc for doc in documents if doc.get("Lane") == "glue" and "Started" in doc)
+    assert glue_started["Started"] == [2.0]
+    assert ["Lane", "service"] in [
+        sorted(dims) for dims in glue_started["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    ]
+    free = next(doc for doc in documents if doc.get("Pool") == "glue" and "FreeSlots" in doc)
+    assert free["FreeSlots"] == [2.0]
+
+
+def test_without_lanes_the_return_value_keeps_its_keys(harness: Harness) -> None:
+    harness.send("{}")
+    assert set(harness.tick()) == {
+        "running",
+        "free",
+        "started",
+        "redriven",
+        "already_started",
+        "dead_lettered",
+        "released",
+        "delete_failures",
+        "stopped",
+        "ticks",
+        "oldest_running_seconds",
+    }
