@@ -108,6 +108,7 @@ class Round:
             granted = 0
         if granted < wanted:
             logger.info("starts wait for the lane's rate", extra={"wanted": wanted, "granted": granted})
+            outcome.rate_spent = outcome.stop_reason is None
             return admit(messages, granted)
         return admission
 

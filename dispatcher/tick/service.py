@@ -21,6 +21,7 @@ from dispatcher.tick.count import Count, Counter
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
 from dispatcher.tick.round import Round
+from dispatcher.tick.starts import RoundOutcome
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
@@ -341,7 +342,7 @@ class Dispatcher:
         self, allocation: Allocation, rounds: dict[str, Round], threads: StartThreads, report: TickReport
     ) -> StopReason:
         """Spend a pool's free slots, pass after pass (`Allocation`); why its lanes stopped."""
-        waiting = False
+        waiting = capacity = False
         while shares := allocation.next_pass():
             for lane, offered in shares.items():
                 if lane not in rounds:
@@ -351,9 +352,10 @@ class Dispatcher:
                 if stop in HALTING_STOPS:
                     return stop
                 waiting = waiting or stop is StopReason.WAITING
+                capacity = capacity or stop is StopReason.CAPACITY
         # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
         paused = {lane.name for lane in self._topology.lanes if lane.paused}
-        if any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
+        if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
             return StopReason.CAPACITY
         return StopReason.WAITING if waiting else StopReason.DRAINED
 
@@ -388,10 +390,18 @@ class Dispatcher:
         outcome = rounds.admit(messages, free)
         rounds.settle(outcome, report)
         rounds.forget_never_started(outcome)
+        return self._after(outcome, receive_stop)
+
+    @staticmethod
+    def _after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason | None:
+        """Why admission stops after a round that admitted ``outcome``, or None to go on."""
         stop_reason = outcome.stop_reason or receive_stop
         if stop_reason is not None:
             logger.warning("stopped admitting", extra={"reason": stop_reason})
             return StopReason.THROTTLED
+        if outcome.rate_spent:
+            # The lane's rate is spent for now: its jobs wait for tokens as others wait for slots.
+            return StopReason.CAPACITY
         if not (outcome.started or outcome.already_started or outcome.dead_letters):
             # Everything received waits (e.g. a redrive job whose execution no read
             # shows yet, and its group): receiving again would hand back the same.

@@ -44,6 +44,8 @@ class RoundOutcome(GroupOutcome):
     """What became of one round of received messages."""
 
     recorded: list[RecordedStart] = field(default_factory=list)
+    rate_spent: bool = False
+    """The lane's start rate granted fewer starts than the round had: its jobs wait for it."""
 
     def merge(self, group: GroupOutcome) -> None:
         """Add one group's outcome."""

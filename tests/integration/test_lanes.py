@@ -342,3 +342,30 @@ def test_without_lanes_the_return_value_keeps_its_keys(harness: Harness) -> None
         "ticks",
         "oldest_running_seconds",
     }
+
+
+def test_a_lane_whose_rate_runs_out_mid_tick_says_its_jobs_wait_for_capacity(harness: Harness) -> None:
+    """A start call that ends in a name collision spends a token too: the rest wait, in order.
+
+    The tick stops with ``capacity`` (jobs wait, as for a slot), not ``waiting`` (which says
+    that nothing it received could be decided).
+    """
+    paced = create_lane(harness.stack.name, "paced", starts_per_second=2)
+    lanes(harness, 10, {"lanes": [paced]})
+    harness.sfn.start_execution(
+        stateMachineArn=paced["state_machine_arn"], name="taken", input='{"job": "other"}'
+    )
+    sqs = boto3.client("sqs", region_name=REGION)
+    sqs.send_message(
+        QueueUrl=paced["queue_url"],
+        MessageBody='{"job": "taken"}',
+        MessageGroupId="a",
+        MessageDeduplicationId="taken",
+        MessageAttributes={"ExecutionName": {"DataType": "String", "StringValue": "taken"}},
+    )
+    send(paced["queue_url"], ["p-1", "p-2"], group="a")
+    with freeze_time("2026-11-24 12:00:00"):
+        result = harness.tick()
+    assert (result["dead_lettered"], result["started"], result["stopped"]) == (1, 1, "capacity")
+    assert harness.started_jobs()[-1] == "p-1"
+    assert harness.queue_counts(paced["queue_url"]) == (1, 0)
