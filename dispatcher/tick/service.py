@@ -1,7 +1,7 @@
-"""One invocation: take the tick lease, tick (count, then admit in rounds), hand the lease back.
+"""One invocation: take the tick lease, tick (count each pool, then admit in rounds), hand it back.
 
 Ticks never overlap: an invocation that can't take the lease notes the end it was told
-about, asks the holder for one more tick, and returns at once.
+about, asks the holder for one more tick, and returns at once (`LeaseHolder`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter
+from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
 from dispatcher.tick.round import Round
@@ -25,15 +26,6 @@ from dispatcher.tick.starts import RoundOutcome
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
-HAND_BACK_GRACE_SECONDS = 0.5
-"""How long a holder whose tick filled every slot waits for another invocation to ask before
-letting go, once others have asked: under churn, end batches come a few times a second,
-and one holder ticking for them all reads the state table's window incrementally and its
-own paces stay honest (two containers taking turns would each spend a pace of their own)."""
-FIRST_GRACE_SECONDS = 0.1
-"""The same wait before any other invocation asked (one `DeleteItem` after it, no polls)."""
-ASK_POLL_SECONDS = 0.1
-"""How often a waiting holder looks for an ask (a conditional `UpdateItem` each time)."""
 
 
 @dataclass(frozen=True)
@@ -122,22 +114,22 @@ class Dispatcher:
             return TickReport(stopped=StopReason.PAUSED)
         for arn, ends in self._ends_by_machine(ended).items():
             self._counters[arn].note_ends(ends)
-        owner = uuid.uuid4().hex
+        holder = LeaseHolder(self._ports.lease, self._runtime, uuid.uuid4().hex)
         try:
-            if not self._take_lease(owner):
+            if not holder.take():
                 return TickReport(stopped=StopReason.BUSY)
         except TransientError as error:
             # The write may have been applied with its answer lost: let go, or it expires.
             logger.warning("could not take the tick lease", extra={"reason": str(error)})
-            self._let_go_after_failure(owner)
+            holder.let_go_after_failure()
             return TickReport(stopped=StopReason.THROTTLED)
         for counter in self._counters.values():
             counter.hold()
         try:
             report = self._ticks(ended)
-            self._hand_back(owner, report)
+            holder.hand_back(report, self.tick, self._time_for_another_tick)
         except BaseException:
-            self._let_go_after_failure(owner)
+            holder.let_go_after_failure()
             raise
         finally:
             for counter in self._counters.values():
@@ -153,86 +145,6 @@ class Dispatcher:
             if arn in self._counters:
                 by_machine.setdefault(arn, []).append(end)
         return by_machine
-
-    # -- the lease --------------------------------------------------------------------
-
-    def _take_lease(self, owner: str) -> bool:
-        lease = self._ports.lease
-        now = self._runtime.clock()
-        held_until = now + self._runtime.remaining_seconds()
-        if lease.acquire(owner, now, held_until):
-            return True
-        if lease.ask_again(owner, now):
-            logger.info("another tick holds the lease: it will tick again for this one, which returns")
-            return False
-        # The holder let go between the two calls.
-        if lease.acquire(owner, now, held_until):
-            return True
-        logger.info("another tick took the lease: it counts after this invocation's news")
-        return False
-
-    def _hand_back(self, owner: str, report: TickReport) -> None:
-        """Let go of the lease, first ticking again for each invocation that found it held.
-
-        Those invocations came because executions ended (or a tick was due): their news
-        is in the state table, and one more tick here, at once, spends the slots it freed.
-        How often that happens is bounded by how often they come (the end-event mapping
-        invokes at most twice at a time), and a listing is still read at most once a
-        ``list_reuse_seconds``.
-        """
-        lease = self._ports.lease
-        last = report.stopped
-        churn = False  # whether other invocations have asked for ticks
-        try:
-            while True:
-                asked = False
-                if last is StopReason.CAPACITY and self._time_for_another_tick():
-                    # Jobs wait for slots: rather than handing the lease to the next
-                    # invocation, wait a moment for it to ask; under churn, take an ask
-                    # that came during the tick at once, and wait longer for the next.
-                    if churn:
-                        asked = self._await_ask(owner)
-                    else:
-                        self._runtime.sleep(FIRST_GRACE_SECONDS)
-                if not asked and lease.release(owner):
-                    return
-                churn = True
-                if not self._time_for_another_tick():
-                    lease.let_go(owner)
-                    return
-                tick = self.tick()
-                last = tick.stopped
-                report.add(tick)
-        except TransientError as error:
-            logger.warning(
-                "could not let go of the tick lease: it expires with this invocation",
-                extra={"reason": str(error)},
-            )
-
-    def _await_ask(self, owner: str) -> bool:
-        """Whether another invocation asks for a tick within the grace (one that did already counts)."""
-        waited = 0.0
-        while not self._take_ask(owner):
-            if waited >= HAND_BACK_GRACE_SECONDS - ASK_POLL_SECONDS / 2:
-                return False
-            self._runtime.sleep(ASK_POLL_SECONDS)
-            waited += ASK_POLL_SECONDS
-        return True
-
-    def _take_ask(self, owner: str) -> bool:
-        """Whether another tick was asked for; an answer lost may have taken one, so tick for it."""
-        try:
-            return self._ports.lease.take_ask(owner)
-        except TransientError as error:
-            logger.warning("could not read the lease's asks: ticking again", extra={"reason": str(error)})
-            return True
-
-    def _let_go_after_failure(self, owner: str) -> None:
-        """Free the lease for the next tick; if that fails too, it expires with this invocation."""
-        try:
-            self._ports.lease.let_go(owner)
-        except Exception as error:
-            logger.warning("could not let go of the tick lease", extra={"reason": str(error)})
 
     # -- ticks ------------------------------------------------------------------------
 

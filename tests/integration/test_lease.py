@@ -10,7 +10,7 @@ from freezegun import freeze_time
 
 from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.state_table import read_items
-from dispatcher.tick.service import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS
+from dispatcher.tick.holder import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS
 from tests.integration.conftest import Harness
 
 

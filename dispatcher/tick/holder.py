@@ -1,0 +1,115 @@
+"""The tick lease as one invocation holds it: taken before counting, handed back with a grace.
+
+Ticks never overlap: an invocation that can't take the lease asks the holder for one more
+tick and returns at once. A holder whose tick filled every slot waits a moment before
+letting go, for another invocation to ask, and ticks again for each one that did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dispatcher.core.errors import TransientError
+from dispatcher.telemetry import logger
+from dispatcher.tick.ports import Lease, Runtime
+from dispatcher.tick.report import StopReason, TickReport
+
+HAND_BACK_GRACE_SECONDS = 0.5
+"""How long a holder whose tick filled every slot waits for another invocation to ask before
+letting go, once others have asked: under churn, end batches come a few times a second,
+and one holder ticking for them all reads the state table's window incrementally and its
+own paces stay honest (two containers taking turns would each spend a pace of their own)."""
+FIRST_GRACE_SECONDS = 0.1
+"""The same wait before any other invocation asked (one `DeleteItem` after it, no polls)."""
+ASK_POLL_SECONDS = 0.1
+"""How often a waiting holder looks for an ask (a conditional `UpdateItem` each time)."""
+
+
+class LeaseHolder:
+    """One invocation's hold on the tick lease, under one owner id."""
+
+    def __init__(self, lease: Lease, runtime: Runtime, owner: str) -> None:
+        self._lease = lease
+        self._runtime = runtime
+        self._owner = owner
+
+    def take(self) -> bool:
+        """Take the lease; False when another invocation holds it (and was asked for one more tick)."""
+        lease, owner = self._lease, self._owner
+        now = self._runtime.clock()
+        held_until = now + self._runtime.remaining_seconds()
+        if lease.acquire(owner, now, held_until):
+            return True
+        if lease.ask_again(owner, now):
+            logger.info("another tick holds the lease: it will tick again for this one, which returns")
+            return False
+        # The holder let go between the two calls.
+        if lease.acquire(owner, now, held_until):
+            return True
+        logger.info("another tick took the lease: it counts after this invocation's news")
+        return False
+
+    def hand_back(
+        self, report: TickReport, tick: Callable[[], TickReport], time_for_another_tick: Callable[[], bool]
+    ) -> None:
+        """Let go of the lease, first ticking again (``tick``) for each invocation that found it held.
+
+        Those invocations came because executions ended (or a tick was due): their news
+        is in the state table, and one more tick here, at once, spends the slots it freed.
+        How often that happens is bounded by how often they come (the end-event mapping
+        invokes at most twice at a time), and a listing is still read at most once a
+        ``list_reuse_seconds``.
+        """
+        lease, owner = self._lease, self._owner
+        last = report.stopped
+        churn = False  # whether other invocations have asked for ticks
+        try:
+            while True:
+                asked = False
+                if last is StopReason.CAPACITY and time_for_another_tick():
+                    # Jobs wait for slots: rather than handing the lease to the next
+                    # invocation, wait a moment for it to ask; under churn, take an ask
+                    # that came during the tick at once, and wait longer for the next.
+                    if churn:
+                        asked = self._await_ask()
+                    else:
+                        self._runtime.sleep(FIRST_GRACE_SECONDS)
+                if not asked and lease.release(owner):
+                    return
+                churn = True
+                if not time_for_another_tick():
+                    lease.let_go(owner)
+                    return
+                again = tick()
+                last = again.stopped
+                report.add(again)
+        except TransientError as error:
+            logger.warning(
+                "could not let go of the tick lease: it expires with this invocation",
+                extra={"reason": str(error)},
+            )
+
+    def _await_ask(self) -> bool:
+        """Whether another invocation asks for a tick within the grace (one that did already counts)."""
+        waited = 0.0
+        while not self._take_ask():
+            if waited >= HAND_BACK_GRACE_SECONDS - ASK_POLL_SECONDS / 2:
+                return False
+            self._runtime.sleep(ASK_POLL_SECONDS)
+            waited += ASK_POLL_SECONDS
+        return True
+
+    def _take_ask(self) -> bool:
+        """Whether another tick was asked for; an answer lost may have taken one, so tick for it."""
+        try:
+            return self._lease.take_ask(self._owner)
+        except TransientError as error:
+            logger.warning("could not read the lease's asks: ticking again", extra={"reason": str(error)})
+            return True
+
+    def let_go_after_failure(self) -> None:
+        """Free the lease for the next tick; if that fails too, it expires with this invocation."""
+        try:
+            self._lease.let_go(self._owner)
+        except Exception as error:
+            logger.warning("could not let go of the tick lease", extra={"reason": str(error)})
