@@ -8,6 +8,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 EMULATOR_STAMP := $(VENV)/.installed-emulator
 LOCAL_STAMP := $(VENV)/.installed-local
 BENCH_STAMP := $(VENV)/.installed-bench
+LANES_DEMO_STAMP := $(VENV)/.installed-lanes-demo
 BENCH_ARGS ?=
 DEMO_ARGS ?=
 LOCAL_ARGS ?=
@@ -20,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 
 LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
 
-.PHONY: demo local test bench lint typecheck template-lint unit integration infra soak validate build clean
+.PHONY: demo demo-lanes local test bench lint typecheck template-lint unit integration infra soak validate build clean
 
 $(DEV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +36,13 @@ $(EMULATOR_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[emulator]'
 	touch $@
 
+# The lanes demo draws its plot: the emulator and matplotlib.
+$(LANES_DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[emulator,bench]'
+	touch $@
+
 # `dispatcher local` also needs moto's CloudFormation (for --stack).
 $(LOCAL_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +53,10 @@ $(LOCAL_STAMP): pyproject.toml
 ## demo: drain a backlog against an embedded AWS emulator (no account, no Docker)
 demo: $(EMULATOR_STAMP)
 	$(BIN)/python -m tools.demo $(DEMO_ARGS)
+
+## demo-lanes: an urgent lane overtakes a backfill in one pool, drawn to lanes.png (DEMO_ARGS="--plot PATH")
+demo-lanes: $(LANES_DEMO_STAMP)
+	$(BIN)/python -m tools.lanes_demo --plot lanes.png $(DEMO_ARGS)
 
 ## local: the embedded emulator with a stack "dispatcher-local" on 127.0.0.1:4567, ticking every 10 s
 local: $(LOCAL_STAMP)

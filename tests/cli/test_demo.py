@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import demo
+from tools import demo, lanes_demo
 
 ROOT = Path(__file__).parents[2]
 
@@ -67,3 +67,18 @@ def test_demo_interrupted_by_ctrl_c_says_so_in_one_line() -> None:
         errors.splitlines()[-1]
         == "demo: interrupted; nothing to clean up (the emulator lived in this process)"
     )
+
+
+def test_the_lanes_demo_shows_the_urgent_lane_overtaking_the_backfill_and_draws_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two lanes in one pool: the cap holds, the urgent jobs start before any more backfill, a PNG."""
+    plot = tmp_path / "lanes.png"
+    arguments = ["--max", "2", "--backfill", "5", "--urgent", "2", "--urgent-tick", "2", "--duration", "1"]
+    assert lanes_demo.main([*arguments, "--interval", "0.3", "--timeout", "120", "--plot", str(plot)]) == 0
+    printed = capsys.readouterr().out
+    assert "✔ cap held: highest RUNNING seen 2 ≤ pool MAX 2" in printed
+    assert "✔ 2 urgent jobs started, no backfill start between the first and the last" in printed
+    assert "✔ 7 executions, one per job" in printed
+    assert "✘" not in printed
+    assert plot.read_bytes().startswith(b"\x89PNG")
