@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import re
 from typing import TextIO
 
 from dispatcher import install_hint
 from dispatcher.cli.args import AddCommand, non_negative, port
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import CliError
+from dispatcher.core.lanes import DEFAULT, NAME_PATTERN
 
 LOCAL_MODULES = (
     "moto",
@@ -48,12 +50,26 @@ def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out:
                 max_concurrency=args.max,
                 wait_seconds=args.wait_seconds,
                 schedule_seconds=args.schedule,
+                lanes=args.lane or [],
                 out=out,
             )
         )
     except KeyboardInterrupt:  # Ctrl-C is how it stops: not a failure (`make local` stays quiet)
         out.write("\nStopped. The emulator's state is gone.\n")
         return 0
+
+
+def lane_option(text: str) -> tuple[str, int]:
+    """``NAME[=PRIORITY]``: a lane's name and priority."""
+    name, _, priority = text.partition("=")
+    if not re.fullmatch(NAME_PATTERN, name) or name == DEFAULT:
+        raise argparse.ArgumentTypeError(
+            f"a lane is NAME[=PRIORITY], NAME {NAME_PATTERN} and not default: {text!r}"
+        )
+    try:
+        return name, int(priority or 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"PRIORITY must be an integer: {text!r}") from None
 
 
 def prepare_local(args: argparse.Namespace) -> list[str]:
@@ -82,7 +98,8 @@ def register(command: AddCommand) -> None:
         "Start the embedded AWS emulator with a dispatcher stack, and print what to export to use it.",
         "  dispatcher local                       # then, in another shell, the printed exports\n"
         "  dispatcher local --port 4567 --max 3 --schedule 10\n"
-        "  dispatcher local --schedule 0     # no ticks but the ones you run (the docs' outputs)\n",
+        "  dispatcher local --schedule 0     # no ticks but the ones you run (the docs' outputs)\n"
+        "  dispatcher local --lane urgent=10  # a second lane into the same state machine and pool\n",
         prepare=prepare_local,
         common_options=False,
     )
@@ -98,6 +115,13 @@ def register(command: AddCommand) -> None:
     )
     local.add_argument("--max", type=non_negative, default=5, help="MAX of the emulated stack (5)")
     local.add_argument("--wait-seconds", type=int, default=5, help="how long each sample execution runs (5)")
+    local.add_argument(
+        "--lane",
+        action="append",
+        type=lane_option,
+        metavar="NAME[=PRIORITY]",
+        help="add a lane into the same state machine and pool (repeatable; priority 0 unless given)",
+    )
     local.add_argument(
         "--schedule",
         type=float,

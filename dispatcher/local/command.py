@@ -26,7 +26,14 @@ from dispatcher.local.account import FAKE_CREDENTIALS, pointed_at
 from dispatcher.local.emulation import SETTLED_PATH
 from dispatcher.local.events import Rule, to_queue
 from dispatcher.local.server import emulated_server
-from dispatcher.local.stack import create_stack, function_name, register_stack, set_downstream, workflow_name
+from dispatcher.local.stack import (
+    create_lane,
+    create_stack,
+    function_name,
+    register_stack,
+    set_downstream,
+    workflow_name,
+)
 
 
 def exports(endpoint_url: str) -> list[str]:
@@ -54,19 +61,29 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
     wait_seconds: float,
     schedule_seconds: float,
     out: TextIO,
+    lanes: Sequence[tuple[str, int]] = (),
 ) -> int:
-    """Run the emulator until interrupted; tick every ``schedule_seconds`` (0: never)."""
+    """Run the emulator until interrupted; tick every ``schedule_seconds`` (0: never).
+
+    ``lanes``: (name, priority) of more lanes into the stack's state machine and pool.
+    """
     if port and not _port_free(port):
         raise CliError(f"port {port} is in use: pass --port with a free one")
     with emulated_server(port=port) as (endpoint_url, emulation), pointed_at(endpoint_url):
         resources = create_stack(stack, wait_seconds=wait_seconds, downstream=True)
-        register_stack(stack, resources, max_concurrency, function_name(stack))
+        documents = [
+            create_lane(stack, name, state_machine_arn=resources.state_machine_arn, priority=priority)
+            for name, priority in lanes
+        ]
+        lanes_variable = json.dumps({"lanes": documents}) if documents else ""
+        register_stack(stack, resources, max_concurrency, function_name(stack), lanes=lanes_variable)
         ended = threading.Event()
         ticking = threading.Lock()  # the handler's module state serves one tick at a time
 
         def tick(_event: object = None) -> dict[str, Any]:
             with ticking:
-                return tick_here(resources.environment(max_concurrency), "WARNING")
+                overrides = {"lanes": lanes_variable} if lanes_variable else {}
+                return tick_here(resources.environment(max_concurrency, **overrides), "WARNING")
 
         emulation.functions[function_name(stack)] = tick
         emulation.rules += [
@@ -79,13 +96,23 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         lines = [
             f"Emulator ready at {endpoint_url} with stack {stack!r}"
             f" (MAX {max_concurrency}, each sample execution runs {wait_seconds:g} s,"
-            " then calls a simulated downstream API).",
+            " then calls a simulated downstream API)"
+            + (
+                f"; lanes {', '.join(f'{name} (priority {priority})' for name, priority in lanes)}"
+                " into the same state machine and pool."
+                if lanes
+                else "."
+            ),
             "In another shell:",
             "",
             *(f"  {line}" for line in exports(endpoint_url)),
             "",
             f"  dispatcher --stack {stack} status",
             f"  dispatcher --stack {stack} enqueue '{{\"job\": 1}}' --group demo",
+            *(
+                f"  dispatcher --stack {stack} enqueue '{{\"job\": 2}}' --group demo --lane {name}"
+                for name, _ in lanes[:1]
+            ),
             f"  dispatcher --stack {stack} tick            # or tick --invoke: the emulated function",
             "  python -m dispatcher.local downstream down   # executions fail until 'up'",
             f"  dispatcher --stack {stack} failed",

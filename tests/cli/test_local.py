@@ -137,3 +137,70 @@ def test_settle_returns_once_executions_ended_and_gives_up_at_its_timeout(
     # Settled means delivered: the failure spool already holds the ABORTED execution's event.
     [spooled] = aws["sqs"].receive_message(QueueUrl=cli.stack.spool_queue_url)["Messages"]
     assert json.loads(spooled["Body"])["detail"]["status"] == "ABORTED"
+
+
+def test_cli_local_with_a_lane_serves_two_lanes_into_one_pool(cli: Cli) -> None:
+    """`--lane urgent=10`: status shows both lanes; a job on the urgent lane starts first, under one MAX."""
+    process = subprocess.Popen(
+        [
+            *(str(SCRIPT), "local", "--port", "0", "--stack", "laned", "--schedule", "0"),
+            *("--wait-seconds", "600", "--max", "1", "--lane", "urgent=10"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert "lanes urgent (priority 10) into the same state machine and pool." in first
+        exports = {}
+        for line in iter(process.stdout.readline, ""):
+            if line.strip().startswith("export "):
+                key, _, value = line.strip().removeprefix("export ").partition("=")
+                exports[key] = value
+            if "Ctrl-C stops" in line:
+                break
+        env = {
+            **{key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
+            **exports,
+        }
+        status = json.loads(cli.run("--stack", "laned", "status", "--json", stack=False, env=env).stdout)
+        assert [(lane["name"], lane["priority"]) for lane in status["lanes"]] == [
+            ("default", 0),
+            ("urgent", 10),
+        ]
+        cli.run("--stack", "laned", "enqueue", '{"job": "backfill"}', "--group", "g", stack=False, env=env)
+        cli.run(
+            "--stack",
+            "laned",
+            "enqueue",
+            '{"job": "urgent"}',
+            "--group",
+            "g",
+            "--lane",
+            "urgent",
+            stack=False,
+            env=env,
+        )
+        report = json.loads(
+            cli.run("--stack", "laned", "tick", "--invoke", "--json", stack=False, env=env).stdout
+        )
+        assert report["started"] == 1
+        assert report["lanes"]["urgent"]["started"] == 1, "the urgent lane's job takes the one slot"
+        status = json.loads(cli.run("--stack", "laned", "status", "--json", stack=False, env=env).stdout)
+        assert [(lane["name"], lane["queued"]) for lane in status["lanes"]] == [("default", 1), ("urgent", 0)]
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, errors = process.communicate(timeout=60)
+        assert process.returncode == 0, errors
+
+
+def test_cli_local_refuses_a_lane_option_it_cannot_read(cli: Cli) -> None:
+    result = cli.run("local", "--lane", "default=3", stack=False)
+    assert result.returncode == 2
+    assert "NAME[=PRIORITY]" in result.stderr
+    result = cli.run("local", "--lane", "urgent=high", stack=False)
+    assert result.returncode == 2
+    assert "PRIORITY must be an integer" in result.stderr
