@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -31,31 +34,30 @@ def test_cli_local_without_the_emulator_installed_says_what_to_install(
     )
 
 
-def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
-    """`dispatcher local` prints the exports and a stack name; `status` works against them; Ctrl-C exits 0."""
+@dataclass
+class Served:
+    """A `dispatcher local` process, the first line it printed, and a shell holding its exports."""
+
+    process: subprocess.Popen[str]
+    first: str
+    exports: dict[str, str]
+    env: dict[str, str]
+
+
+@contextlib.contextmanager
+def served(cli: Cli, *arguments: str) -> Iterator[Served]:
+    """`dispatcher local --port 0 ARGUMENTS`, read up to its last line; Ctrl-C at the end must exit 0."""
+    shell = {key: value for key, value in cli.environment().items() if not key.startswith("AWS_")}
     process = subprocess.Popen(
-        # Executions that outlast the test: the second tick counts one, however slow the machine.
-        [
-            str(SCRIPT),
-            "local",
-            "--port",
-            "0",
-            "--stack",
-            "try-it",
-            "--schedule",
-            "0",
-            "--wait-seconds",
-            "600",
-        ],
+        [str(SCRIPT), "local", "--port", "0", *arguments],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
+        env=shell,
     )
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
-        assert first.startswith("Emulator ready at http://127.0.0.1:")
         exports = {}
         for line in iter(process.stdout.readline, ""):
             if line.strip().startswith("export "):
@@ -63,11 +65,21 @@ def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
                 exports[key] = value
             if "Ctrl-C stops" in line:
                 break
-        assert exports["AWS_ENDPOINT_URL"] in first
-        env = {
-            **{key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
-            **exports,
-        }
+        yield Served(process, first, exports, {**shell, **exports})
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest, errors = process.communicate(timeout=60)  # drains both pipes: a full one would block its exit
+        assert process.returncode == 0, errors
+        assert rest.endswith("Stopped. The emulator's state is gone.\n")
+
+
+def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
+    """`dispatcher local` prints the exports and a stack name; `status` works against them; Ctrl-C exits 0."""
+    # Executions that outlast the test: the second tick counts one, however slow the machine.
+    with served(cli, "--stack", "try-it", "--schedule", "0", "--wait-seconds", "600") as local:
+        assert local.first.startswith("Emulator ready at http://127.0.0.1:")
+        assert local.exports["AWS_ENDPOINT_URL"] in local.first
+        env = local.env
         result = cli.run("--stack", "try-it", "status", "--json", stack=False, env=env)
         assert result.returncode == 0
         assert json.loads(result.stdout)["max_concurrency"] == 5
@@ -79,11 +91,6 @@ def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
         assert (report["running"], report["started"], report["stopped"]) == (0, 1, "drained")
         again = cli.run("--stack", "try-it", "tick", "--invoke", stack=False, env=env)
         assert again.stdout.startswith("running 1, started 0,")
-    finally:
-        process.send_signal(signal.SIGINT)
-        rest, errors = process.communicate(timeout=60)  # drains both pipes: a full one would block its exit
-        assert process.returncode == 0, errors
-        assert rest.endswith("Stopped. The emulator's state is gone.\n")
 
 
 def test_a_port_whose_last_connections_wait_in_time_wait_is_free() -> None:
@@ -141,31 +148,10 @@ def test_settle_returns_once_executions_ended_and_gives_up_at_its_timeout(
 
 def test_cli_local_with_a_lane_serves_two_lanes_into_one_pool(cli: Cli) -> None:
     """`--lane urgent=10`: status shows both lanes; a job on the urgent lane starts first, under one MAX."""
-    process = subprocess.Popen(
-        [
-            *(str(SCRIPT), "local", "--port", "0", "--stack", "laned", "--schedule", "0"),
-            *("--wait-seconds", "600", "--max", "1", "--lane", "urgent=10"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
-    )
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline()
-        assert "lanes urgent (priority 10) into the same state machine and pool." in first
-        exports = {}
-        for line in iter(process.stdout.readline, ""):
-            if line.strip().startswith("export "):
-                key, _, value = line.strip().removeprefix("export ").partition("=")
-                exports[key] = value
-            if "Ctrl-C stops" in line:
-                break
-        env = {
-            **{key: value for key, value in cli.environment().items() if not key.startswith("AWS_")},
-            **exports,
-        }
+    arguments = ("--stack", "laned", "--schedule", "0", "--wait-seconds", "600", "--max", "1")
+    with served(cli, *arguments, "--lane", "urgent=10") as local:
+        assert "lanes urgent (priority 10) into the same state machine and pool." in local.first
+        env = local.env
         status = json.loads(cli.run("--stack", "laned", "status", "--json", stack=False, env=env).stdout)
         assert [(lane["name"], lane["priority"]) for lane in status["lanes"]] == [
             ("default", 0),
@@ -191,10 +177,6 @@ def test_cli_local_with_a_lane_serves_two_lanes_into_one_pool(cli: Cli) -> None:
         assert report["lanes"]["urgent"]["started"] == 1, "the urgent lane's job takes the one slot"
         status = json.loads(cli.run("--stack", "laned", "status", "--json", stack=False, env=env).stdout)
         assert [(lane["name"], lane["queued"]) for lane in status["lanes"]] == [("default", 1), ("urgent", 0)]
-    finally:
-        process.send_signal(signal.SIGINT)
-        _, errors = process.communicate(timeout=60)
-        assert process.returncode == 0, errors
 
 
 def test_cli_local_refuses_a_lane_option_it_cannot_read(cli: Cli) -> None:
