@@ -12,16 +12,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from dispatcher.adapters.cached_control import CachedControlParameter
 from dispatcher.adapters.clients import Clients, function_clients, ssm_client
 from dispatcher.adapters.resources import AwsResources
-from dispatcher.core.control import Limits, combine, steer
+from dispatcher.core.control import Limits
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news
 from dispatcher.core.lanes import Topology
 from dispatcher.settings import Settings, load_settings
 from dispatcher.telemetry import capture_lambda_handler, emit_per, logger, metrics
+from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.pool import thread_pool
-from dispatcher.tick.ports import Runtime, wire
+from dispatcher.tick.ports import Runtime
 from dispatcher.tick.report import StopReason, TickReport
-from dispatcher.tick.service import Dispatcher, TickPolicy
+from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.warm import WarmState
 
 _warm = WarmState()
@@ -46,27 +47,10 @@ def reset_clients() -> None:
     _warm.forget()
 
 
-def read_limits(settings: Settings, topology: Topology) -> tuple[Limits, Topology]:
-    """MAX and pause for this tick, of pool ``default`` and of every pool and lane.
-
-    The control parameter's keys where set, else the environment's and ``LANES``' values.
-    """
+def read_limits(settings: Settings) -> tuple[Limits, Topology]:
+    """MAX and pause for this tick, of pool ``default`` and of every pool and lane (`steered`)."""
     name = settings.control_parameter
-    control = None if name is None else _control(name).read()
-    return combine(settings.max_concurrency, control, name), steer(topology, control, name)
-
-
-def policy(settings: Settings, limits: Limits, topology: Topology | None = None) -> TickPolicy:
-    """What one invocation works within."""
-    return TickPolicy(
-        topology=topology,
-        max_concurrency=limits.max_concurrency,
-        paused=limits.paused,
-        time_margin_seconds=settings.time_margin_seconds,
-        start_concurrency=settings.start_concurrency,
-        list_reuse_seconds=settings.list_reuse_seconds,
-        loop_seconds=settings.loop_seconds,
-    )
+    return steered(settings, None if name is None else _control(name).read())
 
 
 def build_dispatcher(
@@ -74,14 +58,15 @@ def build_dispatcher(
 ) -> Dispatcher:
     """Wire the service to AWS for one invocation."""
     resources = AwsResources(_clients(), settings.state_table, wait_seconds=settings.receive_wait_seconds)
-    ports = wire(topology, resources)
     runtime = Runtime(
         clock=time.time,
         sleep=time.sleep,
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
         pool=thread_pool,
     )
-    return Dispatcher(policy(settings, limits, topology), ports, runtime, _warm)
+    return dispatcher_for(
+        settings, limits=limits, topology=topology, resources=resources, runtime=runtime, warm=_warm
+    )
 
 
 def _emit(report: TickReport, limits: Limits) -> None:
@@ -154,7 +139,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         news = end_news(event, configured.state_machines)
         _log_skipped(news)
         try:
-            limits, topology = read_limits(settings, configured)
+            limits, topology = read_limits(settings)
         except TransientError as error:
             # Whether the operator paused is unknown: start nothing, the next tick reads again.
             logger.warning("could not read the control parameter", extra={"reason": str(error)})

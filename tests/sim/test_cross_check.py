@@ -15,11 +15,9 @@ import json
 from collections import Counter
 from typing import Any
 
-from dispatcher.core.control import combine
-from dispatcher.handler import policy
 from dispatcher.settings import variable
+from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
-from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.warm import WarmState
 from tests.integration.conftest import Harness
 from tests.sim.conftest import settings
@@ -64,8 +62,15 @@ def in_memory() -> tuple[Counter[str], int]:
             remaining_seconds=lambda: deadline - scheduler.now,
             pool=lambda width: contextlib.nullcontext(SimPool(scheduler, width)),
         )
-        tick_policy = policy(function_settings, combine(MAX, None, None))
-        Dispatcher(tick_policy, aws.ports(aws.clients()), runtime, WarmState()).run()
+        limits, topology = steered(function_settings, None)
+        dispatcher_for(
+            function_settings,
+            limits=limits,
+            topology=topology,
+            resources=aws.resources(aws.clients()),
+            runtime=runtime,
+            warm=WarmState(),
+        ).run()
 
     for _ in range(TICKS):
         scheduler.spawn(tick, "tick")

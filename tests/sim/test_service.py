@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
 from dispatcher.core.quotas import Bucket
 from tests.sim.conftest import backlog, function
 from tests.support.sim.api import LiveBucket
@@ -115,6 +116,24 @@ def test_paused_starts_nothing_and_loses_nothing(aws: InMemoryAws, max_concurren
     assert invocation.report["stopped"] == ("paused" if max_concurrency == 0 else "capacity")
     assert len(aws.started()) == max_concurrency
     assert sum(aws.queue.depth()) == 20 - max_concurrency
+
+
+def test_the_in_memory_function_reads_the_control_parameter_as_the_handler_does(aws: InMemoryAws) -> None:
+    """The simulated function builds its service as the handler does: the parameter's MAX and pause apply."""
+    backlog(aws, 20, groups=4)
+    dispatcher = function(aws, 10, control_parameter="/dispatcher/control")
+    aws.world.max_concurrency = 3
+    aws.control = Control(max_concurrency=3)
+    dispatcher.invoke({})
+    aws.scheduler.run_until(aws.scheduler.now + 5)
+    assert len(aws.started()) == 3
+    aws.control = Control(max_concurrency=3, paused=True)
+    aws.scheduler.run_until(aws.scheduler.now + CONTROL_MAX_AGE_SECONDS + 1)  # Powertools' cache runs out
+    dispatcher.invoke({})
+    aws.scheduler.run_until(aws.scheduler.now + 5)
+    assert dispatcher.invocations[-1].report is not None
+    assert dispatcher.invocations[-1].report["stopped"] == "paused"
+    assert len(aws.started()) == 3
 
 
 def test_ends_reach_the_function_in_batches_through_the_event_source_mapping() -> None:

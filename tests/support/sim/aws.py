@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
+from dispatcher.core.control import Control
 from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.tick.ports import Ports, wire
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
@@ -64,8 +65,7 @@ class SimResources:
         return JobQueueView(aws.queue, self._clients.sqs, aws.scheduler, self._wait_seconds, aws.faults)
 
     def dead_letters(self, url: str) -> DeadLettersView:
-        """The dead-letter queue."""
-        assert url == DEAD_LETTER_QUEUE_URL, f"no simulated dead-letter queue {url}"
+        """The dead-letter queue (there is one, whatever its URL)."""
         return DeadLettersView(self._aws.dead_letters, self._clients.sqs)
 
     def state_machine(self, arn: str) -> ExecutionsView:
@@ -119,6 +119,8 @@ class InMemoryAws:
         self.queue = FifoQueue(self.scheduler, f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/jobs.fifo")
         self.dead_letters = DeadLetterBox(self.scheduler)
         self.table = StateTable(self.scheduler, self.usage, self.state_machine_arn)
+        self.control: Control | None = None
+        """The control parameter's value (None: it doesn't exist), as `GetParameter` reads it."""
         self.subscribers: list[Callable[[dict[str, Any]], None]] = []
         """Each delivered status change event goes to each of these (the refill rule's target)."""
         self._rng = random.Random(f"{seed}:retries")
@@ -152,7 +154,11 @@ class InMemoryAws:
 
     def ports(self, clients: Clients, *, wait_seconds: int = 0) -> Ports:
         """The tick's ports on one container's clients, wired as the function wires them."""
-        return wire(self.topology, SimResources(self, clients, wait_seconds))
+        return wire(self.topology, self.resources(clients, wait_seconds=wait_seconds))
+
+    def resources(self, clients: Clients, *, wait_seconds: int = 0) -> SimResources:
+        """What the function makes its ports from, on one container's clients."""
+        return SimResources(self, clients, wait_seconds)
 
     @property
     def topology(self) -> Topology:

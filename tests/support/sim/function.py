@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.core.batching import SQS_BATCH_LIMIT
-from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, combine
+from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
 from dispatcher.core.events import end_news, refill_pattern
 from dispatcher.core.quotas import SSM_GET_PARAMETER
-from dispatcher.handler import policy
 from dispatcher.local.events import matches, sqs_event
 from dispatcher.settings import Settings
 from dispatcher.telemetry import logger
+from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
-from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.warm import WarmState
 from tests.support.crashes import Crash, CrashPlan
 from tests.support.sim.api import LiveBucket
@@ -49,6 +48,8 @@ class Container:
     clients: Clients
     warm: WarmState = field(default_factory=WarmState)
     control_read_at: float | None = None
+    control: Control | None = None
+    """The control parameter's value as this container last read it (Powertools' cache)."""
 
 
 @dataclass(frozen=True)
@@ -186,16 +187,24 @@ class Function:
         process.plan, process.seen = self.crash_plan(trigger), Counter()
         try:
             self._read_control(container)
-            limits = combine(self.settings.max_concurrency, None, self.settings.control_parameter)
+            limits, topology = steered(self.settings, container.control)
             runtime = Runtime(
                 clock=lambda: scheduler.now,
                 sleep=scheduler.sleep,
                 remaining_seconds=lambda: deadline - scheduler.now,
                 pool=lambda width: contextlib.nullcontext(SimPool(scheduler, width)),
             )
-            ports = self._aws.ports(container.clients, wait_seconds=self.settings.receive_wait_seconds)
-            dispatcher = Dispatcher(policy(self.settings, limits), ports, runtime, container.warm)
-            report = dispatcher.run(end_news(event, self.settings.state_machine_arn).ended).as_dict()
+            dispatcher = dispatcher_for(
+                self.settings,
+                limits=limits,
+                topology=topology,
+                resources=self._aws.resources(
+                    container.clients, wait_seconds=self.settings.receive_wait_seconds
+                ),
+                runtime=runtime,
+                warm=container.warm,
+            )
+            report = dispatcher.run(end_news(event, topology.state_machines).ended).as_dict()
         except Crash:  # the process died: its container is gone, the next invocation is a cold start
             self.invocations.append(Invocation(began, scheduler.now, trigger, cold, None, crashed=True))
             return
@@ -209,7 +218,7 @@ class Function:
         return Container(self._aws.clients())
 
     def _read_control(self, container: Container) -> None:
-        """`GetParameter` through Powertools' cache: once per container every 5 s (it holds no override)."""
+        """`GetParameter` through Powertools' cache: once per container every 5 s (`InMemoryAws.control`)."""
         if self.settings.control_parameter is None:
             return
         now = self._aws.scheduler.now
@@ -224,6 +233,7 @@ class Function:
             lambda: self._ssm.take(now) > 0,
         )
         container.control_read_at = now
+        container.control = self._aws.control
 
 
 class CountingStream(io.TextIOBase):

@@ -1,0 +1,52 @@
+"""One invocation's service, from the settings and the control parameter: the one home of the wiring.
+
+The Lambda handler (on boto3's adapters), the in-memory AWS's function and the
+benchmarks (on the simulated services) all build their `Dispatcher` here, so a change to
+how settings become limits, lanes and ports is made once.
+"""
+
+from __future__ import annotations
+
+from dispatcher.core.control import Control, Limits, combine, steer
+from dispatcher.core.lanes import Topology
+from dispatcher.settings import Settings
+from dispatcher.tick.ports import Resources, Runtime, wire
+from dispatcher.tick.service import Dispatcher, TickPolicy
+from dispatcher.tick.warm import WarmState
+
+
+def steered(settings: Settings, control: Control | None) -> tuple[Limits, Topology]:
+    """Pool ``default``'s limits, and every pool and lane with their live limits.
+
+    The control parameter's keys where set (``control``: its value, None when there is
+    none), else the environment's and ``LANES``' values. A malformed ``LANES``, or a
+    control parameter that names what is not configured, is a `ConfigurationError`.
+    """
+    name = settings.control_parameter
+    return combine(settings.max_concurrency, control, name), steer(settings.topology(), control, name)
+
+
+def policy(settings: Settings, limits: Limits, topology: Topology | None = None) -> TickPolicy:
+    """What one invocation works within."""
+    return TickPolicy(
+        topology=topology,
+        max_concurrency=limits.max_concurrency,
+        paused=limits.paused,
+        time_margin_seconds=settings.time_margin_seconds,
+        start_concurrency=settings.start_concurrency,
+        list_reuse_seconds=settings.list_reuse_seconds,
+        loop_seconds=settings.loop_seconds,
+    )
+
+
+def dispatcher_for(  # noqa: PLR0913 — each is one input of an invocation
+    settings: Settings,
+    *,
+    limits: Limits,
+    topology: Topology,
+    resources: Resources,
+    runtime: Runtime,
+    warm: WarmState,
+) -> Dispatcher:
+    """The service for one invocation: its policy, every lane's ports, its time and threads."""
+    return Dispatcher(policy(settings, limits, topology), wire(topology, resources), runtime, warm)
