@@ -16,10 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
 from dispatcher.core.control import Control, Override, parse_control
-from dispatcher.local.account import REGION
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -74,9 +71,12 @@ def plan_lane(rng: random.Random, jobs: Sequence[Job], fault_ticks: int, *, wide
     )
 
 
-def steer_lane(parameter: str, *, paused: bool) -> None:
-    """The operator pauses or resumes the lane (read, modify, write, as `dispatcher pause --lane`)."""
-    ssm = boto3.client("ssm", region_name=REGION)
+def steer_lane(ssm: Any, parameter: str, *, paused: bool) -> None:
+    """The operator pauses or resumes the lane (read, modify, write, as `dispatcher pause --lane`).
+
+    ``ssm``: the operator's own client, made before the dispatcher's process hooks the
+    default session (a dead dispatcher process must not take the operator with it).
+    """
     try:
         current = parse_control(parameter, ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
     except ssm.exceptions.ParameterNotFound:

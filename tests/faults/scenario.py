@@ -576,6 +576,7 @@ class ScenarioRun:
         boto3.setup_default_session()  # no hooks of an earlier run's dispatcher on our own clients
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.ssm = boto3.client("ssm", region_name=REGION)
         control = Control(max_concurrency=scenario.max_concurrency) if scenario.controlled else None
         self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}", control=control)
         self.lane: dict[str, Any] | None = None
@@ -789,7 +790,7 @@ class ScenarioRun:
         """The operator pauses or resumes the lane before this tick, as the plan says."""
         plan = self.scenario.lane
         if plan is not None and tick is not None and tick in plan.pauses:
-            steer_lane(self.stack.control_parameter, paused=plan.pauses[tick])
+            steer_lane(self.ssm, self.stack.control_parameter, paused=plan.pauses[tick])
 
     def _tick(self, tick: int | None, event: Any = None) -> dict[str, Any] | None:
         quiet = not self.world.faults.enabled
@@ -892,7 +893,7 @@ class ScenarioRun:
         self.redrive_after.clear()
         self.redrives.clear()
         if self.scenario.lane is not None and self.scenario.lane.pauses:
-            steer_lane(self.stack.control_parameter, paused=False)
+            steer_lane(self.ssm, self.stack.control_parameter, paused=False)
             handler.reset_clients()  # the control parameter's cache (5 s) is long expired by the end
         self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
         left = self._visible_messages()

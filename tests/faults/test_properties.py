@@ -60,6 +60,20 @@ def test_a_second_lane_on_the_same_machine_keeps_every_invariant_per_lane_and_fo
     assert outcome.executions > 0
 
 
+def test_the_operator_pauses_a_lane_right_after_a_tick_died(faulty_aws: FaultyAws) -> None:
+    """Seed 408: a tick dies, then the operator pauses the lane; the operator's own calls go on.
+
+    The soak's first run of lanes stopped here: the operator's client was made after the
+    dispatcher's process hooked the default session, so it died with the process.
+    """
+    scenario = Scenario.generate(408)
+    assert scenario.lane is not None
+    assert scenario.lane.pauses
+    assert scenario.crashes
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+
+
 @pytest.mark.parametrize("seed", range(1000, 1004))
 def test_quiet_scenario_drains_with_lag_alone(seed: int, faulty_aws: FaultyAws) -> None:
     """With no injected fault, only AWS's own lag, every invariant holds and nothing crashes."""
