@@ -47,10 +47,10 @@ def reset_clients() -> None:
     _warm.forget()
 
 
-def read_limits(settings: Settings) -> tuple[Limits, Topology]:
+def read_limits(settings: Settings, configured: Topology) -> tuple[Limits, Topology]:
     """MAX and pause for this tick, of pool ``default`` and of every pool and lane (`steered`)."""
     name = settings.control_parameter
-    return steered(settings, None if name is None else _control(name).read())
+    return steered(settings, None if name is None else _control(name).read(), configured)
 
 
 def build_dispatcher(
@@ -139,7 +139,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         news = end_news(event, configured.state_machines)
         _log_skipped(news)
         try:
-            limits, topology = read_limits(settings)
+            limits, topology = read_limits(settings, configured)
         except TransientError as error:
             # Whether the operator paused is unknown: start nothing, the next tick reads again.
             logger.warning("could not read the control parameter", extra={"reason": str(error)})

@@ -232,15 +232,19 @@ INTERRUPTED = 130
 """The shell's exit status for a program stopped by Ctrl-C (128 + SIGINT)."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m tools.demo`; Ctrl-C stops it with one line, not a traceback."""
-    arguments = parse_arguments(argv)
+def interruptible(run: Callable[[argparse.Namespace], int], arguments: argparse.Namespace, name: str) -> int:
+    """``run(arguments)``; Ctrl-C stops it with one line, not a traceback."""
     try:
         return run(arguments)
     except KeyboardInterrupt:
         sys.stdout.flush()
-        sys.stderr.write("\ndemo: interrupted; nothing to clean up (the emulator lived in this process)\n")
+        sys.stderr.write(f"\n{name}: interrupted; nothing to clean up (the emulator lived in this process)\n")
         return INTERRUPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m tools.demo`; Ctrl-C stops it with one line, not a traceback."""
+    return interruptible(run, parse_arguments(argv), "demo")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from dispatcher.in_process import LocalContext
 from dispatcher.local.account import environment, pointed_at
 from dispatcher.local.server import moto_server
 from dispatcher.local.stack import create_lane, create_stack, send_jobs
-from tools.demo import INTERRUPTED, _count, bar, queue_depth
+from tools.demo import _count, bar, interruptible, queue_depth
 
 LANE = "urgent"
 
@@ -202,15 +202,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m tools.lanes_demo`; Ctrl-C stops it with one line."""
-    arguments = parse_arguments(argv)
-    try:
-        return run(arguments)
-    except KeyboardInterrupt:
-        sys.stdout.flush()
-        sys.stderr.write(
-            "\nlanes demo: interrupted; nothing to clean up (the emulator lived in this process)\n"
-        )
-        return INTERRUPTED
+    return interruptible(run, parse_arguments(argv), "lanes demo")
 
 
 if __name__ == "__main__":

@@ -15,15 +15,19 @@ from dispatcher.tick.service import Dispatcher, TickPolicy
 from dispatcher.tick.warm import WarmState
 
 
-def steered(settings: Settings, control: Control | None) -> tuple[Limits, Topology]:
+def steered(
+    settings: Settings, control: Control | None, configured: Topology | None = None
+) -> tuple[Limits, Topology]:
     """Pool ``default``'s limits, and every pool and lane with their live limits.
 
     The control parameter's keys where set (``control``: its value, None when there is
     none), else the environment's and ``LANES``' values. A malformed ``LANES``, or a
     control parameter that names what is not configured, is a `ConfigurationError`.
+    ``configured``: ``settings.topology()`` when the caller has it already (parsed once).
     """
     name = settings.control_parameter
-    return combine(settings.max_concurrency, control, name), steer(settings.topology(), control, name)
+    topology = settings.topology() if configured is None else configured
+    return combine(settings.max_concurrency, control, name), steer(topology, control, name)
 
 
 def policy(settings: Settings, limits: Limits, topology: Topology | None = None) -> TickPolicy:
