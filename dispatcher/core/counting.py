@@ -19,7 +19,9 @@ small quota (5/s refill) whatever its size, and paging stops once MAX is counted
 RECENT_START_WINDOW_SECONDS = 90.0
 """ListExecutions may omit an execution for up to 60 s after it started; a start recorded by
 a process that died before StartExecution must not hold a slot for longer than this, so the
-window is the lag plus a margin for the start call itself."""
+window is the lag plus a margin for the start call itself. A record stops counting by its
+age only once a listing read this long after it is in use (`review_from`): a listing reused
+for a while doesn't shorten the margin."""
 
 
 class RecordedStart(BaseModel):
@@ -88,9 +90,8 @@ class KnownWindow:
         for record in records:
             self.starts.pop(record.sort_key, None)
 
-    def view(self, now: float) -> StateWindow:
-        """The window as of ``now``: what is older than the review window is left out, and forgotten."""
-        oldest = now - RECENT_START_WINDOW_SECONDS
+    def view(self, oldest: float) -> StateWindow:
+        """The window from ``oldest`` (`review_from`): what is older is left out, and forgotten."""
         self.starts = {key: record for key, record in self.starts.items() if record.recorded_at >= oldest}
         self.ends = {key: seen for key, seen in self.ends.items() if seen >= oldest}
         return StateWindow(
@@ -116,6 +117,15 @@ class RunningListing(BaseModel):
             " else startDate (epoch seconds)."
         ),
     )
+
+
+def review_from(now: float, listed_at: float | None) -> float:
+    """The oldest record that may still count, with a listing read at ``listed_at`` in use.
+
+    A record this old has had the lag and the start call's margin to show in that listing;
+    a younger one (or any, without a listing) may still hold a slot the listing can't show.
+    """
+    return min(now, now if listed_at is None else listed_at) - RECENT_START_WINDOW_SECONDS
 
 
 def free_slots(max_concurrency: int, running: int) -> int:
@@ -179,12 +189,14 @@ def plan_count(
     read, with more ends known since) says nothing of the executions it didn't page
     through, so the count is MAX: nothing starts until a fresh read.
 
-    Recorded starts: a listed one is counted once, by the list, and its record is kept
-    (a later read may omit it again within the lag). One recorded before the stop an
-    event reports has ended. One recorded after the listing was asked for can't be in
-    it, and counts as it is. Any other one is checked with `DescribeExecution`, oldest
-    first. A name recorded twice (a redelivered message) is judged by its newest record,
-    which holds the slot longest; the older record goes.
+    Recorded starts: one older than the review window of the listing (`review_from`) is
+    settled: the listing shows it if it runs. A listed one is counted once, by the list,
+    and its record is kept (a later read may omit it again within the lag). One recorded
+    before the stop an event reports has ended. One recorded after the listing was asked
+    for can't be in it, and counts as it is, however old the listing. Any other one is
+    checked with `DescribeExecution`, oldest first. A name recorded twice (a redelivered
+    message) is judged by its newest record, which holds the slot longest; the older
+    record goes.
     """
     listed = counted_names(listing.executions, ends)
     if len(listed) >= max_concurrency:
@@ -193,8 +205,9 @@ def plan_count(
         return RunningCount(max_concurrency)
     newest: dict[str, RecordedStart] = {}
     resolved: list[RecordedStart] = []
+    oldest = review_from(now, listing.listed_at)
     for record in sorted(recorded, key=lambda record: record.recorded_at, reverse=True):
-        if record.name in newest or now - record.recorded_at > RECENT_START_WINDOW_SECONDS:
+        if record.name in newest or record.recorded_at < oldest:
             resolved.append(record)
         else:
             newest[record.name] = record

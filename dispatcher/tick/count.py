@@ -6,6 +6,12 @@ yet, and ends that status change events reported while the list still shows them
 A recorded start neither the list nor an event settles is checked with
 `DescribeExecution`, within a pace well below that API's quota. While one invocation
 holds the lease, its ticks after the first read only the window's newest records.
+
+A listing may be reused for up to a minute when `ListExecutions`' pace, shared by every
+state machine of the account, has no token for a fresh one: what happened since is known
+without it (the starts recorded since count, however old; the ends come from events), so
+the count stays an upper bound and only corrections wait (an end whose event was lost, an
+execution started outside the dispatcher, a start that never reached Step Functions).
 """
 
 from __future__ import annotations
@@ -16,13 +22,13 @@ from dataclasses import dataclass
 
 from dispatcher.core.counting import (
     LIST_PAGE_SIZE,
-    RECENT_START_WINDOW_SECONDS,
     KnownWindow,
     RecordedStart,
     RunningListing,
     StateWindow,
     latest_ends,
     plan_count,
+    review_from,
     still_counts,
 )
 from dispatcher.core.errors import TransientError
@@ -92,12 +98,13 @@ class Counter:
     def count(self, ended: Sequence[EndedExecution] = ()) -> Count:
         """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show."""
         now = self._clock()
-        window = self._read_window(now)
-        ends = latest_ends([*window.ended, *ended])
         arn = self._state_machine.arn
+        last = self._warm.listing(arn, now, LISTING_MAX_AGE_SECONDS)
+        window = self._read_window(now, review_from(now, None if last is None else last.listed_at))
+        ends = latest_ends([*window.ended, *ended])
         listing = self._warm.listing(arn, now, self._list_reuse_seconds)
         if listing is None:
-            listing = self._read_listing(ends, now)
+            listing = self._read_listing(last, ends, now)
         planned = plan_count(listing, ends, window.starts, self._max, now)
         oldest = None
         if listing.complete and listing.oldest_started_at is not None:
@@ -109,11 +116,12 @@ class Counter:
                 self._known.drop(settled)
         return Count(running, oldest)
 
-    def _read_listing(self, ends: Mapping[str, float], now: float) -> RunningListing:
+    def _read_listing(
+        self, last: RunningListing | None, ends: Mapping[str, float], now: float
+    ) -> RunningListing:
         """A fresh listing, or, while the `ListExecutions` pace has no tokens for one, the last one."""
         arn = self._state_machine.arn
         pace = self._warm.paces_for(arn).list
-        last = self._warm.listing(arn, now, LISTING_MAX_AGE_SECONDS)
         pages = 1 if last is None else max(1, math.ceil(len(last.executions) / LIST_PAGE_SIZE))
         if last is not None and not pace.ready(now, pages):
             return last
@@ -131,9 +139,12 @@ class Counter:
         self._holding = False
         self._known = None
 
-    def _read_window(self, now: float) -> StateWindow:
-        """The review window: read whole, or, while the lease is held throughout, only what is new."""
-        oldest = now - RECENT_START_WINDOW_SECONDS
+    def _read_window(self, now: float, oldest: float) -> StateWindow:
+        """The window from ``oldest``: read whole, or, while the lease is held throughout, what is new.
+
+        ``oldest`` is that of the latest listing (`review_from`); a fresher listing read
+        after this needs no older record.
+        """
         if self._known is None or not self._holding:
             window = self._state.window(oldest)
             if not self._holding:
@@ -142,7 +153,7 @@ class Counter:
         else:
             window = self._state.window(max(oldest, self._known.rereads_from()))
         self._known.add(window, now)
-        return self._known.view(now)
+        return self._known.view(oldest)
 
     def _settle(
         self, to_check: Sequence[RecordedStart], running: int, now: float, listed_at: float

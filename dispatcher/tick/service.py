@@ -6,8 +6,9 @@ about, asks the holder for one more tick, and returns at once (`LeaseHolder`).
 
 from __future__ import annotations
 
+import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.allocation import Allocation, Claim, room_of
@@ -170,7 +171,9 @@ class Dispatcher:
     def tick(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
         """Count each pool's RUNNING once, then hand its free slots to its lanes, round after round."""
         pools = self._active_pools
-        machines = [arn for pool in pools for arn in self._topology.state_machines_of(pool.name)]
+        machines = self._by_listing_age(
+            arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
+        )
         by_machine = self._ends_by_machine(ended)
         try:
             for arn in machines:
@@ -211,6 +214,15 @@ class Dispatcher:
                     break
         report.stopped = min(stops, key=STOP_PRECEDENCE.index)
         return report
+
+    def _by_listing_age(self, machines: Iterable[str]) -> list[str]:
+        """State machines counted oldest listing first (never listed first).
+
+        `ListExecutions`' pace is shared by the account's state machines: a tick spends its
+        tokens on the listings that are oldest, so every state machine is read in turn
+        (not the first ones every tick), and the others count from a reused listing.
+        """
+        return sorted(machines, key=lambda arn: self._warm.listed_at(arn) or -math.inf)
 
     def _running(self, pool: PoolLimit, counts: Mapping[str, Count]) -> int:
         """RUNNING in a pool: its state machines' counts, each once."""

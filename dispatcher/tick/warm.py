@@ -3,7 +3,7 @@
 None of it is needed for correctness: a cold start has none of it and ticks the same.
 It saves calls when invocations come in bursts, as they do when every completed
 execution sends a status change event: a `ListExecutions` read is reused for a short
-while (its age is bounded, and the starts made since are in the state table), and a
+while (the starts made since are in the state table, the ends come from events), and a
 state machine found STANDARD is not described again, and the receives of a round follow
 what the queue handed out last. The tick's own buckets (`Paces`) live here too: a
 cold start begins with them full, as AWS's own buckets refill while nothing calls. And
@@ -62,6 +62,11 @@ class WarmState:
         if listing is None or not 0 <= now - listing.listed_at < max_age:
             return None
         return listing
+
+    def listed_at(self, state_machine_arn: str) -> float | None:
+        """When the latest listing of the state machine was read (None: never in this container)."""
+        listing = self.listings.get(state_machine_arn)
+        return None if listing is None else listing.listed_at
 
     def keep(self, state_machine_arn: str, listing: RunningListing) -> None:
         """Remember a fresh listing."""

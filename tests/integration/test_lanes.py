@@ -369,3 +369,42 @@ def test_a_lane_whose_rate_runs_out_mid_tick_says_its_jobs_wait_for_capacity(har
     assert (result["dead_lettered"], result["started"], result["stopped"]) == (1, 1, "capacity")
     assert harness.started_jobs()[-1] == "p-1"
     assert harness.queue_counts(paced["queue_url"]) == (1, 0)
+
+
+def test_twenty_state_machines_share_the_listing_pace_in_turn_and_the_cap_holds(harness: Harness) -> None:
+    """`ListExecutions`' pace is the account's: each state machine is listed in turn, none read past it.
+
+    A lane's executions end with no event (stopped): its slots come back only when its
+    state machine is listed again, while the others count from reused listings and the
+    starts recorded since. The pool's cap holds on every tick.
+    """
+    others = [create_lane(harness.stack.name, f"lane-{index}") for index in range(19)]
+    lanes(harness, 30, {"lanes": others})
+    machines = [harness.stack.state_machine_arn, *(lane["state_machine_arn"] for lane in others)]
+    for url in [harness.stack.queue_url, *(lane["queue_url"] for lane in others)]:
+        send(url, [f"job-{index}" for index in range(3)])
+    listed: list[str] = []
+    harness.on(
+        "before-parameter-build.states.ListExecutions",
+        lambda params, **_: listed.append(params["stateMachineArn"]),
+    )
+    ticks = 50
+    with freeze_time("2026-11-24 12:00:00") as clock:
+        harness.tick()
+        first = len(listed)
+        for _ in range(ticks - 1):
+            for arn in machines[:2]:
+                for execution in harness.sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")[
+                    "executions"
+                ][:1]:
+                    harness.sfn.stop_execution(executionArn=execution["executionArn"])
+            machines.append(machines.pop(0))
+            clock.tick(1.0)
+            harness.tick(cold=False)
+            assert sum(running_of(harness, arn) for arn in machines) <= 30
+    assert first == len(machines), "a new container lists each state machine once"
+    later = listed[first:]
+    # within the pace, 1.5 pages a second for the account (the first tick's reads used the burst)
+    assert len(later) <= 1.5 * (ticks - 1), "none read past the pace (it was 20 every 10 s)"
+    assert {arn: later.count(arn) >= 2 for arn in machines} == dict.fromkeys(machines, True), "each in turn"
+    assert len(harness.started_jobs()) > 30, "stopped executions' slots came back"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dispatcher.core import quotas
-from dispatcher.core.counting import REREAD_SECONDS, KnownWindow, RecordedStart, StateWindow
+from dispatcher.core.counting import REREAD_SECONDS, KnownWindow, RecordedStart, StateWindow, review_from
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.pacing import (
     START_THREADS_HIGHEST,
@@ -115,15 +115,15 @@ def test_a_known_window_adds_reads_drops_settled_and_forgets_the_old() -> None:
     ended = EndedExecution(name="a", stopped_at=990.0)
     # the next read overlaps the last: what it reads again is not counted twice
     known.add(StateWindow(starts=(record("b", 999.0), record("c", 1001.0)), ended=(ended, ended)), 1002.0)
-    view = known.view(1002.0)
+    view = known.view(review_from(1002.0, None))
     assert sorted(start.name for start in view.starts) == ["a", "b", "c"]
     assert view.ended == (ended,)
     known.drop([record("b", 999.0)])
-    assert sorted(start.name for start in known.view(1002.0).starts) == ["a", "c"]
-    later = known.view(1045.0)  # "a" was recorded more than 90 s before
+    assert sorted(start.name for start in known.view(review_from(1002.0, None)).starts) == ["a", "c"]
+    later = known.view(review_from(1045.0, None))  # "a" was recorded more than 90 s before
     assert [start.name for start in later.starts] == ["c"]
     assert later.ended == (ended,)  # the end was read at 1002: it stays for 90 s from then
-    assert known.view(1093.0).ended == ()
+    assert known.view(review_from(1093.0, None)).ended == ()
 
 
 def test_a_known_window_leaves_out_a_start_a_later_read_voids() -> None:
@@ -131,7 +131,7 @@ def test_a_known_window_leaves_out_a_start_a_later_read_voids() -> None:
     known = KnownWindow(read_at=1000.0)
     known.add(StateWindow(starts=(record("a", 999.0), record("b", 999.5))), 1000.0)
     known.add(StateWindow(void=frozenset({record("a", 999.0).sort_key, "unknown"})), 1001.0)
-    assert [start.name for start in known.view(1001.0).starts] == ["b"]
+    assert [start.name for start in known.view(review_from(1001.0, None)).starts] == ["b"]
 
 
 def test_a_warm_container_remembers_what_it_saw_running_for_the_review_window() -> None:

@@ -17,6 +17,7 @@ from dispatcher.core.counting import (
     latest_ends,
     listed_as_running,
     plan_count,
+    review_from,
     still_counts,
 )
 from dispatcher.core.events import EndedExecution, describe_trigger, ended_execution
@@ -210,6 +211,25 @@ def test_plan_count_resolves_records_older_than_window() -> None:
     assert [r.name for r in count.resolved] == ["old"]
     assert count.to_check == ()
     assert count.running == 0
+
+
+def test_a_reused_listing_keeps_every_start_recorded_since_however_old() -> None:
+    """With an old listing in use, a record past the window still holds its slot until a listing can show it.
+
+    Read after the listing: it counts as it is. Read before it, but less than the window
+    before: the listing may have missed it (lag), so it is checked. Only a listing read
+    the whole window after the record settles it by age.
+    """
+    window = RECENT_START_WINDOW_SECONDS
+    after = plan_count(listing(age=window + 10), {}, [record("after", window + 5)], 10, NOW)
+    assert (after.running, after.resolved, after.to_check) == (1, (), ())
+    lagged = plan_count(listing(age=20), {}, [record("lagged", window + 5)], 10, NOW)
+    assert [r.name for r in lagged.to_check] == ["lagged"]
+    assert lagged.resolved == ()
+    settled = plan_count(listing(age=4), {}, [record("settled", window + 5)], 10, NOW)
+    assert [r.name for r in settled.resolved] == ["settled"]
+    assert review_from(NOW, NOW - 20) == NOW - 20 - window
+    assert review_from(NOW, None) == review_from(NOW, NOW + 5) == NOW - window
 
 
 def test_plan_count_judges_a_name_recorded_twice_by_its_newest_record() -> None:

@@ -33,6 +33,7 @@ from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StateWindow, latest_ends
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
 from tests.support.sim.api import Client, LiveBucket, Usage
 from tests.support.sim.scheduler import Scheduler
@@ -40,7 +41,7 @@ from tests.support.sim.scheduler import Scheduler
 QUERY_PAGE_BYTES = 1024 * 1024
 READ_UNIT_BYTES = 4096
 WRITE_UNIT_BYTES = 1024
-KEEP_SECONDS = RECENT_START_WINDOW_SECONDS + 60
+KEEP_SECONDS = RECENT_START_WINDOW_SECONDS + LISTING_MAX_AGE_SECONDS + 60
 """How long the table keeps a record in memory: longer than any tick's review window."""
 
 
