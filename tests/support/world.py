@@ -198,6 +198,8 @@ class World:
         self.injected: Counter[str] = Counter()
         self.violations: list[str] = []
         self.max_concurrency: int | None = None
+        self.pool_caps: dict[str, tuple[frozenset[str], int]] = {}
+        """Pool → (its state machines' ARNs, its MAX): each checked at every start of one of them."""
         self.outage_until = 0.0
         """Until then, runs of jobs that call the downstream API fail."""
         self.spooled: list[dict[str, Any]] = []
@@ -212,6 +214,8 @@ class World:
         """Executions whose latest run has not ended."""
         self._open_foreign: dict[str, Execution] = {}
         """Of those, someone else's."""
+        self._open_by_machine: Counter[str] = Counter()
+        """State machine ARN → how many of the open executions are its."""
         self._ends: list[tuple[float, int, str, int]] = []
         """A heap of (planned end, sequence, ARN, run index) of the runs not ended."""
         self._ended: deque[tuple[float, str]] = deque()
@@ -270,6 +274,8 @@ class World:
 
     def _open_run(self, execution: Execution) -> None:
         run = execution.runs[-1]
+        if execution.arn not in self._open:
+            self._open_by_machine[state_machine_of(execution.arn)] += 1
         self._open[execution.arn] = execution
         if not execution.by_dispatcher:
             self._open_foreign[execution.arn] = execution
@@ -278,7 +284,8 @@ class World:
         )
 
     def _close(self, execution: Execution) -> None:
-        self._open.pop(execution.arn, None)
+        if self._open.pop(execution.arn, None) is not None:
+            self._open_by_machine[state_machine_of(execution.arn)] -= 1
         self._open_foreign.pop(execution.arn, None)
 
     def due_events(self) -> list[dict[str, Any]]:
@@ -343,7 +350,7 @@ class World:
             self._open_run(execution)
             if by_dispatcher:
                 self.dispatcher_redrives.append((execution.name, len(execution.runs) - 2))
-                self._check_cap(f"the dispatcher redrove {execution.name}")
+                self._check_cap(f"the dispatcher redrove {execution.name}", state_machine_of(arn))
 
     def expired_in_flight(self) -> list[str]:
         """Receipt handles whose visibility timeout is over; they are forgotten here."""
@@ -385,15 +392,30 @@ class World:
             )
             self._open_run(self.executions[arn])
             if by_dispatcher:
-                self._check_cap(f"the dispatcher started {name}")
+                self._check_cap(f"the dispatcher started {name}", state_machine_of(arn))
 
-    def _check_cap(self, what: str) -> None:
+    def _check_cap(self, what: str, machine: str) -> None:
+        for pool, (machines, cap) in self.pool_caps.items():
+            if machine in machines:
+                counted = self._counted(machines)
+                if counted > cap:
+                    self.violations.append(f"cap: {counted} RUNNING > MAX {cap} in pool {pool} after {what}")
         if self.max_concurrency is None:
             return
         ours = len(self._open) - len(self._open_foreign)
         counted = ours + sum(self._accountable(execution) for execution in self._open_foreign.values())
         if counted > self.max_concurrency:
             self.violations.append(f"cap: {counted} RUNNING > MAX {self.max_concurrency} after {what}")
+
+    def _counted(self, machines: frozenset[str]) -> int:
+        """Open executions of ``machines`` that the dispatcher must count (`_accountable`)."""
+        open_runs = sum(self._open_by_machine[arn] for arn in machines)
+        foreign = [
+            execution
+            for execution in self._open_foreign.values()
+            if state_machine_of(execution.arn) in machines
+        ]
+        return open_runs - len(foreign) + sum(self._accountable(execution) for execution in foreign)
 
     def _accountable(self, execution: Execution) -> bool:
         """Whether the dispatcher must count this execution when it starts another.

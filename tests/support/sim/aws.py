@@ -1,5 +1,9 @@
 """The in-memory AWS: a FIFO job queue, its DLQ, a STANDARD state machine over a `World`, the state table.
 
+With `SimLane`s it holds more: each lane's queue, and its own state machine (with its
+records in the state table) unless it shares another lane's; `InMemoryAws.lanes_document`
+is the ``LANES`` that deploys them. Every lane's dead letters go to one box.
+
 `InMemoryAws.ports` gives the tick service its ports on one container's clients, so the
 same `Dispatcher` that runs over boto3 in the Lambda runs here, in virtual time. The world
 ends each execution when its input's ``seconds`` are over and plans its status change
@@ -9,8 +13,9 @@ gets each one when it is delivered.
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +26,7 @@ from dispatcher.tick.ports import Ports, wire
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
 from tests.support.sim.dynamodb import LeaseView, StateStoreView, StateTable
 from tests.support.sim.faults import Faults, Process
+from tests.support.sim.rate import RateItems, RateView
 from tests.support.sim.scheduler import Scheduler
 from tests.support.sim.sqs import DeadLetterBox, DeadLettersView, FifoQueue, JobQueueView
 from tests.support.sim.stepfunctions import ExecutionsView, StepFunctions
@@ -32,9 +38,22 @@ ACCOUNT = "123456789012"
 DEAD_LETTER_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/dead-letters.fifo"
 
 
-def state_machine_arn(region: str) -> str:
-    """The simulated state machine."""
-    return f"arn:aws:states:{region}:{ACCOUNT}:stateMachine:jobs"
+def state_machine_arn(region: str, name: str = "jobs") -> str:
+    """A simulated state machine (``jobs``: the default lane's)."""
+    return f"arn:aws:states:{region}:{ACCOUNT}:stateMachine:{name}"
+
+
+@dataclass(frozen=True)
+class SimLane:
+    """A lane besides ``default``: its own queue, and its own state machine unless it ``shares`` one."""
+
+    name: str
+    pool: str = DEFAULT
+    priority: int = 0
+    max_concurrency: int | None = None
+    starts_per_second: float | None = None
+    shares: str | None = None
+    """Another lane (``default`` too) whose state machine this one starts."""
 
 
 @dataclass(frozen=True)
@@ -59,40 +78,40 @@ class SimResources:
         self._wait_seconds = wait_seconds
 
     def queue(self, url: str) -> JobQueueView:
-        """The job queue."""
-        assert url == self._aws.queue.url, f"no simulated queue {url}"
+        """A lane's job queue."""
         aws = self._aws
-        return JobQueueView(aws.queue, self._clients.sqs, aws.scheduler, self._wait_seconds, aws.faults)
+        assert url in aws.queues, f"no simulated queue {url}"
+        return JobQueueView(aws.queues[url], self._clients.sqs, aws.scheduler, self._wait_seconds, aws.faults)
 
     def dead_letters(self, url: str) -> DeadLettersView:
         """The dead-letter queue (there is one, whatever its URL)."""
         return DeadLettersView(self._aws.dead_letters, self._clients.sqs)
 
     def state_machine(self, arn: str) -> ExecutionsView:
-        """The state machine."""
-        assert arn == self._aws.state_machine_arn, f"no simulated state machine {arn}"
+        """A state machine."""
+        assert arn in self._aws.tables, f"no simulated state machine {arn}"
         clients = self._clients
         return ExecutionsView(self._aws.stepfunctions, arn, clients.stepfunctions, clients.starts)
 
     def state_table(self, state_machine_arn: str) -> StateStoreView:
-        """The state machine's records."""
-        assert state_machine_arn == self._aws.state_machine_arn, f"no records of {state_machine_arn}"
-        return StateStoreView(self._aws.table, self._clients.dynamodb)
+        """A state machine's records."""
+        assert state_machine_arn in self._aws.tables, f"no records of {state_machine_arn}"
+        return StateStoreView(self._aws.tables[state_machine_arn], self._clients.dynamodb)
 
     def lease(self, key: str) -> LeaseView:
         """The tick lease."""
         assert key == self._aws.state_machine_arn, f"no lease under {key}"
         return LeaseView(self._aws.table.lease, self._clients.dynamodb)
 
-    def start_rate(self, lane: str, starts_per_second: float) -> Any:
-        """No simulated lane is rate-capped (yet)."""
-        raise AssertionError(f"no simulated start rate for lane {lane}")
+    def start_rate(self, lane: str, starts_per_second: float) -> RateView:
+        """A lane's start-rate bucket."""
+        return RateView(self._aws.rates, self._clients.dynamodb, lane, starts_per_second)
 
 
 class InMemoryAws:
     """AWS in memory, in virtual time, with AWS's quotas for one region and a latency per call."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 — each is one part of the emulated account
         self,
         *,
         region: str = REGION,
@@ -100,7 +119,10 @@ class InMemoryAws:
         events: EventPlan | None = None,
         latency: float = LATENCY_SECONDS,
         seed: int = 0,
+        lanes: Sequence[SimLane] = (),
+        pools: Mapping[str, int] | None = None,
     ) -> None:
+        """``lanes``: besides ``default``; ``pools``: each pool's MAX but ``default``'s (the settings')."""
         self.region = region
         self.latency = latency
         self.scheduler = Scheduler(START)
@@ -119,6 +141,26 @@ class InMemoryAws:
         self.queue = FifoQueue(self.scheduler, f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/jobs.fifo")
         self.dead_letters = DeadLetterBox(self.scheduler)
         self.table = StateTable(self.scheduler, self.usage, self.state_machine_arn)
+        self.lanes = tuple(lanes)
+        self.pools = dict(pools or {})
+        self.queues = {self.queue.url: self.queue}
+        self.lane_queues = {DEFAULT: self.queue}
+        """Lane → its job queue."""
+        self.lane_machines = {DEFAULT: self.state_machine_arn}
+        """Lane → the ARN of the state machine it starts."""
+        self.tables = {self.state_machine_arn: self.table}
+        """State machine ARN → its records in the state table (the partition of its own)."""
+        for lane in self.lanes:
+            queue = FifoQueue(
+                self.scheduler, f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{lane.name}.fifo"
+            )
+            self.queues[queue.url] = self.lane_queues[lane.name] = queue
+            arn = self.lane_machines[lane.shares] if lane.shares else state_machine_arn(region, lane.name)
+            self.lane_machines[lane.name] = arn
+            if arn not in self.tables:
+                self.tables[arn] = StateTable(self.scheduler, self.usage, arn)
+        self.rates = RateItems(self.usage)
+        """The state table's start-rate items, every lane's."""
         self.control: Control | None = None
         """The control parameter's value (None: it doesn't exist), as `GetParameter` reads it."""
         self.subscribers: list[Callable[[dict[str, Any]], None]] = []
@@ -162,9 +204,42 @@ class InMemoryAws:
 
     @property
     def topology(self) -> Topology:
-        """One lane and one pool: the simulated queue and state machine."""
+        """One lane and one pool: the default queue and state machine (`lanes_document` has the others)."""
         lane = Lane(DEFAULT, DEFAULT, self.queue.url, DEAD_LETTER_QUEUE_URL, self.state_machine_arn)
         return Topology(pools=(PoolLimit(DEFAULT, 0),), lanes=(lane,))
+
+    def lanes_document(self) -> str | None:
+        """The ``LANES`` setting that deploys the lanes (None: only ``default``)."""
+        if not self.lanes:
+            return None
+        lanes = []
+        for lane in self.lanes:
+            entry: dict[str, Any] = {
+                "name": lane.name,
+                "queue_url": self.lane_queues[lane.name].url,
+                "dead_letter_queue_url": DEAD_LETTER_QUEUE_URL,
+                "state_machine_arn": self.lane_machines[lane.name],
+                "pool": lane.pool,
+                "priority": lane.priority,
+            }
+            if lane.max_concurrency is not None:
+                entry["max_concurrency"] = lane.max_concurrency
+            if lane.starts_per_second is not None:
+                entry["starts_per_second"] = lane.starts_per_second
+            lanes.append(entry)
+        pools = {name: {"max_concurrency": cap} for name, cap in self.pools.items()}
+        return json.dumps({"pools": pools, "lanes": lanes})
+
+    def cap_pools(self, default_max: int) -> None:
+        """Have the world check each pool's cap at every start (``default_max``: pool ``default``'s MAX)."""
+        caps = {DEFAULT: default_max, **self.pools}
+        machines: dict[str, set[str]] = {pool: set() for pool in caps}
+        machines[DEFAULT].add(self.state_machine_arn)
+        for lane in self.lanes:
+            machines[lane.pool].add(self.lane_machines[lane.name])
+        self.world.pool_caps = {
+            pool: (frozenset(arns), caps[pool]) for pool, arns in machines.items() if arns
+        }
 
     def started(self) -> list[Execution]:
         """Executions the dispatcher started, in start order."""

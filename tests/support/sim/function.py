@@ -108,7 +108,7 @@ class Function:
         self.crash_plan: Callable[[str], CrashPlan | None] = lambda trigger: None
         """Where the invocation a trigger ("schedule" or "event") starts dies, if anywhere."""
         if refill:
-            pattern = refill_pattern(settings.state_machine_arn)
+            pattern = refill_pattern(settings.topology().state_machines)
             deliver = self.invoke if mapping is None else self._enqueue_end
 
             def on_event(event: dict[str, Any]) -> None:

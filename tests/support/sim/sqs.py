@@ -55,6 +55,9 @@ class FifoQueue:
 
     def __init__(self, scheduler: Scheduler, url: str) -> None:
         self.url = url
+        self._id_prefix = f"m-{url.rsplit('/', 1)[-1].removesuffix('.fifo')}-"
+        """MessageIds are unique across queues, as SQS's are (lanes that share a state machine
+        start executions named by them)."""
         self._scheduler = scheduler
         self._sequence = itertools.count()
         self._waiting: dict[str, deque[Message]] = {}
@@ -88,7 +91,9 @@ class FifoQueue:
                 if name is None
                 else {EXECUTION_NAME_ATTRIBUTE: {"DataType": "String", "StringValue": name}}
             )
-        message = Message(sequence, f"m-{sequence:09d}", body, group, self._scheduler.now, attributes)
+        message = Message(
+            sequence, f"{self._id_prefix}{sequence:09d}", body, group, self._scheduler.now, attributes
+        )
         self.sent.append(message)
         self._enqueue(message)
         return message
