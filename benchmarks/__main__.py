@@ -1,7 +1,10 @@
 """`make bench`: the dispatcher against its baselines on the embedded emulator, with figures and a plot.
 
-    make bench                          # everything (about 15 minutes here)
-    make bench BENCH_ARGS="--quick"     # shorter runs, no 10,000 backlog
+    make bench                               # everything (about an hour here)
+    make bench BENCH_ARGS="--quick"          # shorter runs, no 10,000 backlog
+    make bench BENCH_ARGS="--skip-full-scale" # sections 1-7: the embedded emulator
+    make bench BENCH_ARGS="--only-full-scale" # sections 8 and 9: AWS's quotas, in the in-memory AWS
+    make bench BENCH_ARGS="--only-lanes"      # section 9 alone: lanes and pools at AWS's quotas
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import footprint, full_scale, quota, refill, throughput
+from benchmarks import footprint, full_scale, lanes, quota, refill, throughput
 from benchmarks.plot import draw, draw_full_scale
 from tests.support.sim.function import EventSourceMapping
 from tests.support.world import Lag
@@ -277,6 +280,36 @@ def report_full_scale(runs: list[dict[str, Any]], report: Report) -> None:
     report.say()
 
 
+def report_lanes(
+    runs: list[dict[str, Any]], priority: dict[str, Any], paced: dict[str, Any], report: Report
+) -> None:
+    """Section 9: twenty lanes in four pools at AWS's quotas; an urgent lane's wait; a lane's rate."""
+    report.say(
+        f"9. Lanes and pools at AWS's quotas: {len(lanes.POOLS) * lanes.LANES_A_POOL} lanes in"
+        f" {len(lanes.POOLS)} pools of MAX {lanes.POOL_MAX:,} (one state machine a lane,"
+        f" {lanes.POOL_MAX * len(lanes.POOLS):,} in all), jobs of {full_scale.SHORTEST:.0f}–"
+        f"{full_scale.LONGEST:.0f} s, every queue {lanes.WAITING_A_LANE} jobs deep in"
+        f" {lanes.GROUPS_A_LANE} groups; {runs[0]['seconds']:.0f} s measured after"
+        f" {full_scale.WARM_UP_SECONDS:.0f} s, as section 8 (ends batched, the template's settings)"
+    )
+    for line in lanes.lines(runs, priority, paced):
+        report.say(line)
+    for name, met, figures in lanes.targets(runs, priority, paced):
+        report.say(f"   {report.target(name, met, figures)}")
+    report.say()
+
+
+def lanes_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 9, its runs side by side: both sets of quotas, then the priority and rate runs."""
+    measured = 120.0 if quick else 600.0
+    runs = side_by_side(lanes.run, [(region, measured) for region in full_scale.REGIONS])
+    priority, paced = side_by_side(
+        lanes.call, [("priority_run", 120.0 if quick else 300.0), ("rate_run", measured)]
+    )
+    results["lanes"] = {"runs": runs, "priority": priority, "rate": paced}
+    report_lanes(runs, priority, paced, report)
+
+
 def emulator_sections(quick: bool, report: Report, results: dict[str, Any]) -> None:
     """Sections 1-7: the dispatcher and its baselines on the embedded emulator, and its footprint."""
     backlogs = [100, 1000] if quick else [100, 1000, 10_000]
@@ -329,12 +362,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="shorter runs, no 10,000 backlog")
     parser.add_argument(
-        "--only-full-scale", action="store_true", help="only section 8: full scale at AWS's quotas"
+        "--only-full-scale", action="store_true", help="only sections 8 and 9: full scale at AWS's quotas"
     )
     parser.add_argument(
         "--skip-full-scale",
         action="store_true",
-        help="only sections 1-7 (section 8 takes half an hour on two cores)",
+        help="only sections 1-7 (sections 8 and 9 take most of an hour on two cores)",
+    )
+    parser.add_argument(
+        "--only-lanes", action="store_true", help="only section 9: lanes and pools at AWS's quotas"
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
@@ -343,16 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     report.say(
         "dispatcher benchmark — sections 1-7 on the embedded emulator (moto behind the fault harness's"
-        " lag and a latency wire), 8 on the in-memory AWS;"
+        " lag and a latency wire), 8 and 9 on the in-memory AWS;"
         f" {multiprocessing.cpu_count()} cores, Python {platform.python_version()}"
     )
     report.say()
     results: dict[str, Any] = {}
 
-    if not arguments.only_full_scale:
+    if not (arguments.only_full_scale or arguments.only_lanes):
         emulator_sections(quick, report, results)
 
-    if not arguments.skip_full_scale:
+    if not (arguments.skip_full_scale or arguments.only_lanes):
         measured = 120.0 if quick else 600.0
         results["full_scale"] = side_by_side(
             full_scale.run,
@@ -363,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
         report_full_scale(results["full_scale"], report)
+
+    if not arguments.skip_full_scale:
+        lanes_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

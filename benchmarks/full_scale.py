@@ -91,7 +91,7 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
     function = Function(aws, template_settings(aws), mapping=mapping)
     function.schedule(60.0, until=end)
     design = "batched end events" if mapping else "an invocation per end event"
-    _progress(aws, f"{region}, {design}", end)
+    progress(aws, f"section 8: {region}, {design}", end)
     with counted_logs("INFO") as logs:
         aws.scheduler.run_until(began + WARM_UP_SECONDS)
         aws.usage.reset()
@@ -147,14 +147,14 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
     }
 
 
-def _progress(aws: InMemoryAws, label: str, end: float) -> None:
+def progress(aws: InMemoryAws, label: str, end: float) -> None:
     """Say on stderr, every `PROGRESS_SECONDS` of simulated time, how far this run is and its wall time."""
     began, wall = aws.scheduler.now, time.monotonic()
     total = end - began
 
     def say() -> None:
         print(  # the benchmark's progress, on stderr (the report is on stdout)
-            f"section 8: {label}: {aws.scheduler.now - began:.0f} of {total:.0f} s simulated"
+            f"{label}: {aws.scheduler.now - began:.0f} of {total:.0f} s simulated"
             f" ({time.monotonic() - wall:.0f} s)",
             file=sys.stderr,
             flush=True,
