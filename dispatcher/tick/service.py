@@ -20,6 +20,7 @@ from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter
 from dispatcher.tick.holder import LeaseHolder
+from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
 from dispatcher.tick.round import Round
@@ -27,6 +28,8 @@ from dispatcher.tick.starts import RoundOutcome
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
+NOTE_THREADS = 32
+"""State machines whose ends an invocation writes at once (one partition each)."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,7 @@ class Dispatcher:
                 extra={"max": default.max_concurrency, "paused": default.paused},
             )
             return TickReport(stopped=StopReason.PAUSED)
-        for arn, ends in self._ends_by_machine(ended).items():
-            self._counters[arn].note_ends(ends)
+        self._note_ends(ended)
         holder = LeaseHolder(self._ports.lease, self._runtime, uuid.uuid4().hex)
         try:
             if not holder.take():
@@ -136,6 +138,24 @@ class Dispatcher:
             for counter in self._counters.values():
                 counter.let_go()
         return report
+
+    def _note_ends(self, ended: Sequence[EndedExecution]) -> None:
+        """Write the ends to each state machine's records, the state machines at once.
+
+        An end batch names executions of many state machines (twenty lanes, twenty
+        partitions): one write after another would make its invocation twenty round trips
+        long, while the mapping invokes at most two batches at a time and the ends wait.
+        """
+        by_machine = list(self._ends_by_machine(ended).items())
+        if len(by_machine) <= 1:
+            for arn, ends in by_machine:
+                self._counters[arn].note_ends(ends)
+            return
+        with self._runtime.pool(min(len(by_machine), NOTE_THREADS)) as threads:
+            results = threads.settle(lambda item: self._counters[item[0]].note_ends(item[1]), by_machine)
+        failure = first_failure(results)
+        if failure is not None:
+            raise failure
 
     def _ends_by_machine(self, ended: Sequence[EndedExecution]) -> dict[str, list[EndedExecution]]:
         """The ends each counter is told about (an end that names no state machine is the default lane's)."""
