@@ -71,14 +71,14 @@ class Counter:
         self._holding = False
         self._known: KnownWindow | None = None
 
-    def note_ends(self, ended: Sequence[EndedExecution]) -> None:
-        """Keep the events' news for the ticks of the next minute and a half."""
+    def note_ends(self, ended: Sequence[EndedExecution], now: float) -> None:
+        """Keep the events' news for the ticks of the next minute and a half (written as of ``now``)."""
         logger.info(
             "executions ended",
             extra={"executions": [(end.name, end.stopped_at) for end in ended]},
         )
         try:
-            left = self._state.note_ended(ended, self._clock())
+            left = self._state.note_ended(ended, now)
         except TransientError as error:
             left, reason = len(ended), str(error)
         else:
@@ -95,12 +95,32 @@ class Counter:
             self._state_machine.ensure_standard()
             self._warm.standard.add(arn)
 
-    def count(self, ended: Sequence[EndedExecution] = ()) -> Count:
-        """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show."""
+    @property
+    def state_machine_arn(self) -> str:
+        """The state machine it counts."""
+        return self._state_machine.arn
+
+    def read_window(self, now: float) -> StateWindow:
+        """The state table's window as of ``now``, for a count that follows at once (`count`).
+
+        A tick reads every state machine's window together, on threads (so the moment is
+        read once, by the tick), then counts. Read a moment before the count, the window
+        is still whole: only the lease holder records starts, and an end written meanwhile
+        is only learned a tick later, which is safe.
+        """
+        last = self._warm.listing(self._state_machine.arn, now, LISTING_MAX_AGE_SECONDS)
+        return self._read_window(now, review_from(now, None if last is None else last.listed_at))
+
+    def count(self, ended: Sequence[EndedExecution] = (), window: StateWindow | None = None) -> Count:
+        """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show.
+
+        ``window``: the state table's, as `read_window` read it a moment before (else it is read now).
+        """
         now = self._clock()
         arn = self._state_machine.arn
         last = self._warm.listing(arn, now, LISTING_MAX_AGE_SECONDS)
-        window = self._read_window(now, review_from(now, None if last is None else last.listed_at))
+        if window is None:
+            window = self._read_window(now, review_from(now, None if last is None else last.listed_at))
         ends = latest_ends([*window.ended, *ended])
         listing = self._warm.listing(arn, now, self._list_reuse_seconds)
         if listing is None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.allocation import Allocation, Claim, room_of
-from dispatcher.core.counting import free_slots
+from dispatcher.core.counting import StateWindow, free_slots
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
@@ -28,8 +28,8 @@ from dispatcher.tick.starts import RoundOutcome
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
-NOTE_THREADS = 32
-"""State machines whose ends an invocation writes at once (one partition each)."""
+STATE_MACHINE_THREADS = 32
+"""State machines whose records an invocation reads or writes at once (one partition each)."""
 
 
 @dataclass(frozen=True)
@@ -147,12 +147,13 @@ class Dispatcher:
         long, while the mapping invokes at most two batches at a time and the ends wait.
         """
         by_machine = list(self._ends_by_machine(ended).items())
+        now = self._runtime.clock()
         if len(by_machine) <= 1:
             for arn, ends in by_machine:
-                self._counters[arn].note_ends(ends)
+                self._counters[arn].note_ends(ends, now)
             return
-        with self._runtime.pool(min(len(by_machine), NOTE_THREADS)) as threads:
-            results = threads.settle(lambda item: self._counters[item[0]].note_ends(item[1]), by_machine)
+        with self._runtime.pool(min(len(by_machine), STATE_MACHINE_THREADS)) as threads:
+            results = threads.settle(lambda item: self._counters[item[0]].note_ends(item[1], now), by_machine)
         failure = first_failure(results)
         if failure is not None:
             raise failure
@@ -198,7 +199,10 @@ class Dispatcher:
         try:
             for arn in machines:
                 self._counters[arn].ensure_standard()
-            counts = {arn: self._counters[arn].count(by_machine.get(arn, ())) for arn in machines}
+            windows = self._read_windows([self._counters[arn] for arn in machines])
+            counts = {
+                arn: self._counters[arn].count(by_machine.get(arn, ()), windows.get(arn)) for arn in machines
+            }
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
             logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
@@ -234,6 +238,26 @@ class Dispatcher:
                     break
         report.stopped = min(stops, key=STOP_PRECEDENCE.index)
         return report
+
+    def _read_windows(self, counters: Sequence[Counter]) -> dict[str, StateWindow]:
+        """Each state machine's window of the state table, read at once (None to read: one counter).
+
+        A tick counts every state machine of its pools; most of a count is that read, one
+        round trip each, and twenty of them one after the other would delay every start.
+        """
+        if len(counters) <= 1:
+            return {}
+        with self._runtime.pool(min(len(counters), STATE_MACHINE_THREADS)) as threads:
+            now = self._runtime.clock()
+            results = threads.settle(lambda counter: counter.read_window(now), counters)
+        failure = first_failure(results)
+        if failure is not None:
+            raise failure
+        return {
+            counter.state_machine_arn: window
+            for counter, window in zip(counters, results, strict=True)
+            if isinstance(window, StateWindow)
+        }
 
     def _by_listing_age(self, machines: Iterable[str]) -> list[str]:
         """State machines counted oldest listing first (never listed first).

@@ -1,4 +1,4 @@
-"""Ends of several lanes' state machines in one batch: each frees its own pool's slot, written at once."""
+"""Each lane's state machine has its own records: ends written, windows read, all state machines at once."""
 
 from __future__ import annotations
 
@@ -83,3 +83,21 @@ def test_a_state_table_that_refuses_the_ends_stops_the_invocation_loudly(harness
         harness.tick(event)
     assert harness.queue_counts() == (3, 0)
     assert harness.queue_counts(glue["queue_url"]) == (3, 0)
+
+
+def test_a_tick_reads_each_state_machines_window_at_once(harness: Harness) -> None:
+    """A cold tick reads each state machine's window of records (a Query each), the reads in flight together."""
+    glue = two_pools_full(harness)
+    together = threading.Barrier(2, timeout=20)
+    partitions: list[str] = []
+
+    def meet(params: dict[str, Any], **_: Any) -> None:
+        key = params["ExpressionAttributeValues"][":pk"]["S"]
+        if key.startswith("recent-start#"):
+            partitions.append(key)
+            together.wait()
+
+    harness.on("provide-client-params.dynamodb.Query", meet)
+    assert harness.tick()["started"] == 0
+    machines = [harness.stack.state_machine_arn, glue["state_machine_arn"]]
+    assert sorted(partitions) == sorted(f"recent-start#{arn}" for arn in machines)
