@@ -86,7 +86,7 @@ def test_a_state_table_that_refuses_the_ends_stops_the_invocation_loudly(harness
 
 
 def test_a_tick_reads_each_state_machines_window_at_once(harness: Harness) -> None:
-    """A cold tick reads each state machine's window of records (a Query each), the reads in flight together."""
+    """A cold tick reads each state machine's window of records (a Query each), in flight together."""
     glue = two_pools_full(harness)
     together = threading.Barrier(2, timeout=20)
     partitions: list[str] = []
