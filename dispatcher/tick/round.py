@@ -1,13 +1,19 @@
-"""One admission round: receive up to 100 messages, decide, record and start them, then settle.
+"""One admission round over the lanes of a pass: receive, decide, record and start, then settle.
 
-Receives are batches of 10, in parallel once the first comes back full; starts are
-recorded in `BatchWriteItem` calls of 25 and made on the start threads, one group per
-thread (a first wave of at most 10 groups, the rest once it came back unthrottled),
-paced below `StartExecution`'s quota; what is done is deleted in batches of 10, poison
-dead-lettered, the rest released.
+Each lane receives up to 100 messages (batches of 10, in parallel once the first comes
+back full), the lanes at once. What they admitted is one round: the start records of
+every lane are written together in `BatchWriteItem` calls of 25, and every lane's groups
+share the start threads, one group per thread (a first wave of at most 10 groups of all
+the lanes, the rest once it came back unthrottled), paced below `StartExecution`'s
+quota. Then each lane deletes what is done in batches of 10, dead-letters its poison and
+releases the rest, the lanes at once. With one lane, this is that lane's round.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 from dispatcher.core.admission import Admission, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
@@ -16,23 +22,29 @@ from dispatcher.core.messages import QueuedMessage
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import LanePorts, Runtime, StartThreads
-from dispatcher.tick.report import Counts, TickReport
-from dispatcher.tick.starts import RoundOutcome, Starter
+from dispatcher.tick.report import Counts, StopReason
+from dispatcher.tick.starts import LaneStarts, RoundOutcome, Starter
 from dispatcher.tick.warm import WarmState
 
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
-class Round:
-    """The rounds of one tick on one lane, on the tick's start threads."""
+LaneResult = tuple[Counts, "StopReason | None"]
+"""What one lane's part of a round did, and why its admission stops (None: it goes on)."""
 
-    def __init__(self, ports: LanePorts, pool: StartThreads, runtime: Runtime, warm: WarmState) -> None:
+
+class LaneRound:
+    """One lane's side of its rounds in one tick: its queue, its start rate, its dead letters."""
+
+    def __init__(self, ports: LanePorts, pool: StartThreads, warm: WarmState) -> None:
         self._ports = ports
         self._pool = pool
-        self._runtime = runtime
         self._fan_out = warm.fan_out(ports.name)
-        self._pace = warm.paces_for(ports.state_machine.arn).start
-        self._starter = Starter(
-            ports.state_machine, ports.state_table, pool, runtime.clock, warm.start_latency
-        )
+
+    @property
+    def name(self) -> str:
+        """The lane's name."""
+        return self._ports.name
 
     def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of messages; the reason receiving stopped early, if any.
@@ -62,35 +74,24 @@ class Round:
         throttled = next((batch for batch in batches if isinstance(batch, TransientError)), None)
         return messages, None if throttled is None else str(throttled)
 
-    def admit(self, messages: list[QueuedMessage], free: int) -> RoundOutcome:
-        """Decide, record and start one round, concurrently across message groups."""
+    def prepare(self, free: int, now: float) -> Prepared | None:
+        """Receive and decide this lane's part of a round (None: its queue handed out nothing)."""
+        messages, receive_stop = self.receive(free)
+        if not messages:
+            return None
         outcome = RoundOutcome()
         try:
-            admission = self._within_rate(messages, admit(messages, free), outcome)
-            outcome.dead_letters += admission.dead_letters
-            outcome.held_back += admission.held_back
-            recorded = self._starter.record(admission.starts, outcome)
-            wait = self._pace.reserve(self._runtime.clock(), len(recorded))
-            if wait:
-                logger.info("starts paced", extra={"seconds": round(wait, 3), "starts": len(recorded)})
-                self._runtime.sleep(wait)
-            for group in self._starter.start(admission.starts, recorded):
-                outcome.merge(group)
-            failed = self._ports.dead_letters.send(outcome.dead_letters)
+            admission = self._within_rate(messages, admit(messages, free), outcome, now)
         except BaseException:
-            # A configuration error or a bug: every message of the round stays queued.
-            self._ports.queue.release(messages)
+            self.release(messages)
             raise
-        for letter in failed:
-            outcome.dead_letters.remove(letter)
-            outcome.held_back.append(letter.message)
-        if failed:
-            # Released poison would be received again at once: stop until the next tick.
-            outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
-        return outcome
+        outcome.dead_letters += admission.dead_letters
+        outcome.held_back += admission.held_back
+        starts = LaneStarts(self._ports.state_machine, self._ports.state_table, admission.starts, outcome)
+        return Prepared(self, messages, receive_stop, starts)
 
     def _within_rate(
-        self, messages: list[QueuedMessage], admission: Admission, outcome: RoundOutcome
+        self, messages: list[QueuedMessage], admission: Admission, outcome: RoundOutcome, now: float
     ) -> Admission:
         """The admission cut to the lane's start-rate tokens (one conditional write for the round).
 
@@ -102,7 +103,7 @@ class Round:
             return admission
         wanted = len(admission.starts)
         try:
-            granted = bucket.take(wanted, self._runtime.clock())
+            granted = bucket.take(wanted, now)
         except TransientError as error:
             outcome.stop_reason = f"could not take start-rate tokens: {error}"
             granted = 0
@@ -112,8 +113,18 @@ class Round:
             return admit(messages, granted)
         return admission
 
-    def settle(self, outcome: RoundOutcome, report: TickReport) -> None:
-        """Delete what is done, release what waits, and count both (as the lane's, in ``report``)."""
+    def dead_letter(self, outcome: RoundOutcome) -> None:
+        """Send the round's poison to the lane's DLQ; what it refused waits, and stops the lane."""
+        failed = self._ports.dead_letters.send(outcome.dead_letters)
+        for letter in failed:
+            outcome.dead_letters.remove(letter)
+            outcome.held_back.append(letter.message)
+        if failed:
+            # Released poison would be received again at once: stop until the next tick.
+            outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
+
+    def settle(self, outcome: RoundOutcome) -> Counts:
+        """Delete what is done, release what waits; the lane's counts of the round."""
         queue = self._ports.queue
         for letter in outcome.dead_letters:
             logger.warning(
@@ -138,7 +149,7 @@ class Round:
                 extra={"message_ids": [message.message_id for message in failed_deletes]},
             )
         queue.release(outcome.held_back)
-        counts = Counts(
+        return Counts(
             started=len(outcome.started),
             redriven=len(outcome.redriven),
             already_started=len(outcome.already_started),
@@ -146,13 +157,138 @@ class Round:
             released=len(outcome.held_back),
             delete_failures=len(failed_deletes),
         )
-        report.settle(self._ports.name, counts)
 
-    def forget_never_started(self, outcome: RoundOutcome) -> None:
+    def forget_never_started(self, outcome: RoundOutcome, now: float) -> None:
         """Free at once the slots recorded for starts this round never attempted.
 
         Best effort: a record left behind holds its slot for at most the review window.
         """
         never_started = outcome.never_started()
         if never_started:
-            self._ports.state_table.forget(never_started, self._runtime.clock())
+            self._ports.state_table.forget(never_started, now)
+
+    def release(self, messages: Sequence[QueuedMessage]) -> None:
+        """Make messages this lane received visible again now (best effort: else they come back later)."""
+        self._ports.queue.release(messages)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One lane's part of a round, received and decided: what it received, and its starts."""
+
+    lane: LaneRound
+    messages: list[QueuedMessage]
+    receive_stop: str | None
+    """Why receiving stopped early (a throttled receive), if it did."""
+    starts: LaneStarts
+
+
+class Round:
+    """The rounds of one tick: each one over the lanes offered slots, on the tick's threads."""
+
+    def __init__(
+        self,
+        pool: StartThreads,
+        lane_threads: StartThreads,
+        runtime: Runtime,
+        warm: WarmState,
+        *,
+        time_margin_seconds: float,
+    ) -> None:
+        """``pool``: the start threads; ``lane_threads``: one per lane of a round, for its own calls."""
+        self._lane_threads = lane_threads
+        self._runtime = runtime
+        self._warm = warm
+        self._margin = time_margin_seconds
+        self._starter = Starter(pool, runtime.clock, warm.start_latency)
+
+    def run(self, offers: Mapping[str, tuple[LaneRound, int]]) -> dict[str, LaneResult]:
+        """One round over the lanes of ``offers`` (lane → its part of the round, and its free slots)."""
+        if self._runtime.remaining_seconds() < self._margin:
+            return {lane: (Counts(), StopReason.TIME) for lane in offers}
+        now = self._runtime.clock()
+        lanes = list(offers)
+        received = self._each(lambda lane: offers[lane][0].prepare(offers[lane][1], now), lanes)
+        results: dict[str, LaneResult] = {}
+        prepared: list[Prepared] = []
+        for lane, result in zip(lanes, received, strict=True):
+            if isinstance(result, TransientError):
+                logger.warning("could not receive", extra={"lane": lane, "reason": str(result)})
+                results[lane] = (Counts(), StopReason.THROTTLED)
+            elif result is None:
+                results[lane] = (Counts(), StopReason.DRAINED)
+            elif isinstance(result, Prepared):
+                prepared.append(result)
+        failure = first_failure(received)
+        if not isinstance(failure, TransientError | None):
+            for part in prepared:
+                part.lane.release(part.messages)
+            raise failure
+        if prepared:
+            results.update(self._admit(prepared))
+        return results
+
+    def _admit(self, prepared: Sequence[Prepared]) -> dict[str, LaneResult]:
+        """Record and start what the lanes admitted, dead-letter their poison, then settle each lane."""
+        lanes = [part.starts for part in prepared]
+        try:
+            self._starter.record(lanes, self._runtime.clock())
+            self._pace(prepared)
+            self._starter.start(lanes)
+            self._raise_first(self._each(lambda part: part.lane.dead_letter(part.starts.outcome), prepared))
+        except BaseException:
+            # A configuration error or a bug: every message of the round stays queued.
+            for part in prepared:
+                part.lane.release(part.messages)
+            raise
+        counts = self._each(lambda part: part.lane.settle(part.starts.outcome), prepared)
+        self._raise_first(counts)
+        now = self._runtime.clock()
+        for part in prepared:
+            part.lane.forget_never_started(part.starts.outcome, now)
+        return {
+            part.lane.name: (lane_counts, _stop_after(part.starts.outcome, part.receive_stop))  # type: ignore[misc]
+            for part, lane_counts in zip(prepared, counts, strict=True)
+        }
+
+    def _pace(self, prepared: Sequence[Prepared]) -> None:
+        """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each lane's region)."""
+        wait = 0.0
+        for part in prepared:
+            pace = self._warm.paces_for(part.starts.state_machine.arn).start
+            wait = max(wait, pace.reserve(self._runtime.clock(), len(part.starts.recorded)))
+        if wait:
+            starts = sum(len(part.starts.recorded) for part in prepared)
+            logger.info("starts paced", extra={"seconds": round(wait, 3), "starts": starts})
+            self._runtime.sleep(wait)
+
+    def _each(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
+        """``call`` on each item, on the lane threads when there are several; each result or failure."""
+        if len(items) != 1:
+            return self._lane_threads.settle(call, items)
+        try:
+            return [call(items[0])]
+        except BaseException as error:  # handed back, as a thread pool hands back every failure
+            return [error]
+
+    @staticmethod
+    def _raise_first(results: Sequence[object]) -> None:
+        failure = first_failure(results)
+        if failure is not None:
+            raise failure
+
+
+def _stop_after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason | None:
+    """Why a lane's admission stops after a round that admitted ``outcome``, or None to go on."""
+    stop_reason = outcome.stop_reason or receive_stop
+    if stop_reason is not None:
+        logger.warning("stopped admitting", extra={"reason": stop_reason})
+        return StopReason.THROTTLED
+    if outcome.rate_spent:
+        # The lane's rate is spent for now: its jobs wait for tokens as others wait for slots.
+        return StopReason.CAPACITY
+    if not (outcome.started or outcome.already_started or outcome.dead_letters):
+        # Everything received waits (e.g. a redrive job whose execution no read
+        # shows yet, and its group): receiving again would hand back the same.
+        return StopReason.WAITING
+    return None

@@ -11,7 +11,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dispatcher.core.allocation import Allocation, Claim, room_of
+from dispatcher.core.allocation import Allocation, Claim, room_of, share
+from dispatcher.core.batching import ROUND_SIZE
 from dispatcher.core.counting import StateWindow, free_slots
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
@@ -23,11 +24,12 @@ from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
-from dispatcher.tick.round import Round
-from dispatcher.tick.starts import RoundOutcome
+from dispatcher.tick.round import LaneRound, Round
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
+LANE_THREADS = 32
+"""Lanes whose calls of one round are made at once (a receive, a dead-lettering, a settle each)."""
 STATE_MACHINE_THREADS = 32
 """State machines whose records an invocation reads or writes at once (one partition each)."""
 
@@ -228,14 +230,19 @@ class Dispatcher:
                 for pool in pools
             },
         )
-        stops: list[StopReason] = []
-        with self._runtime.pool(self._start_threads()) as threads:
-            rounds: dict[str, Round] = {}
-            for allocation in allocations.values():
-                stop = self._fill(allocation, rounds, threads, report)
-                stops.append(stop)
-                if stop in HALTING_STOPS:
-                    break
+        lanes = min(len(self._topology.lanes), LANE_THREADS)
+        with (
+            self._runtime.pool(self._start_threads()) as threads,
+            self._runtime.pool(lanes) as lane_threads,
+        ):
+            rounds = Round(
+                threads,
+                lane_threads,
+                self._runtime,
+                self._warm,
+                time_margin_seconds=self._policy.time_margin_seconds,
+            )
+            stops = self._fill(allocations, rounds, threads, report)
         report.stopped = min(stops, key=STOP_PRECEDENCE.index)
         return report
 
@@ -307,71 +314,94 @@ class Dispatcher:
             return 0
 
     def _fill(
-        self, allocation: Allocation, rounds: dict[str, Round], threads: StartThreads, report: TickReport
-    ) -> StopReason:
-        """Spend a pool's free slots, pass after pass (`Allocation`); why its lanes stopped."""
-        waiting = capacity = False
-        while shares := allocation.next_pass():
+        self,
+        allocations: Mapping[str, Allocation],
+        rounds: Round,
+        threads: StartThreads,
+        report: TickReport,
+    ) -> list[StopReason]:
+        """Spend every pool's free slots, pass after pass (`Allocation`); why each pool's lanes stopped.
+
+        The lanes of a pass, of every pool, share its rounds (`Round`): a tick over twenty
+        lanes takes about as long as over one. A stop on AWS's quotas or the invocation's
+        time stops them all.
+        """
+        stops: dict[str, StopReason] = {}
+        waiting = dict.fromkeys(allocations, False)
+        capacity = dict.fromkeys(allocations, False)
+        lane_rounds: dict[str, LaneRound] = {}
+        while True:
+            shares: dict[str, int] = {}
+            pool_of: dict[str, str] = {}
+            for pool, allocation in allocations.items():
+                passing = {} if pool in stops else allocation.next_pass()
+                if pool not in stops and not passing:
+                    stops[pool] = self._pool_stop(allocation, waiting=waiting[pool], capacity=capacity[pool])
+                shares.update(passing)
+                pool_of.update(dict.fromkeys(passing, pool))
+            if not shares:
+                return list(stops.values())
+            for lane in shares:
+                if lane not in lane_rounds:
+                    lane_rounds[lane] = LaneRound(self._lanes[lane], threads, self._warm)
+            admitted = self._admit(shares, lane_rounds, rounds, report)
+            halted: StopReason | None = None
             for lane, offered in shares.items():
-                if lane not in rounds:
-                    rounds[lane] = Round(self._lanes[lane], threads, self._runtime, self._warm)
-                started, stop = self._admit(rounds[lane], offered, report)
-                allocation.took(lane, offered, started, spent=stop is not None)
+                pool = pool_of[lane]
+                started, stop = admitted[lane]
+                allocations[pool].took(lane, offered, started, spent=stop is not None)
                 if stop in HALTING_STOPS:
-                    return stop
-                waiting = waiting or stop is StopReason.WAITING
-                capacity = capacity or stop is StopReason.CAPACITY
+                    halted = halted or stop
+                waiting[pool] = waiting[pool] or stop is StopReason.WAITING
+                capacity[pool] = capacity[pool] or stop is StopReason.CAPACITY
+            if halted is not None:
+                return [*stops.values(), halted]
+
+    def _pool_stop(self, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
+        """Why a pool's lanes stopped once its passes are over."""
         # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
         paused = {lane.name for lane in self._topology.lanes if lane.paused}
         if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
             return StopReason.CAPACITY
         return StopReason.WAITING if waiting else StopReason.DRAINED
 
-    def _admit(self, rounds: Round, offered: int, report: TickReport) -> tuple[int, StopReason | None]:
-        """Rounds on one lane until ``offered`` started or it stopped; how many started, and why."""
-        started = 0
-        while started < offered:
-            before = report.started
-            stopped = self._round(rounds, offered - started, report)
-            started += report.started - before
-            if stopped is not None:
-                return started, stopped
-        return started, None
+    @staticmethod
+    def _admit(
+        shares: Mapping[str, int],
+        lane_rounds: Mapping[str, LaneRound],
+        rounds: Round,
+        report: TickReport,
+    ) -> dict[str, tuple[int, StopReason | None]]:
+        """Rounds over a pass's lanes until each started its share or stopped: how many, and why.
+
+        A lane that stopped leaves the rounds; one that stopped on AWS's quotas or the
+        invocation's time stops the others too.
+        """
+        left = dict(shares)
+        started = dict.fromkeys(shares, 0)
+        stops: dict[str, StopReason] = {}
+        while left:
+            # A round holds at most one round's starts, shared by its lanes: its starts are
+            # paced as one reservation and sent in one wave after the first.
+            parts = {lane: part for lane, part in share(ROUND_SIZE, left).items() if part > 0}
+            results = rounds.run({lane: (lane_rounds[lane], part) for lane, part in parts.items()})
+            halted: StopReason | None = None
+            for lane, (counts, stop) in results.items():
+                report.settle(lane, counts)
+                started[lane] += counts.started
+                left[lane] -= counts.started
+                if stop is not None:
+                    stops[lane] = stop
+                if stop in HALTING_STOPS:
+                    halted = halted or stop
+            left = {lane: offered for lane, offered in left.items() if lane not in stops and offered > 0}
+            if halted is not None:
+                stops.update(dict.fromkeys(left, halted))
+                break
+        return {lane: (started[lane], stops.get(lane)) for lane in shares}
 
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:
             return self._policy.start_concurrency
         pace = self._warm.paces_for(self._topology.default_lane.state_machine_arn).start
         return start_threads(pace.rate, self._warm.start_latency.seconds)
-
-    def _round(self, rounds: Round, free: int, report: TickReport) -> StopReason | None:
-        """One round; why admission stops after it, or None to go on."""
-        if self._runtime.remaining_seconds() < self._policy.time_margin_seconds:
-            return StopReason.TIME
-        try:
-            messages, receive_stop = rounds.receive(free)
-        except TransientError as error:
-            logger.warning("could not receive", extra={"reason": str(error)})
-            return StopReason.THROTTLED
-        if not messages:
-            return StopReason.DRAINED
-        outcome = rounds.admit(messages, free)
-        rounds.settle(outcome, report)
-        rounds.forget_never_started(outcome)
-        return self._after(outcome, receive_stop)
-
-    @staticmethod
-    def _after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason | None:
-        """Why admission stops after a round that admitted ``outcome``, or None to go on."""
-        stop_reason = outcome.stop_reason or receive_stop
-        if stop_reason is not None:
-            logger.warning("stopped admitting", extra={"reason": stop_reason})
-            return StopReason.THROTTLED
-        if outcome.rate_spent:
-            # The lane's rate is spent for now: its jobs wait for tokens as others wait for slots.
-            return StopReason.CAPACITY
-        if not (outcome.started or outcome.already_started or outcome.dead_letters):
-            # Everything received waits (e.g. a redrive job whose execution no read
-            # shows yet, and its group): receiving again would hand back the same.
-            return StopReason.WAITING
-        return None

@@ -62,43 +62,52 @@ class RoundOutcome(GroupOutcome):
         return [record for record in self.recorded if record.name not in self.attempted]
 
 
-class Starter:
-    """Records a round's starts in the state table, then starts them, each group in send order."""
+@dataclass
+class LaneStarts:
+    """One lane's part of a round's starts: its state machine and records, what it admitted, how it went."""
 
-    def __init__(
-        self,
-        state_machine: Executions,
-        state_table: StateStore,
-        pool: StartThreads,
-        clock: Callable[[], float],
-        latency: Latency,
-    ) -> None:
-        self._state_machine = state_machine
-        self._state = state_table
+    state_machine: Executions
+    state_table: StateStore
+    starts: Sequence[Start]
+    outcome: RoundOutcome
+    recorded: set[str] = field(default_factory=set)
+    """Names whose start record was written: only these may start."""
+
+
+class Starter:
+    """Records a round's starts in the state table, then starts them, each group in send order.
+
+    A round may hold several lanes' starts: their records are written together, and their
+    groups share the start threads and the waves, as one round's groups do.
+    """
+
+    def __init__(self, pool: StartThreads, clock: Callable[[], float], latency: Latency) -> None:
         self._pool = pool
         self._clock = clock
         self._latency = latency
 
-    def record(self, starts: Sequence[Start], outcome: RoundOutcome) -> set[str]:
-        """Write the round's starts to the state table; return the names that may start.
+    def record(self, lanes: Sequence[LaneStarts], now: float) -> None:
+        """Write each lane's starts to its state machine's records as of ``now``; note what may start.
 
-        A batch still failing after retries (maybe written, maybe not) or left
-        unprocessed stops admitting after this round, and its messages don't start.
+        A batch still failing after retries (maybe written, maybe not) or left unprocessed
+        stops admitting after this round, and its messages don't start.
         """
-        groups: dict[str, str] = {}
-        redrives: dict[str, int] = {}
-        for start in starts:
-            groups.setdefault(start.name, start.message.group_id)
-            if start.redrive_count is not None:
-                redrives.setdefault(start.name, start.redrive_count)
-        outcome.recorded = self._state.starts_at(groups, self._clock(), redrives)
-        batches = chunks(outcome.recorded, BATCH_WRITE_LIMIT)
-        results = self._pool.settle(self._state.record, batches)
+        batches: list[tuple[LaneStarts, Sequence[RecordedStart]]] = []
+        for lane in lanes:
+            groups: dict[str, str] = {}
+            redrives: dict[str, int] = {}
+            for start in lane.starts:
+                groups.setdefault(start.name, start.message.group_id)
+                if start.redrive_count is not None:
+                    redrives.setdefault(start.name, start.redrive_count)
+            lane.outcome.recorded = lane.state_table.starts_at(groups, now, redrives)
+            batches += [(lane, batch) for batch in chunks(lane.outcome.recorded, BATCH_WRITE_LIMIT)]
+        results = self._pool.settle(lambda item: item[0].state_table.record(item[1]), batches)
         failure = first_failure([result for result in results if not isinstance(result, TransientError)])
         if failure is not None:
             raise failure
-        recorded: set[str] = set()
-        for batch, result in zip(batches, results, strict=True):
+        for (lane, batch), result in zip(batches, results, strict=True):
+            outcome = lane.outcome
             if isinstance(result, TransientError):
                 outcome.stop_reason = outcome.stop_reason or str(result)
                 continue
@@ -107,53 +116,55 @@ class Starter:
                 outcome.stop_reason = outcome.stop_reason or (
                     f"the state table left {len(unprocessed)} start record(s) unprocessed"
                 )
-            recorded.update(record.name for record in batch if record.name not in unprocessed)
-        return recorded
+            lane.recorded.update(record.name for record in batch if record.name not in unprocessed)
 
-    def start(self, starts: Sequence[Start], recorded: set[str]) -> list[GroupOutcome]:
-        """Start the recorded starts, concurrently across groups; raise a failure that isn't back-pressure.
+    def start(self, lanes: Sequence[LaneStarts]) -> None:
+        """Start what each lane recorded, concurrently across groups; raise what isn't back-pressure.
 
         The first wave is the first start of at most one receive batch of groups (invariant
-        6), and of no more groups than there are threads, so it is one call's wait: when
-        the account is throttled, something else is spending the quota, and a round that
-        sent every start thread out at once would answer with a whole round of throttled
-        calls. Only once that wave came back without back-pressure do the rest run, on
-        every start thread; a throttle among them stops the rest again.
+        6), of every lane together, and of no more groups than there are threads, so it
+        is one call's wait: when the account is throttled, something else is spending the
+        quota, and a round that sent every start thread out at once would answer with a
+        whole round of throttled calls. Only once that wave came back without back-pressure
+        do the rest run, on every start thread; a throttle among them stops the rest again,
+        in every lane (the quota is the account's). Each group's outcome goes to its lane's.
         """
         stop = threading.Event()
-        groups = by_group(starts)
+        groups = [(lane, group) for lane in lanes for group in by_group(lane.starts)]
         wave = min(SQS_BATCH_LIMIT, self._pool.width)
-        first = self._settle([group[:1] for group in groups[:wave]], recorded, stop)
-        waiting = GroupOutcome()
-        rest: list[list[Start]] = []
-        for group, head in zip(groups, first, strict=False):
+        first = self._settle([(lane, group[:1]) for lane, group in groups[:wave]], stop)
+        rest: list[tuple[LaneStarts, list[Start]]] = []
+        for (lane, group), head in zip(groups, first, strict=False):
+            lane.outcome.merge(head)
             if head.held_back:
                 # The group's first start waits (or the wave stopped): so does the rest of it.
-                waiting.held_back += [start.message for start in group[1:]]
+                lane.outcome.held_back += [start.message for start in group[1:]]
             elif len(group) > 1:
-                rest.append(group[1:])
-        return [*first, waiting, *self._settle(rest + groups[wave:], recorded, stop)]
+                rest.append((lane, group[1:]))
+        later = rest + groups[wave:]
+        for (lane, _), outcome in zip(later, self._settle(later, stop), strict=True):
+            lane.outcome.merge(outcome)
 
     def _settle(
-        self, groups: list[list[Start]], recorded: set[str], stop: threading.Event
+        self, groups: list[tuple[LaneStarts, list[Start]]], stop: threading.Event
     ) -> list[GroupOutcome]:
         """Start groups on the start threads, each in order; raise a failure that isn't back-pressure."""
-        outcomes = self._pool.settle(lambda group: self._start_group(group, recorded, stop), groups)
+        outcomes = self._pool.settle(lambda item: self._start_group(item[0], item[1], stop), groups)
         failure = first_failure(outcomes)
         if failure is not None:
             raise failure
         return outcomes  # type: ignore[return-value]  # no failure: every one is a GroupOutcome
 
-    def _start_group(self, starts: list[Start], recorded: set[str], stop: threading.Event) -> GroupOutcome:
+    def _start_group(self, lane: LaneStarts, starts: list[Start], stop: threading.Event) -> GroupOutcome:
         """Start one group's messages in order; after a throttle anywhere, start no more."""
         outcome = GroupOutcome()
         for index, start in enumerate(starts):
-            if stop.is_set() or start.name not in recorded:
+            if stop.is_set() or start.name not in lane.recorded:
                 outcome.held_back += [later.message for later in starts[index:]]
                 break
             outcome.attempted.add(start.name)
             try:
-                self._start(start, outcome)
+                self._start(lane.state_machine, start, outcome)
             except NotYetError as error:
                 # Nothing was started: the record can go, and the group waits for a later tick.
                 outcome.attempted.discard(start.name)
@@ -170,17 +181,17 @@ class Starter:
                 raise
         return outcome
 
-    def _start(self, start: Start, outcome: GroupOutcome) -> None:
+    def _start(self, state_machine: Executions, start: Start, outcome: GroupOutcome) -> None:
         if start.redrive:
-            self._redrive(start, outcome)
+            self._redrive(state_machine, start, outcome)
             return
         message, name = start.message, start.name
         began = self._clock()
         try:
-            self._state_machine.start(name, message.body)
+            state_machine.start(name, message.body)
             self._latency.observe(self._clock() - began)
         except ExecutionExistsError:
-            if self._state_machine.has_input(name, message.body):
+            if state_machine.has_input(name, message.body):
                 outcome.already_started.append(message)
                 logger.info("already started", extra={"execution": name, "message_id": message.message_id})
             else:
@@ -200,7 +211,7 @@ class Starter:
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
 
-    def _redrive(self, start: Start, outcome: GroupOutcome) -> None:
+    def _redrive(self, state_machine: Executions, start: Start, outcome: GroupOutcome) -> None:
         """Continue a closed execution from its failed state, unless that was done already.
 
         The execution's status and ``redriveCount`` tell whether this job's redrive
@@ -208,7 +219,7 @@ class Starter:
         behind the redrive is covered by the client token, the same for every attempt.
         """
         message, name = start.message, start.name
-        state = self._state_machine.state_of(name)
+        state = state_machine.state_of(name)
         decision = redrive_decision(
             None if state is None else state.status,
             0 if state is None else state.redrive_count,
@@ -227,9 +238,9 @@ class Starter:
         if decision.verdict is RedriveVerdict.REFUSE:
             outcome.dead_letters.append(DeadLetter(message, decision.reason))
             return
-        token = redrive_token(execution_arn(self._state_machine.arn, name), start.redrive_count or 0)
+        token = redrive_token(execution_arn(state_machine.arn, name), start.redrive_count or 0)
         try:
-            self._state_machine.redrive(name, token)
+            state_machine.redrive(name, token)
         except RejectedInputError as error:
             outcome.dead_letters.append(DeadLetter(message, str(error)))
             return

@@ -1,0 +1,118 @@
+"""A round over several lanes: their receives at once, one first wave of starts, every lane's jobs safe."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.local.stack import create_lane
+from tests.integration.conftest import Harness
+from tests.integration.test_lanes import lanes, send
+
+
+def three_lanes(harness: Harness, max_concurrency: int, jobs: int) -> list[dict[str, Any]]:
+    """Lane default and two more in pool default (each its own state machine), ``jobs`` each, a group each."""
+    others = [create_lane(harness.stack.name, name) for name in ("second", "third")]
+    lanes(harness, max_concurrency, {"lanes": others})
+    for prefix, url in [
+        ("a", harness.stack.queue_url),
+        *((lane["name"], lane["queue_url"]) for lane in others),
+    ]:
+        send(url, [f"{prefix}-{index}" for index in range(jobs)])
+    return others
+
+
+def test_every_start_throttled_with_three_lanes_tries_at_most_one_receive_batch_in_all(
+    harness: Harness,
+) -> None:
+    """Invariant 6 across lanes: the account is throttled, so a tick sends ten starts in all, not ten each."""
+    others = three_lanes(harness, 60, 20)
+    lock = threading.Lock()
+    counts = {"tried": 0, "in_flight": 0, "most": 0}
+    crowd = threading.Event()
+
+    def throttle_after_a_while(**_: Any) -> None:
+        # Let the calls the tick sends at once meet here before each is throttled.
+        with lock:
+            counts["tried"] += 1
+            counts["in_flight"] += 1
+            counts["most"] = max(counts["most"], counts["in_flight"])
+            if counts["in_flight"] > 10:
+                crowd.set()
+        try:
+            crowd.wait(timeout=1)
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
+            )
+        finally:
+            with lock:
+                counts["in_flight"] -= 1
+
+    harness.on("before-call.states.StartExecution", throttle_after_a_while)
+    result = harness.tick()
+    assert (result["started"], result["released"], result["stopped"]) == (0, 60, "throttled")
+    assert counts["most"] <= 10
+    assert 1 <= counts["tried"] <= 10
+    assert [
+        harness.queue_counts(url) for url in (harness.stack.queue_url, *(o["queue_url"] for o in others))
+    ] == [(20, 0)] * 3
+
+
+def test_the_lanes_of_a_round_receive_at_once(harness: Harness) -> None:
+    """Each lane's first receive of a round is in flight with the others' (each waits for all three)."""
+    three_lanes(harness, 30, 3)
+    together = threading.Barrier(3, timeout=20)
+    queues: list[str] = []
+
+    def meet(params: dict[str, Any], **_: Any) -> None:
+        if params.get("WaitTimeSeconds") is not None and len(queues) < 3:
+            queues.append(params["QueueUrl"])
+            together.wait()
+
+    harness.on("provide-client-params.sqs.ReceiveMessage", meet)
+    result = harness.tick()
+    assert result["started"] == 9
+    assert len(set(queues)) == 3
+
+
+def test_a_round_shares_its_hundred_starts_among_its_lanes(harness: Harness) -> None:
+    """Three lanes that could take 60 slots each: no round starts more than 100, each lane a third of it."""
+    three_lanes(harness, 180, 60)
+    starts: list[int] = []
+    per_round: dict[str, int] = {"starts": 0}
+
+    def recorded(**_: Any) -> None:
+        if per_round["starts"]:
+            starts.append(per_round["starts"])
+            per_round["starts"] = 0
+
+    def started(**_: Any) -> None:
+        per_round["starts"] += 1
+
+    harness.on("provide-client-params.dynamodb.BatchWriteItem", recorded)
+    harness.on("before-call.states.StartExecution", started)
+    result = harness.tick()
+    starts.append(per_round["starts"])
+    assert result["started"] == 180
+    assert {name: counts["started"] for name, counts in result["lanes"].items()} == {
+        "default": 60,
+        "second": 60,
+        "third": 60,
+    }
+    assert max(starts) <= 100
+    assert len(starts) >= 2
+
+
+def test_a_configuration_error_in_one_lane_keeps_every_lanes_jobs(harness: Harness) -> None:
+    """A state machine refuses the dispatcher: the tick raises, and no lane's job leaves its queue."""
+    others = three_lanes(harness, 30, 3)
+    harness.fail("states.StartExecution", "AccessDeniedException", "not authorized to start", after=2)
+    with pytest.raises(ConfigurationError, match="not authorized"):
+        harness.tick()
+    urls = [harness.stack.queue_url, *(lane["queue_url"] for lane in others)]
+    assert sum(sum(harness.queue_counts(url)) for url in urls) == 9
+    assert sum(harness.queue_counts(url)[0] for url in urls) == 9, "released at once, not left in flight"
