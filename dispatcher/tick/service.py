@@ -11,8 +11,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dispatcher.core.allocation import Allocation, Claim, room_of, share
-from dispatcher.core.batching import ROUND_SIZE
+from dispatcher.core.allocation import Allocation, Claim, room_of
 from dispatcher.core.counting import StateWindow, free_slots
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
@@ -21,10 +20,11 @@ from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter
 from dispatcher.tick.holder import LeaseHolder
+from dispatcher.tick.passes import Passes
 from dispatcher.tick.pool import first_failure
-from dispatcher.tick.ports import Ports, Runtime, StartThreads
+from dispatcher.tick.ports import Ports, Runtime
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
-from dispatcher.tick.round import LaneRound, Round
+from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
@@ -53,18 +53,6 @@ class TickPolicy:
     """Every pool and lane with its live limits; None: the ports' lanes in one pool of ``max_concurrency``."""
 
 
-HALTING_STOPS = frozenset({StopReason.THROTTLED, StopReason.TIME})
-"""Stops that end admission in every pool: AWS's quotas and the invocation's time are shared."""
-STOP_PRECEDENCE = (
-    StopReason.THROTTLED,
-    StopReason.TIME,
-    StopReason.CAPACITY,
-    StopReason.WAITING,
-    StopReason.DRAINED,
-)
-"""The tick's stop, of its pools' stops: the first in this order."""
-
-
 def _one_pool(policy: TickPolicy, ports: Ports) -> Topology:
     """Without a topology: the ports' lanes, all in pool ``default`` of the policy's MAX."""
     lanes = tuple(Lane(lane.name, DEFAULT, "", "", lane.state_machine.arn) for lane in ports.lanes)
@@ -84,6 +72,7 @@ class Dispatcher:
         self._warm = warm or WarmState()
         self._topology = policy.topology or _one_pool(policy, ports)
         self._lanes = {lane.name: lane for lane in ports.lanes}
+        self._passes = Passes(self._topology, self._lanes, self._warm)
         self._counters: dict[str, Counter] = {}
         """State machine ARN → its counter (lanes that start one machine count it once)."""
         for lane in self._topology.lanes:
@@ -242,8 +231,7 @@ class Dispatcher:
                 self._warm,
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
-            stops = self._fill(allocations, rounds, threads, report)
-        report.stopped = min(stops, key=STOP_PRECEDENCE.index)
+            report.stopped = self._passes.spend(allocations, rounds, threads, report)
         return report
 
     def _read_windows(self, counters: Sequence[Counter]) -> dict[str, StateWindow]:
@@ -312,93 +300,6 @@ class Dispatcher:
         except TransientError as error:
             logger.warning("could not read a lane's start rate", extra={"lane": lane, "reason": str(error)})
             return 0
-
-    def _fill(
-        self,
-        allocations: Mapping[str, Allocation],
-        rounds: Round,
-        threads: StartThreads,
-        report: TickReport,
-    ) -> list[StopReason]:
-        """Spend every pool's free slots, pass after pass (`Allocation`); why each pool's lanes stopped.
-
-        The lanes of a pass, of every pool, share its rounds (`Round`): a tick over twenty
-        lanes takes about as long as over one. A stop on AWS's quotas or the invocation's
-        time stops them all.
-        """
-        stops: dict[str, StopReason] = {}
-        waiting = dict.fromkeys(allocations, False)
-        capacity = dict.fromkeys(allocations, False)
-        lane_rounds: dict[str, LaneRound] = {}
-        while True:
-            shares: dict[str, int] = {}
-            pool_of: dict[str, str] = {}
-            for pool, allocation in allocations.items():
-                passing = {} if pool in stops else allocation.next_pass()
-                if pool not in stops and not passing:
-                    stops[pool] = self._pool_stop(allocation, waiting=waiting[pool], capacity=capacity[pool])
-                shares.update(passing)
-                pool_of.update(dict.fromkeys(passing, pool))
-            if not shares:
-                return list(stops.values())
-            for lane in shares:
-                if lane not in lane_rounds:
-                    lane_rounds[lane] = LaneRound(self._lanes[lane], threads, self._warm)
-            admitted = self._admit(shares, lane_rounds, rounds, report)
-            halted: StopReason | None = None
-            for lane, offered in shares.items():
-                pool = pool_of[lane]
-                started, stop = admitted[lane]
-                allocations[pool].took(lane, offered, started, spent=stop is not None)
-                if stop in HALTING_STOPS:
-                    halted = halted or stop
-                waiting[pool] = waiting[pool] or stop is StopReason.WAITING
-                capacity[pool] = capacity[pool] or stop is StopReason.CAPACITY
-            if halted is not None:
-                return [*stops.values(), halted]
-
-    def _pool_stop(self, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
-        """Why a pool's lanes stopped once its passes are over."""
-        # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
-        paused = {lane.name for lane in self._topology.lanes if lane.paused}
-        if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
-            return StopReason.CAPACITY
-        return StopReason.WAITING if waiting else StopReason.DRAINED
-
-    @staticmethod
-    def _admit(
-        shares: Mapping[str, int],
-        lane_rounds: Mapping[str, LaneRound],
-        rounds: Round,
-        report: TickReport,
-    ) -> dict[str, tuple[int, StopReason | None]]:
-        """Rounds over a pass's lanes until each started its share or stopped: how many, and why.
-
-        A lane that stopped leaves the rounds; one that stopped on AWS's quotas or the
-        invocation's time stops the others too.
-        """
-        left = dict(shares)
-        started = dict.fromkeys(shares, 0)
-        stops: dict[str, StopReason] = {}
-        while left:
-            # A round holds at most one round's starts, shared by its lanes: its starts are
-            # paced as one reservation and sent in one wave after the first.
-            parts = {lane: part for lane, part in share(ROUND_SIZE, left).items() if part > 0}
-            results = rounds.run({lane: (lane_rounds[lane], part) for lane, part in parts.items()})
-            halted: StopReason | None = None
-            for lane, (counts, stop) in results.items():
-                report.settle(lane, counts)
-                started[lane] += counts.started
-                left[lane] -= counts.started
-                if stop is not None:
-                    stops[lane] = stop
-                if stop in HALTING_STOPS:
-                    halted = halted or stop
-            left = {lane: offered for lane, offered in left.items() if lane not in stops and offered > 0}
-            if halted is not None:
-                stops.update(dict.fromkeys(left, halted))
-                break
-        return {lane: (started[lane], stops.get(lane)) for lane in shares}
 
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:

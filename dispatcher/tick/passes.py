@@ -1,0 +1,126 @@
+"""Spending one tick's free slots: pass after pass over every pool, rounds over each pass's lanes.
+
+Each pool's `Allocation` hands its free slots out in passes (priorities first, equal
+shares within one); the lanes of a pass, of every pool, share its rounds (`Round`), so a
+tick over twenty lanes takes about as long as over one. A lane that stopped leaves the
+rounds; a stop on AWS's quotas or the invocation's time stops every lane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dispatcher.core.allocation import Allocation, share
+from dispatcher.core.batching import ROUND_SIZE
+from dispatcher.core.lanes import Topology
+from dispatcher.tick.ports import LanePorts, StartThreads
+from dispatcher.tick.report import StopReason, TickReport
+from dispatcher.tick.round import LaneRound, Round
+from dispatcher.tick.warm import WarmState
+
+HALTING_STOPS = frozenset({StopReason.THROTTLED, StopReason.TIME})
+"""Stops that end admission in every pool: AWS's quotas and the invocation's time are shared."""
+STOP_PRECEDENCE = (
+    StopReason.THROTTLED,
+    StopReason.TIME,
+    StopReason.CAPACITY,
+    StopReason.WAITING,
+    StopReason.DRAINED,
+)
+"""The tick's stop, of its pools' stops: the first in this order."""
+
+
+class Passes:
+    """Spends the free slots of a tick's pools, on its lanes' ports."""
+
+    def __init__(self, topology: Topology, lanes: Mapping[str, LanePorts], warm: WarmState) -> None:
+        self._topology = topology
+        self._lanes = lanes
+        self._warm = warm
+
+    def spend(
+        self,
+        allocations: Mapping[str, Allocation],
+        rounds: Round,
+        threads: StartThreads,
+        report: TickReport,
+    ) -> StopReason:
+        """Spend every pool's free slots, pass after pass (`Allocation`); why the tick stopped.
+
+        The lanes of a pass, of every pool, share its rounds (`Round`): a tick over twenty
+        lanes takes about as long as over one. A stop on AWS's quotas or the invocation's
+        time stops them all.
+        """
+        stops: dict[str, StopReason] = {}
+        waiting = dict.fromkeys(allocations, False)
+        capacity = dict.fromkeys(allocations, False)
+        lane_rounds: dict[str, LaneRound] = {}
+        while True:
+            shares: dict[str, int] = {}
+            pool_of: dict[str, str] = {}
+            for pool, allocation in allocations.items():
+                passing = {} if pool in stops else allocation.next_pass()
+                if pool not in stops and not passing:
+                    stops[pool] = self._pool_stop(allocation, waiting=waiting[pool], capacity=capacity[pool])
+                shares.update(passing)
+                pool_of.update(dict.fromkeys(passing, pool))
+            if not shares:
+                return min(stops.values(), key=STOP_PRECEDENCE.index)
+            for lane in shares:
+                if lane not in lane_rounds:
+                    lane_rounds[lane] = LaneRound(self._lanes[lane], threads, self._warm)
+            admitted = self._admit(shares, lane_rounds, rounds, report)
+            halted: StopReason | None = None
+            for lane, offered in shares.items():
+                pool = pool_of[lane]
+                started, stop = admitted[lane]
+                allocations[pool].took(lane, offered, started, spent=stop is not None)
+                if stop in HALTING_STOPS:
+                    halted = halted or stop
+                waiting[pool] = waiting[pool] or stop is StopReason.WAITING
+                capacity[pool] = capacity[pool] or stop is StopReason.CAPACITY
+            if halted is not None:
+                return min([*stops.values(), halted], key=STOP_PRECEDENCE.index)
+
+    def _pool_stop(self, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
+        """Why a pool's lanes stopped once its passes are over."""
+        # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
+        paused = {lane.name for lane in self._topology.lanes if lane.paused}
+        if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
+            return StopReason.CAPACITY
+        return StopReason.WAITING if waiting else StopReason.DRAINED
+
+    @staticmethod
+    def _admit(
+        shares: Mapping[str, int],
+        lane_rounds: Mapping[str, LaneRound],
+        rounds: Round,
+        report: TickReport,
+    ) -> dict[str, tuple[int, StopReason | None]]:
+        """Rounds over a pass's lanes until each started its share or stopped: how many, and why.
+
+        A lane that stopped leaves the rounds; one that stopped on AWS's quotas or the
+        invocation's time stops the others too.
+        """
+        left = dict(shares)
+        started = dict.fromkeys(shares, 0)
+        stops: dict[str, StopReason] = {}
+        while left:
+            # A round holds at most one round's starts, shared by its lanes: its starts are
+            # paced as one reservation and sent in one wave after the first.
+            parts = {lane: part for lane, part in share(ROUND_SIZE, left).items() if part > 0}
+            results = rounds.run({lane: (lane_rounds[lane], part) for lane, part in parts.items()})
+            halted: StopReason | None = None
+            for lane, (counts, stop) in results.items():
+                report.settle(lane, counts)
+                started[lane] += counts.started
+                left[lane] -= counts.started
+                if stop is not None:
+                    stops[lane] = stop
+                if stop in HALTING_STOPS:
+                    halted = halted or stop
+            left = {lane: offered for lane, offered in left.items() if lane not in stops and offered > 0}
+            if halted is not None:
+                stops.update(dict.fromkeys(left, halted))
+                break
+        return {lane: (started[lane], stops.get(lane)) for lane in shares}
