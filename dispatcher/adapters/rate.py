@@ -31,6 +31,8 @@ class RateBucket:
         self.lane = lane
         self.rate = starts_per_second
         self._key = {"pk": {"S": f"rate#{lane}"}, "sk": {"S": BUCKET_SORT_KEY}}
+        self._seen: rate.BucketState | None = None
+        """The bucket as this process last read or wrote it."""
 
     def _read(self) -> rate.BucketState | None:
         # A strongly consistent Query of the item's own key: the role already has Query.
@@ -41,9 +43,10 @@ class RateBucket:
                 ExpressionAttributeValues={":pk": self._key["pk"], ":sk": self._key["sk"]},
                 ConsistentRead=True,
             )["Items"]
-        if not items:
-            return None
-        return rate.BucketState(float(items[0]["tokens"]["N"]), float(items[0]["at"]["N"]))
+        self._seen = (
+            rate.BucketState(float(items[0]["tokens"]["N"]), float(items[0]["at"]["N"])) if items else None
+        )
+        return self._seen
 
     def available(self, now: float) -> int:
         """Whole starts the bucket allows now."""
@@ -79,5 +82,10 @@ class RateBucket:
                 Item=item,
                 **condition,
             ):
+                self._seen = after
                 return granted
         return 0
+
+    def next_token_in(self, now: float) -> float:
+        """Seconds until one more start is allowed, as of this process's latest read or write (no call)."""
+        return rate.next_token_in(self._seen, now, self.rate)

@@ -45,3 +45,11 @@ def take(state: BucketState | None, wanted: int, now: float, rate: float) -> tup
     full = refilled(state, now, rate)
     granted = max(0, min(wanted, available(state, now, rate)))
     return granted, BucketState(max(0.0, full.tokens - granted), full.at)
+
+
+def next_token_in(state: BucketState | None, now: float, rate: float) -> float:
+    """Seconds from ``now`` until the bucket allows one more whole start (0: one is there now)."""
+    tokens = refilled(state, now, rate).tokens
+    if tokens >= 1 - 1e-9:
+        return 0.0
+    return (1 - tokens) / rate

@@ -23,6 +23,10 @@ FIRST_GRACE_SECONDS = 0.1
 """The same wait before any other invocation asked (one `DeleteItem` after it, no polls)."""
 ASK_POLL_SECONDS = 0.1
 """How often a waiting holder looks for an ask (a conditional `UpdateItem` each time)."""
+RATE_WAIT_SECONDS = 0.05, 1.0
+"""While a lane's jobs wait only for its start rate, the holder ticks again when its next token
+is due: at least this long after the last tick, and looking for an ask at least this often
+meanwhile (a slow rate's token may be many seconds away)."""
 
 
 class LeaseHolder:
@@ -50,7 +54,11 @@ class LeaseHolder:
         return False
 
     def hand_back(
-        self, report: TickReport, tick: Callable[[], TickReport], time_for_another_tick: Callable[[], bool]
+        self,
+        report: TickReport,
+        tick: Callable[[], TickReport],
+        time_for_another_tick: Callable[[], bool],
+        rate_due: Callable[[], float | None] = lambda: None,
     ) -> None:
         """Let go of the lease, first ticking again (``tick``) for each invocation that found it held.
 
@@ -58,7 +66,9 @@ class LeaseHolder:
         is in the state table, and one more tick here, at once, spends the slots it freed.
         How often that happens is bounded by how often they come (the end-event mapping
         invokes at most twice at a time), and a listing is still read at most once a
-        ``list_reuse_seconds``.
+        ``list_reuse_seconds``. While a lane's jobs wait only for its start rate
+        (``rate_due``: seconds until its next token, None when none waits), the holder
+        ticks again when the token is due, or at an ask before.
         """
         lease, owner = self._lease, self._owner
         last = report.stopped
@@ -66,7 +76,11 @@ class LeaseHolder:
         try:
             while True:
                 asked = False
-                if last is StopReason.CAPACITY and time_for_another_tick():
+                due = rate_due() if last is StopReason.CAPACITY else None
+                if due is not None and time_for_another_tick():
+                    self._await_token(due)
+                    asked = True
+                elif last is StopReason.CAPACITY and time_for_another_tick():
                     # Jobs wait for slots: rather than handing the lease to the next
                     # invocation, wait a moment for it to ask; under churn, take an ask
                     # that came during the tick at once, and wait longer for the next.
@@ -88,6 +102,17 @@ class LeaseHolder:
                 "could not let go of the tick lease: it expires with this invocation",
                 extra={"reason": str(error)},
             )
+
+    def _await_token(self, due: float) -> None:
+        """Wait ``due`` seconds for a lane's next token, or less if another invocation asks meanwhile."""
+        shortest, longest = RATE_WAIT_SECONDS
+        left = max(shortest, due)
+        while left > longest:
+            self._runtime.sleep(longest)
+            left -= longest
+            if self._take_ask():
+                return
+        self._runtime.sleep(left)
 
     def _await_ask(self) -> bool:
         """Whether another invocation asks for a tick within the grace (one that did already counts)."""

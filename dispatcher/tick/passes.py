@@ -37,6 +37,8 @@ class Passes:
         self._topology = topology
         self._lanes = lanes
         self._warm = warm
+        self.lane_stops: dict[str, StopReason | None] = {}
+        """Each lane's stop in the latest tick, of those offered slots (None: it started all offered)."""
 
     def spend(
         self,
@@ -51,6 +53,7 @@ class Passes:
         lanes takes about as long as over one. A stop on AWS's quotas or the invocation's
         time stops them all.
         """
+        self.lane_stops = {}
         stops: dict[str, StopReason] = {}
         waiting = dict.fromkeys(allocations, False)
         capacity = dict.fromkeys(allocations, False)
@@ -74,6 +77,7 @@ class Passes:
             for lane, offered in shares.items():
                 pool = pool_of[lane]
                 started, stop = admitted[lane]
+                self.lane_stops[lane] = stop
                 allocations[pool].took(lane, offered, started, spent=stop is not None)
                 if stop in HALTING_STOPS:
                     halted = halted or stop

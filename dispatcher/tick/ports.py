@@ -119,6 +119,10 @@ class StartRate(Protocol):
         """Take tokens for up to ``wanted`` starts (one conditional write); how many were granted."""
         ...
 
+    def next_token_in(self, now: float) -> float:
+        """Seconds until one more start is allowed, as of the bucket's latest read or write (no call)."""
+        ...
+
 
 class Lease(Protocol):
     """The tick lease: whoever holds it counts and spends the free slots."""

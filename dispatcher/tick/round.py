@@ -1,18 +1,20 @@
 """One admission round over the lanes of a pass: receive, decide, record and start, then settle.
 
-Each lane receives up to 100 messages (batches of 10, in parallel once the first comes
-back full), the lanes at once. What they admitted is one round: the start records of
-every lane are written together in `BatchWriteItem` calls of 25, and every lane's groups
-share the start threads, one group per thread (a first wave of at most 10 groups of all
-the lanes, the rest once it came back unthrottled), paced below `StartExecution`'s
-quota. Then each lane deletes what is done in batches of 10, dead-letters its poison and
-releases the rest, the lanes at once. With one lane, this is that lane's round.
+Each lane receives up to its part of the round (batches of 10, in parallel once the first
+comes back full), the lanes at once, and decides what its free slots admit. What they
+admitted is one round of at most 100 starts: paced below `StartExecution`'s quota, cut to
+each rate-capped lane's tokens (taken now, so the calls follow them at once), recorded
+together in `BatchWriteItem` calls of 25, then started on the start threads, one group
+per thread (a first wave of at most 10 groups of all the lanes, rate-capped lanes first,
+the rest once it came back unthrottled). Then each lane deletes what is done in batches
+of 10, dead-letters its poison and releases the rest, the lanes at once. With one lane,
+this is that lane's round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dispatcher.core.admission import Admission, admit
@@ -46,6 +48,11 @@ class LaneRound:
         """The lane's name."""
         return self._ports.name
 
+    @property
+    def state_machine_arn(self) -> str:
+        """The state machine the lane starts."""
+        return self._ports.state_machine.arn
+
     def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of messages; the reason receiving stopped early, if any.
 
@@ -74,44 +81,53 @@ class LaneRound:
         throttled = next((batch for batch in batches if isinstance(batch, TransientError)), None)
         return messages, None if throttled is None else str(throttled)
 
-    def prepare(self, free: int, now: float) -> Prepared | None:
+    @property
+    def rated(self) -> bool:
+        """Whether the lane's starts are capped by a start rate."""
+        return self._ports.rate is not None
+
+    def prepare(self, free: int) -> Prepared | None:
         """Receive and decide this lane's part of a round (None: its queue handed out nothing)."""
         messages, receive_stop = self.receive(free)
         if not messages:
             return None
-        outcome = RoundOutcome()
         try:
-            admission = self._within_rate(messages, admit(messages, free), outcome, now)
+            admission = admit(messages, free)
         except BaseException:
             self.release(messages)
             raise
-        outcome.dead_letters += admission.dead_letters
-        outcome.held_back += admission.held_back
-        starts = LaneStarts(self._ports.state_machine, self._ports.state_table, admission.starts, outcome)
-        return Prepared(self, messages, receive_stop, starts)
+        return Prepared(self, messages, receive_stop, admission)
 
-    def _within_rate(
-        self, messages: list[QueuedMessage], admission: Admission, outcome: RoundOutcome, now: float
-    ) -> Admission:
-        """The admission cut to the lane's start-rate tokens (one conditional write for the round).
+    def within_rate(self, part: Prepared, now: float) -> None:
+        """Cut the part's admission to the lane's start-rate tokens as of ``now`` (one conditional write).
 
-        What waits for the rate is released in order, never dead-lettered; a bucket that
-        can't be read or written grants nothing and stops admitting until the next tick.
+        Taken once the round is about to start (its records and the starts follow at
+        once), so the calls are as far apart as their tokens. What waits for the rate is
+        released in order, never dead-lettered; a bucket that can't be read or written
+        grants nothing and stops admitting until the next tick.
         """
         bucket = self._ports.rate
-        if bucket is None or not admission.starts:
-            return admission
-        wanted = len(admission.starts)
+        wanted = len(part.admission.starts)
+        if bucket is None or not wanted:
+            return
         try:
             granted = bucket.take(wanted, now)
         except TransientError as error:
-            outcome.stop_reason = f"could not take start-rate tokens: {error}"
+            part.outcome.stop_reason = f"could not take start-rate tokens: {error}"
             granted = 0
         if granted < wanted:
             logger.info("starts wait for the lane's rate", extra={"wanted": wanted, "granted": granted})
-            outcome.rate_spent = outcome.stop_reason is None
-            return admit(messages, granted)
-        return admission
+            part.outcome.rate_spent = part.outcome.stop_reason is None
+            part.admission = admit(part.messages, granted)
+
+    def starts_of(self, part: Prepared) -> LaneStarts:
+        """The part's starts, its admission decided: its poison and what waits go to its outcome."""
+        part.outcome.dead_letters += part.admission.dead_letters
+        part.outcome.held_back += part.admission.held_back
+        part.starts = LaneStarts(
+            self._ports.state_machine, self._ports.state_table, part.admission.starts, part.outcome
+        )
+        return part.starts
 
     def dead_letter(self, outcome: RoundOutcome) -> None:
         """Send the round's poison to the lane's DLQ; what it refused waits, and stops the lane."""
@@ -172,15 +188,19 @@ class LaneRound:
         self._ports.queue.release(messages)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Prepared:
-    """One lane's part of a round, received and decided: what it received, and its starts."""
+    """One lane's part of a round: what it received, what it admitted, and how its starts went."""
 
     lane: LaneRound
     messages: list[QueuedMessage]
     receive_stop: str | None
     """Why receiving stopped early (a throttled receive), if it did."""
-    starts: LaneStarts
+    admission: Admission
+    """What the lane's free slots admit (cut to its start rate's tokens before the starts)."""
+    outcome: RoundOutcome = field(default_factory=RoundOutcome)
+    starts: LaneStarts | None = None
+    """Its starts, once its admission is decided (`LaneRound.starts_of`)."""
 
 
 class Round:
@@ -206,9 +226,8 @@ class Round:
         """One round over the lanes of ``offers`` (lane → its part of the round, and its free slots)."""
         if self._runtime.remaining_seconds() < self._margin:
             return {lane: (Counts(), StopReason.TIME) for lane in offers}
-        now = self._runtime.clock()
         lanes = list(offers)
-        received = self._each(lambda lane: offers[lane][0].prepare(offers[lane][1], now), lanes)
+        received = self._each(lambda lane: offers[lane][0].prepare(offers[lane][1]), lanes)
         results: dict[str, LaneResult] = {}
         prepared: list[Prepared] = []
         for lane, result in zip(lanes, received, strict=True):
@@ -229,25 +248,34 @@ class Round:
         return results
 
     def _admit(self, prepared: Sequence[Prepared]) -> dict[str, LaneResult]:
-        """Record and start what the lanes admitted, dead-letter their poison, then settle each lane."""
-        lanes = [part.starts for part in prepared]
+        """Pace, take the rates' tokens, record and start what the lanes admitted, dead-letter, settle.
+
+        The lanes capped by a rate come first in the waves, so their calls follow their
+        tokens at once.
+        """
+        prepared = sorted(prepared, key=lambda part: not part.lane.rated)
         try:
-            self._starter.record(lanes, self._runtime.clock())
             self._pace(prepared)
+            rated = [part for part in prepared if part.lane.rated and part.admission.starts]
+            if rated:
+                now = self._runtime.clock()
+                self._raise_first(self._each(lambda part: part.lane.within_rate(part, now), rated))
+            lanes = [part.lane.starts_of(part) for part in prepared]
+            self._starter.record(lanes, self._runtime.clock())
             self._starter.start(lanes)
-            self._raise_first(self._each(lambda part: part.lane.dead_letter(part.starts.outcome), prepared))
+            self._raise_first(self._each(lambda part: part.lane.dead_letter(part.outcome), prepared))
         except BaseException:
             # A configuration error or a bug: every message of the round stays queued.
             for part in prepared:
                 part.lane.release(part.messages)
             raise
-        counts = self._each(lambda part: part.lane.settle(part.starts.outcome), prepared)
+        counts = self._each(lambda part: part.lane.settle(part.outcome), prepared)
         self._raise_first(counts)
         now = self._runtime.clock()
         for part in prepared:
-            part.lane.forget_never_started(part.starts.outcome, now)
+            part.lane.forget_never_started(part.outcome, now)
         return {
-            part.lane.name: (lane_counts, _stop_after(part.starts.outcome, part.receive_stop))  # type: ignore[misc]
+            part.lane.name: (lane_counts, _stop_after(part.outcome, part.receive_stop))  # type: ignore[misc]
             for part, lane_counts in zip(prepared, counts, strict=True)
         }
 
@@ -255,10 +283,10 @@ class Round:
         """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each lane's region)."""
         wait = 0.0
         for part in prepared:
-            pace = self._warm.paces_for(part.starts.state_machine.arn).start
-            wait = max(wait, pace.reserve(self._runtime.clock(), len(part.starts.recorded)))
+            pace = self._warm.paces_for(part.lane.state_machine_arn).start
+            wait = max(wait, pace.reserve(self._runtime.clock(), len(part.admission.starts)))
         if wait:
-            starts = sum(len(part.starts.recorded) for part in prepared)
+            starts = sum(len(part.admission.starts) for part in prepared)
             logger.info("starts paced", extra={"seconds": round(wait, 3), "starts": starts})
             self._runtime.sleep(wait)
 

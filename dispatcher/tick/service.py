@@ -23,6 +23,7 @@ from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.passes import Passes
 from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import Ports, Runtime
+from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
 from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
@@ -73,6 +74,7 @@ class Dispatcher:
         self._topology = policy.topology or _one_pool(policy, ports)
         self._lanes = {lane.name: lane for lane in ports.lanes}
         self._passes = Passes(self._topology, self._lanes, self._warm)
+        self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._counters: dict[str, Counter] = {}
         """State machine ARN → its counter (lanes that start one machine count it once)."""
         for lane in self._topology.lanes:
@@ -121,7 +123,7 @@ class Dispatcher:
             counter.hold()
         try:
             report = self._ticks(ended)
-            holder.hand_back(report, self.tick, self._time_for_another_tick)
+            holder.hand_back(report, self.tick, self._time_for_another_tick, self._rate_due)
         except BaseException:
             holder.let_go_after_failure()
             raise
@@ -167,6 +169,13 @@ class Dispatcher:
 
     def _time_for_another_tick(self) -> bool:
         return self._runtime.remaining_seconds() - self._interval > self._policy.time_margin_seconds
+
+    def _rate_due(self) -> float | None:
+        """Seconds until a lane that waits for its rate has its next token, if there is time to tick then."""
+        due = self._rates.due(self._runtime.clock())
+        if due is None or self._runtime.remaining_seconds() - due <= self._policy.time_margin_seconds:
+            return None
+        return due
 
     def _ticks(self, ended: Sequence[EndedExecution]) -> TickReport:
         began = self._runtime.clock()
@@ -232,6 +241,7 @@ class Dispatcher:
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
             report.stopped = self._passes.spend(allocations, rounds, threads, report)
+        self._rates.settle(self._passes.lane_stops)
         return report
 
     def _read_windows(self, counters: Sequence[Counter]) -> dict[str, StateWindow]:
@@ -271,35 +281,25 @@ class Dispatcher:
         """A pool's free slots, and what each of its lanes may take of them."""
         running = self._running(pool, counts)
         free = free_slots(pool.max_concurrency, running)
-        claims = [
-            Claim(
-                lane.name,
-                lane.priority,
-                room_of(
-                    lane.max_concurrency,
-                    counts[lane.state_machine_arn].running,
-                    self._tokens(lane.name),
-                    paused=lane.paused,
-                ),
+        claims = []
+        now = self._runtime.clock()
+        for lane in self._topology.lanes_of(pool.name):
+            lane_running = counts[lane.state_machine_arn].running
+            tokens = None if lane.paused else self._rates.tokens(lane.name, now)
+            room = room_of(lane.max_concurrency, lane_running, paused=lane.paused)
+            self._rates.claimed(lane.name, tokens, min(room, free))
+            claims.append(
+                Claim(
+                    lane.name,
+                    lane.priority,
+                    room_of(lane.max_concurrency, lane_running, tokens, paused=lane.paused),
+                )
             )
-            for lane in self._topology.lanes_of(pool.name)
-        ]
         logger.info(
             "capacity",
             extra={"pool": pool.name, "running": running, "free": free, "max": pool.max_concurrency},
         )
         return Allocation(free, claims)
-
-    def _tokens(self, lane: str) -> int | None:
-        """Starts the lane's rate allows now (None: no rate); a bucket that can't be read allows none."""
-        bucket = self._lanes[lane].rate
-        if bucket is None or self._topology.lane(lane).paused:
-            return None
-        try:
-            return bucket.available(self._runtime.clock())
-        except TransientError as error:
-            logger.warning("could not read a lane's start rate", extra={"lane": lane, "reason": str(error)})
-            return 0
 
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -15,6 +16,11 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import create_lane, read_all
 from tests.integration.conftest import Harness
+from tests.support.rate_bound import worst_window_excess
+
+ONE_TICK = 10.5
+"""An invocation's time for one tick and no other (the margin is 10 s): under a frozen clock a
+lane that waits for its rate's next token would otherwise be ticked for until the clock moves."""
 
 
 def lanes(harness: Harness, max_concurrency: int, document: dict[str, Any]) -> None:
@@ -249,15 +255,38 @@ def test_a_rate_capped_lane_starts_its_burst_then_at_its_rate_across_cold_starts
     lanes(harness, 10, {"lanes": [paced]})
     send(paced["queue_url"], [f"p-{index}" for index in range(6)], group="one-group")
     with freeze_time("2026-11-24 12:00:00") as clock:
-        assert harness.tick()["started"] == 2, "the burst: b = max(1, r) = 2"
-        assert harness.tick()["started"] == 0, "a cold start finds the bucket in the state table, empty"
+        assert harness.tick(remaining_seconds=ONE_TICK)["started"] == 2, "the burst: b = max(1, r) = 2"
+        assert harness.tick(remaining_seconds=ONE_TICK)["started"] == 0, (
+            "a cold start finds the bucket in the state table, empty"
+        )
         clock.tick(0.5)
-        assert harness.tick()["started"] == 1
+        assert harness.tick(remaining_seconds=ONE_TICK)["started"] == 1
         clock.tick(10.0)
-        assert harness.tick()["started"] == 2, "never more than the burst, however long it waited"
+        assert harness.tick(remaining_seconds=ONE_TICK)["started"] == 2, (
+            "never more than the burst, however long it waited"
+        )
     assert harness.started_jobs() == ["p-0", "p-1", "p-2", "p-3", "p-4"], "in send order"
     assert harness.queue_counts(paced["queue_url"]) == (1, 0), "the job waiting for the rate stays queued"
     assert read_all(paced["dead_letter_queue_url"]) == []
+
+
+def test_a_lane_that_waits_for_its_rate_keeps_its_invocation_ticking_at_the_rate(harness: Harness) -> None:
+    """Jobs that wait only for tokens: the holder ticks again as each token comes, not once a minute.
+
+    One invocation with 14 s left (a margin of 10 s, a second for a tick) starts the burst
+    of 4, then one start as each token comes (4 a second), never more than b + r·t in any
+    window; without the rate's ticks it would have started the burst alone.
+    """
+    paced = create_lane(harness.stack.name, "paced", starts_per_second=4)
+    lanes(harness, 50, {"lanes": [paced]})
+    send(paced["queue_url"], [f"p-{index}" for index in range(30)], group="one-group")
+    moments: list[float] = []
+    harness.on("before-call.states.StartExecution", lambda **_: moments.append(time.monotonic()))
+    result = harness.tick(remaining_seconds=14.0)
+    assert result["ticks"] > 2, "it ticked again for the rate"
+    assert 4 + 4 <= result["started"] < 30, "a second's worth after the burst at least, not the queue"
+    assert harness.started_jobs() == [f"p-{index}" for index in range(result["started"])], "in send order"
+    assert worst_window_excess(moments, 4.0) <= 4.0 + 0.5, "b + r·t, give or take a start's own latency"
 
 
 def test_slots_a_rate_capped_lane_cannot_use_go_to_the_other_lanes(harness: Harness) -> None:
@@ -266,7 +295,7 @@ def test_slots_a_rate_capped_lane_cannot_use_go_to_the_other_lanes(harness: Harn
     send(paced["queue_url"], [f"p-{index}" for index in range(5)])
     send(harness.stack.queue_url, [f"a-{index}" for index in range(5)])
     with freeze_time("2026-11-24 12:00:00"):
-        assert harness.tick()["started"] == 5
+        assert harness.tick(remaining_seconds=ONE_TICK)["started"] == 5
     assert running_of(harness, paced["state_machine_arn"]) == 1
     assert harness.running() == 4
 
@@ -365,7 +394,7 @@ def test_a_lane_whose_rate_runs_out_mid_tick_says_its_jobs_wait_for_capacity(har
     )
     send(paced["queue_url"], ["p-1", "p-2"], group="a")
     with freeze_time("2026-11-24 12:00:00"):
-        result = harness.tick()
+        result = harness.tick(remaining_seconds=ONE_TICK)
     assert (result["dead_lettered"], result["started"], result["stopped"]) == (1, 1, "capacity")
     assert harness.started_jobs()[-1] == "p-1"
     assert harness.queue_counts(paced["queue_url"]) == (1, 0)

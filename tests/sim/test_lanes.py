@@ -8,13 +8,20 @@ send order, every queue drained.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 
+from dispatcher.core import rate
 from dispatcher.core.lanes import DEFAULT
+from dispatcher.tick.invocation import dispatcher_for, steered
+from dispatcher.tick.ports import Runtime
+from dispatcher.tick.warm import WarmState
 from tests.sim.conftest import settings
+from tests.support.rate_bound import worst_window_excess
 from tests.support.sim.aws import InMemoryAws, SimLane
 from tests.support.sim.function import EventSourceMapping, Function
+from tests.support.sim.scheduler import SimPool
 from tests.support.world import EventPlan, Lag
 
 
@@ -138,3 +145,99 @@ def test_an_urgent_lane_overtakes_a_backfill_that_keeps_its_pool_full() -> None:
         < sorted(execution.sequence for execution in backfill_after)[10]
     )
     assert aws.world.violations == []
+
+
+def test_a_rate_capped_lane_keeps_its_rate_across_containers() -> None:
+    """A lane of 0.5 starts a second beside a busy one: never above b + r·t in any window, over minutes."""
+    aws = InMemoryAws(
+        events=EventPlan(enabled=True, delay=1.0),
+        lanes=[SimLane("paced", pool="paced", starts_per_second=0.5)],
+        pools={"paced": 50},
+    )
+    rng = random.Random(5)
+    send(aws, "paced", 200, groups=50, rng=rng)
+    send(aws, DEFAULT, 600, groups=100, rng=rng)
+    dispatcher = deploy(aws, 30)
+    dispatcher.schedule(60.0, until=aws.scheduler.now + 300)
+    aws.scheduler.run_until(aws.scheduler.now + 300)
+    aws.scheduler.stop()
+    paced = [
+        execution.started_at for execution in aws.started() if json.loads(execution.input)["lane"] == "paced"
+    ]
+    assert dispatcher.containers > 1
+    assert worst_window_excess(paced, 0.5) <= rate.burst(0.5) + 1e-9
+    assert len(paced) >= 0.9 * 0.5 * 300, "it runs near its rate, not far below (it was 74 of 150)"
+    assert aws.world.violations == []
+
+
+def test_a_slow_rate_waiting_for_its_token_does_not_hold_back_the_other_lanes_refills() -> None:
+    """A lane of one start every 20 s keeps the holder waiting: an end elsewhere still gets a tick soon."""
+    aws = InMemoryAws(
+        events=EventPlan(enabled=True, delay=0.2),
+        lanes=[SimLane("paced", pool="paced", starts_per_second=0.05)],
+        pools={"paced": 10},
+    )
+    rng = random.Random(6)
+    send(aws, "paced", 40, groups=40, rng=rng)
+    for job in range(60):
+        aws.lane_queues[DEFAULT].send(json.dumps({"lane": DEFAULT, "job": job, "seconds": 3.0}), f"g{job}")
+    dispatcher = deploy(aws, 2)
+    dispatcher.schedule(60.0, until=aws.scheduler.now + 60)
+    aws.scheduler.run_until(aws.scheduler.now + 60)
+    aws.scheduler.stop()
+    default_starts = sorted(
+        execution.started_at for execution in aws.started() if json.loads(execution.input)["lane"] == DEFAULT
+    )
+    ends = sorted(start + 3.0 for start in default_starts)
+    refills = [
+        next(start for start in default_starts if start >= end) - end
+        for end in ends
+        if end < default_starts[-1]
+    ]
+    assert len(default_starts) > 20
+    assert max(refills) < 3.0, "an end's slot is refilled within its batch's delivery and a look for asks"
+    assert aws.world.violations == []
+
+
+def test_a_rate_capped_lane_takes_its_tokens_after_the_start_pace_and_starts_at_once(
+    aws: InMemoryAws,
+) -> None:
+    """A round the `StartExecution` pace holds back a second: the tokens are taken after the wait, not before.
+
+    Taken before, the calls would come a second after their tokens, in a cluster with the
+    next round's: more than b + r·t in a window at the calls.
+    """
+    paced = InMemoryAws(lanes=[SimLane("paced", pool="paced", starts_per_second=2.0)], pools={"paced": 50})
+    rng = random.Random(7)
+    send(paced, "paced", 10, groups=10, rng=rng)
+    send(paced, DEFAULT, 10, groups=10, rng=rng)
+    fields = settings(paced, 20, lanes=paced.lanes_document())
+    limits, topology = steered(fields, None)
+    warm = WarmState()
+    pace = warm.paces_for(paced.state_machine_arn).start
+    began = paced.scheduler.now
+    pace.reserve(began, int(pace.burst + pace.rate))  # this account's pace owes a second of starts
+    runtime = Runtime(
+        clock=lambda: paced.scheduler.now,
+        sleep=paced.scheduler.sleep,
+        remaining_seconds=lambda: began + 11.5 - paced.scheduler.now,  # time for one tick
+        pool=lambda width: contextlib.nullcontext(SimPool(paced.scheduler, width)),
+    )
+    resources = paced.resources(paced.clients())
+    dispatcher = dispatcher_for(
+        fields, limits=limits, topology=topology, resources=resources, runtime=runtime, warm=warm
+    )
+    reports: list[dict[str, object]] = []
+    paced.scheduler.spawn(lambda: reports.append(dispatcher.run().as_dict()), "invocation")
+    paced.scheduler.run_until(began + 30)
+    paced.scheduler.stop()
+    taken_at = paced.rates.buckets["paced"].at
+    starts = [
+        execution.started_at
+        for execution in paced.started()
+        if json.loads(execution.input)["lane"] == "paced"
+    ]
+    assert reports[0]["started"] == 10 + 2
+    assert taken_at >= began + 0.9, "the tokens were taken once the pace's wait was over"
+    assert len(starts) == 2
+    assert all(0 < start - taken_at < 0.1 for start in starts), "the calls follow their tokens at once"

@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dispatcher.core.rate import BucketState, available, burst, refilled, take
+from dispatcher.core.rate import BucketState, available, burst, next_token_in, refilled, take
 
 
 def test_the_burst_is_one_seconds_worth_and_at_least_one() -> None:
@@ -62,3 +62,12 @@ def test_no_window_ever_holds_more_than_the_burst_and_the_rate(
         for end, granted in starts[first:]:
             total += granted
             assert total <= burst(rate) + rate * (end - begin) + 1e-6
+
+
+def test_the_next_token_is_due_when_the_bucket_refills_one_whole_start() -> None:
+    """Empty at 2 a second: the next start in 0.5 s; half full: in 0.25 s; a token there: now."""
+    assert next_token_in(BucketState(0.0, 100.0), 100.0, 2.0) == 0.5
+    assert next_token_in(BucketState(0.5, 100.0), 100.0, 2.0) == 0.25
+    assert next_token_in(BucketState(0.0, 100.0), 100.6, 2.0) == 0.0
+    assert next_token_in(None, 100.0, 0.1) == 0.0, "a bucket never used is full"
+    assert math.isclose(next_token_in(BucketState(0.0, 100.0), 104.0, 0.1), 6.0)

@@ -30,13 +30,17 @@ class RateView:
         self._client = client
         self._lane = lane
         self.rate = starts_per_second
+        self._seen: rate.BucketState | None = None
 
     def _read(self) -> rate.BucketState | None:
         def query() -> rate.BucketState | None:
             self._items.usage.consume(f"rate#{self._lane}", "ReadRequestUnits", 1)
             return self._items.buckets.get(self._lane)
 
-        return self._client.call("Query", f"Query (start rate of lane {self._lane})", lambda: True, query)
+        self._seen = self._client.call(
+            "Query", f"Query (start rate of lane {self._lane})", lambda: True, query
+        )
+        return self._seen
 
     def available(self, now: float) -> int:
         """Whole starts the bucket allows now."""
@@ -58,5 +62,10 @@ class RateView:
                 return True
 
             if self._client.call("PutItem", f"PutItem (start rate of lane {self._lane})", lambda: True, put):
+                self._seen = after
                 return granted
         return 0
+
+    def next_token_in(self, now: float) -> float:
+        """Seconds until one more start is allowed, as of the latest read or write (no call)."""
+        return rate.next_token_in(self._seen, now, self.rate)
