@@ -30,13 +30,15 @@ MAX 3,000 is three pages, so it is read every 2 s, or every 5 s. Between reads t
 reuses the last listing (`LISTING_MAX_AGE_SECONDS`)."""
 LIST_BURST_PAGES = 3.0
 """One listing of MAX 3,000 at once, no more: a new lease holder's full bucket is no burst."""
-LISTING_MAX_AGE_SECONDS = 60.0
+LISTING_MAX_AGE_SECONDS = 30.0
 """A listing is reused while the `ListExecutions` pace has no tokens, up to this age; then it
-is read anyway. Reuse is safe at any age: starts recorded since count (`review_from` keeps
-them), ends since come from events, an execution that ended since still counts. The age
-bounds how long a correction waits (a lost end event, an execution started by someone
-else), and what a review reads: at 1.5 pages a second shared by 20 state machines of one
-page each, each is read every 13 s (every 33 s in the smaller regions)."""
+is read anyway. Reuse keeps the cap for everything the dispatcher starts: starts recorded
+since count (`review_from` keeps them), ends since come from events, an execution that
+ended since still counts. What the age bounds is how long a correction waits: an end whose
+event was lost, and an execution someone else started, which the dispatcher sees only in
+a listing (after AWS's own lag of up to a minute). At 1.5 pages a second shared by 20
+state machines of one page each, each is read every 13 s; at 0.6 (the smaller regions),
+every 33 s, so this bound reads a few early: 0.67 pages a second in all."""
 START_THREADS_LOWEST, START_THREADS_HIGHEST = 4, 32
 ROUND_PHASES = 3.0
 """Start threads idle while a round receives, records and deletes: about two thirds of its time."""

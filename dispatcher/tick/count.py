@@ -7,7 +7,7 @@ A recorded start neither the list nor an event settles is checked with
 `DescribeExecution`, within a pace well below that API's quota. While one invocation
 holds the lease, its ticks after the first read only the window's newest records.
 
-A listing may be reused for up to a minute when `ListExecutions`' pace, shared by every
+A listing may be reused for up to 30 s when `ListExecutions`' pace, shared by every
 state machine of the account, has no token for a fresh one: what happened since is known
 without it (the starts recorded since count, however old; the ends come from events), so
 the count stays an upper bound and only corrections wait (an end whose event was lost, an

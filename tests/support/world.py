@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
+from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.local.events import status_change_event
 from dispatcher.local.redrive import Redrives, Stopped
-from dispatcher.settings import Settings
 
-LIST_REUSE_SECONDS = float(Settings.model_fields["list_reuse_seconds"].default)
-"""How long the dispatcher may reuse a list read (its default): a foreign execution counts once
-a read at least this old could have shown it."""
+LIST_REUSE_SECONDS = LISTING_MAX_AGE_SECONDS
+"""How long the dispatcher may reuse a list read (1 s by default, up to this while the account's
+`ListExecutions` pace is short): a foreign execution counts once a read this old could show it."""
 
 
 @dataclass
