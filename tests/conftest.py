@@ -11,7 +11,7 @@ import pytest
 from dispatcher import handler
 from dispatcher.local.account import FAKE_CREDENTIALS
 from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
-from tests.faults.scenario import FINISHED, Tally
+from tests.faults.tally import FINISHED, Tally
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.faults.scenario import Tally
+    from tests.faults.tally import Tally
     from tests.faults.test_overlap import OverlapRound
 
 QUIET_ENVIRONMENT = {
@@ -47,7 +47,9 @@ def run_share(seeds: list[int]) -> Tally:
     os.environ.update(QUIET_ENVIRONMENT)
     warnings.simplefilter("ignore")
     from dispatcher.local.account import pointed_at  # noqa: PLC0415
-    from tests.faults.scenario import Scenario, Tally, run_scenario  # noqa: PLC0415 — after the environment is set
+    from tests.faults.run import run_scenario  # noqa: PLC0415 — after the environment is set
+    from tests.faults.scenario import Scenario  # noqa: PLC0415
+    from tests.faults.tally import Tally  # noqa: PLC0415
     from tests.support.faulty_aws import faulty_moto_server  # noqa: PLC0415
 
     tally = Tally()
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         tallies = pool.map(run_share, shares)
-    from tests.faults.scenario import Tally  # noqa: PLC0415 — the workers import it after setting the environment
+    from tests.faults.tally import Tally  # noqa: PLC0415 — the workers import it after setting the environment
 
     total = Tally()
     for tally in tallies:

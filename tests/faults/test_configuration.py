@@ -20,7 +20,8 @@ from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.events import status_change_event
 from dispatcher.local.stack import sample_workflow
-from tests.faults.scenario import Job, Scenario, ScenarioRun
+from tests.faults.run import ScenarioRun
+from tests.faults.scenario import Job, Scenario
 from tests.support.faulty_aws import FaultyAws
 from tests.support.world import FaultPlan, Lag
 

@@ -18,7 +18,8 @@ from dispatcher.local.events import END_EVENT_QUEUE_ARN
 from dispatcher.local.stack import Stack
 from tests.faults.crash_course import crash_course
 from tests.faults.process import Call
-from tests.faults.scenario import Scenario, run_scenario
+from tests.faults.run import run_scenario
+from tests.faults.scenario import Scenario
 from tests.infra.template import deployed, function_statements
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import FaultyAws

@@ -16,7 +16,8 @@ from dataclasses import replace
 
 import pytest
 
-from tests.faults.scenario import Job, Scenario, ScenarioRun, run_scenario
+from tests.faults.run import ScenarioRun, run_scenario
+from tests.faults.scenario import Job, Scenario
 from tests.support.crashes import CrashPlan
 from tests.support.faulty_aws import FaultyAws
 from tests.support.world import EventPlan, FaultPlan, Lag

@@ -1,0 +1,114 @@
+"""The end of a scenario, checked against the emulator's ground truth: every invariant it can show.
+
+Loss (a message left, a job with no execution, a failure never re-run), duplicates (an
+execution no job asked for, a redrive no job asked for, a failure both redriven and
+restarted), inputs, dead letters (each poison once, in its own lane's DLQ, with its
+reason; nothing else), and order within each group.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dispatcher.core.rerun import RESTART, restart_name
+from tests.faults.scenario import POISON_KINDS
+
+if TYPE_CHECKING:
+    from tests.faults.run import ScenarioRun
+    from tests.support.world import Execution
+
+
+def check_end_state(run: ScenarioRun) -> None:
+    """Every invariant the end state can show: loss, duplicates, inputs, re-runs, dead letters, order."""
+    violations = run.outcome.violations
+    jobs = run.scenario.jobs
+    left = run._visible_messages()
+    if left:
+        violations.append(f"loss: {left} message(s) still on the source queue at the end")
+    ours = {
+        execution.name: execution for execution in run.world.executions.values() if execution.by_dispatcher
+    }
+    expected = {job.execution_name for job in jobs if job.poison is None}
+    restarts = _restarts(run, ours)
+    for name in sorted(expected - ours.keys()):
+        violations.append(f"loss: no execution for {name}")
+    for name in sorted(ours.keys() - expected - restarts.keys()):
+        violations.append(f"duplicate: unexpected execution {name}")
+    _check_reruns(run, ours, restarts)
+    for job in jobs:
+        execution = ours.get(job.execution_name)
+        if job.poison is None and execution is not None and execution.input != job.body:
+            violations.append(f"input: {job.execution_name} started with another input")
+    _check_dead_letters(run)
+    _check_order(run, ours)
+
+
+def _restarts(run: ScenarioRun, ours: dict[str, Execution]) -> dict[str, Execution]:
+    """Restart name → the failed execution it re-runs (any execution of ours that ever failed)."""
+    return {
+        restart_name(execution.name, execution.arn): execution
+        for execution in ours.values()
+        if any(run.status == "FAILED" for run in execution.runs)
+    }
+
+
+def _check_reruns(run: ScenarioRun, ours: dict[str, Execution], restarts: dict[str, Execution]) -> None:
+    """Every failure re-run once, in a mode the operator ran: restarted or redriven, never both."""
+    violations = run.outcome.violations
+    redriven = {name for name, _ in run.world.dispatcher_redrives}
+    for name, count in run.world.dispatcher_redrives:
+        if (name, count) not in run.redrive_jobs:
+            violations.append(f"duplicate: {name} redriven at redriveCount {count}, which no job asked for")
+    if RESTART not in run.modes_used and run.restart_jobs:
+        violations.append(f"rerun: restart jobs, but no restart run: {sorted(run.restart_jobs)}")
+    for execution in ours.values():
+        final = execution.runs[-1]
+        restart = ours.get(restart_name(execution.name, execution.arn))
+        if final.status == "SUCCEEDED" and execution.name in redriven and restart is not None:
+            violations.append(f"duplicate: {execution.name} redriven and restarted for one failure")
+        if final.status != "FAILED":
+            continue
+        if restart is None:
+            violations.append(f"loss: {execution.name} failed and was never re-run")
+        elif restart.input != execution.input:
+            violations.append(f"input: the restart of {execution.name} has another input")
+    if RESTART not in run.modes_used:
+        for name in sorted(restarts.keys() & ours.keys()):
+            violations.append(f"rerun: {name} restarted, but no restart run")
+
+
+def _check_dead_letters(run: ScenarioRun) -> None:
+    letters = run.dead_letters()
+    for job in run.scenario.jobs:
+        found = letters.pop(job.message_id, [])
+        if job.poison is None:
+            if found:
+                violations = run.outcome.violations
+                reason = found[0].get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue")
+                violations.append(f"dead-lettered a valid job {job.key}: {reason}")
+            continue
+        if len(found) != 1:
+            run.outcome.violations.append(f"poison {job.key} ({job.poison}) is {len(found)} times in the DLQ")
+            continue
+        [letter] = found
+        if letter["Lane"] != job.lane:
+            wrong = letter["Lane"] or "default"
+            run.outcome.violations.append(
+                f"poison {job.key} of lane {job.lane or 'default'} in {wrong}'s DLQ"
+            )
+        reason = letter.get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue", "")
+        if POISON_KINDS[job.poison] not in reason or letter["Body"] != job.body:
+            run.outcome.violations.append(f"poison {job.key} ({job.poison}) dead-lettered as {reason!r}")
+    for dedup_id in letters:
+        run.outcome.violations.append(f"DLQ holds a message that was never sent as poison: {dedup_id}")
+
+
+def _check_order(run: ScenarioRun, ours: dict[str, Execution]) -> None:
+    by_group: dict[str, list[int]] = {}
+    for job in sorted(run.scenario.jobs, key=lambda job: job.arrives):  # stable: send order
+        execution = ours.get(job.execution_name)
+        if job.poison is None and job.duplicate_of is None and execution is not None:
+            by_group.setdefault(job.group, []).append(execution.sequence)
+    for group, sequence in by_group.items():
+        if sequence != sorted(sequence):
+            run.outcome.violations.append(f"order: group {group} started out of send order {sequence}")

@@ -1,0 +1,444 @@
+"""One generated scenario, run: the real handler against the faulty emulator, then the end checked.
+
+`run_scenario` drives the real handler against the faulty emulator: a scheduled tick at
+each step of the schedule and, between them, a tick for every status change event the
+emulated EventBridge delivers, each tick a cold start or a warm one. First with faults
+on, then with faults and events off until the queue drains (liveness must not depend on
+best-effort events). It returns an `Outcome`: what was processed, what was injected, and
+every violation of the invariants in DESIGN.md (`tests.faults.checks`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import uuid
+from typing import Any
+
+import boto3
+
+from dispatcher import handler
+from dispatcher.core.control import Control
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
+from dispatcher.core.executions import execution_arn
+from dispatcher.core.rerun import REDRIVE, RESTART
+from dispatcher.in_process import LocalContext
+from dispatcher.local.account import REGION, environment
+from dispatcher.local.stack import Stack, create_lane, create_stack, read_all
+from dispatcher.settings import variable
+from tests.faults.batches import EndEventBatches
+from tests.faults.checks import check_end_state
+from tests.faults.lanes import LANE, lanes_variable, steer_lane
+from tests.faults.operator import expire_holds, run_rerun
+from tests.faults.process import DispatcherProcess, on_virtual_time
+from tests.faults.scenario import (
+    ADVICE,
+    CONTROL_OVERRIDE,
+    MAX_DURATION_SECONDS,
+    MAX_LAG_SECONDS,
+    Job,
+    Scenario,
+)
+from tests.faults.tally import FINISHED, Outcome
+from tests.support.crashes import CRASH_POINTS, CrashPlan
+from tests.support.faulty_aws import (
+    VISIBILITY_TIMEOUT_SECONDS,
+    FaultyAws,
+    backend_execution,
+)
+from tests.support.world import Execution, World, execution_event
+
+
+class ScenarioRun:
+    """One scenario against one emulator: send, tick, advance time, then check."""
+
+    def __init__(self, scenario: Scenario, middleware: FaultyAws) -> None:
+        self.scenario = scenario
+        self.world = World(
+            seed=scenario.seed, start=1_800_000_000.0, faults=scenario.faults, events=scenario.events
+        )
+        self.rng = random.Random(f"{scenario.seed}:ticks")
+        self.world.max_concurrency = scenario.max_concurrency
+        middleware.world = self.world
+        boto3.setup_default_session()  # no hooks of an earlier run's dispatcher on our own clients
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.ssm = boto3.client("ssm", region_name=REGION)
+        control = Control(max_concurrency=scenario.max_concurrency) if scenario.controlled else None
+        self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}", control=control)
+        self.lane: dict[str, Any] | None = None
+        if scenario.lane is not None:
+            self.lane = create_lane(
+                self.stack.name,
+                LANE,
+                state_machine_arn=self.stack.state_machine_arn,
+                priority=scenario.lane.priority,
+                **(
+                    {}
+                    if scenario.lane.starts_per_second is None
+                    else {"starts_per_second": scenario.lane.starts_per_second}
+                ),
+            )
+        self.process = DispatcherProcess().install()
+        self.batches = EndEventBatches(
+            self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
+        )
+        self.outcome = Outcome(scenario)
+        self.event_ticks = 0
+        self.warm_ticks = 0
+        self.redrive_after: dict[str, float] = {}
+        self.redrives: list[tuple[float, str]] = []
+        self.lease_may_be_held_until = 0.0
+        self.enclosing: list[float] = []
+        """Until when each tick still running (this one's callers) may hold the lease."""
+        self.world.outage_until = self.world.now + scenario.outage_seconds
+        self.redrive_jobs: set[tuple[str, int]] = set()
+        """(execution name, redriveCount) of every redrive job `rerun` sent."""
+        self.restart_jobs: set[str] = set()
+        self.rerun_mode = scenario.rerun_mode
+        """The mode the operator runs `rerun` in now (switched after a kill, with ``rerun_switch``)."""
+        self.modes_used: set[str] = set()
+
+    def environment(self, **overrides: str) -> dict[str, str]:
+        """The function's environment for this scenario."""
+        return {
+            **self.stack.environment(
+                # Controlled: the parameter's MAX must win over a higher environment MAX.
+                self.scenario.max_concurrency + (CONTROL_OVERRIDE if self.scenario.controlled else 0),
+                receive_wait_seconds=0,
+                start_concurrency=self.scenario.start_concurrency,
+            ),
+            variable("spool_queue_url"): self.stack.spool_queue_url,
+            **({} if self.lane is None else {variable("lanes"): lanes_variable(self.lane)}),
+            **overrides,
+        }
+
+    @property
+    def queues(self) -> list[tuple[str, str]]:
+        """(job queue, dead-letter queue) of each lane, default first."""
+        found = [(self.stack.queue_url, self.stack.dead_letter_queue_url)]
+        if self.lane is not None:
+            found.append((self.lane["queue_url"], self.lane["dead_letter_queue_url"]))
+        return found
+
+    def run(self) -> Outcome:
+        """Fault phase, then a quiet phase until drained, then the checks."""
+        with on_virtual_time(self.world, self.advance), environment(self.environment()):
+            for tick in range(self.scenario.fault_ticks):
+                for job in self.scenario.jobs:
+                    if job.arrives == tick:
+                        self.send(job)
+                self._start_external(tick)
+                self._misdirect(tick)
+                if tick in self.scenario.reruns:
+                    self._rerun(self.scenario.reruns[tick])
+                self._tick(tick)
+                self.advance(self.scenario.intervals[tick])
+            self.outcome.executions_in_fault_phase = self._dispatcher_executions()
+            self._drain()
+            self._rerun_what_failed()
+        check_end_state(self)
+        outcome = self.outcome
+        outcome.injected = self.world.injected
+        outcome.violations[:0] = self.world.violations + self.process.violations
+        outcome.largest_blind_wave = self.process.largest_blind_wave
+        outcome.calls = set(self.process.calls)
+        outcome.stack = self.stack
+        outcome.messages = len(self.scenario.jobs)
+        outcome.executions = self._dispatcher_executions()
+        outcome.event_ticks = self.event_ticks
+        outcome.warm_ticks = self.warm_ticks
+        outcome.redriven = len(self.world.dispatcher_redrives)
+        FINISHED.add(outcome)
+        return outcome
+
+    # -- driving ----------------------------------------------------------------------
+
+    def _dispatcher_executions(self) -> int:
+        return sum(execution.by_dispatcher for execution in self.world.executions.values())
+
+    def send(self, job: Job) -> str:
+        """Send one job as a producer would; note and return its MessageId."""
+        request: dict[str, Any] = {
+            "QueueUrl": self.stack.queue_url
+            if job.lane is None or self.lane is None
+            else self.lane["queue_url"],
+            "MessageBody": job.body,
+            "MessageGroupId": job.group,
+            "MessageDeduplicationId": job.key,
+        }
+        attributes = dict(job.attributes)
+        if job.name is not None:
+            value_field = "BinaryValue" if job.name_type == "Binary" else "StringValue"
+            value = job.name.encode() if job.name_type == "Binary" else job.name
+            attributes["ExecutionName"] = {"DataType": job.name_type, value_field: value}
+        if attributes:
+            request["MessageAttributes"] = attributes
+        job.message_id = self.sqs.send_message(**request)["MessageId"]
+        return job.message_id
+
+    def tick(self, event: Any = None, *, cold: bool = True, **overrides: str) -> dict[str, Any]:
+        """One tick with the function's environment (and overrides), on the virtual clock."""
+        with on_virtual_time(self.world, self.advance), environment(self.environment(**overrides)):
+            report = self.process.tick(event=event, cold=cold)
+        assert report is not None
+        return report
+
+    def _start_external(self, tick: int) -> None:
+        seconds = self.scenario.external.get(tick)
+        if seconds is not None:
+            self.sfn.start_execution(
+                stateMachineArn=self.stack.state_machine_arn,
+                name=f"external-{tick}",
+                input=json.dumps({"seconds": seconds}),
+            )
+            redrive_after = self.scenario.redrives.get(tick)
+            if redrive_after is not None:
+                arn = execution_arn(self.stack.state_machine_arn, f"external-{tick}")
+                self.redrive_after[arn] = redrive_after
+
+    def _rerun(self, crash: CrashPlan | None, mode: str | None = None) -> None:
+        """The operator runs `dispatcher rerun`; killed, its held spool messages come back later.
+
+        With ``rerun_switch``, the runs after the first killed one are in the other mode;
+        failures an earlier run queued the other way are skipped, and the operator then
+        does as the skip says (runs that mode once).
+        """
+        mode = mode or self.rerun_mode
+        self.modes_used.add(mode)
+        if mode != self.scenario.rerun_mode:
+            self.outcome.rerun_switches += 1
+        result, sent = run_rerun(mode, crash)
+        self.outcome.reruns += 1
+        if result.crashed and self.scenario.rerun_switch:
+            self.rerun_mode = REDRIVE if self.scenario.rerun_mode == RESTART else RESTART
+        refusals = [
+            match.group(1)
+            for skipped in result.skipped
+            if (match := ADVICE.search(skipped.get("skipped", ""))) is not None
+        ]
+        self.outcome.rerun_refused += len(refusals)
+        for entry in sent:
+            attributes = {
+                key: value["StringValue"] for key, value in entry.get("MessageAttributes", {}).items()
+            }
+            if "RedriveCount" in attributes:
+                self.redrive_jobs.add((attributes["ExecutionName"], int(attributes["RedriveCount"])))
+            else:
+                self.restart_jobs.add(attributes["ExecutionName"])
+        self.outcome.rerun_jobs += len(result.queued)
+        if result.crashed:
+            self.outcome.rerun_crashes += 1
+            expire_holds(self.stack.spool_queue_url)
+        elif result.exit_status != 0:
+            # An AWS error that outlived the CLI's retries: the operator runs it again later.
+            self.world.injected["`dispatcher rerun` failed on AWS errors"] += 1
+        for other in sorted(set(refusals) - {mode}):
+            if mode == self.rerun_mode:  # not from inside an advised run
+                self._rerun(None, other)
+
+    def _spooled(self) -> int:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.stack.spool_queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def _rerun_what_failed(self) -> None:
+        """The outage is over: re-run whatever is spooled, and drain, until nothing failed is left."""
+        self.world.outage_until = 0.0
+        for _ in range(3):
+            expire_holds(self.stack.spool_queue_url)
+            if not self._spooled():
+                return
+            self._rerun(None)
+            self._drain()
+        if self._spooled():
+            self.outcome.violations.append(f"loss: {self._spooled()} spooled failure(s) never re-run")
+
+    def _misdirect(self, tick: int) -> None:
+        """An event that must change nothing: for another state machine, or a RUNNING status."""
+        kind = self.scenario.misdirected.get(tick)
+        running = [execution for execution in self.world.running() if execution.by_dispatcher]
+        if kind is None or not running:
+            return
+        execution = self.rng.choice(running)
+        if kind == "other machine":
+            event = execution_event(execution, "SUCCEEDED", self.stack.state_machine_arn + "-other")
+            event["detail"]["stopDate"] = int(self.world.now * 1000)
+        else:
+            event = execution_event(execution, "RUNNING")
+        self.world.injected[f"misdirected event ({kind})"] += 1
+        self._tick(None, event=event)
+
+    def _steer_lane(self, tick: int | None) -> None:
+        """The operator pauses or resumes the lane before this tick, as the plan says."""
+        plan = self.scenario.lane
+        if plan is not None and tick is not None and tick in plan.pauses:
+            steer_lane(self.ssm, self.stack.control_parameter, paused=plan.pauses[tick])
+
+    def _tick(self, tick: int | None, event: Any = None) -> dict[str, Any] | None:
+        quiet = not self.world.faults.enabled
+        if event is None:
+            self._steer_lane(tick)
+        if event is None:
+            crash = self.scenario.crashes.get(tick) if tick is not None else None
+        elif not quiet and self.rng.random() < self.scenario.event_crash_rate:
+            crash = self.scenario.event_crash or CrashPlan(
+                *self.rng.choice(CRASH_POINTS), nth=self.rng.randint(1, 2)
+            )
+        else:
+            crash = None
+        deadline = self.scenario.deadlines.get(tick) if tick is not None else None
+        cold = self.rng.random() >= self.scenario.warm
+        self.outcome.ticks += 1
+        self.event_ticks += event is not None
+        self.warm_ticks += not cold
+        began = self.world.now
+        # A tick that waits (a loop's pause, a holder waiting for the next ask) lets
+        # virtual time pass, and events due meanwhile tick inside it: they may find the
+        # lease held by the tick around them, until its invocation's time would run out.
+        self.enclosing.append(began + LocalContext().get_remaining_time_in_millis() / 1000)
+        try:
+            report = self.process.tick(event=event, cold=cold, crash=crash, deadline_after=deadline)
+        except Exception as error:
+            self.outcome.violations.append(
+                f"tick {self.outcome.ticks} raised {type(error).__name__}: {error}"
+            )
+            return None
+        finally:
+            self.enclosing.pop()
+        if report is None or report["stopped"] != "busy":
+            # This tick may have left the lease behind (it died, or a write's answer was
+            # lost), but only until its invocation's time would have run out.
+            self.lease_may_be_held_until = began + LocalContext().get_remaining_time_in_millis() / 1000
+        if report is None:
+            self.outcome.crashes += 1
+            return None
+        if report["stopped"] == "busy":
+            self.outcome.busy_ticks += 1
+            if self.world.now > max([self.lease_may_be_held_until, *self.enclosing]):
+                self.outcome.violations.append(
+                    f"stall: tick {self.outcome.ticks} found the lease held at {self.world.now:.1f},"
+                    f" when the last lease taken had expired at {self.lease_may_be_held_until:.1f}"
+                )
+            if report["started"]:
+                self.outcome.violations.append(
+                    f"overlap: a tick without the lease started {report['started']}"
+                )
+        return report
+
+    def advance(self, seconds: float) -> None:
+        """Let virtual time pass: executions end, events arrive (each one a tick), messages reappear."""
+        target = self.world.now + seconds
+        while True:
+            moment = self.world.next_moment()
+            if moment is None or moment > target:
+                break
+            self._move(max(0.0, moment - self.world.now))
+            for event in self.batches.invocations(self.world.due_events()):
+                self._tick(None, event=event)
+        self._move(target - self.world.now)
+
+    def _move(self, seconds: float) -> None:
+        def end(execution: Execution) -> None:
+            record = backend_execution(execution.arn)
+            record.status = execution.runs[-1].status
+            self.outcome.failures += record.status == "FAILED"
+            record.stop_date = record.stop_date or record.start_date
+            redrive_after = self.redrive_after.pop(execution.arn, None)
+            if redrive_after is not None:
+                self.redrives.append((self.world.now + redrive_after, execution.arn))
+
+        self.world.advance(seconds, end)
+        for event in self.world.take_spooled():
+            self.sqs.send_message(QueueUrl=self.stack.spool_queue_url, MessageBody=json.dumps(event))
+        for at, arn in list(self.redrives):
+            if at <= self.world.now:
+                self.redrives.remove((at, arn))
+                self.world.redrive(arn, MAX_DURATION_SECONDS)
+                backend_execution(arn).status = "RUNNING"
+                self.world.injected["foreign execution redriven"] += 1
+        for handle in self.world.expired_in_flight():
+            # A handle that fails belongs to a message deleted or received again since (or
+            # to the other lane's queue).
+            for queue_url, _ in self.queues:
+                with contextlib.suppress(self.sqs.exceptions.ClientError):
+                    self.sqs.change_message_visibility(
+                        QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+                    )
+
+    def _drain(self) -> None:
+        """Faults and events off: wait out visibility timeouts and recorded starts, then tick to the end."""
+        self.world.faults.quiet()
+        self.world.events.enabled = False
+        self.world.deliveries.clear()
+        # Someone else's redrive during the drain would start an execution the list can't
+        # show yet, and the exact count below could not be checked.
+        self.redrive_after.clear()
+        self.redrives.clear()
+        if self.scenario.lane is not None and self.scenario.lane.pauses:
+            steer_lane(self.ssm, self.stack.control_parameter, paused=False)
+            handler.reset_clients()  # the control parameter's cache (5 s) is long expired by the end
+        self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
+        left = self._visible_messages()
+        # One tick per MAX messages, one to see the queue empty, one spare; and one more per
+        # name collision, which waits a tick if DescribeExecution doesn't show the original yet.
+        collisions = sum(job.poison == "name collision" for job in self.scenario.jobs)
+        bound = math.ceil(left / self.scenario.max_concurrency) + 2 + collisions
+        if self.scenario.lane is not None and self.scenario.lane.starts_per_second is not None:
+            # Each quiet tick starts at most one bucket of the lane's jobs (it refills in between).
+            bound += math.ceil(sum(self.queue_counts(self.lane)) / self.scenario.lane.burst())
+        settle = MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1
+        for _ in range(bound):
+            running = len(self.world.running())
+            report = self._tick(None)
+            if report is None:
+                return
+            if report["running"] != running:
+                self.outcome.violations.append(
+                    f"leak: with faults off the tick counted {report['running']} RUNNING, truly {running}"
+                )
+            if report["stopped"] not in {"capacity", "drained", "throttled"}:
+                self.outcome.violations.append(f"liveness: a quiet tick stopped with {report['stopped']!r}")
+            self.advance(settle)
+            if report["stopped"] == "drained" and self._visible_messages() == 0:
+                return
+        self.outcome.violations.append(
+            f"liveness: {left} message(s) not drained within {bound} quiet ticks"
+            f" at MAX {self.scenario.max_concurrency}"
+        )
+
+    def queue_counts(self, lane: dict[str, Any] | None = None) -> tuple[int, int]:
+        """(visible, in flight) messages on the source queue (or on ``lane``'s)."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.stack.queue_url if lane is None else lane["queue_url"],
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]), int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )
+
+    def _visible_messages(self) -> int:
+        return sum(self.queue_counts()) + (0 if self.lane is None else sum(self.queue_counts(self.lane)))
+
+    def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
+        """Every DLQ message (deleted once read), by its deduplication id (the source MessageId).
+
+        Each message's ``Lane`` says whose DLQ held it (None: lane default's).
+        """
+        letters: dict[str, list[dict[str, Any]]] = {}
+        for lane, (_, dead_letter_url) in zip([None, LANE], self.queues, strict=False):
+            for message in read_all(dead_letter_url, self.sqs):
+                message["Lane"] = lane
+                letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
+        return letters
+
+
+def run_scenario(scenario: Scenario, middleware: FaultyAws) -> Outcome:
+    """Run one scenario against the faulty emulator behind ``middleware``."""
+    return ScenarioRun(scenario, middleware).run()

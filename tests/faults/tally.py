@@ -1,0 +1,188 @@
+"""What scenarios processed, injected and broke: one `Outcome` each, added up in a `Tally`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dispatcher.local.stack import Stack
+    from tests.faults.scenario import Scenario
+
+
+@dataclass
+class Outcome:
+    """What one scenario processed and injected, and every invariant it broke."""
+
+    scenario: Scenario
+    messages: int = 0
+    ticks: int = 0
+    crashes: int = 0
+    injected: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+    calls: set[Any] = field(default_factory=set)
+    stack: Stack | None = None
+
+    executions: int = 0
+    """Executions the dispatcher started."""
+    executions_in_fault_phase: int = 0
+    event_ticks: int = 0
+    warm_ticks: int = 0
+    busy_ticks: int = 0
+    """Ticks that found the lease held (by a tick that died holding it)."""
+    failures: int = 0
+    """Runs that failed (the downstream API was down)."""
+    reruns: int = 0
+    """`dispatcher rerun` runs, and of them, killed mid-way."""
+    rerun_crashes: int = 0
+    rerun_jobs: int = 0
+    """Re-run jobs queued (restarts and redrives)."""
+    rerun_switches: int = 0
+    """Runs in the other mode after a killed one."""
+    rerun_refused: int = 0
+    """Failures a run skipped because an earlier run claimed them for the other mode."""
+    redriven: int = 0
+    """Executions the dispatcher redrove."""
+    largest_blind_wave: int = 0
+    """The most starts a round began before one came back (invariant 6 allows one receive batch)."""
+
+
+@dataclass
+class Tally:
+    """Outcomes added up: what many scenarios processed, injected and broke."""
+
+    scenarios: int = 0
+    messages: int = 0
+    poison: int = 0
+    executions: int = 0
+    ticks: int = 0
+    event_ticks: int = 0
+    warm_ticks: int = 0
+    busy_ticks: int = 0
+    crashes: int = 0
+    failures: int = 0
+    reruns: int = 0
+    rerun_crashes: int = 0
+    rerun_jobs: int = 0
+    rerun_switches: int = 0
+    rerun_refused: int = 0
+    redriven: int = 0
+    wide: int = 0
+    laned: int = 0
+    """Scenarios with a second lane (`tests.faults.lanes`)."""
+    lane_jobs: int = 0
+    lane_pauses: int = 0
+    rated: int = 0
+    largest_blind_wave: int = 0
+    injected: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+    def add(self, outcome: Outcome) -> None:
+        """Count one scenario's outcome."""
+        self.scenarios += 1
+        self.messages += outcome.messages
+        self.poison += sum(job.poison is not None for job in outcome.scenario.jobs)
+        self.executions += outcome.executions
+        self.ticks += outcome.ticks
+        self.event_ticks += outcome.event_ticks
+        self.warm_ticks += outcome.warm_ticks
+        self.busy_ticks += outcome.busy_ticks
+        self.crashes += outcome.crashes
+        self.failures += outcome.failures
+        self.reruns += outcome.reruns
+        self.rerun_crashes += outcome.rerun_crashes
+        self.rerun_jobs += outcome.rerun_jobs
+        self.rerun_switches += outcome.rerun_switches
+        self.rerun_refused += outcome.rerun_refused
+        self.redriven += outcome.redriven
+        self.wide += outcome.scenario.wide
+        lane = outcome.scenario.lane
+        if lane is not None:
+            self.laned += 1
+            self.lane_jobs += sum(job.lane is not None for job in outcome.scenario.jobs)
+            self.lane_pauses += sum(lane.pauses.values())
+            self.rated += lane.starts_per_second is not None
+        self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
+        self.injected.update(outcome.injected)
+        self.violations.extend(
+            f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
+            for violation in outcome.violations
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The tally as JSON-ready data (a pytest-xdist worker sends it to the controller)."""
+        return {**asdict(self), "injected": dict(self.injected)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Tally:
+        """A tally sent by `as_dict`."""
+        return cls(**{**data, "injected": Counter(data["injected"])})
+
+    def merge(self, other: Tally) -> None:
+        """Fold in another tally (another worker's)."""
+        for name in (
+            "scenarios",
+            "messages",
+            "poison",
+            "executions",
+            "ticks",
+            "event_ticks",
+            "warm_ticks",
+            "busy_ticks",
+            "crashes",
+            "failures",
+            "reruns",
+            "rerun_crashes",
+            "rerun_jobs",
+            "rerun_switches",
+            "rerun_refused",
+            "redriven",
+            "wide",
+            "laned",
+            "lane_jobs",
+            "lane_pauses",
+            "rated",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
+        self.injected.update(other.injected)
+        self.violations.extend(other.violations)
+
+    def faults(self) -> int:
+        """Every fault injected: into requests, and crashes of ticks and of `rerun`."""
+        return sum(self.injected.values()) + self.crashes + self.rerun_crashes
+
+    def report(self) -> list[str]:
+        """The figures, one per line."""
+        lines = [
+            f"  messages sent{'':<35} {self.messages:>9,} ({self.poison:,} poison)",
+            f"  executions started{'':<30} {self.executions:>9,}",
+            f"  ticks{'':<43} {self.ticks:>9,}",
+            f"    {'triggered by a status change event':<44} {self.event_ticks:>9,}",
+            f"    {'warm (the previous tick' + chr(39) + 's container)':<44} {self.warm_ticks:>9,}",
+            f"    {'busy (a dead tick still held the lease)':<44} {self.busy_ticks:>9,}",
+            f"  runs failed (downstream API down){'':<15} {self.failures:>9,}",
+            f"  `dispatcher rerun` runs{'':<25} {self.reruns:>9,}",
+            f"    {'re-run jobs queued':<44} {self.rerun_jobs:>9,}",
+            f"    {'runs in the other mode after a kill':<44} {self.rerun_switches:>9,}",
+            f"    {'failures skipped: queued the other way':<44} {self.rerun_refused:>9,}",
+            f"    {'executions redriven by the dispatcher':<44} {self.redriven:>9,}",
+            f"  wide scenarios (MAX over one receive batch){'':<5} {self.wide:>9,}",
+            f"    {'most starts a round sent before one came back':<44} {self.largest_blind_wave:>9,}",
+            f"  scenarios with a second lane (shared machine){'':<3} {self.laned:>9,}",
+            f"    {'jobs sent to it':<44} {self.lane_jobs:>9,}",
+            f"    {'with a start rate':<44} {self.rated:>9,}",
+            f"    {'paused, then resumed, by the operator':<44} {self.lane_pauses:>9,}",
+            f"  faults injected{'':<33} {self.faults():>9,}",
+            f"    {'process crashes':<44} {self.crashes:>9,}",
+            f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",
+        ]
+        lines += [f"    {kind:<44} {count:>9,}" for kind, count in sorted(self.injected.items())]
+        lines.append(f"  violations{'':<38} {len(self.violations):>9,}")
+        lines += [f"  ! {violation}" for violation in self.violations[:20]]
+        return lines
+
+
+FINISHED = Tally()
+"""Every scenario run in this process (the test session prints it)."""
