@@ -72,7 +72,11 @@ def _label(model: Any, params: dict[str, Any]) -> str:
 class DispatcherProcess:
     """Runs ticks of the real handler, cold or warm, and can kill them at any step."""
 
+    clock: Callable[[], float] | None = None
+    """The world's clock: the invocation's deadline and the moments of its starts are on it."""
     calls: set[Call] = field(default_factory=set)
+    starts: list[tuple[float, str, str]] = field(default_factory=list)
+    """Every `StartExecution` call: (moment on ``clock``, state machine, execution name)."""
     violations: list[str] = field(default_factory=list)
     """Every tick's breaches of invariant 6 (`StartWaves`)."""
     largest_blind_wave: int = 0
@@ -101,6 +105,10 @@ class DispatcherProcess:
             return  # not a service the dispatcher calls: a test's own setup on the same session
         with self._lock:
             self.calls.add(Call(f"{SERVICE_PREFIX[service]}:{model.name}", _resource(params)))
+            if model.name == "StartExecution" and self.clock is not None:
+                self.starts.append(
+                    (self.clock(), str(params.get("stateMachineArn")), str(params.get("name")))
+                )
 
     def _before(self, model: Any, **_: Any) -> None:
         operation = self._current.label
@@ -137,7 +145,12 @@ class DispatcherProcess:
         self.waves = StartWaves()
         if cold:
             handler.reset_clients()
-        context = LocalContext() if deadline_after is None else ShortContext(deadline_after)
+        if deadline_after is not None:
+            context: LocalContext = ShortContext(deadline_after)
+        elif self.clock is not None:
+            context = VirtualContext(self.clock)
+        else:
+            context = LocalContext()
         try:
             result = handler.lambda_handler({} if event is None else event, context)
         except Crash:
@@ -149,6 +162,24 @@ class DispatcherProcess:
             self.largest_blind_wave = max(self.largest_blind_wave, self.waves.largest_blind_wave)
         assert isinstance(result, dict)
         return result
+
+
+class VirtualContext(LocalContext):
+    """A context whose deadline is on the world's clock: a tick that waits runs out of time as in Lambda.
+
+    A holder that keeps ticking (a lane waiting for its rate's next token, a loop) sleeps
+    on the virtual clock; with a deadline on the real one it would go on for the real
+    seconds left, hundreds of virtual ticks.
+    """
+
+    def __init__(self, clock: Callable[[], float], timeout_seconds: float = 30.0) -> None:
+        super().__init__(timeout_seconds)
+        self._clock = clock
+        self._deadline_at = clock() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left on the world's clock."""
+        return max(0, int((self._deadline_at - self._clock()) * 1000))
 
 
 class ShortContext(LocalContext):

@@ -26,11 +26,11 @@ from dispatcher.core.executions import execution_arn
 from dispatcher.core.rerun import REDRIVE, RESTART
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION, environment
-from dispatcher.local.stack import Stack, create_lane, create_stack, read_all
+from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable
 from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state
-from tests.faults.lanes import LANE, lanes_variable, steer_lane
+from tests.faults.lanes import LANE, LaneRun
 from tests.faults.operator import expire_holds, run_rerun
 from tests.faults.process import DispatcherProcess, on_virtual_time
 from tests.faults.scenario import (
@@ -68,20 +68,15 @@ class ScenarioRun:
         self.ssm = boto3.client("ssm", region_name=REGION)
         control = Control(max_concurrency=scenario.max_concurrency) if scenario.controlled else None
         self.stack: Stack = create_stack(f"s{scenario.seed}-{uuid.uuid4().hex[:6]}", control=control)
+        self.lane_run: LaneRun | None = None
         self.lane: dict[str, Any] | None = None
         if scenario.lane is not None:
-            self.lane = create_lane(
-                self.stack.name,
-                LANE,
-                state_machine_arn=self.stack.state_machine_arn,
-                priority=scenario.lane.priority,
-                **(
-                    {}
-                    if scenario.lane.starts_per_second is None
-                    else {"starts_per_second": scenario.lane.starts_per_second}
-                ),
+            self.lane_run = LaneRun(
+                scenario.lane, self.stack.name, self.stack.state_machine_arn, scenario.max_concurrency
             )
-        self.process = DispatcherProcess().install()
+            self.lane = self.lane_run.entry
+            self.lane_run.cap(self.world)
+        self.process = DispatcherProcess(clock=self.world.time).install()
         self.batches = EndEventBatches(
             self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
         )
@@ -111,7 +106,7 @@ class ScenarioRun:
                 start_concurrency=self.scenario.start_concurrency,
             ),
             variable("spool_queue_url"): self.stack.spool_queue_url,
-            **({} if self.lane is None else {variable("lanes"): lanes_variable(self.lane)}),
+            **({} if self.lane_run is None else {variable("lanes"): self.lane_run.lanes_variable()}),
             **overrides,
         }
 
@@ -140,6 +135,9 @@ class ScenarioRun:
             self._drain()
             self._rerun_what_failed()
         check_end_state(self)
+        if self.lane_run is not None:
+            names = {job.execution_name for job in self.scenario.jobs if job.lane == LANE}
+            self.outcome.violations += self.lane_run.rate_violations(self.process.starts, names)
         outcome = self.outcome
         outcome.injected = self.world.injected
         outcome.violations[:0] = self.world.violations + self.process.violations
@@ -276,10 +274,9 @@ class ScenarioRun:
         self._tick(None, event=event)
 
     def _steer_lane(self, tick: int | None) -> None:
-        """The operator pauses or resumes the lane before this tick, as the plan says."""
-        plan = self.scenario.lane
-        if plan is not None and tick is not None and tick in plan.pauses:
-            steer_lane(self.ssm, self.stack.control_parameter, paused=plan.pauses[tick])
+        """The operator pauses or resumes the lane, or sets its pool's MAX, before this tick, as planned."""
+        if self.lane_run is not None:
+            self.lane_run.before_tick(self.ssm, self.stack.control_parameter, tick, self.world)
 
     def _tick(self, tick: int | None, event: Any = None) -> dict[str, Any] | None:
         quiet = not self.world.faults.enabled
@@ -295,6 +292,8 @@ class ScenarioRun:
             crash = None
         deadline = self.scenario.deadlines.get(tick) if tick is not None else None
         cold = self.rng.random() >= self.scenario.warm
+        if cold and self.lane_run is not None:
+            self.lane_run.cold_start(self.world)
         self.outcome.ticks += 1
         self.event_ticks += event is not None
         self.warm_ticks += not cold
@@ -381,18 +380,20 @@ class ScenarioRun:
         # show yet, and the exact count below could not be checked.
         self.redrive_after.clear()
         self.redrives.clear()
-        if self.scenario.lane is not None and self.scenario.lane.pauses:
-            steer_lane(self.ssm, self.stack.control_parameter, paused=False)
+        if self.lane_run is not None:
+            self.lane_run.resume(self.ssm, self.stack.control_parameter, self.world)
             handler.reset_clients()  # the control parameter's cache (5 s) is long expired by the end
+            self.lane_run.read_afresh(self.world)
         self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
         left = self._visible_messages()
         # One tick per MAX messages, one to see the queue empty, one spare; and one more per
         # name collision, which waits a tick if DescribeExecution doesn't show the original yet.
         collisions = sum(job.poison == "name collision" for job in self.scenario.jobs)
         bound = math.ceil(left / self.scenario.max_concurrency) + 2 + collisions
-        if self.scenario.lane is not None and self.scenario.lane.starts_per_second is not None:
-            # Each quiet tick starts at most one bucket of the lane's jobs (it refills in between).
-            bound += math.ceil(sum(self.queue_counts(self.lane)) / self.scenario.lane.burst())
+        if self.lane_run is not None and self.lane_run.limited():
+            # Each quiet tick starts at most the lane's own limit of its jobs: its MAX, its
+            # pool's, one bucket of its rate (it refills in between).
+            bound += math.ceil(sum(self.queue_counts(self.lane)) / self.lane_run.limit())
         settle = MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1
         for _ in range(bound):
             running = len(self.world.running())

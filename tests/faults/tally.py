@@ -74,6 +74,12 @@ class Tally:
     lane_jobs: int = 0
     lane_pauses: int = 0
     rated: int = 0
+    own_machine: int = 0
+    """Of those, with a state machine of its own in pool default; and in a pool of its own."""
+    own_pool: int = 0
+    lane_max: int = 0
+    """Of those, with a MAX of its own; and whose pool's MAX the operator changed live."""
+    pool_changes: int = 0
     largest_blind_wave: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
@@ -103,6 +109,10 @@ class Tally:
             self.lane_jobs += sum(job.lane is not None for job in outcome.scenario.jobs)
             self.lane_pauses += sum(lane.pauses.values())
             self.rated += lane.starts_per_second is not None
+            self.own_machine += lane.kind == "own"
+            self.own_pool += lane.kind == "pool"
+            self.lane_max += lane.max_concurrency is not None
+            self.pool_changes += len(lane.pool_changes)
         self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
         self.injected.update(outcome.injected)
         self.violations.extend(
@@ -143,6 +153,10 @@ class Tally:
             "lane_jobs",
             "lane_pauses",
             "rated",
+            "own_machine",
+            "own_pool",
+            "lane_max",
+            "pool_changes",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
@@ -170,10 +184,14 @@ class Tally:
             f"    {'executions redriven by the dispatcher':<44} {self.redriven:>9,}",
             f"  wide scenarios (MAX over one receive batch){'':<5} {self.wide:>9,}",
             f"    {'most starts a round sent before one came back':<44} {self.largest_blind_wave:>9,}",
-            f"  scenarios with a second lane (shared machine){'':<3} {self.laned:>9,}",
+            f"  scenarios with a second lane{'':<21} {self.laned:>9,}",
             f"    {'jobs sent to it':<44} {self.lane_jobs:>9,}",
+            f"    {'its own state machine, in pool default':<44} {self.own_machine:>9,}",
+            f"    {'its own state machine and pool':<44} {self.own_pool:>9,}",
+            f"    {'with a MAX of its own':<44} {self.lane_max:>9,}",
             f"    {'with a start rate':<44} {self.rated:>9,}",
             f"    {'paused, then resumed, by the operator':<44} {self.lane_pauses:>9,}",
+            f"    {'its pool' + chr(39) + 's MAX changed live by the operator':<44} {self.pool_changes:>9,}",
             f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
             f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",

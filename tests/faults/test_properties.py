@@ -13,6 +13,7 @@ import json
 import os
 import zlib
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -33,15 +34,29 @@ def test_generated_scenario_keeps_every_invariant(seed: int, faulty_aws: FaultyA
     assert outcome.violations == [], scenario.describe()
 
 
-def _laned(*, rated: bool, paused: bool, poison: bool) -> Scenario:
-    """The first generated scenario with a second lane of this kind (generation is deterministic)."""
-    for seed in range(2000, 4000):
+def _laned(  # noqa: PLR0913 — each is one property of the lane looked for
+    *,
+    rated: bool,
+    paused: bool,
+    poison: bool,
+    kind: str = "shared",
+    capped: bool | None = None,
+    changed: bool | None = None,
+) -> Scenario:
+    """The first generated scenario with a second lane of this kind (generation is deterministic).
+
+    ``capped``: with a MAX of its own; ``changed``: its pool's MAX changed live (None: either).
+    """
+    for seed in range(2000, 6000):
         scenario = Scenario.generate(seed)
         lane = scenario.lane
         if (
             lane is not None
+            and lane.kind == kind
             and (lane.starts_per_second is not None) == rated
             and bool(lane.pauses) == paused
+            and capped in {None, lane.max_concurrency is not None}
+            and changed in {None, bool(lane.pool_changes)}
             and any(job.lane is not None and (job.poison is not None) == poison for job in scenario.jobs)
         ):
             return scenario
@@ -56,6 +71,30 @@ def test_a_second_lane_on_the_same_machine_keeps_every_invariant_per_lane_and_fo
 ) -> None:
     """Two queues into one state machine: cap of the pool, no loss, no duplicates, order, own DLQ."""
     scenario = _laned(rated=rated, paused=paused, poison=poison)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+    assert outcome.executions > 0
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"kind": "own", "rated": False, "paused": True, "capped": True},
+        {"kind": "own", "rated": True, "paused": False, "capped": False},
+        {"kind": "pool", "rated": True, "paused": False, "changed": True},
+        {"kind": "pool", "rated": False, "paused": True, "capped": True, "changed": False},
+    ],
+    ids=["own-capped-paused", "own-rated", "pool-rated-changed", "pool-capped-paused"],
+)
+def test_a_second_lane_with_its_own_state_machine_keeps_every_invariant_per_lane_and_pool(
+    shape: dict[str, Any], faulty_aws: FaultyAws
+) -> None:
+    """Its own state machine, in pool default or its own pool: each pool's cap, the lane's MAX, its rate.
+
+    The rate is checked at its `StartExecution` calls, a pool's MAX changed live by the
+    operator is checked from the first cold start after; no loss, no duplicates, order, own DLQ.
+    """
+    scenario = _laned(poison=False, **shape)
     outcome = run_scenario(scenario, faulty_aws)
     assert outcome.violations == [], scenario.describe()
     assert outcome.executions > 0
