@@ -48,7 +48,10 @@ class DeadLetters(Protocol):
 
 
 class Executions(Protocol):
-    """The target state machine and its executions."""
+    """What holds a pool's slots, counted: the RUNNING executions of a state machine.
+
+    (A gate's executions inside its section are counted next: another kind of member.)
+    """
 
     @property
     def arn(self) -> str:
@@ -69,6 +72,22 @@ class Executions(Protocol):
         """What `DescribeExecution` says of execution ``name``; None when there is none."""
         ...
 
+
+class Admissions(Protocol):
+    """What admits one message into a slot: a state machine's `StartExecution` (or `RedriveExecution`).
+
+    (A gate admits with `SendTaskSuccess` next: another kind of member.)
+    """
+
+    @property
+    def arn(self) -> str:
+        """The state machine's ARN."""
+        ...
+
+    def state_of(self, name: str) -> ExecutionState | None:
+        """What `DescribeExecution` says of execution ``name``; None when there is none."""
+        ...
+
     def has_input(self, name: str, execution_input: str) -> bool:
         """Whether the existing execution ``name`` has this input."""
         ...
@@ -80,6 +99,10 @@ class Executions(Protocol):
     def redrive(self, name: str, client_token: str) -> None:
         """Redrive execution ``name``. `RejectedInputError` when it can't be."""
         ...
+
+
+class StateMachine(Executions, Admissions, Protocol):
+    """A state machine: its executions counted, and started (one adapter does both)."""
 
 
 class StateStore(Protocol):
@@ -163,15 +186,18 @@ class StartThreads(Protocol):
 
 @dataclass(frozen=True)
 class LanePorts:
-    """One lane's resources: its queue and dead letters, the state machine it starts, that machine's records.
+    """One lane's resources: its queue and DLQ, what counts its slots and admits its jobs, its records.
 
-    Lanes that start one state machine share its `Executions` and `StateStore` objects.
+    Lanes that start one state machine share its `Executions`, `Admissions` and `StateStore` objects.
     """
 
     name: str
     queue: JobQueue
     dead_letters: DeadLetters
     state_machine: Executions
+    """What holds the lane's slots: its state machine's executions."""
+    admissions: Admissions
+    """What admits its jobs: its state machine's starts."""
     state_table: StateStore
     rate: StartRate | None = None
     """The lane's start-rate bucket; None when its starts are not rate-capped."""
@@ -202,8 +228,8 @@ class Resources(Protocol):
         """The FIFO dead-letter queue at ``url``."""
         ...
 
-    def state_machine(self, arn: str) -> Executions:
-        """The state machine ``arn`` and its executions."""
+    def state_machine(self, arn: str) -> StateMachine:
+        """The state machine ``arn``: its executions, and its starts."""
         ...
 
     def state_table(self, state_machine_arn: str) -> StateStore:
@@ -234,6 +260,7 @@ def wire(topology: Topology, resources: Resources) -> Ports:
             queue=resources.queue(lane.queue_url),
             dead_letters=resources.dead_letters(lane.dead_letter_queue_url),
             state_machine=machines[lane.state_machine_arn],
+            admissions=machines[lane.state_machine_arn],
             state_table=records[lane.state_machine_arn],
             rate=(
                 None

@@ -125,7 +125,7 @@ class LaneRound:
         part.outcome.dead_letters += part.admission.dead_letters
         part.outcome.held_back += part.admission.held_back
         part.starts = LaneStarts(
-            self._ports.state_machine, self._ports.state_table, part.admission.starts, part.outcome
+            self._ports.admissions, self._ports.state_table, part.admission.starts, part.outcome
         )
         return part.starts
 

@@ -21,7 +21,7 @@ from dispatcher.core.pacing import Latency
 from dispatcher.core.redrive import RedriveVerdict, redrive_decision, redrive_token
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
-from dispatcher.tick.ports import Executions, StartThreads, StateStore
+from dispatcher.tick.ports import Admissions, StartThreads, StateStore
 
 
 @dataclass
@@ -66,7 +66,7 @@ class RoundOutcome(GroupOutcome):
 class LaneStarts:
     """One lane's part of a round's starts: its state machine and records, what it admitted, how it went."""
 
-    state_machine: Executions
+    admissions: Admissions
     state_table: StateStore
     starts: Sequence[Start]
     outcome: RoundOutcome
@@ -164,7 +164,7 @@ class Starter:
                 break
             outcome.attempted.add(start.name)
             try:
-                self._start(lane.state_machine, start, outcome)
+                self._start(lane.admissions, start, outcome)
             except NotYetError as error:
                 # Nothing was started: the record can go, and the group waits for a later tick.
                 outcome.attempted.discard(start.name)
@@ -181,7 +181,7 @@ class Starter:
                 raise
         return outcome
 
-    def _start(self, state_machine: Executions, start: Start, outcome: GroupOutcome) -> None:
+    def _start(self, state_machine: Admissions, start: Start, outcome: GroupOutcome) -> None:
         if start.redrive:
             self._redrive(state_machine, start, outcome)
             return
@@ -211,7 +211,7 @@ class Starter:
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
 
-    def _redrive(self, state_machine: Executions, start: Start, outcome: GroupOutcome) -> None:
+    def _redrive(self, state_machine: Admissions, start: Start, outcome: GroupOutcome) -> None:
         """Continue a closed execution from its failed state, unless that was done already.
 
         The execution's status and ``redriveCount`` tell whether this job's redrive

@@ -162,7 +162,7 @@ def test_the_dead_letter_queue_keeps_a_letter_sent_again_only_after_five_minutes
 
 def test_start_execution_is_idempotent_only_while_running_with_the_same_input(aws: InMemoryAws) -> None:
     """Same name and input while RUNNING: the same ARN; another input, or ended: ExecutionAlreadyExists."""
-    machine = aws.ports(aws.clients()).default.state_machine
+    machine = aws.ports(aws.clients()).default.admissions
     results: list[object] = []
 
     def body() -> None:

@@ -93,7 +93,7 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
         records = table.starts_at({f"job-{index}": "g" for index in range(3)}, aws.scheduler.now)
         assert table.record(records) == []
         for record in records:
-            ports.default.state_machine.start(record.name, json.dumps({"seconds": 300}))
+            ports.default.admissions.start(record.name, json.dumps({"seconds": 300}))
         aws.scheduler.sleep(1.0)
         for _ in range(3):  # one listing, read at the first of these ticks
             counts.append((counter.count().running, aws.usage.calls["DescribeExecution"]))
