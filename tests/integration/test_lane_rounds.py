@@ -6,12 +6,12 @@ import threading
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.stack import create_lane
 from tests.integration.conftest import Harness
 from tests.integration.test_lanes import lanes, send
+from tests.integration.test_rounds import throttle_every_start
 
 
 def three_lanes(harness: Harness, max_concurrency: int, jobs: int) -> list[dict[str, Any]]:
@@ -31,28 +31,7 @@ def test_every_start_throttled_with_three_lanes_tries_at_most_one_receive_batch_
 ) -> None:
     """Invariant 6 across lanes: the account is throttled, so a tick sends ten starts in all, not ten each."""
     others = three_lanes(harness, 60, 20)
-    lock = threading.Lock()
-    counts = {"tried": 0, "in_flight": 0, "most": 0}
-    crowd = threading.Event()
-
-    def throttle_after_a_while(**_: Any) -> None:
-        # Let the calls the tick sends at once meet here before each is throttled.
-        with lock:
-            counts["tried"] += 1
-            counts["in_flight"] += 1
-            counts["most"] = max(counts["most"], counts["in_flight"])
-            if counts["in_flight"] > 10:
-                crowd.set()
-        try:
-            crowd.wait(timeout=1)
-            raise ClientError(
-                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
-            )
-        finally:
-            with lock:
-                counts["in_flight"] -= 1
-
-    harness.on("before-call.states.StartExecution", throttle_after_a_while)
+    counts = throttle_every_start(harness)
     result = harness.tick()
     assert (result["started"], result["released"], result["stopped"]) == (0, 60, "throttled")
     assert counts["most"] <= 10

@@ -158,18 +158,18 @@ def test_round_throttled_start_stops_every_group_and_frees_unattempted_records(h
     assert started < kept
 
 
-def test_round_every_start_throttled_tries_at_most_one_receive_batch(harness: Harness) -> None:
-    """Every StartExecution throttled after retries, 30 jobs in 30 groups: at most 10 tried, all released."""
-    harness.configure(30)  # start threads sized from the quota: more than one receive batch
-    for job in range(30):
-        harness.send(json.dumps({"job": job}), group=f"g{job}")
+def throttle_every_start(harness: Harness) -> dict[str, int]:
+    """Every StartExecution of the handler throttled after retries; the starts tried, and most at once.
+
+    A throttled start takes a while (botocore's retries back off): the calls a tick sends at
+    once meet in the hook (up to a second) before each is throttled, so a tick that sends
+    more than ten at once is seen doing it.
+    """
     lock = threading.Lock()
     counts = {"tried": 0, "in_flight": 0, "most": 0}
     crowd = threading.Event()
 
     def throttle_after_a_while(**_: Any) -> None:
-        # A throttled start takes a while (botocore's retries back off): let the calls a
-        # tick sends at once meet here before each is throttled.
         with lock:
             counts["tried"] += 1
             counts["in_flight"] += 1
@@ -186,6 +186,15 @@ def test_round_every_start_throttled_tries_at_most_one_receive_batch(harness: Ha
                 counts["in_flight"] -= 1
 
     harness.on("before-call.states.StartExecution", throttle_after_a_while)
+    return counts
+
+
+def test_round_every_start_throttled_tries_at_most_one_receive_batch(harness: Harness) -> None:
+    """Every StartExecution throttled after retries, 30 jobs in 30 groups: at most 10 tried, all released."""
+    harness.configure(30)  # start threads sized from the quota: more than one receive batch
+    for job in range(30):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    counts = throttle_every_start(harness)
     result = harness.tick()
     assert (result["started"], result["released"], result["stopped"]) == (0, 30, "throttled")
     assert counts["most"] <= 10
