@@ -92,6 +92,30 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
     function.schedule(60.0, until=end)
     design = "batched end events" if mapping else "an invocation per end event"
     progress(aws, f"section 8: {region}, {design}", end)
+    result = measure(aws, function, region, seconds, end)
+    timeline = Counter(int((execution.started_at - began) // TIMELINE_SECONDS) for execution in aws.started())
+    return {
+        **result,
+        "design": design,
+        "partitions": {
+            "recent starts and ends": {
+                kind: aws.usage.partition_units[(aws.table.partition, kind)]
+                for kind in ("WriteRequestUnits", "ReadRequestUnits")
+            },
+            **result["partitions"],
+        },
+        "timeline_seconds": TIMELINE_SECONDS,
+        "warm_up_seconds": WARM_UP_SECONDS,
+        "timeline": [
+            timeline[index] / TIMELINE_SECONDS
+            for index in range(int((WARM_UP_SECONDS + seconds) // TIMELINE_SECONDS))
+        ],
+    }
+
+
+def measure(aws: InMemoryAws, function: Function, region: str, seconds: float, end: float) -> dict[str, Any]:
+    """Warm up for a minute, then measure until ``end``: the figures every full-scale run reports."""
+    began = aws.scheduler.now
     with counted_logs("INFO") as logs:
         aws.scheduler.run_until(began + WARM_UP_SECONDS)
         aws.usage.reset()
@@ -105,12 +129,11 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
     invocations = [run for run in function.invocations[invocations_before:] if run.began >= measured_from]
     starts = [execution for execution in aws.started() if execution.started_at >= measured_from]
     per_second = Counter(int(run.began - measured_from) for run in invocations)
-    timeline = Counter(int((execution.started_at - began) // TIMELINE_SECONDS) for execution in aws.started())
     reports = [run.report for run in invocations if run.report is not None]
     return {
         "region": region,
-        "design": design,
         "seconds": seconds,
+        "measured_from": measured_from,
         "end_queue_requests": dict(function.end_queue_requests),
         "ends": function.ends_delivered - ends_before,
         "starts": len(starts),
@@ -118,10 +141,6 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
         "throttles": dict(aws.usage.throttles),
         "units": dict(aws.usage.units),
         "partitions": {
-            "recent starts and ends": {
-                kind: aws.usage.partition_units[(aws.table.partition, kind)]
-                for kind in ("WriteRequestUnits", "ReadRequestUnits")
-            },
             "tick lease": {
                 "WriteRequestUnits": aws.usage.partition_units[
                     (aws.table.lease.partition, "WriteRequestUnits")
@@ -138,12 +157,6 @@ def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None 
         "errors": [repr(error) for error in [*function.errors, *aws.scheduler.errors]][:5],
         "violations": aws.world.violations[:5],
         "quotas": {operation: bucket.refill for operation, bucket in quotas.step_functions(region).items()},
-        "timeline_seconds": TIMELINE_SECONDS,
-        "warm_up_seconds": WARM_UP_SECONDS,
-        "timeline": [
-            timeline[index] / TIMELINE_SECONDS
-            for index in range(int((WARM_UP_SECONDS + seconds) // TIMELINE_SECONDS))
-        ],
     }
 
 

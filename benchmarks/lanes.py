@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import full_scale
-from dispatcher.core import quotas, rate
+from dispatcher.core import rate
 from dispatcher.core.lanes import DEFAULT
 from tests.support.rate_bound import worst_window_excess
 from tests.support.sim.aws import InMemoryAws, SimLane
-from tests.support.sim.function import MEMORY_MB, EventSourceMapping, Function, counted_logs
+from tests.support.sim.function import EventSourceMapping, Function, counted_logs
 
 POOLS = ("default", "glue", "partner", "database")
 LANES_A_POOL = 5
@@ -112,58 +112,24 @@ def run(region: str, seconds: float = 600.0) -> dict[str, Any]:
     function = _deploy(aws, POOL_MAX)
     function.schedule(60.0, until=end)
     full_scale.progress(aws, f"section 9: {region}, twenty lanes", end)
-    with counted_logs("INFO") as logs:
-        aws.scheduler.run_until(began + full_scale.WARM_UP_SECONDS)
-        aws.usage.reset()
-        function.end_queue_requests.clear()
-        ends_before = function.ends_delivered
-        logged_before, invocations_before = logs.bytes, len(function.invocations)
-        measured_from = aws.scheduler.now
-        aws.scheduler.run_until(end)
-        logged = logs.bytes - logged_before
-    aws.scheduler.stop()
-    invocations = [run for run in function.invocations[invocations_before:] if run.began >= measured_from]
-    starts = [execution for execution in aws.started() if execution.started_at >= measured_from]
-    per_second = Counter(int(run.began - measured_from) for run in invocations)
-    reports = [run.report for run in invocations if run.report is not None]
+    result = full_scale.measure(aws, function, region, seconds, end)
+    starts = [execution for execution in aws.started() if execution.started_at >= result["measured_from"]]
     busiest = max(
         aws.tables.values(),
         key=lambda table: aws.usage.partition_units[(table.partition, "WriteRequestUnits")],
     )
-    by_machine = Counter(execution.arn.split(":")[6] for execution in starts)
     return {
-        "region": region,
+        **result,
         "design": "batched end events",
-        "seconds": seconds,
-        "end_queue_requests": dict(function.end_queue_requests),
-        "ends": function.ends_delivered - ends_before,
-        "starts": len(starts),
-        "starts_by_machine": dict(by_machine),
-        "calls": dict(aws.usage.calls),
-        "throttles": dict(aws.usage.throttles),
-        "units": dict(aws.usage.units),
+        "starts_by_machine": dict(Counter(execution.arn.split(":")[6] for execution in starts)),
         "partitions": {
             "the busiest state machine's records": {
                 kind: aws.usage.partition_units[(busiest.partition, kind)]
                 for kind in ("WriteRequestUnits", "ReadRequestUnits")
             },
-            "tick lease": {
-                "WriteRequestUnits": aws.usage.partition_units[
-                    (aws.table.lease.partition, "WriteRequestUnits")
-                ]
-            },
+            **result["partitions"],
         },
-        "invocations": len(invocations),
-        "busy": sum(report["stopped"] == "busy" for report in reports),
-        "schedule_invocations": sum(run.trigger == "schedule" for run in invocations),
-        "gb_seconds": sum(run.ended - run.began for run in invocations) * MEMORY_MB / 1024,
-        "traces": sum(min(1, count) + 0.05 * max(0, count - 1) for count in per_second.values()),
-        "log_bytes": logged,
-        "containers": function.containers,
-        "errors": [repr(error) for error in [*function.errors, *aws.scheduler.errors]][:5],
-        "violations": aws.world.violations[:5],
         "safety": _safety(aws),
-        "quotas": {operation: bucket.refill for operation, bucket in quotas.step_functions(region).items()},
     }
 
 
