@@ -54,9 +54,13 @@ def read_limits(settings: Settings, configured: Topology) -> tuple[Limits, Topol
 
 
 def build_dispatcher(
-    settings: Settings, limits: Limits, topology: Topology, context: LambdaContext
+    settings: Settings,
+    limits: Limits,
+    topology: Topology,
+    context: LambdaContext,
+    configured: Topology | None = None,
 ) -> Dispatcher:
-    """Wire the service to AWS for one invocation."""
+    """Wire the service to AWS for one invocation (``configured``: ``LANES`` before the control parameter)."""
     resources = AwsResources(_clients(), settings.state_table, wait_seconds=settings.receive_wait_seconds)
     runtime = Runtime(
         clock=time.time,
@@ -64,8 +68,16 @@ def build_dispatcher(
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
         pool=thread_pool,
     )
+    name = settings.control_parameter
     return dispatcher_for(
-        settings, limits=limits, topology=topology, resources=resources, runtime=runtime, warm=_warm
+        settings,
+        limits=limits,
+        topology=topology,
+        resources=resources,
+        runtime=runtime,
+        warm=_warm,
+        control=None if name is None else (lambda: _control(name).read()),
+        configured=configured,
     )
 
 
@@ -145,7 +157,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             logger.warning("could not read the control parameter", extra={"reason": str(error)})
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
             return TickReport(stopped=StopReason.THROTTLED).as_dict()
-        report = build_dispatcher(settings, limits, topology, context).run(news.ended)
+        report = build_dispatcher(settings, limits, topology, context, configured).run(news.ended)
     except ConfigurationError:
         # Raised on purpose: Lambda records an error, and this metric can alarm.
         metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)

@@ -65,7 +65,8 @@ class Counter:
         self._state_machine = state_machine
         self._state = state_table
         self._warm = warm
-        self._max = max_concurrency
+        self.max_concurrency = max_concurrency
+        """Its pool's MAX: counting stops there (set again when the operator changes it live)."""
         self._list_reuse_seconds = list_reuse_seconds
         self._clock = clock
         self._holding = False
@@ -125,7 +126,7 @@ class Counter:
         listing = self._warm.listing(arn, now, self._list_reuse_seconds)
         if listing is None:
             listing = self._read_listing(last, ends, now)
-        planned = plan_count(listing, ends, window.starts, self._max, now)
+        planned = plan_count(listing, ends, window.starts, self.max_concurrency, now)
         oldest = None
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
@@ -145,7 +146,7 @@ class Counter:
         pages = 1 if last is None else max(1, math.ceil(len(last.executions) / LIST_PAGE_SIZE))
         if last is not None and not pace.ready(now, pages):
             return last
-        listing = self._state_machine.list_running(self._max, ends, listed_at=now)
+        listing = self._state_machine.list_running(self.max_concurrency, ends, listed_at=now)
         pace.reserve(now, pages)
         self._warm.keep(arn, listing)
         return listing
@@ -191,7 +192,7 @@ class Counter:
         pace = self._warm.paces_for(self._state_machine.arn).describe
         settled: list[RecordedStart] = []
         for index, record in enumerate(to_check):
-            if running >= self._max:
+            if running >= self.max_concurrency:
                 break
             execution = execution_arn(self._state_machine.arn, record.name)
             if record.redrive_count is None and self._warm.running_since(execution, listed_at):

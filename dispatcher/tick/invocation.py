@@ -7,6 +7,8 @@ how settings become limits, lanes and ports is made once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dispatcher.core.control import Control, Limits, combine, steer
 from dispatcher.core.lanes import Topology
 from dispatcher.settings import Settings
@@ -51,6 +53,18 @@ def dispatcher_for(  # noqa: PLR0913 — each is one input of an invocation
     resources: Resources,
     runtime: Runtime,
     warm: WarmState,
+    control: Callable[[], Control | None] | None = None,
+    configured: Topology | None = None,
 ) -> Dispatcher:
-    """The service for one invocation: its policy, every lane's ports, its time and threads."""
-    return Dispatcher(policy(settings, limits, topology), wire(topology, resources), runtime, warm)
+    """The service for one invocation: its policy, every lane's ports, its time and threads.
+
+    ``control``: the control parameter's value, read again (through its cache) for each
+    later tick of the invocation, so a holder that keeps ticking follows the operator;
+    ``configured``: the topology before the control parameter's overrides (``LANES``), if
+    the caller has it already.
+    """
+    steer = None
+    if control is not None:
+        base = settings.topology() if configured is None else configured
+        steer = lambda: steered(settings, control(), base)[1]  # noqa: E731 — one line, one closure
+    return Dispatcher(policy(settings, limits, topology), wire(topology, resources), runtime, warm, steer)

@@ -33,8 +33,7 @@ STOP_PRECEDENCE = (
 class Passes:
     """Spends the free slots of a tick's pools, on its lanes' ports."""
 
-    def __init__(self, topology: Topology, lanes: Mapping[str, LanePorts], warm: WarmState) -> None:
-        self._topology = topology
+    def __init__(self, lanes: Mapping[str, LanePorts], warm: WarmState) -> None:
         self._lanes = lanes
         self._warm = warm
         self.lane_stops: dict[str, StopReason | None] = {}
@@ -42,6 +41,7 @@ class Passes:
 
     def spend(
         self,
+        topology: Topology,
         allocations: Mapping[str, Allocation],
         rounds: Round,
         threads: StartThreads,
@@ -64,7 +64,9 @@ class Passes:
             for pool, allocation in allocations.items():
                 passing = {} if pool in stops else allocation.next_pass()
                 if pool not in stops and not passing:
-                    stops[pool] = self._pool_stop(allocation, waiting=waiting[pool], capacity=capacity[pool])
+                    stops[pool] = _pool_stop(
+                        topology, allocation, waiting=waiting[pool], capacity=capacity[pool]
+                    )
                 shares.update(passing)
                 pool_of.update(dict.fromkeys(passing, pool))
             if not shares:
@@ -85,14 +87,6 @@ class Passes:
                 capacity[pool] = capacity[pool] or stop is StopReason.CAPACITY
             if halted is not None:
                 return min([*stops.values(), halted], key=STOP_PRECEDENCE.index)
-
-    def _pool_stop(self, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
-        """Why a pool's lanes stopped once its passes are over."""
-        # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
-        paused = {lane.name for lane in self._topology.lanes if lane.paused}
-        if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
-            return StopReason.CAPACITY
-        return StopReason.WAITING if waiting else StopReason.DRAINED
 
     @staticmethod
     def _admit(
@@ -128,3 +122,12 @@ class Passes:
                 stops.update(dict.fromkeys(left, halted))
                 break
         return {lane: (started[lane], stops.get(lane)) for lane in shares}
+
+
+def _pool_stop(topology: Topology, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
+    """Why a pool's lanes stopped once its passes are over."""
+    # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
+    paused = {lane.name for lane in topology.lanes if lane.paused}
+    if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
+        return StopReason.CAPACITY
+    return StopReason.WAITING if waiting else StopReason.DRAINED

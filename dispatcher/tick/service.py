@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.allocation import Allocation, Claim, room_of
@@ -65,15 +65,27 @@ class Dispatcher:
     """Starts at most ``MAX_CONCURRENCY - RUNNING`` executions per tick, in group order."""
 
     def __init__(
-        self, policy: TickPolicy, ports: Ports, runtime: Runtime, warm: WarmState | None = None
+        self,
+        policy: TickPolicy,
+        ports: Ports,
+        runtime: Runtime,
+        warm: WarmState | None = None,
+        steer: Callable[[], Topology] | None = None,
     ) -> None:
+        """The service of one invocation.
+
+        ``steer``: every pool and lane with their live limits, read again (the control
+        parameter, through its cache) for each tick after the invocation's first.
+        """
         self._policy = policy
+        self._steer = steer
+        self._ticked = False
         self._ports = ports
         self._runtime = runtime
         self._warm = warm or WarmState()
         self._topology = policy.topology or _one_pool(policy, ports)
         self._lanes = {lane.name: lane for lane in ports.lanes}
-        self._passes = Passes(self._topology, self._lanes, self._warm)
+        self._passes = Passes(self._lanes, self._warm)
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._counters: dict[str, Counter] = {}
         """State machine ARN → its counter (lanes that start one machine count it once)."""
@@ -131,6 +143,12 @@ class Dispatcher:
             for counter in self._counters.values():
                 counter.let_go()
         return report
+
+    def _steered(self, topology: Topology) -> None:
+        """Tick from now on within ``topology``'s live limits (the operator changed them, or not)."""
+        self._topology = topology
+        for lane in topology.lanes:
+            self._counters[lane.state_machine_arn].max_concurrency = topology.pool(lane.pool).max_concurrency
 
     def _note_ends(self, ended: Sequence[EndedExecution]) -> None:
         """Write the ends to each state machine's records, the state machines at once.
@@ -191,7 +209,18 @@ class Dispatcher:
 
     def tick(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
         """Count each pool's RUNNING once, then hand its free slots to its lanes, round after round."""
+        if self._ticked and self._steer is not None:
+            try:
+                self._steered(self._steer())
+            except TransientError as error:
+                # Whether the operator paused is unknown: start nothing this tick.
+                logger.warning("could not read the control parameter", extra={"reason": str(error)})
+                return TickReport(stopped=StopReason.THROTTLED)
+        self._ticked = True
         pools = self._active_pools
+        if not pools:
+            logger.info("paused: nothing starts")
+            return TickReport(stopped=StopReason.PAUSED)
         machines = self._by_listing_age(
             arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
         )
@@ -240,7 +269,7 @@ class Dispatcher:
                 self._warm,
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
-            report.stopped = self._passes.spend(allocations, rounds, threads, report)
+            report.stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)
         self._rates.settle(self._passes.lane_stops)
         return report
 

@@ -12,6 +12,7 @@ import pytest
 from freezegun import freeze_time
 
 from dispatcher.adapters.rate import RateBucket
+from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import create_lane, read_all
@@ -287,6 +288,39 @@ def test_a_lane_that_waits_for_its_rate_keeps_its_invocation_ticking_at_the_rate
     assert 4 + 4 <= result["started"] < 30, "a second's worth after the burst at least, not the queue"
     assert harness.started_jobs() == [f"p-{index}" for index in range(result["started"])], "in send order"
     assert worst_window_excess(moments, 4.0) <= 4.0 + 0.5, "b + r·t, give or take a start's own latency"
+
+
+def test_a_holder_ticking_for_a_rate_sees_the_lane_paused_within_the_parameters_cache(
+    harness: Harness,
+) -> None:
+    """A pause written while the holder keeps ticking for a lane's rate holds within 5 s and a tick.
+
+    The control parameter is read again for each tick (through its cache); read once per
+    invocation, the lane would start for the whole nine seconds the invocation ticks.
+    """
+    paced = create_lane(harness.stack.name, "paced", starts_per_second=4)
+    lanes(harness, 50, {"lanes": [paced]})
+    send(paced["queue_url"], [f"p-{index}" for index in range(60)], group="one-group")
+    moments: list[float] = []
+    paused: list[float] = []
+
+    def note(**_: Any) -> None:
+        moments.append(time.monotonic())
+        if len(moments) == 4 + 1:
+            value = json.dumps({"lanes": {"paced": {"paused": True}}})
+            harness.ssm.put_parameter(
+                Name=harness.stack.control_parameter, Value=value, Type="String", Overwrite=True
+            )
+            paused.append(time.monotonic())
+
+    harness.on("before-call.states.StartExecution", note)
+    began = time.monotonic()
+    result = harness.tick(remaining_seconds=20.0)
+    assert paused, "the lane started past its burst before the pause"
+    late = [moment for moment in moments if moment > paused[0] + CONTROL_MAX_AGE_SECONDS + 1.5]
+    assert late == []
+    assert time.monotonic() - began < 9, "the invocation stopped ticking for the paused lane"
+    assert result["started"] < 60
 
 
 def test_slots_a_rate_capped_lane_cannot_use_go_to_the_other_lanes(harness: Harness) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
 from dispatcher.core.quotas import Bucket
+from dispatcher.tick.service import LOOP_INTERVAL_SECONDS
 from tests.sim.conftest import backlog, function
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
@@ -155,3 +156,29 @@ def test_ends_reach_the_function_in_batches_through_the_event_source_mapping() -
     assert len(aws.started()) >= 1500 - 300
     aws.scheduler.stop()
     assert aws.scheduler.errors == dispatcher.errors == []
+
+
+def test_a_holder_that_keeps_ticking_follows_a_pause_within_the_parameters_cache(aws: InMemoryAws) -> None:
+    """A looping invocation reads the control parameter again for each tick (cache 5 s): a pause holds.
+
+    Read once per invocation, the pause waited for the loop's end: forty seconds of starts.
+    """
+    backlog(aws, 300, groups=30, seconds=2.0)
+    dispatcher = function(aws, 10, refill=False, loop_seconds=40, control_parameter="/dispatcher/control")
+    began = aws.scheduler.now
+    dispatcher.invoke({})
+    aws.scheduler.run_until(began + 10)
+    aws.control = Control(paused=True)
+    paused_at = aws.scheduler.now
+    aws.scheduler.run_until(began + 60)
+    [invocation] = dispatcher.invocations
+    assert invocation.report is not None
+    assert invocation.report["stopped"] == "paused", "the invocation that was ticking saw the pause"
+    assert invocation.ended <= paused_at + CONTROL_MAX_AGE_SECONDS + LOOP_INTERVAL_SECONDS
+    late = [
+        execution
+        for execution in aws.started()
+        if execution.started_at > paused_at + CONTROL_MAX_AGE_SECONDS + LOOP_INTERVAL_SECONDS
+    ]
+    assert len(aws.started()) > 10
+    assert late == []

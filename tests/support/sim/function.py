@@ -203,6 +203,7 @@ class Function:
                 ),
                 runtime=runtime,
                 warm=container.warm,
+                control=lambda: self._control_of(container),
             )
             report = dispatcher.run(end_news(event, topology.state_machines).ended).as_dict()
         except Crash:  # the process died: its container is gone, the next invocation is a cold start
@@ -216,6 +217,11 @@ class Function:
     def _new_container(self) -> Container:
         self.containers += 1
         return Container(self._aws.clients())
+
+    def _control_of(self, container: Container) -> Control | None:
+        """The control parameter's value for a later tick of an invocation (through the cache)."""
+        self._read_control(container)
+        return container.control
 
     def _read_control(self, container: Container) -> None:
         """`GetParameter` through Powertools' cache: once per container every 5 s (`InMemoryAws.control`)."""
