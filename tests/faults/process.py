@@ -34,6 +34,8 @@ from tests.faults.back_pressure import StartWaves
 from tests.support.crashes import Crash, CrashPlan
 from tests.support.world import World
 
+TICK_SECONDS = 30.0
+"""An invocation's time, as its context tells the handler (a lease is held at most this long)."""
 SERVICE_PREFIX = {"sfn": "states", "sqs": "sqs", "dynamodb": "dynamodb", "ssm": "ssm"}
 
 
@@ -172,7 +174,7 @@ class VirtualContext(LocalContext):
     seconds left, hundreds of virtual ticks.
     """
 
-    def __init__(self, clock: Callable[[], float], timeout_seconds: float = 30.0) -> None:
+    def __init__(self, clock: Callable[[], float], timeout_seconds: float = TICK_SECONDS) -> None:
         super().__init__(timeout_seconds)
         self._clock = clock
         self._deadline_at = clock() + timeout_seconds

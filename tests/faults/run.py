@@ -24,7 +24,6 @@ from dispatcher.core.control import Control
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.rerun import REDRIVE, RESTART
-from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable
@@ -32,7 +31,7 @@ from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state
 from tests.faults.lanes import LANE, LaneRun
 from tests.faults.operator import expire_holds, run_rerun
-from tests.faults.process import DispatcherProcess, on_virtual_time
+from tests.faults.process import TICK_SECONDS, DispatcherProcess, on_virtual_time
 from tests.faults.scenario import (
     ADVICE,
     CONTROL_OVERRIDE,
@@ -301,7 +300,7 @@ class ScenarioRun:
         # A tick that waits (a loop's pause, a holder waiting for the next ask) lets
         # virtual time pass, and events due meanwhile tick inside it: they may find the
         # lease held by the tick around them, until its invocation's time would run out.
-        self.enclosing.append(began + LocalContext().get_remaining_time_in_millis() / 1000)
+        self.enclosing.append(began + TICK_SECONDS)
         try:
             report = self.process.tick(event=event, cold=cold, crash=crash, deadline_after=deadline)
         except Exception as error:
@@ -314,7 +313,7 @@ class ScenarioRun:
         if report is None or report["stopped"] != "busy":
             # This tick may have left the lease behind (it died, or a write's answer was
             # lost), but only until its invocation's time would have run out.
-            self.lease_may_be_held_until = began + LocalContext().get_remaining_time_in_millis() / 1000
+            self.lease_may_be_held_until = began + TICK_SECONDS
         if report is None:
             self.outcome.crashes += 1
             return None
