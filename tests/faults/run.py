@@ -291,7 +291,9 @@ class ScenarioRun:
             crash = None
         deadline = self.scenario.deadlines.get(tick) if tick is not None else None
         cold = self.rng.random() >= self.scenario.warm
-        if cold and self.lane_run is not None:
+        if cold and self.lane_run is not None and not self.enclosing:
+            # A fresh read of the control parameter, and no tick that read it before still
+            # running (one around this tick may go on with the old value until it ends).
             self.lane_run.cold_start(self.world)
         self.outcome.ticks += 1
         self.event_ticks += event is not None
