@@ -12,9 +12,15 @@ item holds a batch of starts recorded together (up to 25), one the ends an invoc
 learned, one the starts that stopped counting (a *void*, naming their sort keys). A
 start costs about a tenth of a write unit instead of one.
 
-Keys: ``pk`` = ``recent-start#<state machine ARN>``; a start's key is ``<written at,
-fixed width>#<name>#<write id>`` (the write id is unique to one `record`, so a void
-never applies to a later start of the same name at the same clock reading); ``sk``:
+Keys: ``pk`` = ``recent-start#<the default lane's state machine ARN>``: every lane's
+records are in the one partition, so a round's starts of twenty lanes are a few items,
+not twenty (a dispatcher without lanes always used this key). A start's key is
+``<written at, fixed width>#<name>#<write id>`` (the write id is unique to one round's
+records, so a void never applies to a later start of the same name at the same clock
+reading), and ``#<state machine name>`` after it for another state machine than the
+key's (so two machines' executions of one name have keys of their own). An item whose
+records are not all the key's machine's lists those machines (``machines``) and each
+record's (``machine_of``: 0 the key's, *i* the *i*-th listed). ``sk``:
 a batch of starts takes its first start's key, ends and voids
 ``<written at>#ends#<first name>`` and ``<written at>#void#<first name>`` (an
 execution name can't contain ``#``), so one query reads the whole window. A void is
@@ -37,7 +43,7 @@ from botocore.exceptions import ClientError
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
-from dispatcher.core.counting import RecordedStart, StateWindow, latest_ends
+from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 
@@ -52,6 +58,10 @@ ENDED_KIND = "ended"
 STARTS_KIND, ENDS_KIND, VOID_KIND = "starts", "ends", "void"
 PACK_LIMIT = 500
 """Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
+STARTS_PACK_LIMIT = 25
+"""Starts an item holds at most (a few KB: the write units of a full item, no more)."""
+RECORD_LIMIT = STARTS_PACK_LIMIT * BATCH_WRITE_LIMIT
+"""Starts one `record` writes at most: one `BatchWriteItem`."""
 
 
 def sort_key(written_at: float, name: str) -> str:
@@ -79,41 +89,79 @@ def _stored_time(moment: float) -> float:
 
 
 def partition(state_machine_arn: str) -> str:
-    """The partition key of one state machine's recent starts and ends."""
+    """The partition key of a dispatcher's recent starts and ends (its default lane's state machine)."""
     return f"recent-start#{state_machine_arn}"
 
 
-def recorded_starts(
-    groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
-) -> list[RecordedStart]:
-    """The records of starting these executions (name → message group) now, keys known before writing.
+def machine_suffix(state_machine_arn: str, own: str) -> str:
+    """What a record's key adds for a state machine other than the key's (``own``): its name."""
+    if state_machine_arn in ("", own):
+        return ""
+    return "#" + state_machine_arn.rpartition(":stateMachine:")[2]
 
-    ``redrives``: name → redriveCount before, for the executions redriven rather than started.
+
+def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[list[RecordedStart]]:
+    """The records of starting these executions now, each lane's apart, keys known before writing.
+
+    ``own``: the state machine that keys the partition.
     """
     now = _stored_time(now)
-    redrives = redrives or {}
     # Unique to this write: a void names exactly the records it voids, never a later
     # record of the same name at the same clock reading (a clock that stood still, or
     # stepped back), which would then not count.
     write = uuid.uuid4().hex[:12]
     return [
-        RecordedStart(
-            name=name,
-            recorded_at=now,
-            sort_key=f"{sort_key(now, name)}#{write}",
-            group=group,
-            redrive_count=redrives.get(name),
-        )
-        for name, group in groups.items()
+        [
+            RecordedStart(
+                name=name,
+                recorded_at=now,
+                sort_key=f"{sort_key(now, name)}#{write}{machine_suffix(lane.state_machine_arn, own)}",
+                group=group,
+                redrive_count=lane.redrives.get(name),
+                state_machine_arn=lane.state_machine_arn or own,
+            )
+            for name, group in lane.groups.items()
+        ]
+        for lane in starts
     ]
+
+
+def recorded_starts(
+    groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None, own: str = ""
+) -> list[RecordedStart]:
+    """The records of starting executions of the key's state machine (name → message group) now.
+
+    ``redrives``: name → redriveCount before, for the executions redriven rather than started.
+    """
+    return records_of([StartsToRecord(own, groups, redrives or {})], now, own)[0]
+
+
+def _machines(arns: Sequence[str], own: str) -> dict[str, Any]:
+    """The attributes that say whose each record is, when not all are the key's machine's."""
+    others = list(dict.fromkeys(arn for arn in arns if arn not in ("", own)))
+    if not others:
+        return {}
+    index = {arn: position for position, arn in enumerate(others, start=1)}
+    return {
+        "machines": {"L": [{"S": arn} for arn in others]},
+        "machine_of": {"L": [{"N": str(index.get(arn, 0))} for arn in arns]},
+    }
+
+
+def _machine_of(item: Mapping[str, Any], count: int, own: str) -> list[str]:
+    """Whose each of an item's ``count`` records is."""
+    if "machine_of" not in item:
+        return [own] * count
+    machines = [own, *(value["S"] for value in item["machines"]["L"])]
+    return [machines[int(value["N"])] for value in item["machine_of"]["L"]]
 
 
 def _number(value: float) -> dict[str, str]:
     return {"N": f"{value:.6f}"}
 
 
-def starts_item(partition_key: str, records: Sequence[RecordedStart]) -> dict[str, Any]:
-    """Starts recorded together (one moment, distinct names), as one item of the table."""
+def starts_item(partition_key: str, records: Sequence[RecordedStart], own: str = "") -> dict[str, Any]:
+    """Starts recorded together (one moment, one write, distinct keys), as one item of the table."""
     first = records[0]
     item: dict[str, Any] = {
         "pk": {"S": partition_key},
@@ -129,14 +177,17 @@ def starts_item(partition_key: str, records: Sequence[RecordedStart]) -> dict[st
     }
     redrives = {record.name: record.redrive_count for record in records if record.redrive_count is not None}
     if redrives:
+        # A name is redriven once a round, in one state machine: the key is the name.
         item["redrive_counts"] = {"M": {name: {"N": str(count)} for name, count in redrives.items()}}
-    return item
+    return item | _machines([record.state_machine_arn for record in records], own)
 
 
-def ends_item(partition_key: str, ended: Sequence[EndedExecution], now: float) -> dict[str, Any]:
-    """Ends status change events reported (distinct names), as one item of the table."""
+def ends_item(
+    partition_key: str, ended: Sequence[EndedExecution], now: float, own: str = ""
+) -> dict[str, Any]:
+    """Ends status change events reported (distinct executions), as one item of the table."""
     now = _stored_time(now)
-    return {
+    return _machines([end.state_machine_arn for end in ended], own) | {
         "pk": {"S": partition_key},
         "sk": {"S": sort_key(now, f"{ENDS_KIND}#{ended[0].name}")},
         "kind": {"S": ENDS_KIND},
@@ -160,27 +211,31 @@ def void_item(partition_key: str, records: Sequence[RecordedStart], now: float) 
     }
 
 
-def _packed_starts(item: Mapping[str, Any]) -> list[RecordedStart]:
+def _packed_starts(item: Mapping[str, Any], own: str) -> list[RecordedStart]:
     recorded_at = float(item["recorded_at"]["N"])
     redrives = item.get("redrive_counts", {}).get("M", {})
     write = item.get("write", {}).get("S")
     suffix = "" if write is None else f"#{write}"
+    names = item["names"]["L"]
     records = []
-    for name_value, group_value in zip(item["names"]["L"], item["groups"]["L"], strict=True):
+    for name_value, group_value, machine in zip(
+        names, item["groups"]["L"], _machine_of(item, len(names), own), strict=True
+    ):
         name = name_value["S"]
         records.append(
             RecordedStart(
                 name=name,
                 recorded_at=recorded_at,
-                sort_key=sort_key(recorded_at, name) + suffix,
+                sort_key=sort_key(recorded_at, name) + suffix + machine_suffix(machine, own),
                 group=group_value.get("S"),
                 redrive_count=_optional_int(redrives.get(name, {}).get("N")),
+                state_machine_arn=machine,
             )
         )
     return records
 
 
-def _single_start(item: Mapping[str, Any]) -> RecordedStart:
+def _single_start(item: Mapping[str, Any], own: str) -> RecordedStart:
     """An older release's item of one start."""
     return RecordedStart(
         name=item["name"]["S"],
@@ -188,31 +243,42 @@ def _single_start(item: Mapping[str, Any]) -> RecordedStart:
         sort_key=item["sk"]["S"],
         group=item.get("group", {}).get("S"),
         redrive_count=_optional_int(item.get("redrive_count", {}).get("N")),
+        state_machine_arn=own,
     )
 
 
-def read_items(items: Iterable[Mapping[str, Any]]) -> StateWindow:
-    """The window a run of the table's items holds: starts left out where a void names them."""
+def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow:
+    """The window a run of the table's items holds: starts left out where a void names them.
+
+    ``own``: the state machine that keys the partition (whose the records are that name none).
+    """
     starts: list[RecordedStart] = []
     ended: list[EndedExecution] = []
     void: set[str] = set()
     for item in items:
         kind = item.get("kind", {}).get("S")
         if kind == STARTS_KIND:
-            starts.extend(_packed_starts(item))
+            starts.extend(_packed_starts(item, own))
         elif kind == ENDS_KIND:
+            names = item["names"]["L"]
             ended.extend(
-                EndedExecution(name=name["S"], stopped_at=float(stop["N"]))
-                for name, stop in zip(item["names"]["L"], item["stopped_at"]["L"], strict=True)
+                EndedExecution(name=name["S"], stopped_at=float(stop["N"]), state_machine_arn=machine)
+                for name, stop, machine in zip(
+                    names, item["stopped_at"]["L"], _machine_of(item, len(names), own), strict=True
+                )
             )
         elif kind == VOID_KIND:
             void.update(item["keys"]["SS"])
         elif kind == ENDED_KIND:
-            ended.append(EndedExecution(name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"])))
+            ended.append(
+                EndedExecution(
+                    name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]), state_machine_arn=own
+                )
+            )
         elif "resolved" in item:
             void.add(item["sk"]["S"])
         elif "name" in item:
-            starts.append(_single_start(item))
+            starts.append(_single_start(item, own))
     return StateWindow(
         starts=tuple(record for record in starts if record.sort_key not in void),
         ended=tuple(ended),
@@ -220,43 +286,71 @@ def read_items(items: Iterable[Mapping[str, Any]]) -> StateWindow:
     )
 
 
-def item_groups(item: Mapping[str, Any]) -> dict[str, str]:
-    """Name → message group of the starts an item holds (a batch, or an older release's one start)."""
+def item_groups(item: Mapping[str, Any], state_machine_arn: str, own: str) -> dict[str, str]:
+    """Name → message group of one state machine's starts an item holds (a batch, or an older one start)."""
     if "names" in item and "groups" in item:
+        names = item["names"]["L"]
         return {
             name["S"]: group["S"]
-            for name, group in zip(item["names"]["L"], item["groups"]["L"], strict=True)
-            if "S" in group
+            for name, group, machine in zip(
+                names, item["groups"]["L"], _machine_of(item, len(names), own), strict=True
+            )
+            if "S" in group and machine == state_machine_arn
         }
     name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
-    return {name: group} if name is not None and group is not None else {}
+    if state_machine_arn != own or name is None or group is None:
+        return {}
+    return {name: group}
 
 
 def start_packs(records: Sequence[RecordedStart]) -> list[list[RecordedStart]]:
-    """Records in the items that hold them: one per moment recorded, in order."""
-    packs: dict[float, list[RecordedStart]] = {}
+    """Records in the items that hold them: one per moment recorded and write, 25 at most, in order."""
+    packs: dict[tuple[float, str], list[RecordedStart]] = {}
     for record in records:
-        packs.setdefault(record.recorded_at, []).append(record)
-    return list(packs.values())
+        write = record.sort_key.split("#")[2:3]  # none in a key made elsewhere (a test's)
+        packs.setdefault((record.recorded_at, "".join(write)), []).append(record)
+    return [list(chunk) for pack in packs.values() for chunk in chunks(pack, STARTS_PACK_LIMIT)]
+
+
+def end_packs(ended: Sequence[EndedExecution], own: str) -> list[list[EndedExecution]]:
+    """Reported ends in the items that hold them: each execution once with its latest stop, 500 an item."""
+    by_machine: dict[str, list[EndedExecution]] = {}
+    for end in ended:
+        by_machine.setdefault(end.state_machine_arn or own, []).append(end)
+    latest = [
+        EndedExecution(name=name, stopped_at=at, state_machine_arn=arn)
+        for arn, ends in by_machine.items()
+        for name, at in latest_ends(ends).items()
+    ]
+    return [list(chunk) for chunk in chunks(latest, PACK_LIMIT)]
 
 
 class StateTable:
-    """The recent starts and ends of one state machine, in the state table."""
+    """The recent starts and ends of one dispatcher's state machines, in the state table."""
 
     def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
+        """``state_machine_arn``: the default lane's, which keys the partition."""
         self._client = client
         self.table = table
+        self._own = state_machine_arn
         self._partition = partition(state_machine_arn)
+
+    def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
+        """The records `record` writes for starting these executions now, each lane's apart.
+
+        The records' keys are known before writing; they share one write id.
+        """
+        return records_of(starts, now, self._own)
 
     def starts_at(
         self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
     ) -> list[RecordedStart]:
-        """The records `record` writes for starting these executions (name → message group) now.
+        """The records `record` writes for starting executions of the key's state machine now.
 
-        ``redrives``: name → redriveCount before, for the executions redriven rather
-        than started. The records' keys are known before writing.
+        ``groups``: name → message group; ``redrives``: name → redriveCount before, for
+        the executions redriven rather than started.
         """
-        return recorded_starts(groups, now, redrives)
+        return recorded_starts(groups, now, redrives, self._own)
 
     def _write(self, items: Sequence[dict[str, Any]]) -> set[str]:
         """One `BatchWriteItem` of packed items; the sort keys of those left unprocessed."""
@@ -270,28 +364,28 @@ class StateTable:
         }
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts (at most 25, distinct names) before they happen; return those left unprocessed.
+        """Write starts (of one `records_of`, ≤ 625) before they happen; return those left unprocessed.
 
-        Starts recorded at one moment share an item. An unprocessed start must not happen
-        in this round. A call still failing after botocore's retries raises (its records
-        may or may not have been written).
+        Starts recorded together share an item, 25 an item, whatever their state machine:
+        one `BatchWriteItem`. An unprocessed start must not happen in this round. A call
+        still failing after botocore's retries raises (its records may or may not have
+        been written).
         """
         packs = start_packs(records)
-        unprocessed = self._write([starts_item(self._partition, pack) for pack in packs])
+        unprocessed = self._write([starts_item(self._partition, pack, self._own) for pack in packs])
         return [record for pack in packs if pack[0].sort_key in unprocessed for record in pack]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
         """Remember for the review window the ends status change events reported; how many were left.
 
-        A name reported more than once is written once, with its latest stop; up to 500
-        ends an item, in one `BatchWriteItem`. Best effort: an end left unwritten only
-        means that later ticks count the execution until the list stops showing it,
-        which is safe.
+        An execution reported more than once is written once, with its latest stop; up to
+        500 ends an item, whatever their state machine (an end that names none is the key's
+        machine's), in one `BatchWriteItem`. Best effort: an end left unwritten only means
+        that later ticks count the execution until the list stops showing it, which is safe.
         """
-        latest = [EndedExecution(name=name, stopped_at=at) for name, at in latest_ends(ended).items()]
-        packs = chunks(latest, PACK_LIMIT)
+        packs = end_packs(ended, self._own)
         return self._write_packs(
-            packs, [ends_item(self._partition, pack, now) for pack in packs], TransientError
+            packs, [ends_item(self._partition, pack, now, self._own) for pack in packs], TransientError
         )
 
     def _write_packs(
@@ -312,7 +406,7 @@ class StateTable:
         return left
 
     def window(self, oldest: float) -> StateWindow:
-        """Starts and ends written at or after ``oldest``, read strongly consistently."""
+        """Starts and ends written at or after ``oldest``, each naming its machine (read consistently)."""
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk >= :oldest",
@@ -322,10 +416,12 @@ class StateTable:
             },
             "ConsistentRead": True,
         }
-        return read_items(self._query(request))
+        return read_items(self._query(request), self._own)
 
-    def groups(self, started: Mapping[str, float]) -> dict[str, str]:
-        """The message groups recorded for executions (name → start date, epoch seconds).
+    def groups(self, started: Mapping[str, float], state_machine_arn: str = "") -> dict[str, str]:
+        """The message groups recorded for one state machine's executions (name → start date, epoch seconds).
+
+        ``state_machine_arn``: empty for the key's.
 
         Reads the records written near each start date, merged into as few queries as
         the dates allow. A name with no record left (15 days, or started elsewhere) is
@@ -341,16 +437,18 @@ class StateTable:
                     ":low": {"S": sort_key(max(0.0, low - GROUP_LOOKUP_MARGIN_SECONDS), "")},
                     ":high": {"S": sort_key(high + GROUP_LOOKUP_MARGIN_SECONDS, "~")},
                 },
-                "ProjectionExpression": "#names, #groups, #name, #group",
+                "ProjectionExpression": "#names, #groups, #name, #group, #machines, #machine_of",
                 "ExpressionAttributeNames": {
                     "#names": "names",
                     "#groups": "groups",
                     "#name": "name",
                     "#group": "group",
+                    "#machines": "machines",
+                    "#machine_of": "machine_of",
                 },
             }
             for item in self._query(request):
-                for name, group in item_groups(item).items():
+                for name, group in item_groups(item, state_machine_arn or self._own, self._own).items():
                     if name in started:
                         found.setdefault(name, group)
         return found

@@ -140,9 +140,11 @@ def _groups(aws: Aws, resources: Resources, selected: list[Spooled], option: str
         return {}
     found: dict[str, str] = {}
     for machine, items in _by_state_machine(selected).items():
-        table = StateTable(aws.client("dynamodb"), resources.state_table, machine)
+        # Every lane's records are under the default lane's state machine.
+        key = resources.state_machine_arn or machine
+        table = StateTable(aws.client("dynamodb"), resources.state_table, key)
         try:
-            found |= table.groups({item.failure.name: item.failure.started_at for item in items})
+            found |= table.groups({item.failure.name: item.failure.started_at for item in items}, machine)
         except DispatcherError as error:
             sys.stderr.write(
                 f"could not read the recorded groups ({error}); each re-run gets a group of its own\n"

@@ -36,6 +36,20 @@ class RecordedStart(BaseModel):
     redrive_count: int | None = Field(
         default=None, description="For a redrive: the execution's redriveCount before it (None for a start)."
     )
+    state_machine_arn: str = Field(
+        default="", description="Whose execution it is (empty: the state machine that keys the records)."
+    )
+
+
+@dataclass(frozen=True)
+class StartsToRecord:
+    """One lane's starts of a round, to record before they happen."""
+
+    state_machine_arn: str
+    groups: Mapping[str, str]
+    """Execution name → its message group."""
+    redrives: Mapping[str, int] = field(default_factory=dict)
+    """Name → redriveCount before, for the executions redriven rather than started."""
 
 
 class StateWindow(BaseModel):
@@ -68,8 +82,8 @@ class KnownWindow:
     """The clock just before the latest read."""
     starts: dict[str, RecordedStart] = field(default_factory=dict)
     """Sort key → the record."""
-    ends: dict[tuple[str, float], float] = field(default_factory=dict)
-    """(name, stopped at) → when the end was first read."""
+    ends: dict[EndedExecution, float] = field(default_factory=dict)
+    """An end → when it was first read."""
 
     def rereads_from(self) -> float:
         """Where the next read begins."""
@@ -83,20 +97,32 @@ class KnownWindow:
         for key in window.void:
             self.starts.pop(key, None)
         for end in window.ended:
-            self.ends.setdefault((end.name, end.stopped_at), read_at)
+            self.ends.setdefault(end, read_at)
 
     def drop(self, records: Iterable[RecordedStart]) -> None:
         """Records that stopped counting (their void is written)."""
         for record in records:
             self.starts.pop(record.sort_key, None)
 
-    def view(self, oldest: float) -> StateWindow:
-        """The window from ``oldest`` (`review_from`): what is older is left out, and forgotten."""
-        self.starts = {key: record for key, record in self.starts.items() if record.recorded_at >= oldest}
-        self.ends = {key: seen for key, seen in self.ends.items() if seen >= oldest}
+    def view(self, oldest: float, state_machine_arn: str | None = None) -> StateWindow:
+        """The window from ``oldest`` (`review_from`), of one state machine or (None) all of them.
+
+        What is older than ``oldest`` is left out; of all of them, it is forgotten too.
+        """
+        if state_machine_arn is None:
+            self.starts = {key: record for key, record in self.starts.items() if record.recorded_at >= oldest}
+            self.ends = {end: seen for end, seen in self.ends.items() if seen >= oldest}
         return StateWindow(
-            starts=tuple(self.starts.values()),
-            ended=tuple(EndedExecution(name=name, stopped_at=at) for name, at in self.ends),
+            starts=tuple(
+                record
+                for record in self.starts.values()
+                if record.recorded_at >= oldest and state_machine_arn in (None, record.state_machine_arn)
+            ),
+            ended=tuple(
+                end
+                for end, seen in self.ends.items()
+                if seen >= oldest and state_machine_arn in (None, end.state_machine_arn)
+            ),
         )
 
 

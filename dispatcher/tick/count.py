@@ -40,6 +40,71 @@ from dispatcher.tick.ports import Executions, StateStore
 from dispatcher.tick.warm import WarmState
 
 
+class Records:
+    """The state table's window, every state machine's at once: read once a tick, in one partition.
+
+    While one invocation holds the lease without a break, its ticks after the first read
+    only the window's newest records.
+    """
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self._holding = False
+        self._known: KnownWindow | None = None
+
+    def note_ends(self, ended: Sequence[EndedExecution], now: float) -> None:
+        """Keep the events' news for the ticks of the next minute and a half (written as of ``now``)."""
+        logger.info(
+            "executions ended",
+            extra={"executions": [(end.name, end.stopped_at) for end in ended]},
+        )
+        try:
+            left = self._store.note_ended(ended, now)
+        except TransientError as error:
+            left, reason = len(ended), str(error)
+        else:
+            reason = "the state table left them unprocessed"
+        if left:
+            # This tick still uses the news; later ticks count those executions until the
+            # list stops showing them, which is safe.
+            logger.warning("could not record every end", extra={"left": left, "reason": reason})
+
+    def hold(self) -> None:
+        """The lease is held from now on, without a break: later reads of the window may be partial."""
+        self._holding = True
+
+    def let_go(self) -> None:
+        """The lease is no longer held: the next read is whole."""
+        self._holding = False
+        self._known = None
+
+    def windows(self, now: float, oldest: Mapping[str, float]) -> dict[str, StateWindow]:
+        """Each state machine's window as of ``now``, from its ``oldest`` (`review_from`): one read.
+
+        Read whole, or, while the lease is held throughout, what is new. Read a moment
+        before the count, the window is still whole: only the lease holder records
+        starts, and an end written meanwhile is only learned a tick later, which is safe.
+        """
+        since = min(oldest.values())
+        if self._known is None or not self._holding:
+            known = KnownWindow(read_at=now)
+            window = self._store.window(since)
+            if self._holding:
+                self._known = known
+        else:
+            known = self._known
+            window = self._store.window(max(since, known.rereads_from()))
+        known.add(window, now)
+        known.view(since)
+        return {arn: known.view(from_, arn) for arn, from_ in oldest.items()}
+
+    def forget(self, records: Sequence[RecordedStart], now: float) -> None:
+        """Void records that no longer count (best effort: see `StateStore.forget`)."""
+        self._store.forget(records, now)
+        if self._known is not None:
+            self._known.drop(records)
+
+
 @dataclass(frozen=True)
 class Count:
     """RUNNING as one tick counted it."""
@@ -55,7 +120,7 @@ class Counter:
     def __init__(  # noqa: PLR0913 — each is one input of the count
         self,
         state_machine: Executions,
-        state_table: StateStore,
+        records: Records,
         warm: WarmState,
         *,
         max_concurrency: int,
@@ -63,31 +128,12 @@ class Counter:
         clock: Callable[[], float],
     ) -> None:
         self._state_machine = state_machine
-        self._state = state_table
+        self._records = records
         self._warm = warm
         self.max_concurrency = max_concurrency
         """Its pool's MAX: counting stops there (set again when the operator changes it live)."""
         self._list_reuse_seconds = list_reuse_seconds
         self._clock = clock
-        self._holding = False
-        self._known: KnownWindow | None = None
-
-    def note_ends(self, ended: Sequence[EndedExecution], now: float) -> None:
-        """Keep the events' news for the ticks of the next minute and a half (written as of ``now``)."""
-        logger.info(
-            "executions ended",
-            extra={"executions": [(end.name, end.stopped_at) for end in ended]},
-        )
-        try:
-            left = self._state.note_ended(ended, now)
-        except TransientError as error:
-            left, reason = len(ended), str(error)
-        else:
-            reason = "the state table left them unprocessed"
-        if left:
-            # This tick still uses the news; later ticks count those executions until the
-            # list stops showing them, which is safe.
-            logger.warning("could not record every end", extra={"left": left, "reason": reason})
 
     def ensure_standard(self) -> None:
         """Refuse an EXPRESS (or missing) state machine; a warm container checks once."""
@@ -101,27 +147,19 @@ class Counter:
         """The state machine it counts."""
         return self._state_machine.arn
 
-    def read_window(self, now: float) -> StateWindow:
-        """The state table's window as of ``now``, for a count that follows at once (`count`).
-
-        A tick reads every state machine's window together, on threads (so the moment is
-        read once, by the tick), then counts. Read a moment before the count, the window
-        is still whole: only the lease holder records starts, and an end written meanwhile
-        is only learned a tick later, which is safe.
-        """
+    def review_from(self, now: float) -> float:
+        """The oldest record its count may need as of ``now`` (that of its latest listing)."""
         last = self._warm.listing(self._state_machine.arn, now, LISTING_MAX_AGE_SECONDS)
-        return self._read_window(now, review_from(now, None if last is None else last.listed_at))
+        return review_from(now, None if last is None else last.listed_at)
 
-    def count(self, ended: Sequence[EndedExecution] = (), window: StateWindow | None = None) -> Count:
+    def count(self, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> Count:
         """RUNNING: the list, less executions known to have ended, plus recorded starts it doesn't show.
 
-        ``window``: the state table's, as `read_window` read it a moment before (else it is read now).
+        ``window``: its state machine's, as `Records.windows` read it a moment before.
         """
         now = self._clock()
         arn = self._state_machine.arn
         last = self._warm.listing(arn, now, LISTING_MAX_AGE_SECONDS)
-        if window is None:
-            window = self._read_window(now, review_from(now, None if last is None else last.listed_at))
         ends = latest_ends([*window.ended, *ended])
         listing = self._warm.listing(arn, now, self._list_reuse_seconds)
         if listing is None:
@@ -132,9 +170,7 @@ class Counter:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
         running, settled = self._settle(planned.to_check, planned.running, now, listing.listed_at)
         if settled:
-            self._state.forget(settled, now)
-            if self._known is not None:
-                self._known.drop(settled)
+            self._records.forget(settled, now)
         return Count(running, oldest)
 
     def _read_listing(
@@ -150,31 +186,6 @@ class Counter:
         pace.reserve(now, pages)
         self._warm.keep(arn, listing)
         return listing
-
-    def hold(self) -> None:
-        """The lease is held from now on, without a break: later reads of the window may be partial."""
-        self._holding = True
-
-    def let_go(self) -> None:
-        """The lease is no longer held: the next read is whole."""
-        self._holding = False
-        self._known = None
-
-    def _read_window(self, now: float, oldest: float) -> StateWindow:
-        """The window from ``oldest``: read whole, or, while the lease is held throughout, what is new.
-
-        ``oldest`` is that of the latest listing (`review_from`); a fresher listing read
-        after this needs no older record.
-        """
-        if self._known is None or not self._holding:
-            window = self._state.window(oldest)
-            if not self._holding:
-                return window
-            self._known = KnownWindow(read_at=now)
-        else:
-            window = self._state.window(max(oldest, self._known.rereads_from()))
-        self._known.add(window, now)
-        return self._known.view(oldest)
 
     def _settle(
         self, to_check: Sequence[RecordedStart], running: int, now: float, listed_at: float

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from dispatcher.core.admission import DeadLetter
-from dispatcher.core.counting import RecordedStart, RunningListing, StateWindow
+from dispatcher.core.counting import RecordedStart, RunningListing, StartsToRecord, StateWindow
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
 from dispatcher.core.lanes import Topology
@@ -106,16 +106,14 @@ class StateMachine(Executions, Admissions, Protocol):
 
 
 class StateStore(Protocol):
-    """The state table's recent starts and ends."""
+    """The state table's recent starts and ends, every state machine's of one dispatcher."""
 
-    def starts_at(
-        self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
-    ) -> list[RecordedStart]:
-        """The records `record` writes for starting these executions (name → group) now."""
+    def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
+        """The records `record` writes for starting these executions now, each lane's apart."""
         ...
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts (≤ 25) before they happen; those left unprocessed."""
+        """Write starts of one `records_of` (≤ 625) before they happen; those left unprocessed."""
         ...
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
@@ -123,7 +121,7 @@ class StateStore(Protocol):
         ...
 
     def window(self, oldest: float) -> StateWindow:
-        """Starts and ends written at or after ``oldest``."""
+        """Starts and ends written at or after ``oldest``, each naming its state machine."""
         ...
 
     def forget(self, records: Sequence[RecordedStart], now: float) -> int:
@@ -186,9 +184,9 @@ class StartThreads(Protocol):
 
 @dataclass(frozen=True)
 class LanePorts:
-    """One lane's resources: its queue and DLQ, what counts its slots and admits its jobs, its records.
+    """One lane's resources: its queue and DLQ, what counts its slots and admits its jobs.
 
-    Lanes that start one state machine share its `Executions`, `Admissions` and `StateStore` objects.
+    Lanes that start one state machine share its `Executions` and `Admissions` objects.
     """
 
     name: str
@@ -198,18 +196,19 @@ class LanePorts:
     """What holds the lane's slots: its state machine's executions."""
     admissions: Admissions
     """What admits its jobs: its state machine's starts."""
-    state_table: StateStore
     rate: StartRate | None = None
     """The lane's start-rate bucket; None when its starts are not rate-capped."""
 
 
 @dataclass(frozen=True)
 class Ports:
-    """The AWS resources one dispatcher works on: every lane's, and the one tick lease."""
+    """The AWS resources one dispatcher works on: every lane's, the one tick lease, the records."""
 
     lanes: tuple[LanePorts, ...]
     """Lane ``default`` (the environment's) first."""
     lease: Lease
+    state_table: StateStore
+    """Every lane's recent starts and ends."""
 
     @property
     def default(self) -> LanePorts:
@@ -232,8 +231,8 @@ class Resources(Protocol):
         """The state machine ``arn``: its executions, and its starts."""
         ...
 
-    def state_table(self, state_machine_arn: str) -> StateStore:
-        """The state table's records of one state machine's starts and ends."""
+    def state_table(self, key: str) -> StateStore:
+        """The state table's records of one dispatcher's starts and ends, keyed by ``key``."""
         ...
 
     def lease(self, key: str) -> Lease:
@@ -246,14 +245,16 @@ class Resources(Protocol):
 
 
 def wire(topology: Topology, resources: Resources) -> Ports:
-    """The ports of every lane of ``topology``: one `Executions` and `StateStore` per state machine.
+    """The ports of every lane of ``topology``: one `Executions` per state machine.
 
-    The lease is keyed by the environment's state machine: it serialises every tick of
-    this dispatcher, whatever lanes it has (and it is the key a dispatcher without
-    lanes always used, so an update never runs two holders at once).
+    The lease and the records are keyed by the environment's state machine: the lease
+    serialises every tick of this dispatcher, whatever lanes it has, and the records
+    are what it remembers, every state machine's in one partition, so a round's starts
+    of twenty lanes are a few items, not twenty (the keys a dispatcher without lanes
+    always used, so an update never runs two holders at once, nor forgets a start).
     """
     machines = {arn: resources.state_machine(arn) for arn in topology.state_machines}
-    records = {arn: resources.state_table(arn) for arn in topology.state_machines}
+    key = topology.default_lane.state_machine_arn
     lanes = tuple(
         LanePorts(
             name=lane.name,
@@ -261,7 +262,6 @@ def wire(topology: Topology, resources: Resources) -> Ports:
             dead_letters=resources.dead_letters(lane.dead_letter_queue_url),
             state_machine=machines[lane.state_machine_arn],
             admissions=machines[lane.state_machine_arn],
-            state_table=records[lane.state_machine_arn],
             rate=(
                 None
                 if lane.starts_per_second is None
@@ -270,7 +270,7 @@ def wire(topology: Topology, resources: Resources) -> Ports:
         )
         for lane in topology.lanes
     )
-    return Ports(lanes=lanes, lease=resources.lease(topology.default_lane.state_machine_arn))
+    return Ports(lanes=lanes, lease=resources.lease(key), state_table=resources.state_table(key))
 
 
 @dataclass(frozen=True)

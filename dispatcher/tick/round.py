@@ -23,7 +23,7 @@ from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
-from dispatcher.tick.ports import LanePorts, Runtime, StartThreads
+from dispatcher.tick.ports import LanePorts, Runtime, StartThreads, StateStore
 from dispatcher.tick.report import Counts, StopReason
 from dispatcher.tick.starts import LaneStarts, RoundOutcome, Starter
 from dispatcher.tick.warm import WarmState
@@ -124,9 +124,7 @@ class LaneRound:
         """The part's starts, its admission decided: its poison and what waits go to its outcome."""
         part.outcome.dead_letters += part.admission.dead_letters
         part.outcome.held_back += part.admission.held_back
-        part.starts = LaneStarts(
-            self._ports.admissions, self._ports.state_table, part.admission.starts, part.outcome
-        )
+        part.starts = LaneStarts(self._ports.admissions, part.admission.starts, part.outcome)
         return part.starts
 
     def dead_letter(self, outcome: RoundOutcome) -> None:
@@ -174,15 +172,6 @@ class LaneRound:
             delete_failures=len(failed_deletes),
         )
 
-    def forget_never_started(self, outcome: RoundOutcome, now: float) -> None:
-        """Free at once the slots recorded for starts this round never attempted.
-
-        Best effort: a record left behind holds its slot for at most the review window.
-        """
-        never_started = outcome.never_started()
-        if never_started:
-            self._ports.state_table.forget(never_started, now)
-
     def release(self, messages: Sequence[QueuedMessage]) -> None:
         """Make messages this lane received visible again now (best effort: else they come back later)."""
         self._ports.queue.release(messages)
@@ -206,12 +195,13 @@ class Prepared:
 class Round:
     """The rounds of one tick: each one over the lanes offered slots, on the tick's threads."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 — each is one part of the tick a round works with
         self,
         pool: StartThreads,
         lane_threads: StartThreads,
         runtime: Runtime,
         warm: WarmState,
+        records: StateStore,
         *,
         time_margin_seconds: float,
     ) -> None:
@@ -219,8 +209,9 @@ class Round:
         self._lane_threads = lane_threads
         self._runtime = runtime
         self._warm = warm
+        self._records = records
         self._margin = time_margin_seconds
-        self._starter = Starter(pool, runtime.clock, warm.start_latency)
+        self._starter = Starter(pool, records, runtime.clock, warm.start_latency)
 
     def run(self, offers: Mapping[str, tuple[LaneRound, int]]) -> dict[str, LaneResult]:
         """One round over the lanes of ``offers`` (lane → its part of the round, and its free slots)."""
@@ -271,13 +262,20 @@ class Round:
             raise
         counts = self._each(lambda part: part.lane.settle(part.outcome), prepared)
         self._raise_first(counts)
-        now = self._runtime.clock()
-        for part in prepared:
-            part.lane.forget_never_started(part.outcome, now)
+        self._forget_never_started(prepared)
         return {
             part.lane.name: (lane_counts, _stop_after(part.outcome, part.receive_stop))  # type: ignore[misc]
             for part, lane_counts in zip(prepared, counts, strict=True)
         }
+
+    def _forget_never_started(self, prepared: Sequence[Prepared]) -> None:
+        """Free at once the slots recorded for starts this round never attempted, every lane's together.
+
+        Best effort: a record left behind holds its slot for at most the review window.
+        """
+        never_started = [record for part in prepared for record in part.outcome.never_started()]
+        if never_started:
+            self._records.forget(never_started, self._runtime.clock())
 
     def _pace(self, prepared: Sequence[Prepared]) -> None:
         """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each lane's region)."""

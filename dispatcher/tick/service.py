@@ -12,16 +12,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.allocation import Allocation, Claim, room_of
-from dispatcher.core.counting import StateWindow, free_slots
+from dispatcher.core.counting import free_slots
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Count, Counter
+from dispatcher.tick.count import Count, Counter, Records
 from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.passes import Passes
-from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import Ports, Runtime
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
@@ -31,8 +30,6 @@ from dispatcher.tick.warm import WarmState
 LOOP_INTERVAL_SECONDS = 1.0
 LANE_THREADS = 32
 """Lanes whose calls of one round are made at once (a receive, a dead-lettering, a settle each)."""
-STATE_MACHINE_THREADS = 32
-"""State machines whose records an invocation reads or writes at once (one partition each)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +84,7 @@ class Dispatcher:
         self._lanes = {lane.name: lane for lane in ports.lanes}
         self._passes = Passes(self._lanes, self._warm)
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
+        self._records = Records(ports.state_table)
         self._counters: dict[str, Counter] = {}
         """State machine ARN → its counter (lanes that start one machine count it once)."""
         for lane in self._topology.lanes:
@@ -95,7 +93,7 @@ class Dispatcher:
                 lane.state_machine_arn,
                 Counter(
                     ports_of_lane.state_machine,
-                    ports_of_lane.state_table,
+                    self._records,
                     self._warm,
                     max_concurrency=self._topology.pool(lane.pool).max_concurrency,
                     list_reuse_seconds=policy.list_reuse_seconds,
@@ -131,8 +129,7 @@ class Dispatcher:
             logger.warning("could not take the tick lease", extra={"reason": str(error)})
             holder.let_go_after_failure()
             return TickReport(stopped=StopReason.THROTTLED)
-        for counter in self._counters.values():
-            counter.hold()
+        self._records.hold()
         try:
             report = self._ticks(ended)
             holder.hand_back(report, self.tick, self._time_for_another_tick, self._rate_due)
@@ -140,8 +137,7 @@ class Dispatcher:
             holder.let_go_after_failure()
             raise
         finally:
-            for counter in self._counters.values():
-                counter.let_go()
+            self._records.let_go()
         return report
 
     def _steered(self, topology: Topology) -> None:
@@ -151,23 +147,10 @@ class Dispatcher:
             self._counters[lane.state_machine_arn].max_concurrency = topology.pool(lane.pool).max_concurrency
 
     def _note_ends(self, ended: Sequence[EndedExecution]) -> None:
-        """Write the ends to each state machine's records, the state machines at once.
-
-        An end batch names executions of many state machines (twenty lanes, twenty
-        partitions): one write after another would make its invocation twenty round trips
-        long, while the mapping invokes at most two batches at a time and the ends wait.
-        """
-        by_machine = list(self._ends_by_machine(ended).items())
-        now = self._runtime.clock()
-        if len(by_machine) <= 1:
-            for arn, ends in by_machine:
-                self._counters[arn].note_ends(ends, now)
-            return
-        with self._runtime.pool(min(len(by_machine), STATE_MACHINE_THREADS)) as threads:
-            results = threads.settle(lambda item: self._counters[item[0]].note_ends(item[1], now), by_machine)
-        failure = first_failure(results)
-        if failure is not None:
-            raise failure
+        """Write the ends of the state machines it counts to the records: every machine's in one item."""
+        ends = [end for ends in self._ends_by_machine(ended).values() for end in ends]
+        if ends:
+            self._records.note_ends(ends, self._runtime.clock())
 
     def _ends_by_machine(self, ended: Sequence[EndedExecution]) -> dict[str, list[EndedExecution]]:
         """The ends each counter is told about (an end that names no state machine is the default lane's)."""
@@ -176,7 +159,7 @@ class Dispatcher:
         for end in ended:
             arn = end.state_machine_arn or default
             if arn in self._counters:
-                by_machine.setdefault(arn, []).append(end)
+                by_machine.setdefault(arn, []).append(end.model_copy(update={"state_machine_arn": arn}))
         return by_machine
 
     # -- ticks ------------------------------------------------------------------------
@@ -228,9 +211,11 @@ class Dispatcher:
         try:
             for arn in machines:
                 self._counters[arn].ensure_standard()
-            windows = self._read_windows([self._counters[arn] for arn in machines])
+            now = self._runtime.clock()
+            oldest = {arn: self._counters[arn].review_from(now) for arn in machines}
+            windows = self._records.windows(now, oldest)
             counts = {
-                arn: self._counters[arn].count(by_machine.get(arn, ()), windows.get(arn)) for arn in machines
+                arn: self._counters[arn].count(windows[arn], by_machine.get(arn, ())) for arn in machines
             }
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
@@ -267,31 +252,12 @@ class Dispatcher:
                 lane_threads,
                 self._runtime,
                 self._warm,
+                self._ports.state_table,
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
             report.stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)
         self._rates.settle(self._passes.lane_stops)
         return report
-
-    def _read_windows(self, counters: Sequence[Counter]) -> dict[str, StateWindow]:
-        """Each state machine's window of the state table, read at once (None to read: one counter).
-
-        A tick counts every state machine of its pools; most of a count is that read, one
-        round trip each, and twenty of them one after the other would delay every start.
-        """
-        if len(counters) <= 1:
-            return {}
-        with self._runtime.pool(min(len(counters), STATE_MACHINE_THREADS)) as threads:
-            now = self._runtime.clock()
-            results = threads.settle(lambda counter: counter.read_window(now), counters)
-        failure = first_failure(results)
-        if failure is not None:
-            raise failure
-        return {
-            counter.state_machine_arn: window
-            for counter, window in zip(counters, results, strict=True)
-            if isinstance(window, StateWindow)
-        }
 
     def _by_listing_age(self, machines: Iterable[str]) -> list[str]:
         """State machines counted oldest listing first (never listed first).

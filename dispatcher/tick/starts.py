@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dispatcher.core.admission import DeadLetter, Start, by_group
-from dispatcher.core.batching import BATCH_WRITE_LIMIT, SQS_BATCH_LIMIT, chunks
-from dispatcher.core.counting import RecordedStart
+from dispatcher.core.batching import SQS_BATCH_LIMIT
+from dispatcher.core.counting import RecordedStart, StartsToRecord
 from dispatcher.core.errors import (
     ExecutionExistsError,
     NotYetError,
@@ -67,7 +67,6 @@ class LaneStarts:
     """One lane's part of a round's starts: its state machine and records, what it admitted, how it went."""
 
     admissions: Admissions
-    state_table: StateStore
     starts: Sequence[Start]
     outcome: RoundOutcome
     recorded: set[str] = field(default_factory=set)
@@ -81,42 +80,58 @@ class Starter:
     groups share the start threads and the waves, as one round's groups do.
     """
 
-    def __init__(self, pool: StartThreads, clock: Callable[[], float], latency: Latency) -> None:
+    def __init__(
+        self, pool: StartThreads, records: StateStore, clock: Callable[[], float], latency: Latency
+    ) -> None:
         self._pool = pool
+        self._records = records
         self._clock = clock
         self._latency = latency
 
     def record(self, lanes: Sequence[LaneStarts], now: float) -> None:
-        """Write each lane's starts to its state machine's records as of ``now``; note what may start.
+        """Write every lane's starts to the state table as of ``now``, together; note what may start.
 
-        A batch still failing after retries (maybe written, maybe not) or left unprocessed
-        stops admitting after this round, and its messages don't start.
+        A round's records are a few items of 25, whatever their lanes, in one
+        `BatchWriteItem`. A call still failing after retries (maybe written, maybe not)
+        or records left unprocessed stop admitting after this round, and their messages
+        don't start. An execution two lanes of one state machine both admit this round
+        is recorded for the first: the other's waits for a later round (and is found
+        started).
         """
-        batches: list[tuple[LaneStarts, Sequence[RecordedStart]]] = []
+        taken: set[tuple[str, str]] = set()
+        to_record: list[StartsToRecord] = []
         for lane in lanes:
             groups: dict[str, str] = {}
             redrives: dict[str, int] = {}
+            arn = lane.admissions.arn
             for start in lane.starts:
+                if (arn, start.name) in taken and start.name not in groups:
+                    continue
+                taken.add((arn, start.name))
                 groups.setdefault(start.name, start.message.group_id)
                 if start.redrive_count is not None:
                     redrives.setdefault(start.name, start.redrive_count)
-            lane.outcome.recorded = lane.state_table.starts_at(groups, now, redrives)
-            batches += [(lane, batch) for batch in chunks(lane.outcome.recorded, BATCH_WRITE_LIMIT)]
-        results = self._pool.settle(lambda item: item[0].state_table.record(item[1]), batches)
-        failure = first_failure([result for result in results if not isinstance(result, TransientError)])
-        if failure is not None:
-            raise failure
-        for (lane, batch), result in zip(batches, results, strict=True):
-            outcome = lane.outcome
-            if isinstance(result, TransientError):
-                outcome.stop_reason = outcome.stop_reason or str(result)
-                continue
-            unprocessed = {record.name for record in result}  # type: ignore[union-attr]
-            if unprocessed:
-                outcome.stop_reason = outcome.stop_reason or (
-                    f"the state table left {len(unprocessed)} start record(s) unprocessed"
+            to_record.append(StartsToRecord(arn, groups, redrives))
+        for lane, records in zip(lanes, self._records.records_of(to_record, now), strict=True):
+            lane.outcome.recorded = records
+        recorded = [record for lane in lanes for record in lane.outcome.recorded]
+        if not recorded:
+            return
+        try:
+            unprocessed = {record.sort_key for record in self._records.record(recorded)}
+        except TransientError as error:
+            for lane in lanes:
+                lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
+            return
+        for lane in lanes:
+            left = [record for record in lane.outcome.recorded if record.sort_key in unprocessed]
+            if left:
+                lane.outcome.stop_reason = lane.outcome.stop_reason or (
+                    f"the state table left {len(left)} start record(s) unprocessed"
                 )
-            lane.recorded.update(record.name for record in batch if record.name not in unprocessed)
+            lane.recorded.update(
+                record.name for record in lane.outcome.recorded if record.sort_key not in unprocessed
+            )
 
     def start(self, lanes: Sequence[LaneStarts]) -> None:
         """Start what each lane recorded, concurrently across groups; raise what isn't back-pressure.

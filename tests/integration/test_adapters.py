@@ -13,7 +13,7 @@ from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.state_table import StateTable, partition, sort_key
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.admission import DeadLetter
-from dispatcher.core.counting import RecordedStart, StateWindow
+from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow
 from dispatcher.core.errors import (
     ConfigurationError,
     ExecutionExistsError,
@@ -242,7 +242,13 @@ def test_state_table_round_trip(harness: Harness) -> None:
     assert table.note_ended([EndedExecution(name="fresh", stopped_at=now - 1)], now) == 0
     window = table.window(now - 90)
     assert window.starts == tuple(fresh)
-    assert window.ended == (EndedExecution(name="fresh", stopped_at=float(f"{now - 1:.6f}")),)
+    assert window.ended == (
+        EndedExecution(
+            name="fresh",
+            stopped_at=float(f"{now - 1:.6f}"),
+            state_machine_arn=harness.stack.state_machine_arn,
+        ),
+    )
     assert table.forget([old, *fresh], now) == 0
     assert table.window(now - 1000).starts == ()
 
@@ -362,7 +368,11 @@ def test_state_table_reads_an_older_releases_items_of_one_record(harness: Harnes
     assert [(record.name, record.group, record.redrive_count) for record in window.starts] == [
         ("old", "g", 1)
     ]
-    assert window.ended == (EndedExecution(name="gone", stopped_at=float(f"{now:.6f}")),)
+    assert window.ended == (
+        EndedExecution(
+            name="gone", stopped_at=float(f"{now:.6f}"), state_machine_arn=harness.stack.state_machine_arn
+        ),
+    )
     assert state_table(harness).groups({"old": now, "done": now}) == {"old": "g", "done": "h"}
 
 
@@ -380,8 +390,45 @@ def test_state_table_reports_unprocessed_starts(harness: Harness) -> None:
     assert table.record(records) == [records[1]]
 
 
+def test_state_table_holds_every_lanes_records_each_naming_its_state_machine(harness: Harness) -> None:
+    """Starts of two state machines, one name in both, are one item; each keeps its machine, key and group.
+
+    A void of one leaves the other counting; an end names its machine; a group is looked up per machine.
+    """
+    table = state_table(harness)
+    own, glue = harness.stack.state_machine_arn, f"{harness.stack.state_machine_arn}-glue"
+    now = time.time()
+    lanes = [StartsToRecord(own, {"job": "g-own"}), StartsToRecord(glue, {"job": "g-glue", "solo": "g-solo"})]
+    mine, theirs = table.records_of(lanes, now)
+    assert mine[0].sort_key != theirs[0].sort_key
+    written: list[dict[str, Any]] = []
+    harness.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.BatchWriteItem",
+        lambda params, **_: written.extend(params["RequestItems"][harness.stack.state_table]),
+    )
+    assert table.record([*mine, *theirs]) == []
+    assert len(written) == 1, "one item holds both state machines' starts"
+    window = table.window(now - 90)
+    assert sorted((r.state_machine_arn, r.name, r.group) for r in window.starts) == [
+        (own, "job", "g-own"),
+        (glue, "job", "g-glue"),
+        (glue, "solo", "g-solo"),
+    ]
+    assert set(window.starts) == {*mine, *theirs}
+    assert table.forget([theirs[0]], now) == 0
+    assert set(table.window(now - 90).starts) == {mine[0], theirs[1]}
+    ends = [
+        EndedExecution(name="job", stopped_at=now, state_machine_arn=glue),
+        EndedExecution(name="job", stopped_at=now),
+    ]
+    assert table.note_ended(ends, now) == 0
+    assert sorted(end.state_machine_arn for end in table.window(now - 90).ended) == sorted([own, glue])
+    assert table.groups({"job": now}) == {"job": "g-own"}
+    assert table.groups({"job": now, "solo": now}, glue) == {"job": "g-glue", "solo": "g-solo"}
+
+
 def test_state_table_is_per_state_machine(harness: Harness) -> None:
-    """Two state machines sharing a table don't see each other's starts or ends."""
+    """Two dispatchers (keyed by their default lanes' machines) sharing a table don't see each other's."""
     one = state_table(harness, "arn:one")
     other = state_table(harness, "arn:other")
     one.record(one.starts_at({"a": "group"}, time.time()))

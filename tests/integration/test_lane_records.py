@@ -1,13 +1,13 @@
-"""Each lane's state machine has its own records: ends written, windows read, all state machines at once."""
+"""Every lane's records are in one partition: a batch's ends are one write, a tick's windows one read."""
 
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
 
+from dispatcher.adapters.state_table import read_items
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.stack import create_lane
@@ -49,29 +49,26 @@ def test_a_batch_with_ends_of_two_lanes_frees_a_slot_in_each_pool(harness: Harne
     assert [running_of(harness, arn) for arn in machines] == [2, 2]
 
 
-def test_the_ends_of_each_state_machine_are_written_at_once(harness: Harness) -> None:
-    """Each state machine's ends are one write to its own partition; the writes are in flight together.
-
-    Each write waits, before it is sent, for the other one to be sent too: written one after
-    the other, the first would wait in vain.
-    """
+def test_the_ends_of_every_state_machine_are_one_item_of_one_write(harness: Harness) -> None:
+    """A batch's ends of two state machines: one item in the default lane's partition, each its machine."""
     glue = two_pools_full(harness)
     machines = [harness.stack.state_machine_arn, glue["state_machine_arn"]]
     event = end_one_of_each(harness, machines)
-    together = threading.Barrier(2, timeout=20)
-    partitions: list[str] = []
+    writes: list[list[dict[str, Any]]] = []
 
-    def meet(params: dict[str, Any], **_: Any) -> None:
+    def note(params: dict[str, Any], **_: Any) -> None:
         items = [
             request["PutRequest"]["Item"] for request in params["RequestItems"][harness.stack.state_table]
         ]
         if any("#ends#" in item["sk"]["S"] for item in items):
-            partitions.extend(item["pk"]["S"] for item in items)
-            together.wait()
+            writes.append(items)
 
-    harness.on("provide-client-params.dynamodb.BatchWriteItem", meet)
+    harness.on("provide-client-params.dynamodb.BatchWriteItem", note)
     assert harness.tick(event)["started"] == 2
-    assert sorted(partitions) == sorted(f"recent-start#{arn}" for arn in machines)
+    [[item]] = writes
+    assert item["pk"]["S"] == f"recent-start#{harness.stack.state_machine_arn}"
+    ended = read_items([item], harness.stack.state_machine_arn).ended
+    assert sorted(end.state_machine_arn for end in ended) == sorted(machines)
 
 
 def test_a_state_table_that_refuses_the_ends_stops_the_invocation_loudly(harness: Harness) -> None:
@@ -85,19 +82,45 @@ def test_a_state_table_that_refuses_the_ends_stops_the_invocation_loudly(harness
     assert harness.queue_counts(glue["queue_url"]) == (3, 0)
 
 
-def test_a_tick_reads_each_state_machines_window_at_once(harness: Harness) -> None:
-    """A cold tick reads each state machine's window of records (a Query each), in flight together."""
+def test_a_tick_reads_every_state_machines_window_in_one_query(harness: Harness) -> None:
+    """A cold tick over two pools reads the records once: the default lane's partition holds both."""
     glue = two_pools_full(harness)
-    together = threading.Barrier(2, timeout=20)
     partitions: list[str] = []
 
-    def meet(params: dict[str, Any], **_: Any) -> None:
+    def note(params: dict[str, Any], **_: Any) -> None:
         key = params["ExpressionAttributeValues"][":pk"]["S"]
         if key.startswith("recent-start#"):
             partitions.append(key)
-            together.wait()
 
-    harness.on("provide-client-params.dynamodb.Query", meet)
-    assert harness.tick()["started"] == 0
-    machines = [harness.stack.state_machine_arn, glue["state_machine_arn"]]
-    assert sorted(partitions) == sorted(f"recent-start#{arn}" for arn in machines)
+    harness.on("provide-client-params.dynamodb.Query", note)
+    assert harness.tick()["started"] == 0, "both pools are full, each counted from its own records"
+    assert partitions == [f"recent-start#{harness.stack.state_machine_arn}"]
+    assert running_of(harness, glue["state_machine_arn"]) == 2
+
+
+def test_two_lanes_of_one_state_machine_admitting_one_name_in_a_round_start_it_once(
+    harness: Harness,
+) -> None:
+    """One execution name from two lanes of one state machine: recorded and started once; the other waits.
+
+    The second lane's message is released, and the next tick's start of it is the same execution
+    (`StartExecution` of a running name with the same input is idempotent).
+    """
+    other = create_lane(harness.stack.name, "other", state_machine_arn=harness.stack.state_machine_arn)
+    lanes(harness, 4, {"lanes": [other]})
+    for url in (harness.stack.queue_url, other["queue_url"]):
+        harness.sqs.send_message(
+            QueueUrl=url,
+            MessageBody=json.dumps({"job": "same"}),
+            MessageGroupId="g",
+            MessageDeduplicationId="same",
+            MessageAttributes={"ExecutionName": {"DataType": "String", "StringValue": "same"}},
+        )
+    first = harness.tick()
+    assert first["started"] == 1
+    assert first["released"] == 1
+    second = harness.tick()
+    assert second["started"] + second["already_started"] == 1
+    assert harness.queue_counts() == (0, 0)
+    assert harness.queue_counts(other["queue_url"]) == (0, 0)
+    assert running_of(harness, harness.stack.state_machine_arn) == 1

@@ -121,7 +121,11 @@ def test_event_tick_records_the_end_in_the_state_table(harness: Harness) -> None
     harness.tick(event)
     table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     assert table.window(time.time() - 60).ended == (
-        EndedExecution(name=ended, stopped_at=event["detail"]["stopDate"] / 1000),
+        EndedExecution(
+            name=ended,
+            stopped_at=event["detail"]["stopDate"] / 1000,
+            state_machine_arn=harness.stack.state_machine_arn,
+        ),
     )
 
 

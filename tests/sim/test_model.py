@@ -209,7 +209,7 @@ def test_the_list_and_describe_lag_behind_starts_and_ends() -> None:
 
 def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: InMemoryAws) -> None:
     """BatchWriteItem on a partition out of write units: a prefix is written, the rest unprocessed."""
-    table = aws.ports(aws.clients()).default.state_table
+    table = aws.ports(aws.clients()).state_table
     results: list[int] = []
 
     def body() -> None:
@@ -230,7 +230,7 @@ def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: 
 
 def test_a_query_reads_a_megabyte_a_page_and_costs_a_read_unit_per_4_kb(aws: InMemoryAws) -> None:
     """Thousands of records: several Query pages, strongly consistent units for every byte read."""
-    table = aws.ports(aws.clients()).default.state_table
+    table = aws.ports(aws.clients()).state_table
     found: list[int] = []
 
     def body() -> None:

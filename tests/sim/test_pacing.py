@@ -9,7 +9,7 @@ import pytest
 
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.pacing import Paces
-from dispatcher.tick.count import Counter
+from dispatcher.tick.count import Counter, Records
 from dispatcher.tick.warm import WarmState
 from tests.sim.conftest import backlog, function
 from tests.sim.test_model import in_process
@@ -78,28 +78,34 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
     aws = InMemoryAws(lag=Lag(start=60.0), seed=1)  # the list shows no new execution for a minute
     ports = aws.ports(aws.clients())
     warm = WarmState()
+    records = Records(ports.state_table)
     counter = Counter(
         ports.default.state_machine,
-        ports.default.state_table,
+        records,
         warm,
         max_concurrency=10,
         list_reuse_seconds=5.0,
         clock=lambda: aws.scheduler.now,
     )
     counts: list[tuple[int, int]] = []
+    arn = counter.state_machine_arn
+
+    def running() -> int:
+        now = aws.scheduler.now
+        return counter.count(records.windows(now, {arn: counter.review_from(now)})[arn]).running
 
     def body() -> None:
-        table = ports.default.state_table
+        table = ports.state_table
         records = table.starts_at({f"job-{index}": "g" for index in range(3)}, aws.scheduler.now)
         assert table.record(records) == []
         for record in records:
             ports.default.admissions.start(record.name, json.dumps({"seconds": 300}))
         aws.scheduler.sleep(1.0)
         for _ in range(3):  # one listing, read at the first of these ticks
-            counts.append((counter.count().running, aws.usage.calls["DescribeExecution"]))
+            counts.append((running(), aws.usage.calls["DescribeExecution"]))
             aws.scheduler.sleep(1.0)
         aws.scheduler.sleep(5.0)
-        counts.append((counter.count().running, aws.usage.calls["DescribeExecution"]))
+        counts.append((running(), aws.usage.calls["DescribeExecution"]))
 
     in_process(aws, body)
     assert counts == [(3, 3), (3, 3), (3, 3), (3, 6)]

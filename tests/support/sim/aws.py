@@ -89,14 +89,14 @@ class SimResources:
 
     def state_machine(self, arn: str) -> ExecutionsView:
         """A state machine."""
-        assert arn in self._aws.tables, f"no simulated state machine {arn}"
+        assert arn in self._aws.lane_machines.values(), f"no simulated state machine {arn}"
         clients = self._clients
         return ExecutionsView(self._aws.stepfunctions, arn, clients.stepfunctions, clients.starts)
 
-    def state_table(self, state_machine_arn: str) -> StateStoreView:
-        """A state machine's records."""
-        assert state_machine_arn in self._aws.tables, f"no records of {state_machine_arn}"
-        return StateStoreView(self._aws.tables[state_machine_arn], self._clients.dynamodb)
+    def state_table(self, key: str) -> StateStoreView:
+        """Every lane's records."""
+        assert key == self._aws.state_machine_arn, f"no records under {key}"
+        return StateStoreView(self._aws.table, self._clients.dynamodb)
 
     def lease(self, key: str) -> LeaseView:
         """The tick lease."""
@@ -148,8 +148,6 @@ class InMemoryAws:
         """Lane → its job queue."""
         self.lane_machines = {DEFAULT: self.state_machine_arn}
         """Lane → the ARN of the state machine it starts."""
-        self.tables = {self.state_machine_arn: self.table}
-        """State machine ARN → its records in the state table (the partition of its own)."""
         for lane in self.lanes:
             queue = FifoQueue(
                 self.scheduler, f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{lane.name}.fifo"
@@ -157,8 +155,6 @@ class InMemoryAws:
             self.queues[queue.url] = self.lane_queues[lane.name] = queue
             arn = self.lane_machines[lane.shares] if lane.shares else state_machine_arn(region, lane.name)
             self.lane_machines[lane.name] = arn
-            if arn not in self.tables:
-                self.tables[arn] = StateTable(self.scheduler, self.usage, arn)
         self.rates = RateItems(self.usage)
         """The state table's start-rate items, every lane's."""
         self.control: Control | None = None

@@ -1,8 +1,8 @@
 """The state table in memory: recent starts and ends, the tick lease, and what each write and read costs.
 
 Items are the adapter's own (`dispatcher.adapters.state_table`), so their sizes, and the
-write and read units they cost, are the deployed table's. One partition key holds a state
-machine's starts and ends, another its lease, and each partition has DynamoDB's 1,000
+write and read units they cost, are the deployed table's. One partition key holds every
+lane's starts and ends, another the lease, and each partition has DynamoDB's 1,000
 write and 3,000 read units a second; a `BatchWriteItem` short of units writes what fits
 and leaves the rest unprocessed, and a failed condition costs its write all the same.
 A `Query` reads 1 MB a page, strongly consistent: a unit per 4 KB. Not modelled: the
@@ -20,17 +20,19 @@ from typing import Any
 
 from dispatcher.adapters.state_table import (
     PACK_LIMIT,
+    end_packs,
     ends_item,
     partition,
     read_items,
     recorded_starts,
+    records_of,
     sort_key,
     start_packs,
     starts_item,
     void_item,
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StateWindow, latest_ends
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StartsToRecord, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
@@ -95,9 +97,10 @@ class Stored:
 
 
 class StateTable:
-    """The table: one state machine's recent starts and ends, and its lease."""
+    """The table: every lane's recent starts and ends, and the lease (keyed by the default lane's machine)."""
 
     def __init__(self, scheduler: Scheduler, usage: Usage, state_machine_arn: str) -> None:
+        self.own = state_machine_arn
         self.partition = partition(state_machine_arn)
         self._scheduler = scheduler
         self._usage = usage
@@ -160,11 +163,15 @@ class StateStoreView:
         self._table = table
         self._client = client
 
+    def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
+        """The records of these starts, each lane's apart (the adapter's own)."""
+        return records_of(starts, now, self._table.own)
+
     def starts_at(
         self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
     ) -> list[RecordedStart]:
-        """The records of these starts (the adapter's own)."""
-        return recorded_starts(groups, now, redrives)
+        """The records of these starts of the key's state machine (the adapter's own)."""
+        return recorded_starts(groups, now, redrives, self._table.own)
 
     def _write_batch(self, items: list[dict[str, Any]], packs: Sequence[Sequence[Any]], role: str) -> int:
         """One `BatchWriteItem`: the items that fit in the partition's units now; the records left."""
@@ -198,19 +205,17 @@ class StateStoreView:
         return left
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts (≤ 25) before they happen, an item a moment (as the adapter); those left."""
+        """Write starts before they happen, 25 an item (as the adapter); those left."""
         packs = start_packs(records)
-        left = self._write_batch(
-            [starts_item(self._table.partition, pack) for pack in packs], packs, "record"
-        )
+        items = [starts_item(self._table.partition, pack, self._table.own) for pack in packs]
+        left = self._write_batch(items, packs, "record")
         return [record for pack in packs for record in pack][len(records) - left :]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
-        """Reported ends, once per name with the latest stop, 500 an item (as the adapter)."""
-        latest = [EndedExecution(name=name, stopped_at=at) for name, at in latest_ends(ended).items()]
-        packs = chunks(latest, PACK_LIMIT)
+        """Reported ends, once per execution with the latest stop, 500 an item (as the adapter)."""
+        packs = end_packs(ended, self._table.own)
         return self._best_effort(
-            [ends_item(self._table.partition, pack, now) for pack in packs], packs, "end"
+            [ends_item(self._table.partition, pack, now, self._table.own) for pack in packs], packs, "end"
         )
 
     def window(self, oldest: float) -> StateWindow:
@@ -223,7 +228,7 @@ class StateStoreView:
 
             self._client.call("Query", "Query on state table", admit)
             items.extend(stored.item for stored in page)
-        return read_items(items)
+        return read_items(items, self._table.own)
 
     def forget(self, records: Sequence[RecordedStart], now: float) -> int:
         """Void records that no longer count, 500 an item; how many were left (as the adapter)."""
