@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -260,13 +261,17 @@ class CountingStream(io.TextIOBase):
 def counted_logs(level: str = "INFO") -> Iterator[CountingStream]:
     """The tick's log lines at ``level`` (the template's default, INFO) go to a counter, not a terminal."""
     stream = CountingStream()
-    handlers = [handler for handler in logger.handlers if hasattr(handler, "setStream")]
+    handlers = [handler for handler in logger.handlers if isinstance(handler, logging.StreamHandler)]
     saved_level = logger.log_level
-    saved = [handler.setStream(stream) for handler in handlers]
+    # Swapped, not `setStream`: that flushes the stream it replaces, which may be a stream an
+    # earlier test's output capture already closed.
+    saved = [handler.stream for handler in handlers]
+    for handler in handlers:
+        handler.stream = stream
     logger.setLevel(level)
     try:
         yield stream
     finally:
         for handler, previous in zip(handlers, saved, strict=True):
-            handler.setStream(previous)
+            handler.stream = previous
         logger.setLevel(saved_level)
