@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dispatcher.core.batching import ROUND_SIZE, SQS_BATCH_LIMIT
+
 UNBOUNDED = 1 << 62
 """The room of a lane with no ceiling of its own: the pool's free slots bind."""
 
@@ -107,3 +109,31 @@ def room_of(
         return 0
     room = UNBOUNDED if max_concurrency is None else max(0, max_concurrency - running)
     return room if tokens is None else min(room, max(0, tokens))
+
+
+def round_parts(left: Mapping[str, int]) -> dict[str, int]:
+    """Each lane's part of the next round of its pass, from ``left``: what each may still start in it.
+
+    A round holds at most `ROUND_SIZE` starts, and each lane receives its part in batches
+    of 10: a part of 5 costs a receive and a delete as a part of 10 does. So the lanes with
+    less than a batch left take it first (they never wait behind others' batches), the room
+    left goes in whole batches, shared equally (`share`), and a lane whose every whole batch
+    is in this round takes the rest of its part along, room allowing. Twenty lanes of 13
+    make two receives each, not three of 5, 5 and 3. Every lane still starts all it is
+    offered in the pass; only the rounds its starts fall in change.
+    """
+    parts = share(ROUND_SIZE, {lane: count for lane, count in left.items() if 0 < count < SQS_BATCH_LIMIT})
+    room = ROUND_SIZE - sum(parts.values())
+    whole = {lane: count // SQS_BATCH_LIMIT for lane, count in left.items() if count >= SQS_BATCH_LIMIT}
+    batches = {lane: count for lane, count in share(room // SQS_BATCH_LIMIT, whole).items() if count > 0}
+    for lane, count in batches.items():
+        parts[lane] = count * SQS_BATCH_LIMIT
+    room = ROUND_SIZE - sum(parts.values())
+    tails = {
+        lane: left[lane] - parts[lane]
+        for lane, count in batches.items()
+        if count == whole[lane] and left[lane] > parts[lane]
+    }
+    for lane, count in share(room, tails).items():
+        parts[lane] += count
+    return {lane: count for lane, count in parts.items() if count > 0}

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dispatcher.core.allocation import Allocation, share
-from dispatcher.core.batching import ROUND_SIZE
+from dispatcher.core.allocation import Allocation, round_parts
 from dispatcher.core.lanes import Topology
 from dispatcher.tick.ports import LanePorts, StartThreads
 from dispatcher.tick.report import StopReason, TickReport
@@ -104,9 +103,9 @@ class Passes:
         started = dict.fromkeys(shares, 0)
         stops: dict[str, StopReason] = {}
         while left:
-            # A round holds at most one round's starts, shared by its lanes: its starts are
-            # paced as one reservation and sent in one wave after the first.
-            parts = {lane: part for lane, part in share(ROUND_SIZE, left).items() if part > 0}
+            # A round holds at most one round's starts, shared by its lanes in receive batches:
+            # its starts are paced as one reservation and sent in one wave after the first.
+            parts = round_parts(left)
             results = rounds.run({lane: (lane_rounds[lane], part) for lane, part in parts.items()})
             halted: StopReason | None = None
             for lane, (counts, stop) in results.items():

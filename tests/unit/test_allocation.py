@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dispatcher.core.allocation import UNBOUNDED, Allocation, Claim, room_of, share
+from dispatcher.core.allocation import UNBOUNDED, Allocation, Claim, room_of, round_parts, share
+from dispatcher.core.batching import ROUND_SIZE
 
 
 def test_equal_lanes_share_equally_and_the_first_take_the_indivisible_rest() -> None:
@@ -83,3 +84,38 @@ def test_a_lanes_room_is_its_own_max_less_its_running_within_its_rate_and_zero_w
     assert room_of(4, 1, tokens=2) == 2
     assert room_of(None, 0, tokens=-1) == 0
     assert room_of(None, 0, paused=True) == 0
+
+
+def test_a_round_takes_whole_receive_batches_and_the_small_rests_first() -> None:
+    """Twenty lanes of 13: ten batches of 10, then the threes with batches again; two receives a lane."""
+    lanes = {f"lane-{index}": 13 for index in range(20)}
+    first = round_parts(lanes)
+    assert first == {f"lane-{index}": 10 for index in range(10)}
+    left = {lane: count - first.get(lane, 0) for lane, count in lanes.items()}
+    second = round_parts(left)
+    assert all(second[f"lane-{index}"] == 3 for index in range(10)), "a rest never waits behind batches"
+    assert sum(second.values()) <= ROUND_SIZE
+    assert round_parts({"a": 7, "b": 250}) == {"a": 7, "b": 90}
+    assert round_parts({"a": 13, "b": 13}) == {"a": 13, "b": 13}, "a lane's last batch takes its rest along"
+
+
+@given(st.integers(min_value=0, max_value=400))
+def test_one_lanes_round_is_what_it_was_before_lanes(left: int) -> None:
+    """One lane's part of a round is min(100, what it has left), as it always was."""
+    assert round_parts({"default": left}) == ({"default": min(ROUND_SIZE, left)} if left else {})
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=3), st.integers(min_value=0, max_value=300), max_size=25))
+def test_rounds_start_every_lanes_part_within_the_round_size(left: dict[str, int]) -> None:
+    """Round after round: never above a round's size nor a lane's part, never empty while a lane has some."""
+    left = dict(left)
+    rounds = 0
+    while any(left.values()):
+        parts = round_parts(left)
+        assert parts, "a round always takes something"
+        assert sum(parts.values()) <= ROUND_SIZE
+        for lane, count in parts.items():
+            assert 0 < count <= left[lane]
+            left[lane] -= count
+        rounds += 1
+        assert rounds <= 1000
