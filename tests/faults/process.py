@@ -28,7 +28,7 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
-from dispatcher.adapters.state_table import ENDS_KIND, VOID_KIND
+from dispatcher.adapters.state_items import ENDS_KIND, VOID_KIND
 from dispatcher.in_process import LocalContext
 from tests.faults.back_pressure import StartWaves
 from tests.support.crashes import Crash, CrashPlan

@@ -10,7 +10,8 @@ import pytest
 
 from dispatcher.adapters.claims import RerunClaims
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
-from dispatcher.adapters.state_table import StateTable, partition, sort_key
+from dispatcher.adapters.state_items import partition, sort_key
+from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow

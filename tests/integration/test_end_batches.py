@@ -7,7 +7,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from dispatcher.adapters.state_table import StateTable, read_items
+from dispatcher.adapters.state_items import read_items
+from dispatcher.adapters.state_table import StateTable
 from dispatcher.local.events import sqs_event
 from tests.integration.conftest import Harness
 from tests.integration.test_refill import still_listed

@@ -9,7 +9,7 @@ from typing import Any
 from freezegun import freeze_time
 
 from dispatcher.adapters.lease import TickLease
-from dispatcher.adapters.state_table import read_items
+from dispatcher.adapters.state_items import read_items
 from dispatcher.tick.holder import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS
 from tests.integration.conftest import Harness
 

@@ -12,7 +12,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from dispatcher.adapters.state_table import StateTable, read_items
+from dispatcher.adapters.state_items import read_items
+from dispatcher.adapters.state_table import StateTable
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from tests.integration.conftest import Harness

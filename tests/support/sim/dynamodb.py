@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dispatcher.adapters.state_table import (
+from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
     ends_item,

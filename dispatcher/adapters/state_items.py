@@ -1,0 +1,295 @@
+"""The state table's items of recent starts and ends: how records are packed, keyed and read back.
+
+Writes are packed, because DynamoDB bills a write unit per kilobyte *per item*: one
+item holds a batch of starts recorded together (up to 25), one the ends an invocation
+learned, one the starts that stopped counting (a *void*, naming their sort keys). A
+start costs about a tenth of a write unit instead of one.
+
+Keys: ``pk`` = ``recent-start#<the default lane's state machine ARN>``: every lane's
+records are in the one partition, so a round's starts of twenty lanes are a few items,
+not twenty (a dispatcher without lanes always used this key). A start's key is
+``<written at, fixed width>#<name>#<write id>`` (the write id is unique to one round's
+records, so a void never applies to a later start of the same name at the same clock
+reading), and ``#<state machine name>`` after it for another state machine than the
+key's (so two machines' executions of one name have keys of their own). An item whose
+records are not all the key's machine's lists those machines (``machines``) and each
+record's (``machine_of``: 0 the key's, *i* the *i*-th listed). ``sk``:
+a batch of starts takes its first start's key, ends and voids
+``<written at>#ends#<first name>`` and ``<written at>#void#<first name>`` (an
+execution name can't contain ``#``), so one query reads the whole window. A void is
+written after the starts it names, so it is in every window they are in.
+
+A batch of starts also keeps each job's message group, for 15 days (Step Functions'
+redrive window is 14): ``dispatcher rerun --restart`` finds it near the execution's
+start date; a void doesn't touch it. The table's items of one record each (an older
+release's: a start, a start marked ``resolved``, an ``ended``) are still read.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
+from dispatcher.core.batching import chunks
+from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
+from dispatcher.core.events import EndedExecution
+
+ENDED_KIND = "ended"
+"""An older release's item of one end."""
+STARTS_KIND, ENDS_KIND, VOID_KIND = "starts", "ends", "void"
+PACK_LIMIT = 500
+"""Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
+STARTS_PACK_LIMIT = 25
+"""Starts an item holds at most (a few KB: the write units of a full item, no more)."""
+
+
+def sort_key(written_at: float, name: str) -> str:
+    """Sort key that orders records by time as strings (fixed width until year 2286)."""
+    return f"{written_at:017.6f}#{name}"
+
+
+def _optional_int(text: str | None) -> int | None:
+    return None if text is None else int(text)
+
+
+def _stored_time(moment: float) -> float:
+    return float(f"{moment:.6f}")  # what DynamoDB stores, so a record reads back equal
+
+
+def partition(state_machine_arn: str) -> str:
+    """The partition key of a dispatcher's recent starts and ends (its default lane's state machine)."""
+    return f"recent-start#{state_machine_arn}"
+
+
+def machine_suffix(state_machine_arn: str, own: str) -> str:
+    """What a record's key adds for a state machine other than the key's (``own``): its name."""
+    if state_machine_arn in ("", own):
+        return ""
+    return "#" + state_machine_arn.rpartition(":stateMachine:")[2]
+
+
+def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[list[RecordedStart]]:
+    """The records of starting these executions now, each lane's apart, keys known before writing.
+
+    ``own``: the state machine that keys the partition.
+    """
+    now = _stored_time(now)
+    # Unique to this write: a void names exactly the records it voids, never a later
+    # record of the same name at the same clock reading (a clock that stood still, or
+    # stepped back), which would then not count.
+    write = uuid.uuid4().hex[:12]
+    return [
+        [
+            RecordedStart(
+                name=name,
+                recorded_at=now,
+                sort_key=f"{sort_key(now, name)}#{write}{machine_suffix(lane.state_machine_arn, own)}",
+                group=group,
+                redrive_count=lane.redrives.get(name),
+                state_machine_arn=lane.state_machine_arn or own,
+            )
+            for name, group in lane.groups.items()
+        ]
+        for lane in starts
+    ]
+
+
+def recorded_starts(
+    groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None, own: str = ""
+) -> list[RecordedStart]:
+    """The records of starting executions of the key's state machine (name → message group) now.
+
+    ``redrives``: name → redriveCount before, for the executions redriven rather than started.
+    """
+    return records_of([StartsToRecord(own, groups, redrives or {})], now, own)[0]
+
+
+def _machines(arns: Sequence[str], own: str) -> dict[str, Any]:
+    """The attributes that say whose each record is, when not all are the key's machine's."""
+    others = list(dict.fromkeys(arn for arn in arns if arn not in ("", own)))
+    if not others:
+        return {}
+    index = {arn: position for position, arn in enumerate(others, start=1)}
+    return {
+        "machines": {"L": [{"S": arn} for arn in others]},
+        "machine_of": {"L": [{"N": str(index.get(arn, 0))} for arn in arns]},
+    }
+
+
+def _machine_of(item: Mapping[str, Any], count: int, own: str) -> list[str]:
+    """Whose each of an item's ``count`` records is."""
+    if "machine_of" not in item:
+        return [own] * count
+    machines = [own, *(value["S"] for value in item["machines"]["L"])]
+    return [machines[int(value["N"])] for value in item["machine_of"]["L"]]
+
+
+def _number(value: float) -> dict[str, str]:
+    return {"N": f"{value:.6f}"}
+
+
+def starts_item(partition_key: str, records: Sequence[RecordedStart], own: str = "") -> dict[str, Any]:
+    """Starts recorded together (one moment, one write, distinct keys), as one item of the table."""
+    first = records[0]
+    item: dict[str, Any] = {
+        "pk": {"S": partition_key},
+        "sk": {"S": first.sort_key},
+        "kind": {"S": STARTS_KIND},
+        "recorded_at": _number(first.recorded_at),
+        "expires_at": {"N": str(int(first.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
+        "names": {"L": [{"S": record.name} for record in records]},
+        "write": {"S": first.sort_key.rsplit("#", 1)[1]},
+        "groups": {
+            "L": [{"NULL": True} if record.group is None else {"S": record.group} for record in records]
+        },
+    }
+    redrives = {record.name: record.redrive_count for record in records if record.redrive_count is not None}
+    if redrives:
+        # A name is redriven once a round, in one state machine: the key is the name.
+        item["redrive_counts"] = {"M": {name: {"N": str(count)} for name, count in redrives.items()}}
+    return item | _machines([record.state_machine_arn for record in records], own)
+
+
+def ends_item(
+    partition_key: str, ended: Sequence[EndedExecution], now: float, own: str = ""
+) -> dict[str, Any]:
+    """Ends status change events reported (distinct executions), as one item of the table."""
+    now = _stored_time(now)
+    return _machines([end.state_machine_arn for end in ended], own) | {
+        "pk": {"S": partition_key},
+        "sk": {"S": sort_key(now, f"{ENDS_KIND}#{ended[0].name}")},
+        "kind": {"S": ENDS_KIND},
+        "recorded_at": _number(now),
+        "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
+        "names": {"L": [{"S": end.name} for end in ended]},
+        "stopped_at": {"L": [_number(end.stopped_at) for end in ended]},
+    }
+
+
+def void_item(partition_key: str, records: Sequence[RecordedStart], now: float) -> dict[str, Any]:
+    """The starts that stopped counting (ended, superseded, never started), as one item of the table."""
+    now = _stored_time(max(now, *(record.recorded_at for record in records)))
+    return {
+        "pk": {"S": partition_key},
+        "sk": {"S": sort_key(now, f"{VOID_KIND}#{records[0].name}")},
+        "kind": {"S": VOID_KIND},
+        "recorded_at": _number(now),
+        "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
+        "keys": {"SS": sorted({record.sort_key for record in records})},
+    }
+
+
+def _packed_starts(item: Mapping[str, Any], own: str) -> list[RecordedStart]:
+    recorded_at = float(item["recorded_at"]["N"])
+    redrives = item.get("redrive_counts", {}).get("M", {})
+    write = item.get("write", {}).get("S")
+    suffix = "" if write is None else f"#{write}"
+    names = item["names"]["L"]
+    records = []
+    for name_value, group_value, machine in zip(
+        names, item["groups"]["L"], _machine_of(item, len(names), own), strict=True
+    ):
+        name = name_value["S"]
+        records.append(
+            RecordedStart(
+                name=name,
+                recorded_at=recorded_at,
+                sort_key=sort_key(recorded_at, name) + suffix + machine_suffix(machine, own),
+                group=group_value.get("S"),
+                redrive_count=_optional_int(redrives.get(name, {}).get("N")),
+                state_machine_arn=machine,
+            )
+        )
+    return records
+
+
+def _single_start(item: Mapping[str, Any], own: str) -> RecordedStart:
+    """An older release's item of one start."""
+    return RecordedStart(
+        name=item["name"]["S"],
+        recorded_at=float(item["recorded_at"]["N"]),
+        sort_key=item["sk"]["S"],
+        group=item.get("group", {}).get("S"),
+        redrive_count=_optional_int(item.get("redrive_count", {}).get("N")),
+        state_machine_arn=own,
+    )
+
+
+def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow:
+    """The window a run of the table's items holds: starts left out where a void names them.
+
+    ``own``: the state machine that keys the partition (whose the records are that name none).
+    """
+    starts: list[RecordedStart] = []
+    ended: list[EndedExecution] = []
+    void: set[str] = set()
+    for item in items:
+        kind = item.get("kind", {}).get("S")
+        if kind == STARTS_KIND:
+            starts.extend(_packed_starts(item, own))
+        elif kind == ENDS_KIND:
+            names = item["names"]["L"]
+            ended.extend(
+                EndedExecution(name=name["S"], stopped_at=float(stop["N"]), state_machine_arn=machine)
+                for name, stop, machine in zip(
+                    names, item["stopped_at"]["L"], _machine_of(item, len(names), own), strict=True
+                )
+            )
+        elif kind == VOID_KIND:
+            void.update(item["keys"]["SS"])
+        elif kind == ENDED_KIND:
+            ended.append(
+                EndedExecution(
+                    name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]), state_machine_arn=own
+                )
+            )
+        elif "resolved" in item:
+            void.add(item["sk"]["S"])
+        elif "name" in item:
+            starts.append(_single_start(item, own))
+    return StateWindow(
+        starts=tuple(record for record in starts if record.sort_key not in void),
+        ended=tuple(ended),
+        void=frozenset(void),
+    )
+
+
+def item_groups(item: Mapping[str, Any], state_machine_arn: str, own: str) -> dict[str, str]:
+    """Name → message group of one state machine's starts an item holds (a batch, or an older one start)."""
+    if "names" in item and "groups" in item:
+        names = item["names"]["L"]
+        return {
+            name["S"]: group["S"]
+            for name, group, machine in zip(
+                names, item["groups"]["L"], _machine_of(item, len(names), own), strict=True
+            )
+            if "S" in group and machine == state_machine_arn
+        }
+    name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
+    if state_machine_arn != own or name is None or group is None:
+        return {}
+    return {name: group}
+
+
+def start_packs(records: Sequence[RecordedStart]) -> list[list[RecordedStart]]:
+    """Records in the items that hold them: one per moment recorded and write, 25 at most, in order."""
+    packs: dict[tuple[float, str], list[RecordedStart]] = {}
+    for record in records:
+        write = record.sort_key.split("#")[2:3]  # none in a key made elsewhere (a test's)
+        packs.setdefault((record.recorded_at, "".join(write)), []).append(record)
+    return [list(chunk) for pack in packs.values() for chunk in chunks(pack, STARTS_PACK_LIMIT)]
+
+
+def end_packs(ended: Sequence[EndedExecution], own: str) -> list[list[EndedExecution]]:
+    """Reported ends in the items that hold them: each execution once with its latest stop, 500 an item."""
+    by_machine: dict[str, list[EndedExecution]] = {}
+    for end in ended:
+        by_machine.setdefault(end.state_machine_arn or own, []).append(end)
+    latest = [
+        EndedExecution(name=name, stopped_at=at, state_machine_arn=arn)
+        for arn, ends in by_machine.items()
+        for name, at in latest_ends(ends).items()
+    ]
+    return [list(chunk) for chunk in chunks(latest, PACK_LIMIT)]
