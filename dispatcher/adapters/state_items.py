@@ -11,7 +11,8 @@ not twenty (a dispatcher without lanes always used this key). A start's key is
 ``<written at, fixed width>#<name>#<write id>`` (the write id is unique to one round's
 records, so a void never applies to a later start of the same name at the same clock
 reading), and ``#<state machine name>`` after it for another state machine than the
-key's (so two machines' executions of one name have keys of their own). An item whose
+key's (its ARN if in another account or region), so two machines' executions of one name
+have keys of their own. An item whose
 records are not all the key's machine's lists those machines (``machines``) and each
 record's (``machine_of``: 0 the key's, *i* the *i*-th listed). ``sk``:
 a batch of starts takes its first start's key, ends and voids
@@ -64,10 +65,14 @@ def partition(state_machine_arn: str) -> str:
 
 
 def machine_suffix(state_machine_arn: str, own: str) -> str:
-    """What a record's key adds for a state machine other than the key's (``own``): its name."""
+    """What a record's key adds for a state machine other than the key's (``own``).
+
+    Its name, when it is in the key's account and region (names are unique there), else its ARN.
+    """
     if state_machine_arn in ("", own):
         return ""
-    return "#" + state_machine_arn.rpartition(":stateMachine:")[2]
+    prefix, _, name = state_machine_arn.rpartition(":stateMachine:")
+    return "#" + (name if prefix == own.rpartition(":stateMachine:")[0] else state_machine_arn)
 
 
 def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[list[RecordedStart]]:
