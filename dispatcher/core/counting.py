@@ -5,6 +5,7 @@ Time arrives as ``now`` (epoch seconds); nothing here reads a clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -104,26 +105,25 @@ class KnownWindow:
         for record in records:
             self.starts.pop(record.sort_key, None)
 
-    def view(self, oldest: float, state_machine_arn: str | None = None) -> StateWindow:
-        """The window from ``oldest`` (`review_from`), of one state machine or (None) all of them.
+    def views(self, oldest: Mapping[str, float]) -> dict[str, StateWindow]:
+        """Each state machine's window from its ``oldest`` (`review_from`), in one pass.
 
-        What is older than ``oldest`` is left out; of all of them, it is forgotten too.
+        What is older than the oldest of them is forgotten.
         """
-        if state_machine_arn is None:
-            self.starts = {key: record for key, record in self.starts.items() if record.recorded_at >= oldest}
-            self.ends = {end: seen for end, seen in self.ends.items() if seen >= oldest}
-        return StateWindow(
-            starts=tuple(
-                record
-                for record in self.starts.values()
-                if record.recorded_at >= oldest and state_machine_arn in (None, record.state_machine_arn)
-            ),
-            ended=tuple(
-                end
-                for end, seen in self.ends.items()
-                if seen >= oldest and state_machine_arn in (None, end.state_machine_arn)
-            ),
-        )
+        since = min(oldest.values(), default=math.inf)
+        self.starts = {key: record for key, record in self.starts.items() if record.recorded_at >= since}
+        self.ends = {end: seen for end, seen in self.ends.items() if seen >= since}
+        starts: dict[str, list[RecordedStart]] = {arn: [] for arn in oldest}
+        ended: dict[str, list[EndedExecution]] = {arn: [] for arn in oldest}
+        for record in self.starts.values():
+            arn = record.state_machine_arn
+            if arn in oldest and record.recorded_at >= oldest[arn]:
+                starts[arn].append(record)
+        for end, seen in self.ends.items():
+            arn = end.state_machine_arn
+            if arn in oldest and seen >= oldest[arn]:
+                ended[arn].append(end)
+        return {arn: StateWindow(starts=tuple(starts[arn]), ended=tuple(ended[arn])) for arn in oldest}
 
 
 class RunningListing(BaseModel):

@@ -95,8 +95,7 @@ class Records:
             known = self._known
             window = self._store.window(max(since, known.rereads_from()))
         known.add(window, now)
-        known.view(since)
-        return {arn: known.view(from_, arn) for arn, from_ in oldest.items()}
+        return known.views(oldest)
 
     def forget(self, records: Sequence[RecordedStart], now: float) -> None:
         """Void records that no longer count (best effort: see `StateStore.forget`)."""

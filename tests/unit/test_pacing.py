@@ -115,15 +115,35 @@ def test_a_known_window_adds_reads_drops_settled_and_forgets_the_old() -> None:
     ended = EndedExecution(name="a", stopped_at=990.0)
     # the next read overlaps the last: what it reads again is not counted twice
     known.add(StateWindow(starts=(record("b", 999.0), record("c", 1001.0)), ended=(ended, ended)), 1002.0)
-    view = known.view(review_from(1002.0, None))
+    view = known.views({"": review_from(1002.0, None)})[""]
     assert sorted(start.name for start in view.starts) == ["a", "b", "c"]
     assert view.ended == (ended,)
     known.drop([record("b", 999.0)])
-    assert sorted(start.name for start in known.view(review_from(1002.0, None)).starts) == ["a", "c"]
-    later = known.view(review_from(1045.0, None))  # "a" was recorded more than 90 s before
+    assert sorted(start.name for start in known.views({"": review_from(1002.0, None)})[""].starts) == [
+        "a",
+        "c",
+    ]
+    later = known.views({"": review_from(1045.0, None)})[""]  # "a" was recorded more than 90 s before
     assert [start.name for start in later.starts] == ["c"]
     assert later.ended == (ended,)  # the end was read at 1002: it stays for 90 s from then
-    assert known.view(review_from(1093.0, None)).ended == ()
+    assert known.views({"": review_from(1093.0, None)})[""].ended == ()
+
+
+def test_a_known_window_gives_each_state_machine_its_own_records_from_its_own_oldest() -> None:
+    """One read of every machine's records: each view holds its machine's, from its own review start."""
+    glue = "arn:glue"
+    known = KnownWindow(read_at=1000.0)
+    ours = record("a", 950.0)
+    theirs = ours.model_copy(update={"state_machine_arn": glue, "sort_key": f"{ours.sort_key}#glue"})
+    ended = EndedExecution(name="b", stopped_at=990.0, state_machine_arn=glue)
+    known.add(StateWindow(starts=(ours, theirs, record("c", 999.0)), ended=(ended,)), 1000.0)
+    views = known.views({"": 940.0, glue: 960.0})
+    assert views[""].starts == (ours, record("c", 999.0))
+    assert views[""].ended == ()
+    assert views[glue].starts == (), "its listing is newer: the record before it is left out"
+    assert views[glue].ended == (ended,)
+    assert known.views({glue: 960.0})[glue].ended == (ended,)
+    assert known.views({"": 940.0})[""].starts == (record("c", 999.0),), "older than every oldest: forgotten"
 
 
 def test_a_known_window_leaves_out_a_start_a_later_read_voids() -> None:
@@ -131,7 +151,7 @@ def test_a_known_window_leaves_out_a_start_a_later_read_voids() -> None:
     known = KnownWindow(read_at=1000.0)
     known.add(StateWindow(starts=(record("a", 999.0), record("b", 999.5))), 1000.0)
     known.add(StateWindow(void=frozenset({record("a", 999.0).sort_key, "unknown"})), 1001.0)
-    assert [start.name for start in known.view(review_from(1001.0, None)).starts] == ["b"]
+    assert [start.name for start in known.views({"": review_from(1001.0, None)})[""].starts] == ["b"]
 
 
 def test_a_warm_container_remembers_what_it_saw_running_for_the_review_window() -> None:
