@@ -111,7 +111,7 @@ def room_of(
     return room if tokens is None else min(room, max(0, tokens))
 
 
-def round_parts(left: Mapping[str, int]) -> dict[str, int]:
+def round_parts(left: Mapping[str, int], turn: int = 0) -> dict[str, int]:
     """Each lane's part of the next round of its pass, from ``left``: what each may still start in it.
 
     A round holds at most `ROUND_SIZE` starts, and each lane receives its part in batches
@@ -120,8 +120,13 @@ def round_parts(left: Mapping[str, int]) -> dict[str, int]:
     left goes in whole batches, shared equally (`share`), and a lane whose every whole batch
     is in this round takes the rest of its part along, room allowing. Twenty lanes of 13
     make two receives each, not three of 5, 5 and 3. Every lane still starts all it is
-    offered in the pass; only the rounds its starts fall in change.
+    offered in the pass; only the rounds its starts fall in change. What can't be shared
+    evenly goes first to the lanes with most left, then in turn: ``turn`` (the tick's)
+    rotates the order, so a tick cut short after its first round favours no lane for long.
     """
+    lanes = list(left)
+    lanes = lanes[turn % len(lanes) :] + lanes[: turn % len(lanes)] if lanes else lanes
+    left = {lane: left[lane] for lane in sorted(lanes, key=lambda lane: -left[lane])}
     parts = share(ROUND_SIZE, {lane: count for lane, count in left.items() if 0 < count < SQS_BATCH_LIMIT})
     room = ROUND_SIZE - sum(parts.values())
     whole = {lane: count // SQS_BATCH_LIMIT for lane, count in left.items() if count >= SQS_BATCH_LIMIT}

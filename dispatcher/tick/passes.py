@@ -53,6 +53,7 @@ class Passes:
         time stops them all.
         """
         self.lane_stops = {}
+        self._warm.turns += 1
         stops: dict[str, StopReason] = {}
         waiting = dict.fromkeys(allocations, False)
         capacity = dict.fromkeys(allocations, False)
@@ -73,7 +74,7 @@ class Passes:
             for lane in shares:
                 if lane not in lane_rounds:
                     lane_rounds[lane] = LaneRound(self._lanes[lane], threads, self._warm)
-            admitted = self._admit(shares, lane_rounds, rounds, report)
+            admitted = self._admit(shares, lane_rounds, rounds, report, self._warm.turns)
             halted: StopReason | None = None
             for lane, offered in shares.items():
                 pool = pool_of[lane]
@@ -93,6 +94,7 @@ class Passes:
         lane_rounds: Mapping[str, LaneRound],
         rounds: Round,
         report: TickReport,
+        turn: int,
     ) -> dict[str, tuple[int, StopReason | None]]:
         """Rounds over a pass's lanes until each started its share or stopped: how many, and why.
 
@@ -105,7 +107,7 @@ class Passes:
         while left:
             # A round holds at most one round's starts, shared by its lanes in receive batches:
             # its starts are paced as one reservation and sent in one wave after the first.
-            parts = round_parts(left)
+            parts = round_parts(left, turn)
             results = rounds.run({lane: (lane_rounds[lane], part) for lane, part in parts.items()})
             halted: StopReason | None = None
             for lane, (counts, stop) in results.items():

@@ -40,6 +40,8 @@ class WarmState:
     """`StartExecution`'s round trip, as measured."""
     seen_running: dict[str, float] = field(default_factory=dict)
     """Execution ARN → when `DescribeExecution` last said it runs (for the review window)."""
+    turns: int = 0
+    """Ticks that spent slots: which lane a round's batches go to first turns with each."""
 
     def fan_out(self, lane: str) -> FanOut:
         """What the receives of this lane's rounds follow."""

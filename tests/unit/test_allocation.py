@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -119,3 +121,16 @@ def test_rounds_start_every_lanes_part_within_the_round_size(left: dict[str, int
             left[lane] -= count
         rounds += 1
         assert rounds <= 1000
+
+
+def test_the_tick_turns_which_lanes_a_round_gives_its_batches_to_first() -> None:
+    """Twenty equal lanes, ten batches a round: over twenty ticks each lane is in the first round ten times.
+
+    A tick cut short after its first round (the invocation's time, a throttle) favours no lane for long.
+    """
+    lanes = {f"lane-{index}": 13 for index in range(20)}
+    firsts = Counter(lane for turn in range(20) for lane in round_parts(lanes, turn))
+    assert firsts == dict.fromkeys(lanes, 10)
+    four = {"x": 50, "y": 60, "z": 60, "w": 60}
+    assert round_parts(four, 2) == {"z": 30, "w": 30, "y": 20, "x": 20}, "most left first, then in turn"
+    assert round_parts(four, 3) == {"w": 30, "y": 30, "z": 20, "x": 20}
