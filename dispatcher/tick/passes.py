@@ -8,14 +8,17 @@ rounds; a stop on AWS's quotas or the invocation's time stops every lane.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
 from dispatcher.core.lanes import Topology
-from dispatcher.tick.ports import LanePorts, StartThreads
+from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
-from dispatcher.tick.round import LaneRound, Round
+from dispatcher.tick.round import MemberRound, Round
 from dispatcher.tick.warm import WarmState
+
+MemberRounds = Callable[[StartThreads], MemberRound]
+"""Makes a member's side of a tick's rounds, on the tick's start threads."""
 
 HALTING_STOPS = frozenset({StopReason.THROTTLED, StopReason.TIME})
 """Stops that end admission in every pool: AWS's quotas and the invocation's time are shared."""
@@ -30,10 +33,11 @@ STOP_PRECEDENCE = (
 
 
 class Passes:
-    """Spends the free slots of a tick's pools, on its lanes' ports."""
+    """Spends the free slots of a tick's pools, on its members' rounds (lanes', and gates')."""
 
-    def __init__(self, lanes: Mapping[str, LanePorts], warm: WarmState) -> None:
-        self._lanes = lanes
+    def __init__(self, members: Mapping[str, MemberRounds], warm: WarmState) -> None:
+        """``members``: each member's name (lane and gate names are unique together) → its rounds."""
+        self._members = members
         self._warm = warm
         self.lane_stops: dict[str, StopReason | None] = {}
         """Each lane's stop in the latest tick, of those offered slots (None: it started all offered)."""
@@ -57,7 +61,7 @@ class Passes:
         stops: dict[str, StopReason] = {}
         waiting = dict.fromkeys(allocations, False)
         capacity = dict.fromkeys(allocations, False)
-        lane_rounds: dict[str, LaneRound] = {}
+        lane_rounds: dict[str, MemberRound] = {}
         while True:
             shares: dict[str, int] = {}
             pool_of: dict[str, str] = {}
@@ -73,7 +77,7 @@ class Passes:
                 return min(stops.values(), key=STOP_PRECEDENCE.index)
             for lane in shares:
                 if lane not in lane_rounds:
-                    lane_rounds[lane] = LaneRound(self._lanes[lane], threads, self._warm)
+                    lane_rounds[lane] = self._members[lane](threads)
             admitted = self._admit(shares, lane_rounds, rounds, report, self._warm.turns)
             halted: StopReason | None = None
             for lane, offered in shares.items():
@@ -91,7 +95,7 @@ class Passes:
     @staticmethod
     def _admit(
         shares: Mapping[str, int],
-        lane_rounds: Mapping[str, LaneRound],
+        lane_rounds: Mapping[str, MemberRound],
         rounds: Round,
         report: TickReport,
         turn: int,

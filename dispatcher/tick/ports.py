@@ -183,15 +183,21 @@ class StartThreads(Protocol):
 
 
 @dataclass(frozen=True)
-class LanePorts:
+class MemberPorts:
+    """What every member of a pool has (a lane, or a gate): its name, its FIFO queue and its DLQ."""
+
+    name: str
+    queue: JobQueue
+    dead_letters: DeadLetters
+
+
+@dataclass(frozen=True)
+class LanePorts(MemberPorts):
     """One lane's resources: its queue and DLQ, what counts its slots and admits its jobs.
 
     Lanes that start one state machine share its `Executions` and `Admissions` objects.
     """
 
-    name: str
-    queue: JobQueue
-    dead_letters: DeadLetters
     state_machine: Executions
     """What holds the lane's slots: its state machine's executions."""
     admissions: Admissions

@@ -21,11 +21,12 @@ from dispatcher.core.admission import Admission, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.pacing import Pace
 from dispatcher.telemetry import logger
 from dispatcher.tick.pool import first_failure
-from dispatcher.tick.ports import LanePorts, Runtime, StartThreads, StateStore
+from dispatcher.tick.ports import LanePorts, MemberPorts, Runtime, StartThreads, StateStore
 from dispatcher.tick.report import Counts, StopReason
-from dispatcher.tick.starts import LaneStarts, RoundOutcome, Starter
+from dispatcher.tick.starts import LaneStarts, MemberStarts, RoundOutcome, Starter
 from dispatcher.tick.warm import WarmState
 
 Item = TypeVar("Item")
@@ -35,23 +36,33 @@ LaneResult = tuple[Counts, "StopReason | None"]
 """What one lane's part of a round did, and why its admission stops (None: it goes on)."""
 
 
-class LaneRound:
-    """One lane's side of its rounds in one tick: its queue, its start rate, its dead letters."""
+class MemberRound:
+    """One pool member's side of its rounds in one tick (a lane's, or a gate's): its queue and dead letters.
 
-    def __init__(self, ports: LanePorts, pool: StartThreads, warm: WarmState) -> None:
+    A member receives its part of a round, decides what its free slots admit, and, once
+    the round's calls are made, deletes what is done, dead-letters its poison and releases
+    the rest. What it admits, how it is paced and what its call is are the member's own.
+    """
+
+    def __init__(self, ports: MemberPorts, pool: StartThreads, *, warm: WarmState) -> None:
         self._ports = ports
         self._pool = pool
+        self._warm = warm
         self._fan_out = warm.fan_out(ports.name)
 
     @property
     def name(self) -> str:
-        """The lane's name."""
+        """The member's name."""
         return self._ports.name
 
     @property
-    def state_machine_arn(self) -> str:
-        """The state machine the lane starts."""
-        return self._ports.state_machine.arn
+    def rated(self) -> bool:
+        """Whether its calls are capped by a start rate (a lane's `starts_per_second`)."""
+        return False
+
+    def pace(self) -> Pace:
+        """The tick's own bucket below the quota of its calls (the account's, in its region)."""
+        raise NotImplementedError
 
     def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of messages; the reason receiving stopped early, if any.
@@ -81,54 +92,37 @@ class LaneRound:
         throttled = next((batch for batch in batches if isinstance(batch, TransientError)), None)
         return messages, None if throttled is None else str(throttled)
 
-    @property
-    def rated(self) -> bool:
-        """Whether the lane's starts are capped by a start rate."""
-        return self._ports.rate is not None
+    def decide(self, messages: Sequence[QueuedMessage], free: int) -> Admission:
+        """What the member's free slots admit of what it received."""
+        raise NotImplementedError
 
     def prepare(self, free: int) -> Prepared | None:
-        """Receive and decide this lane's part of a round (None: its queue handed out nothing)."""
+        """Receive and decide this member's part of a round (None: its queue handed out nothing)."""
         messages, receive_stop = self.receive(free)
         if not messages:
             return None
         try:
-            admission = admit(messages, free)
+            admission = self.decide(messages, free)
         except BaseException:
             self.release(messages)
             raise
         return Prepared(self, messages, receive_stop, admission)
 
     def within_rate(self, part: Prepared, now: float) -> None:
-        """Cut the part's admission to the lane's start-rate tokens as of ``now`` (one conditional write).
+        """Cut the part's admission to the member's rate (only a rate-capped lane has one)."""
 
-        Taken once the round is about to start (its records and the starts follow at
-        once), so the calls are as far apart as their tokens. What waits for the rate is
-        released in order, never dead-lettered; a bucket that can't be read or written
-        grants nothing and stops admitting until the next tick.
-        """
-        bucket = self._ports.rate
-        wanted = len(part.admission.starts)
-        if bucket is None or not wanted:
-            return
-        try:
-            granted = bucket.take(wanted, now)
-        except TransientError as error:
-            part.outcome.stop_reason = f"could not take start-rate tokens: {error}"
-            granted = 0
-        if granted < wanted:
-            logger.info("starts wait for the lane's rate", extra={"wanted": wanted, "granted": granted})
-            part.outcome.rate_spent = part.outcome.stop_reason is None
-            part.admission = admit(part.messages, granted)
-
-    def starts_of(self, part: Prepared) -> LaneStarts:
-        """The part's starts, its admission decided: its poison and what waits go to its outcome."""
+    def starts_of(self, part: Prepared, clock: Callable[[], float]) -> MemberStarts:
+        """The part's calls, its admission decided: its poison and what waits go to its outcome."""
         part.outcome.dead_letters += part.admission.dead_letters
         part.outcome.held_back += part.admission.held_back
-        part.starts = LaneStarts(self._ports.admissions, part.admission.starts, part.outcome)
+        part.starts = self._starts(part, clock)
         return part.starts
 
+    def _starts(self, part: Prepared, clock: Callable[[], float]) -> MemberStarts:
+        raise NotImplementedError
+
     def dead_letter(self, outcome: RoundOutcome) -> None:
-        """Send the round's poison to the lane's DLQ; what it refused waits, and stops the lane."""
+        """Send the round's poison to the member's DLQ; what it refused waits, and stops the member."""
         failed = self._ports.dead_letters.send(outcome.dead_letters)
         for letter in failed:
             outcome.dead_letters.remove(letter)
@@ -138,7 +132,7 @@ class LaneRound:
             outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
 
     def settle(self, outcome: RoundOutcome) -> Counts:
-        """Delete what is done, release what waits; the lane's counts of the round."""
+        """Delete what is done, release what waits; the member's counts of the round."""
         queue = self._ports.queue
         for letter in outcome.dead_letters:
             logger.warning(
@@ -173,22 +167,75 @@ class LaneRound:
         )
 
     def release(self, messages: Sequence[QueuedMessage]) -> None:
-        """Make messages this lane received visible again now (best effort: else they come back later)."""
+        """Make messages this member received visible again now (best effort: else they come back later)."""
         self._ports.queue.release(messages)
+
+
+class LaneRound(MemberRound):
+    """One lane's side of its rounds in one tick: its queue, its start rate, its dead letters."""
+
+    def __init__(self, ports: LanePorts, pool: StartThreads, *, warm: WarmState) -> None:
+        super().__init__(ports, pool, warm=warm)
+        self._lane = ports
+
+    @property
+    def state_machine_arn(self) -> str:
+        """The state machine the lane starts."""
+        return self._lane.state_machine.arn
+
+    @property
+    def rated(self) -> bool:
+        """Whether the lane's starts are capped by a start rate."""
+        return self._lane.rate is not None
+
+    def pace(self) -> Pace:
+        """Below `StartExecution`'s quota, the account's in the lane's region."""
+        return self._warm.paces_for(self.state_machine_arn).start
+
+    def decide(self, messages: Sequence[QueuedMessage], free: int) -> Admission:
+        """Start in receive order up to the free slots, poison to the DLQ, the rest waits (`admit`)."""
+        return admit(messages, free)
+
+    def within_rate(self, part: Prepared, now: float) -> None:
+        """Cut the part's admission to the lane's start-rate tokens as of ``now`` (one conditional write).
+
+        Taken once the round is about to start (its records and the starts follow at
+        once), so the calls are as far apart as their tokens. What waits for the rate is
+        released in order, never dead-lettered; a bucket that can't be read or written
+        grants nothing and stops admitting until the next tick.
+        """
+        bucket = self._lane.rate
+        wanted = len(part.admission.starts)
+        if bucket is None or not wanted:
+            return
+        try:
+            granted = bucket.take(wanted, now)
+        except TransientError as error:
+            part.outcome.stop_reason = f"could not take start-rate tokens: {error}"
+            granted = 0
+        if granted < wanted:
+            logger.info("starts wait for the lane's rate", extra={"wanted": wanted, "granted": granted})
+            part.outcome.rate_spent = part.outcome.stop_reason is None
+            part.admission = admit(part.messages, granted)
+
+    def _starts(self, part: Prepared, clock: Callable[[], float]) -> LaneStarts:
+        return LaneStarts(
+            self._lane.admissions, part.admission.starts, part.outcome, clock, self._warm.start_latency
+        )
 
 
 @dataclass
 class Prepared:
     """One lane's part of a round: what it received, what it admitted, and how its starts went."""
 
-    lane: LaneRound
+    lane: MemberRound
     messages: list[QueuedMessage]
     receive_stop: str | None
     """Why receiving stopped early (a throttled receive), if it did."""
     admission: Admission
     """What the lane's free slots admit (cut to its start rate's tokens before the starts)."""
     outcome: RoundOutcome = field(default_factory=RoundOutcome)
-    starts: LaneStarts | None = None
+    starts: MemberStarts | None = None
     """Its starts, once its admission is decided (`LaneRound.starts_of`)."""
 
 
@@ -211,9 +258,9 @@ class Round:
         self._warm = warm
         self._records = records
         self._margin = time_margin_seconds
-        self._starter = Starter(pool, records, runtime.clock, warm.start_latency)
+        self._starter = Starter(pool, records)
 
-    def run(self, offers: Mapping[str, tuple[LaneRound, int]]) -> dict[str, LaneResult]:
+    def run(self, offers: Mapping[str, tuple[MemberRound, int]]) -> dict[str, LaneResult]:
         """One round over the lanes of ``offers`` (lane → its part of the round, and its free slots)."""
         if self._runtime.remaining_seconds() < self._margin:
             return {lane: (Counts(), StopReason.TIME) for lane in offers}
@@ -251,7 +298,7 @@ class Round:
             if rated:
                 now = self._runtime.clock()
                 self._raise_first(self._each(lambda part: part.lane.within_rate(part, now), rated))
-            lanes = [part.lane.starts_of(part) for part in prepared]
+            lanes = [part.lane.starts_of(part, self._runtime.clock) for part in prepared]
             self._starter.record(lanes, self._runtime.clock())
             self._starter.start(lanes)
             self._raise_first(self._each(lambda part: part.lane.dead_letter(part.outcome), prepared))
@@ -281,8 +328,7 @@ class Round:
         """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each lane's region)."""
         wait = 0.0
         for part in prepared:
-            pace = self._warm.paces_for(part.lane.state_machine_arn).start
-            wait = max(wait, pace.reserve(self._runtime.clock(), len(part.admission.starts)))
+            wait = max(wait, part.lane.pace().reserve(self._runtime.clock(), len(part.admission.starts)))
         if wait:
             starts = sum(len(part.admission.starts) for part in prepared)
             logger.info("starts paced", extra={"seconds": round(wait, 3), "starts": starts})

@@ -6,6 +6,7 @@ about, asks the holder for one more tick, and returns at once (`LeaseHolder`).
 
 from __future__ import annotations
 
+import functools
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,7 +25,7 @@ from dispatcher.tick.passes import Passes
 from dispatcher.tick.ports import Ports, Runtime
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
-from dispatcher.tick.round import Round
+from dispatcher.tick.round import LaneRound, Round
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
@@ -82,7 +83,10 @@ class Dispatcher:
         self._warm = warm or WarmState()
         self._topology = policy.topology or _one_pool(policy, ports)
         self._lanes = {lane.name: lane for lane in ports.lanes}
-        self._passes = Passes(self._lanes, self._warm)
+        self._passes = Passes(
+            {name: functools.partial(LaneRound, lane, warm=self._warm) for name, lane in self._lanes.items()},
+            self._warm,
+        )
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._records = Records(ports.state_table)
         self._counters: dict[str, Counter] = {}

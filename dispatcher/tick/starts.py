@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from dispatcher.core.admission import DeadLetter, Start, by_group
 from dispatcher.core.batching import SQS_BATCH_LIMIT
@@ -62,6 +63,23 @@ class RoundOutcome(GroupOutcome):
         return [record for record in self.recorded if record.name not in self.attempted]
 
 
+class MemberStarts(Protocol):
+    """One member's part of a round's starts (a lane's, or a gate's): what it admitted, how it went."""
+
+    starts: Sequence[Start]
+    outcome: RoundOutcome
+    recorded: set[str]
+    """Names whose record was written: only these may go."""
+
+    def to_record(self, taken: set[tuple[str, str]]) -> StartsToRecord:
+        """What to record before the calls; ``taken``: (state machine, name) recorded by earlier members."""
+        ...
+
+    def admit(self, start: Start, outcome: GroupOutcome) -> None:
+        """Make one call; raise `TransientError` (back-pressure) or `NotYetError` (its group waits)."""
+        ...
+
+
 @dataclass
 class LaneStarts:
     """One lane's part of a round's starts: its state machine and records, what it admitted, how it went."""
@@ -69,142 +87,41 @@ class LaneStarts:
     admissions: Admissions
     starts: Sequence[Start]
     outcome: RoundOutcome
+    clock: Callable[[], float]
+    latency: Latency
+    """`StartExecution`'s round trip, measured here."""
     recorded: set[str] = field(default_factory=set)
     """Names whose start record was written: only these may start."""
 
+    def to_record(self, taken: set[tuple[str, str]]) -> StartsToRecord:
+        """Each start once, with its message group (and the redriveCount before, for a redrive).
 
-class Starter:
-    """Records a round's starts in the state table, then starts them, each group in send order.
-
-    A round may hold several lanes' starts: their records are written together, and their
-    groups share the start threads and the waves, as one round's groups do.
-    """
-
-    def __init__(
-        self, pool: StartThreads, records: StateStore, clock: Callable[[], float], latency: Latency
-    ) -> None:
-        self._pool = pool
-        self._records = records
-        self._clock = clock
-        self._latency = latency
-
-    def record(self, lanes: Sequence[LaneStarts], now: float) -> None:
-        """Write every lane's starts to the state table as of ``now``, together; note what may start.
-
-        A round's records are a few items of 25, whatever their lanes, in one
-        `BatchWriteItem`. A call still failing after retries (maybe written, maybe not)
-        or records left unprocessed stop admitting after this round, and their messages
-        don't start. An execution two lanes of one state machine both admit this round
-        is recorded for the first: the other's waits for a later round (and is found
-        started).
+        An execution an earlier lane of the same state machine recorded this round (in
+        ``taken``) is left to that lane: this one's waits for a later round.
         """
-        taken: set[tuple[str, str]] = set()
-        to_record: list[StartsToRecord] = []
-        for lane in lanes:
-            groups: dict[str, str] = {}
-            redrives: dict[str, int] = {}
-            arn = lane.admissions.arn
-            for start in lane.starts:
-                if (arn, start.name) in taken and start.name not in groups:
-                    continue
-                taken.add((arn, start.name))
-                groups.setdefault(start.name, start.message.group_id)
-                if start.redrive_count is not None:
-                    redrives.setdefault(start.name, start.redrive_count)
-            to_record.append(StartsToRecord(arn, groups, redrives))
-        for lane, records in zip(lanes, self._records.records_of(to_record, now), strict=True):
-            lane.outcome.recorded = records
-        recorded = [record for lane in lanes for record in lane.outcome.recorded]
-        if not recorded:
-            return
-        try:
-            unprocessed = {record.sort_key for record in self._records.record(recorded)}
-        except TransientError as error:
-            for lane in lanes:
-                lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
-            return
-        for lane in lanes:
-            left = [record for record in lane.outcome.recorded if record.sort_key in unprocessed]
-            if left:
-                lane.outcome.stop_reason = lane.outcome.stop_reason or (
-                    f"the state table left {len(left)} start record(s) unprocessed"
-                )
-            lane.recorded.update(
-                record.name for record in lane.outcome.recorded if record.sort_key not in unprocessed
-            )
+        groups: dict[str, str] = {}
+        redrives: dict[str, int] = {}
+        arn = self.admissions.arn
+        for start in self.starts:
+            if (arn, start.name) in taken and start.name not in groups:
+                continue
+            taken.add((arn, start.name))
+            groups.setdefault(start.name, start.message.group_id)
+            if start.redrive_count is not None:
+                redrives.setdefault(start.name, start.redrive_count)
+        return StartsToRecord(arn, groups, redrives)
 
-    def start(self, lanes: Sequence[LaneStarts]) -> None:
-        """Start what each lane recorded, concurrently across groups; raise what isn't back-pressure.
-
-        The first wave is the first start of at most one receive batch of groups (invariant
-        6), of every lane together, and of no more groups than there are threads, so it
-        is one call's wait: when the account is throttled, something else is spending the
-        quota, and a round that sent every start thread out at once would answer with a
-        whole round of throttled calls. Only once that wave came back without back-pressure
-        do the rest run, on every start thread; a throttle among them stops the rest again,
-        in every lane (the quota is the account's). Each group's outcome goes to its lane's.
-        """
-        stop = threading.Event()
-        groups = [(lane, group) for lane in lanes for group in by_group(lane.starts)]
-        wave = min(SQS_BATCH_LIMIT, self._pool.width)
-        first = self._settle([(lane, group[:1]) for lane, group in groups[:wave]], stop)
-        rest: list[tuple[LaneStarts, list[Start]]] = []
-        for (lane, group), head in zip(groups, first, strict=False):
-            lane.outcome.merge(head)
-            if head.held_back:
-                # The group's first start waits (or the wave stopped): so does the rest of it.
-                lane.outcome.held_back += [start.message for start in group[1:]]
-            elif len(group) > 1:
-                rest.append((lane, group[1:]))
-        later = rest + groups[wave:]
-        for (lane, _), outcome in zip(later, self._settle(later, stop), strict=True):
-            lane.outcome.merge(outcome)
-
-    def _settle(
-        self, groups: list[tuple[LaneStarts, list[Start]]], stop: threading.Event
-    ) -> list[GroupOutcome]:
-        """Start groups on the start threads, each in order; raise a failure that isn't back-pressure."""
-        outcomes = self._pool.settle(lambda item: self._start_group(item[0], item[1], stop), groups)
-        failure = first_failure(outcomes)
-        if failure is not None:
-            raise failure
-        return outcomes  # type: ignore[return-value]  # no failure: every one is a GroupOutcome
-
-    def _start_group(self, lane: LaneStarts, starts: list[Start], stop: threading.Event) -> GroupOutcome:
-        """Start one group's messages in order; after a throttle anywhere, start no more."""
-        outcome = GroupOutcome()
-        for index, start in enumerate(starts):
-            if stop.is_set() or start.name not in lane.recorded:
-                outcome.held_back += [later.message for later in starts[index:]]
-                break
-            outcome.attempted.add(start.name)
-            try:
-                self._start(lane.admissions, start, outcome)
-            except NotYetError as error:
-                # Nothing was started: the record can go, and the group waits for a later tick.
-                outcome.attempted.discard(start.name)
-                outcome.held_back += [later.message for later in starts[index:]]
-                logger.info("waiting", extra={"execution": start.name, "reason": str(error)})
-                break
-            except TransientError as error:
-                stop.set()
-                outcome.stop_reason = str(error)
-                outcome.held_back += [later.message for later in starts[index:]]
-                break
-            except BaseException:
-                stop.set()
-                raise
-        return outcome
-
-    def _start(self, state_machine: Admissions, start: Start, outcome: GroupOutcome) -> None:
+    def admit(self, start: Start, outcome: GroupOutcome) -> None:
+        """Start (or redrive) one execution; what became of its message goes to ``outcome``."""
         if start.redrive:
-            self._redrive(state_machine, start, outcome)
+            self._redrive(start, outcome)
             return
+        state_machine = self.admissions
         message, name = start.message, start.name
-        began = self._clock()
+        began = self.clock()
         try:
             state_machine.start(name, message.body)
-            self._latency.observe(self._clock() - began)
+            self.latency.observe(self.clock() - began)
         except ExecutionExistsError:
             if state_machine.has_input(name, message.body):
                 outcome.already_started.append(message)
@@ -226,20 +143,21 @@ class Starter:
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
 
-    def _redrive(self, state_machine: Admissions, start: Start, outcome: GroupOutcome) -> None:
+    def _redrive(self, start: Start, outcome: GroupOutcome) -> None:
         """Continue a closed execution from its failed state, unless that was done already.
 
         The execution's status and ``redriveCount`` tell whether this job's redrive
         happened (a redelivery after a crash): it never happens twice. A read that lags
         behind the redrive is covered by the client token, the same for every attempt.
         """
+        state_machine = self.admissions
         message, name = start.message, start.name
         state = state_machine.state_of(name)
         decision = redrive_decision(
             None if state is None else state.status,
             0 if state is None else state.redrive_count,
             start,
-            self._clock(),
+            self.clock(),
         )
         if decision.verdict is RedriveVerdict.DONE:
             outcome.already_started.append(message)
@@ -265,3 +183,113 @@ class Starter:
             "redriven",
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
+
+
+class Starter:
+    """Records a round's starts in the state table, then starts them, each group in send order.
+
+    A round may hold several members' starts (lanes', gates'): their records are written
+    together, and their groups share the start threads and the waves, as one round's
+    groups do.
+    """
+
+    def __init__(self, pool: StartThreads, records: StateStore) -> None:
+        self._pool = pool
+        self._records = records
+
+    def record(self, lanes: Sequence[MemberStarts], now: float) -> None:
+        """Write every member's starts to the state table as of ``now``, together; note what may go.
+
+        A round's records are a few items of 25, whatever their lanes, in one
+        `BatchWriteItem`. A call still failing after retries (maybe written, maybe not)
+        or records left unprocessed stop admitting after this round, and their messages
+        don't start. An execution two lanes of one state machine both admit this round
+        is recorded for the first: the other's waits for a later round (and is found
+        started).
+        """
+        taken: set[tuple[str, str]] = set()
+        to_record = [lane.to_record(taken) for lane in lanes]
+        for lane, records in zip(lanes, self._records.records_of(to_record, now), strict=True):
+            lane.outcome.recorded = records
+        recorded = [record for lane in lanes for record in lane.outcome.recorded]
+        if not recorded:
+            return
+        try:
+            unprocessed = {record.sort_key for record in self._records.record(recorded)}
+        except TransientError as error:
+            for lane in lanes:
+                lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
+            return
+        for lane in lanes:
+            left = [record for record in lane.outcome.recorded if record.sort_key in unprocessed]
+            if left:
+                lane.outcome.stop_reason = lane.outcome.stop_reason or (
+                    f"the state table left {len(left)} start record(s) unprocessed"
+                )
+            lane.recorded.update(
+                record.name for record in lane.outcome.recorded if record.sort_key not in unprocessed
+            )
+
+    def start(self, lanes: Sequence[MemberStarts]) -> None:
+        """Start what each member recorded, concurrently across groups; raise what isn't back-pressure.
+
+        The first wave is the first start of at most one receive batch of groups (invariant
+        6), of every member together, and of no more groups than there are threads, so it
+        is one call's wait: when the account is throttled, something else is spending the
+        quota, and a round that sent every start thread out at once would answer with a
+        whole round of throttled calls. Only once that wave came back without back-pressure
+        do the rest run, on every start thread; a throttle among them stops the rest again,
+        in every member (the quota is the account's). Each group's outcome goes to its member's.
+        """
+        stop = threading.Event()
+        groups = [(lane, group) for lane in lanes for group in by_group(lane.starts)]
+        wave = min(SQS_BATCH_LIMIT, self._pool.width)
+        first = self._settle([(lane, group[:1]) for lane, group in groups[:wave]], stop)
+        rest: list[tuple[MemberStarts, list[Start]]] = []
+        for (lane, group), head in zip(groups, first, strict=False):
+            lane.outcome.merge(head)
+            if head.held_back:
+                # The group's first start waits (or the wave stopped): so does the rest of it.
+                lane.outcome.held_back += [start.message for start in group[1:]]
+            elif len(group) > 1:
+                rest.append((lane, group[1:]))
+        later = rest + groups[wave:]
+        for (lane, _), outcome in zip(later, self._settle(later, stop), strict=True):
+            lane.outcome.merge(outcome)
+
+    def _settle(
+        self, groups: list[tuple[MemberStarts, list[Start]]], stop: threading.Event
+    ) -> list[GroupOutcome]:
+        """Start groups on the start threads, each in order; raise a failure that isn't back-pressure."""
+        outcomes = self._pool.settle(lambda item: self._start_group(item[0], item[1], stop), groups)
+        failure = first_failure(outcomes)
+        if failure is not None:
+            raise failure
+        return outcomes  # type: ignore[return-value]  # no failure: every one is a GroupOutcome
+
+    @staticmethod
+    def _start_group(lane: MemberStarts, starts: list[Start], stop: threading.Event) -> GroupOutcome:
+        """Start one group's messages in order; after a throttle anywhere, start no more."""
+        outcome = GroupOutcome()
+        for index, start in enumerate(starts):
+            if stop.is_set() or start.name not in lane.recorded:
+                outcome.held_back += [later.message for later in starts[index:]]
+                break
+            outcome.attempted.add(start.name)
+            try:
+                lane.admit(start, outcome)
+            except NotYetError as error:
+                # Nothing was started: the record can go, and the group waits for a later tick.
+                outcome.attempted.discard(start.name)
+                outcome.held_back += [later.message for later in starts[index:]]
+                logger.info("waiting", extra={"execution": start.name, "reason": str(error)})
+                break
+            except TransientError as error:
+                stop.set()
+                outcome.stop_reason = str(error)
+                outcome.held_back += [later.message for later in starts[index:]]
+                break
+            except BaseException:
+                stop.set()
+                raise
+        return outcome
