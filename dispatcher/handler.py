@@ -21,7 +21,7 @@ from dispatcher.telemetry import capture_lambda_handler, emit_per, logger, metri
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.pool import thread_pool
 from dispatcher.tick.ports import Runtime
-from dispatcher.tick.report import StopReason, TickReport
+from dispatcher.tick.report import Counts, StopReason, TickReport
 from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.warm import WarmState
 
@@ -125,6 +125,29 @@ def _emit(report: TickReport, limits: Limits) -> None:
                     "MaxConcurrency": figures.max_concurrency,
                 },
             )
+    if report.gates:
+        _emit_gates(report)
+
+
+def _emit_gates(report: TickReport) -> None:
+    """Each gate's figures under a Gate dimension, and the longest anyone has been inside (the alarm's)."""
+    metrics.add_metric(name="Admitted", unit=MetricUnit.Count, value=report.admitted)
+    metrics.add_metric(name="TokensRefused", unit=MetricUnit.Count, value=report.refused)
+    ages = [figures.oldest_inside_seconds for figures in report.inside.values()]
+    oldest = max((age for age in ages if age is not None), default=0.0)
+    metrics.add_metric(name="OldestInsideAge", unit=MetricUnit.Seconds, value=oldest)
+    for gate, counts in report.gates.items():
+        figures = report.inside.get(gate)
+        emit_per(
+            "Gate",
+            gate,
+            {
+                "Admitted": counts.admitted,
+                "TokensRefused": counts.refused,
+                "DeadLettered": counts.dead_lettered,
+                **({} if figures is None else {"Inside": figures.inside}),
+            },
+        )
 
 
 def _log_skipped(news: EndNews) -> None:
@@ -148,7 +171,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         settings = load_settings()
         configured = settings.topology()  # a malformed LANES stops the tick before any queue is read
-        news = end_news(event, configured.state_machines)
+        news = end_news(event, configured.watched_machines, time.time())
         _log_skipped(news)
         try:
             limits, topology = read_limits(settings, configured)
@@ -156,8 +179,11 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             # Whether the operator paused is unknown: start nothing, the next tick reads again.
             logger.warning("could not read the control parameter", extra={"reason": str(error)})
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
-            return TickReport(stopped=StopReason.THROTTLED).as_dict()
-        report = build_dispatcher(settings, limits, topology, context, configured).run(news.ended)
+            gates = {gate.name: Counts() for gate in configured.gates}
+            return TickReport(stopped=StopReason.THROTTLED, gates=gates).as_dict()
+        report = build_dispatcher(settings, limits, topology, context, configured).run(
+            news.ended, news.releases
+        )
     except ConfigurationError:
         # Raised on purpose: Lambda records an error, and this metric can alarm.
         metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)

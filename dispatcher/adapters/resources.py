@@ -7,7 +7,7 @@ from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.rate import RateBucket
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.state_table import StateTable
-from dispatcher.adapters.stepfunctions import StateMachine
+from dispatcher.adapters.stepfunctions import StateMachine, TaskTokens
 
 
 class AwsResources:
@@ -41,3 +41,7 @@ class AwsResources:
     def start_rate(self, lane: str, starts_per_second: float) -> RateBucket:
         """A lane's start-rate bucket in the state table."""
         return RateBucket(self._clients.dynamodb, self._table, lane, starts_per_second)
+
+    def task_tokens(self) -> TaskTokens:
+        """`SendTaskSuccess`, through the start client (admissions are made at the rate starts are)."""
+        return TaskTokens(self._clients.starts)

@@ -20,6 +20,16 @@ a batch of starts takes its first start's key, ends and voids
 execution name can't contain ``#``), so one query reads the whole window. A void is
 written after the starts it names, so it is in every window they are in.
 
+A gate's admissions are items of their own, one an execution inside, under a partition
+key of the gate's (``inside#<gate>#<the default lane's state machine ARN>``: each gate's
+writes have a partition's units to themselves), keyed by the execution's name: admitting
+an execution again overwrites its item, and a release or an end deletes it. An item holds
+when it was admitted and a digest of the task token, and lives until its execution leaves
+(a year at most: the TTL is a backstop). Once a round's `SendTaskSuccess` calls are made,
+one item (``~confirmed#…``, after every name) names the admissions they took, before their
+requests are deleted: an admission no such item names may have its request back on the
+queue (its tick died, or its call failed), and the gate looks for it even with no free place.
+
 A batch of starts also keeps each job's message group, for 15 days (Step Functions'
 redrive window is 14): ``dispatcher rerun --restart`` finds it near the execution's
 start date; a void doesn't touch it. The table's items of one record each (an older
@@ -32,14 +42,21 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
+from dispatcher.adapters.table import (
+    INSIDE_RECORD_LIFETIME_SECONDS,
+    RECORD_LIFETIME_SECONDS,
+    START_RECORD_LIFETIME_SECONDS,
+)
 from dispatcher.core.batching import chunks
 from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.gates import Confirmation
 
 ENDED_KIND = "ended"
 """An older release's item of one end."""
-STARTS_KIND, ENDS_KIND, VOID_KIND = "starts", "ends", "void"
+STARTS_KIND, ENDS_KIND, VOID_KIND, INSIDE_KIND = "starts", "ends", "void", "inside"
+CONFIRMED_KIND = "confirmed"
+"""A gate's item naming the admissions of one round that `SendTaskSuccess` took."""
 PACK_LIMIT = 500
 """Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
 STARTS_PACK_LIMIT = 25
@@ -76,9 +93,10 @@ def machine_suffix(state_machine_arn: str, own: str) -> str:
 
 
 def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[list[RecordedStart]]:
-    """The records of starting these executions now, each lane's apart, keys known before writing.
+    """The records of starting these executions now, each member's apart, keys known before writing.
 
-    ``own``: the state machine that keys the partition.
+    ``own``: the state machine that keys the partition. A gate's admissions are keyed
+    by the gate and the execution (`inside_key`).
     """
     now = _stored_time(now)
     # Unique to this write: a void names exactly the records it voids, never a later
@@ -90,15 +108,110 @@ def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[l
             RecordedStart(
                 name=name,
                 recorded_at=now,
-                sort_key=f"{sort_key(now, name)}#{write}{machine_suffix(lane.state_machine_arn, own)}",
+                sort_key=(
+                    f"{sort_key(now, name)}#{write}{machine_suffix(lane.state_machine_arn, own)}"
+                    if lane.gate is None
+                    else inside_key(lane.gate, name)
+                ),
                 group=group,
                 redrive_count=lane.redrives.get(name),
                 state_machine_arn=lane.state_machine_arn or own,
+                gate=lane.gate,
+                token=lane.tokens.get(name),
             )
             for name, group in lane.groups.items()
         ]
         for lane in starts
     ]
+
+
+def inside_partition(own: str, gate: str) -> str:
+    """The partition key of the executions inside one gate of a dispatcher (keyed by ``own``)."""
+    return f"{INSIDE_KIND}#{gate}#{own}"
+
+
+def inside_key(gate: str, name: str) -> str:
+    """What tells an admission record apart from any other record: its gate and its execution."""
+    return f"{INSIDE_KIND}#{gate}#{name}"
+
+
+def inside_item(own: str, record: RecordedStart) -> dict[str, Any]:
+    """An admission into a gate (``record.gate``), as one item: the execution's place until it leaves."""
+    if record.gate is None:
+        raise ValueError(f"{record.name} is a start, not an admission into a gate")
+    item: dict[str, Any] = {
+        "pk": {"S": inside_partition(own, record.gate)},
+        "sk": {"S": record.name},
+        "kind": {"S": INSIDE_KIND},
+        "gate": {"S": record.gate},
+        "recorded_at": _number(record.recorded_at),
+        "expires_at": {"N": str(int(record.recorded_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
+    }
+    if record.token is not None:
+        item["token"] = {"S": record.token}
+    if record.group is not None:
+        item["group"] = {"S": record.group}
+    return item
+
+
+def inside_item_key(own: str, record: RecordedStart) -> dict[str, Any]:
+    """The key of an admission's item."""
+    item = inside_item(own, record)
+    return {"pk": item["pk"], "sk": item["sk"]}
+
+
+def confirmation_item(own: str, gate: str, names: Sequence[str], now: float) -> dict[str, Any]:
+    """Admissions into ``gate`` that `SendTaskSuccess` took (one round's), as one item of its partition.
+
+    Its key begins with ``~``, which no execution name holds, so it sorts after every admission.
+    """
+    now = _stored_time(now)
+    return {
+        "pk": {"S": inside_partition(own, gate)},
+        "sk": {"S": f"~{CONFIRMED_KIND}#{sort_key(now, names[0])}#{uuid.uuid4().hex[:12]}"},
+        "kind": {"S": CONFIRMED_KIND},
+        "recorded_at": _number(now),
+        "expires_at": {"N": str(int(now) + INSIDE_RECORD_LIFETIME_SECONDS)},
+        "names": {"SS": sorted(set(names))},
+    }
+
+
+def read_inside(
+    items: Iterable[Mapping[str, Any]], gate: str, state_machine_arn: str
+) -> tuple[list[RecordedStart], list[Confirmation]]:
+    """The admissions a gate's items hold (its executions inside), and its confirmations."""
+    records: list[RecordedStart] = []
+    confirmations: list[Confirmation] = []
+    for item in items:
+        kind = item.get("kind", {}).get("S")
+        if kind == CONFIRMED_KIND:
+            confirmations.append(
+                Confirmation(
+                    key=item["sk"]["S"],
+                    confirmed_at=float(item["recorded_at"]["N"]),
+                    names=frozenset(item["names"]["SS"]),
+                )
+            )
+        elif kind == INSIDE_KIND:
+            records.append(
+                RecordedStart(
+                    name=item["sk"]["S"],
+                    recorded_at=float(item["recorded_at"]["N"]),
+                    sort_key=inside_key(gate, item["sk"]["S"]),
+                    group=item.get("group", {}).get("S"),
+                    state_machine_arn=state_machine_arn,
+                    gate=gate,
+                    token=item.get("token", {}).get("S"),
+                )
+            )
+    return records, confirmations
+
+
+def record_key(item: Mapping[str, Any]) -> str:
+    """The `RecordedStart.sort_key` of the record an item holds (its first, for a batch of starts)."""
+    if item.get("kind", {}).get("S") == INSIDE_KIND:
+        return inside_key(item["gate"]["S"], item["sk"]["S"])
+    return str(item["sk"]["S"])
 
 
 def recorded_starts(

@@ -1,4 +1,4 @@
-"""DynamoDB: the state table's recent starts and ends, the dispatcher's memory for counting.
+"""DynamoDB: the state table's recent starts and ends, and who is inside each gate: the dispatcher's memory.
 
 ``ListExecutions`` may omit an execution for up to a minute after it started, so a
 start is written here *before* ``StartExecution`` and, whenever the list doesn't show
@@ -20,11 +20,17 @@ from botocore.exceptions import ClientError
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
+    confirmation_item,
     end_packs,
     ends_item,
+    inside_item,
+    inside_item_key,
+    inside_partition,
     item_groups,
     partition,
+    read_inside,
     read_items,
+    record_key,
     recorded_starts,
     records_of,
     sort_key,
@@ -32,10 +38,12 @@ from dispatcher.adapters.state_items import (
     starts_item,
     void_item,
 )
+from dispatcher.adapters.table import conditional
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.gates import InsideRead, confirmed
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -84,26 +92,42 @@ class StateTable:
         return recorded_starts(groups, now, redrives, self._own)
 
     def _write(self, items: Sequence[dict[str, Any]]) -> set[str]:
-        """One `BatchWriteItem` of packed items; the sort keys of those left unprocessed."""
+        """One `BatchWriteItem` of packed items; the record keys (`record_key`) of those left unprocessed."""
         requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for item in items]
         with translated(f"BatchWriteItem on state table {self.table}"):
             response = self._client.batch_write_item(RequestItems={self.table: requests})
         return {
-            request["PutRequest"]["Item"]["sk"]["S"]
+            record_key(request["PutRequest"]["Item"])
             for request in response.get("UnprocessedItems", {}).get(self.table, [])
             if "PutRequest" in request
         }
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts (of one `records_of`, ≤ 625) before they happen; return those left unprocessed.
+        """Write starts and admissions (of one `records_of`) before they happen; those left unprocessed.
 
-        Starts recorded together share an item, 25 an item, whatever their state machine:
-        one `BatchWriteItem`. An unprocessed start must not happen in this round. A call
-        still failing after botocore's retries raises (its records may or may not have
-        been written).
+        Starts recorded together share an item, 25 an item, whatever their state machine;
+        an admission into a gate is an item of its own. They go in `BatchWriteItem` calls
+        of 25 items, the starts' first. An unprocessed record's call must not happen in
+        this round. The first call still failing after botocore's retries raises (its
+        records may or may not have been written); a later one leaves its records
+        unprocessed.
         """
-        packs = start_packs(records)
-        unprocessed = self._write([starts_item(self._partition, pack, self._own) for pack in packs])
+        packs = start_packs([record for record in records if record.gate is None])
+        packs += [[record] for record in records if record.gate is not None]
+        items = [
+            starts_item(self._partition, pack, self._own)
+            if pack[0].gate is None
+            else inside_item(self._own, pack[0])
+            for pack in packs
+        ]
+        unprocessed: set[str] = set()
+        for index, chunk in enumerate(chunks(items, BATCH_WRITE_LIMIT)):
+            try:
+                unprocessed |= self._write(chunk)
+            except TransientError:
+                if index == 0:
+                    raise
+                unprocessed |= {record_key(item) for item in chunk}
         return [record for pack in packs if pack[0].sort_key in unprocessed for record in pack]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
@@ -201,8 +225,75 @@ class StateTable:
         One item names up to 500 of them; the records themselves (and their groups) stay.
         Best effort: a record left behind is reviewed again next tick and found settled
         again (or holds its slot for at most the window), so a failure here costs calls or
-        a little capacity, never the cap.
+        a little capacity, never the cap. An admission into a gate is deleted: its place
+        is free (one left behind holds its place until a later tick deletes it).
         """
-        packs = chunks(records, PACK_LIMIT)
+        starts = [record for record in records if record.gate is None]
+        packs = chunks(starts, PACK_LIMIT)
         items = [void_item(self._partition, pack, now) for pack in packs]
-        return self._write_packs(packs, items, (TransientError, ClientError))
+        left = self._write_packs(packs, items, (TransientError, ClientError))
+        return left + self._delete_admissions([record for record in records if record.gate is not None])
+
+    def _delete_admissions(self, records: Sequence[RecordedStart]) -> int:
+        """Delete admissions' items, 25 a `BatchWriteItem`, best effort; how many were left."""
+        left = 0
+        for chunk in chunks(records, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"DeleteRequest": {"Key": inside_item_key(self._own, record)}} for record in chunk
+            ]
+            try:
+                with translated(f"BatchWriteItem on state table {self.table}"):
+                    response = self._client.batch_write_item(RequestItems={self.table: requests})
+            except (TransientError, ClientError):
+                left += len(chunk)
+                continue
+            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
+        return left
+
+    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
+        """The admissions into ``gate`` not deleted yet, each marked confirmed or not (read consistently)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": inside_partition(self._own, gate)}},
+            "ConsistentRead": True,
+        }
+        records, confirmations = read_inside(self._query(request), gate, state_machine_arn)
+        return InsideRead(*confirmed(records, confirmations))
+
+    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
+        """Note that `SendTaskSuccess` took these admissions (one item); raises when it can't be written."""
+        with translated(f"PutItem on state table {self.table} (gate {gate})"):
+            self._client.put_item(TableName=self.table, Item=confirmation_item(self._own, gate, names, now))
+
+    def tidy(self, gate: str, keys: Sequence[str]) -> int:
+        """Delete stale confirmations of ``gate``; how many were left (one left is tidied on a later tick)."""
+        left = 0
+        for chunk in chunks(keys, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"DeleteRequest": {"Key": {"pk": {"S": inside_partition(self._own, gate)}, "sk": {"S": key}}}}
+                for key in chunk
+            ]
+            try:
+                with translated(f"BatchWriteItem on state table {self.table}"):
+                    response = self._client.batch_write_item(RequestItems={self.table: requests})
+            except (TransientError, ClientError):
+                left += len(chunk)
+                continue
+            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
+        return left
+
+    def release(self, gate: str, name: str, sent_at: float) -> bool:
+        """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was.
+
+        A release sent before the admission it would end (an earlier entry's, late) frees nothing.
+        """
+        return conditional(
+            self._client,
+            self.table,
+            f"gate {gate}",
+            "delete_item",
+            Key={"pk": {"S": inside_partition(self._own, gate)}, "sk": {"S": name}},
+            ConditionExpression="recorded_at <= :sent",
+            ExpressionAttributeValues={":sent": {"N": f"{sent_at:.6f}"}},
+        )

@@ -13,6 +13,7 @@ from dispatcher.core.errors import (
     ConfigurationError,
     ExecutionExistsError,
     RejectedInputError,
+    TokenRefusedError,
     TransientError,
 )
 from dispatcher.core.executions import ExecutionState, execution_arn, same_input
@@ -26,6 +27,8 @@ REJECTED_INPUT_CODES = ("InvalidName", "InvalidExecutionInput", "ValidationExcep
 NOT_REDRIVABLE_CODES = ("ExecutionNotRedrivable", "ExecutionDoesNotExist", "ValidationException")
 """... and on one redrive: the execution can't be redriven (gone, succeeded, too old)."""
 NO_SUCH_EXECUTION = "ExecutionDoesNotExist"
+REFUSED_TOKEN_CODES = ("TaskTimedOut", "TaskDoesNotExist", "InvalidToken")
+"""Step Functions' verdicts on one task token: its task is closed (timed out, ended, or done)."""
 
 
 class _NoSuchExecutionError(Exception):
@@ -147,3 +150,21 @@ class StateMachine:
                 stateMachineArn=self.arn, name=name, input=execution_input
             )
         return response["executionArn"]
+
+
+class TaskTokens:
+    """Task tokens of waiting executions: a gate admits one with `SendTaskSuccess`."""
+
+    def __init__(self, client: SFNClient) -> None:
+        self._client = client
+
+    def succeed(self, token: str, output: str) -> None:
+        """Complete the task of ``token`` with ``output``; `TokenRefusedError` when its task is closed."""
+
+        def refused(error: ClientError) -> Exception:
+            return TokenRefusedError(
+                f"Step Functions refused the task token: {error_code(error)}: {error_message(error)}"
+            )
+
+        with translated("SendTaskSuccess", dict.fromkeys(REFUSED_TOKEN_CODES, refused)):
+            self._client.send_task_success(taskToken=token, output=output)

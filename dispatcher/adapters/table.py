@@ -1,8 +1,9 @@
 """The state table's shared layout: how long its records live, and its conditional writes.
 
 One DynamoDB table (``pk``, ``sk``, TTL on ``expires_at``) holds the dispatcher's memory,
-each role under partition keys of its own: recent starts and ends (`StateTable`), the tick
-lease (`TickLease`) and the re-run claims (`RerunClaims`).
+each role under partition keys of its own: recent starts and ends (`StateTable`), the
+executions inside each gate (`StateTable` too), the tick lease (`TickLease`) and the re-run
+claims (`RerunClaims`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ RECORD_LIFETIME_SECONDS = 24 * 3600
 records younger than the review window, so the sweep's own lag is harmless."""
 START_RECORD_LIFETIME_SECONDS = 15 * 24 * 3600
 """A start record (and its message group) outlives Step Functions' 14-day redrive window."""
+INSIDE_RECORD_LIFETIME_SECONDS = 366 * 24 * 3600
+"""An admission into a gate is its execution's place until it leaves, and a STANDARD execution
+runs for a year at most: the TTL sweep is the last backstop, past any execution's end."""
 CONDITION_FAILED = "ConditionalCheckFailedException"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dispatcher.core.executions import input_problem, name_problem
@@ -24,6 +24,8 @@ class Start:
     name: str
     redrive_count: int | None = None
     """Set when the message asks to redrive execution ``name`` instead (its expected ``redriveCount``)."""
+    token: str | None = None
+    """Set for a gate's request: admit execution ``name`` with this task token (`SendTaskSuccess`)."""
 
     @property
     def redrive(self) -> bool:
@@ -108,27 +110,40 @@ class Admission:
     """Beyond the free slots, or behind a held-back message of the same group."""
 
 
-def admit(messages: Iterable[QueuedMessage], free: int) -> Admission:
+Plan = Callable[[QueuedMessage], "Start | DeadLetter | None"]
+"""What one message asks for: a start (or an admission), poison, or None to wait for a later round."""
+
+
+def admit(
+    messages: Iterable[QueuedMessage],
+    free: int,
+    plan: Plan = plan_message,
+    takes_slot: Callable[[Start], bool] = lambda start: True,
+) -> Admission:
     """Pick the messages a round starts, dead-letters and releases, in receive order.
 
-    A message is only examined when there is a free slot for it, so poison waits behind a
-    full cap like any other message; once one message of a group is held back, the later
-    ones of that group are held back too, or they would start first.
+    A message takes a slot unless ``takes_slot`` says its execution already holds one (a
+    gate's request for an execution inside). Poison waits behind a full cap like any other
+    message; once one message of a group is held back, the later ones of that group are
+    held back too, or they would start first.
     """
     starts: list[Start] = []
     dead_letters: list[DeadLetter] = []
     held_back: list[QueuedMessage] = []
     order = GroupOrder()
+    slots = 0
     for message in messages:
-        if len(starts) >= free or not order.may_start(message):
+        decision = plan(message) if order.may_start(message) else None
+        needs = not isinstance(decision, Start) or takes_slot(decision)
+        if decision is None or (needs and slots >= free):
             order.hold_back(message)
             held_back.append(message)
             continue
-        decision = plan_message(message)
         if isinstance(decision, DeadLetter):
             dead_letters.append(decision)
         else:
             starts.append(decision)
+            slots += needs
     return Admission(tuple(starts), tuple(dead_letters), tuple(held_back))
 
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from dispatcher.core.errors import ConfigurationError, problems
-from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
+from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 CONTROL_MAX_AGE_SECONDS = 5
 """How long a read of the parameter is reused (Powertools' own default would be 300 s)."""
@@ -86,7 +86,7 @@ def parse_control(name: str, value: str) -> Control:
 
 
 def steer(topology: Topology, control: Control | None, name: str | None) -> Topology:
-    """``topology`` with the control parameter's overrides: each pool's and lane's MAX and pause.
+    """``topology`` with the control parameter's overrides: each pool's, lane's and gate's MAX and pause.
 
     A name the topology doesn't have, or a lane MAX for a lane whose state machine another
     lane starts, is a `ConfigurationError` naming the parameter and the key.
@@ -96,7 +96,7 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
     pool_names = {pool.name for pool in topology.pools}
     unknown = [f"pools.{pool}" for pool in control.pools if pool not in pool_names]
     unknown += [f"lanes.{lane}" for lane in control.lanes if lane not in topology.names]
-    unknown += [f"gates.{gate}" for gate in control.gates]  # no gates yet
+    unknown += [f"gates.{gate}" for gate in control.gates if gate not in topology.gate_names]
     if DEFAULT in control.pools:
         raise ConfigurationError(
             f"control parameter {name}: pools.default: pool default is steered by the top-level keys"
@@ -116,10 +116,11 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
                 " the same state machine, so this lane's RUNNING can't be told apart"
             )
         lanes.append(_overridden(lane, override))
-    return replace(topology, pools=tuple(pools), lanes=tuple(lanes))
+    gates = tuple(_overridden(gate, control.gates.get(gate.name, Override())) for gate in topology.gates)
+    return replace(topology, pools=tuple(pools), lanes=tuple(lanes), gates=gates)
 
 
-Limited = TypeVar("Limited", PoolLimit, Lane)
+Limited = TypeVar("Limited", PoolLimit, Lane, Gate)
 
 
 def _overridden(limited: Limited, override: Override) -> Limited:

@@ -40,17 +40,34 @@ class RecordedStart(BaseModel):
     state_machine_arn: str = Field(
         default="", description="Whose execution it is (empty: the state machine that keys the records)."
     )
+    gate: str | None = Field(
+        default=None, description="For an admission into a gate: the gate's name (None for a start)."
+    )
+    token: str | None = Field(
+        default=None, description="For an admission: a digest of the task token it was admitted with."
+    )
+    confirmed: bool = Field(
+        default=False,
+        description=(
+            "For an admission: `SendTaskSuccess` was seen to take it before its request was deleted."
+            " An unconfirmed one may have its request back on the gate's queue."
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class StartsToRecord:
-    """One lane's starts of a round, to record before they happen."""
+    """One member's starts of a round, to record before they happen (a gate's admissions, with ``gate``)."""
 
     state_machine_arn: str
     groups: Mapping[str, str]
     """Execution name → its message group."""
     redrives: Mapping[str, int] = field(default_factory=dict)
     """Name → redriveCount before, for the executions redriven rather than started."""
+    gate: str | None = None
+    """The gate these are admissions into (None: a lane's starts)."""
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    """For a gate: name → the digest of the task token it is admitted with."""
 
 
 class StateWindow(BaseModel):

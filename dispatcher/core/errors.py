@@ -31,6 +31,13 @@ class ExecutionExistsError(DispatcherError):
     """An execution with this name already exists and is closed (or has another input)."""
 
 
+class TokenRefusedError(DispatcherError):
+    """Step Functions refused a task token (`TaskTimedOut`, `TaskDoesNotExist`, `InvalidToken`).
+
+    Its task is closed: it timed out, its execution ended, or the token was used already.
+    """
+
+
 class NotYetError(DispatcherError):
     """What this message needs can't be told yet (a read lags): its group waits, the others go on."""
 

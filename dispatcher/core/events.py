@@ -8,6 +8,7 @@ two to each other.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,13 +16,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
-from dispatcher.core.executions import CLOSED_ORDER, CLOSED_STATUSES, REDRIVABLE_STATUSES, name_problem
+from dispatcher.core.executions import (
+    CLOSED_ORDER,
+    CLOSED_STATUSES,
+    REDRIVABLE_STATUSES,
+    execution_name,
+    name_problem,
+)
 
 STATUS_CHANGE = "Step Functions Execution Status Change"
 """The event's ``detail-type``."""
 EVENT_SOURCE = "aws.states"
 SQS_EVENT_SOURCE = "aws:sqs"
 """The ``eventSource`` of each record an SQS event source mapping delivers."""
+RELEASE_KEY, GATE_KEY = "release", "gate"
+"""A release's keys: the execution ARN that leaves a gate, and the gate's name."""
+EXECUTION_ARN = re.compile(r"^arn:aws[\w-]*:states:[\w-]+:\d{12}:execution:[^:]+:[^:]+$")
 
 
 class EndedExecution(BaseModel):
@@ -99,6 +109,38 @@ def _read_end(event: object, state_machine_arns: frozenset[str]) -> EndedExecuti
 
 
 @dataclass(frozen=True)
+class Release:
+    """An execution says it left a gate's section."""
+
+    gate: str
+    execution_arn: str
+    sent_at: float
+    """When it was sent (the SQS record's SentTimestamp; the invocation's clock for a direct event)."""
+
+    @property
+    def name(self) -> str:
+        """The execution's name."""
+        return execution_name(self.execution_arn)
+
+
+def is_release(document: object) -> bool:
+    """Whether a document means to be a release (it has the ``"release"`` key)."""
+    return isinstance(document, dict) and RELEASE_KEY in document
+
+
+def read_release(document: object, sent_at: float) -> Release | str:
+    """The release a document is, or why it isn't one: ``{"release": "<ARN>", "gate": "<name>"}``."""
+    if not isinstance(document, dict):
+        return "a release must be a JSON object"
+    execution, gate = document.get(RELEASE_KEY), document.get(GATE_KEY)
+    if not isinstance(execution, str) or not isinstance(gate, str):
+        return f'a release needs the strings "{RELEASE_KEY}" (the execution ARN) and "{GATE_KEY}"'
+    if not EXECUTION_ARN.match(execution):
+        return f"{execution!r} is not an execution ARN"
+    return Release(gate, execution, sent_at)
+
+
+@dataclass(frozen=True)
 class SkippedRecord:
     """A record of an SQS batch that reports no end of the state machine: logged, never failed."""
 
@@ -108,12 +150,13 @@ class SkippedRecord:
 
 @dataclass(frozen=True)
 class EndNews:
-    """What one invocation's event says has ended."""
+    """What one invocation's event says has ended, and which executions say they left a gate."""
 
     ended: tuple[EndedExecution, ...] = ()
     skipped: tuple[SkippedRecord, ...] = ()
     records: int | None = None
     """The SQS batch's size; None when the event is not an SQS batch."""
+    releases: tuple[Release, ...] = ()
 
 
 def is_sqs_batch(event: object) -> bool:
@@ -130,19 +173,28 @@ def is_sqs_batch(event: object) -> bool:
     )
 
 
-def end_news(event: object, state_machine_arn: StateMachines) -> EndNews:
-    """The ends an invocation's event reports: one status change event, or an SQS batch of them.
+def end_news(event: object, state_machine_arn: StateMachines, now: float = 0.0) -> EndNews:
+    """The ends and releases an invocation's event reports: one event, or an SQS batch of them.
 
     In a batch, every record whose body is a closed status change event of
-    ``state_machine_arn`` (or one of them) is an end; any other record (not JSON, another state machine,
-    another status, malformed) is skipped with a reason, and the others still count.
+    ``state_machine_arn`` (or one of them) is an end, and every record whose body is a
+    release (``{"release": "<execution ARN>", "gate": "<name>"}``) a release, sent at the
+    record's ``SentTimestamp``; any other record (not JSON, another state machine, another
+    status, malformed) is skipped with a reason, and the others still count. A release
+    invoking the function directly was sent ``now``.
     """
     if not is_sqs_batch(event):
+        if is_release(event):
+            release = read_release(event, now)
+            if isinstance(release, str):
+                return EndNews(skipped=(SkippedRecord("the event", release),))
+            return EndNews(releases=(release,))
         single = ended_execution(event, state_machine_arn)
         return EndNews(ended=() if single is None else (single,))
     arns = _arns(state_machine_arn)
     records: list[dict[str, Any]] = event["Records"]  # type: ignore[index]  # is_sqs_batch checked it
     ended: list[EndedExecution] = []
+    releases: list[Release] = []
     skipped: list[SkippedRecord] = []
     for index, record in enumerate(records):
         message_id = str(record.get("messageId", f"record {index}"))
@@ -151,18 +203,35 @@ def end_news(event: object, state_machine_arn: StateMachines) -> EndNews:
             change = json.loads(body) if isinstance(body, str) else None
         except ValueError:
             change = None
-        read = "the body is not JSON" if change is None else _read_end(change, arns)
+        if is_release(change):
+            read: EndedExecution | Release | str = read_release(change, _sent_at(record, now))
+        else:
+            read = "the body is not JSON" if change is None else _read_end(change, arns)
         if isinstance(read, EndedExecution):
             ended.append(read)
+        elif isinstance(read, Release):
+            releases.append(read)
         else:
             skipped.append(SkippedRecord(message_id, read))
-    return EndNews(ended=tuple(ended), skipped=tuple(skipped), records=len(records))
+    return EndNews(ended=tuple(ended), skipped=tuple(skipped), records=len(records), releases=tuple(releases))
+
+
+def _sent_at(record: dict[str, Any], now: float) -> float:
+    """When SQS received a record's message (its ``SentTimestamp``, epoch milliseconds), else ``now``."""
+    attributes = record.get("attributes")
+    sent = attributes.get("SentTimestamp") if isinstance(attributes, dict) else None
+    try:
+        return int(str(sent)) / 1000 if sent is not None else now
+    except ValueError:
+        return now
 
 
 def describe_trigger(event: object) -> str:
     """A short label for what invoked the tick; unknown shapes are still a tick."""
     if is_sqs_batch(event):
         return f"a batch of {len(event['Records'])} end event record(s) from SQS"  # type: ignore[index]
+    if is_release(event):
+        return "a release"
     if isinstance(event, dict):
         detail_type = event.get("detail-type")
         if isinstance(detail_type, str):

@@ -44,6 +44,11 @@ def execution_arn(state_machine_arn: str, name: str) -> str:
     return f"{prefix}:execution:{machine}:{name}"
 
 
+def execution_name(execution_arn: str) -> str:
+    """The name of an execution, the last field of its ARN."""
+    return execution_arn.rsplit(":", 1)[-1]
+
+
 def state_machine_of(arn: str) -> str:
     """The state machine ARN of an execution ARN (``...:execution:<machine>:<name>``)."""
     prefix, _, rest = arn.partition(":execution:")

@@ -1,4 +1,4 @@
-"""Lanes and pools: which queues start which state machines, and which limit each counts in.
+"""Lanes, pools and gates: which queues start or admit which state machines, and which limit each counts in.
 
 ``LANES`` is a JSON object ``{"pools": {…}, "lanes": […], "gates": […]}`` (the contract's
 "Lanes, pools and gates"). It is validated once, here, into a `Topology`: pool
@@ -90,6 +90,28 @@ class Lane:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """A section of one state machine's workflow that executions enter with a task token, in one pool.
+
+    Its executions inside the section count in its pool; those waiting at it, or past it,
+    count nowhere. It shares its pool's slots with the pool's lanes of priority 0.
+    """
+
+    name: str
+    pool: str
+    queue_url: str
+    """The FIFO queue its requests come on (a ``{"token", "execution"}`` each)."""
+    dead_letter_queue_url: str
+    state_machine_arn: str
+    max_concurrency: int | None = None
+    """The gate's own ceiling inside its pool's (None: the pool's alone)."""
+    paused: bool = False
+    """The operator paused the gate: it admits nothing, its executions wait."""
+    priority: int = 0
+    """Gates share a pool's slots with its lanes of priority 0 (the contract gives a gate none)."""
+
+
+@dataclass(frozen=True)
 class PoolLimit:
     """A limit that its lanes share (MAX from the environment for pool ``default``)."""
 
@@ -106,10 +128,11 @@ class PoolLimit:
 
 @dataclass(frozen=True)
 class Topology:
-    """Every pool and lane of one dispatcher, validated: pool and lane ``default`` come first."""
+    """Every pool, lane and gate of one dispatcher, validated: pool and lane ``default`` come first."""
 
     pools: tuple[PoolLimit, ...]
     lanes: tuple[Lane, ...]
+    gates: tuple[Gate, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -135,6 +158,31 @@ class Topology:
     def lanes_of(self, pool: str) -> tuple[Lane, ...]:
         """The lanes counted in ``pool``, in configuration order."""
         return tuple(lane for lane in self.lanes if lane.pool == pool)
+
+    @property
+    def gate_names(self) -> tuple[str, ...]:
+        """Every gate's name."""
+        return tuple(gate.name for gate in self.gates)
+
+    def gate(self, name: str) -> Gate:
+        """The gate called ``name`` (`KeyError` when there is none)."""
+        for gate in self.gates:
+            if gate.name == name:
+                return gate
+        raise KeyError(name)
+
+    def gates_of(self, pool: str) -> tuple[Gate, ...]:
+        """The gates counted in ``pool``, in configuration order."""
+        return tuple(gate for gate in self.gates if gate.pool == pool)
+
+    def members_of(self, pool: str) -> tuple[Lane | Gate, ...]:
+        """What holds ``pool``'s slots: its lanes, then its gates."""
+        return (*self.lanes_of(pool), *self.gates_of(pool))
+
+    @property
+    def watched_machines(self) -> tuple[str, ...]:
+        """Every state machine whose ends free a place: the lanes' (the default lane's first), the gates'."""
+        return tuple(dict.fromkeys([*self.state_machines, *(gate.state_machine_arn for gate in self.gates)]))
 
     def state_machines_of(self, pool: str) -> tuple[str, ...]:
         """The distinct state machines whose RUNNING executions count in ``pool``."""
@@ -164,10 +212,6 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
     Raises a `ConfigurationError` naming the field: ``LANES: <field>: <what is wrong>``.
     """
     document = _document(text)
-    if document.gates:
-        raise ConfigurationError(
-            "LANES: gates: gates are not available in this version of the dispatcher (lanes and pools are)"
-        )
     _check_names(document)
     pools = [PoolLimit(DEFAULT, default_max)]
     pools += [PoolLimit(name, pool.max_concurrency) for name, pool in document.pools.items()]
@@ -186,7 +230,19 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
         for lane in document.lanes
     ]
     _check_state_machines(lanes)
-    return Topology(pools=tuple(pools), lanes=tuple(lanes))
+    gates = tuple(
+        Gate(
+            name=gate.name,
+            pool=gate.pool,
+            queue_url=gate.queue_url,
+            dead_letter_queue_url=gate.dead_letter_queue_url,
+            state_machine_arn=gate.state_machine_arn,
+            max_concurrency=gate.max_concurrency,
+        )
+        for gate in document.gates
+    )
+    _check_gates(lanes, gates)
+    return Topology(pools=tuple(pools), lanes=tuple(lanes), gates=gates)
 
 
 def _document(text: str | None) -> LanesDocument:
@@ -253,3 +309,20 @@ def _check_state_machines(lanes: Sequence[Lane]) -> None:
                 f"LANES: lanes[{index}].max_concurrency: another lane starts the same state machine,"
                 " so this lane's RUNNING can't be told apart (use a pool, or a state machine of its own)"
             )
+
+
+def _check_gates(lanes: Sequence[Lane], gates: Sequence[Gate]) -> None:
+    """A state machine can't be both a lane's and a gate's in one pool.
+
+    A lane counts every RUNNING execution of its state machine, those waiting at the gate
+    too: the gate's executions would hold its pool's slots twice, and the waiting ones
+    would hold slots they wait for.
+    """
+    for index, gate in enumerate(gates):
+        for lane_index, lane in enumerate(lanes):
+            if lane.state_machine_arn == gate.state_machine_arn and lane.pool == gate.pool:
+                owner = "the environment's lane" if lane_index == 0 else f"lanes[{lane_index - 1}]"
+                raise ConfigurationError(
+                    f"LANES: gates[{index}].state_machine_arn: it is {owner}'s state machine too, in pool"
+                    f" {gate.pool!r}: a state machine can't be both a lane's and a gate's in one pool"
+                )

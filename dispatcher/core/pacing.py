@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from dispatcher.core.quotas import Bucket, step_functions
 
 START_SHARE = 0.95
-"""`StartExecution` is the dispatcher's own work: it takes 95 % of the refill, and half the burst."""
+"""`StartExecution` is the dispatcher's own work: it takes 95 % of the refill, and half the burst;
+so does `SendTaskSuccess`, the gates' admissions."""
 DESCRIBE_SHARE = 0.25
 """`DescribeExecution` settles only what nothing else can (a start the list doesn't show, of
 which no end event came): a quarter of the refill (at most 0.02 calls a start at 90 % of
@@ -100,6 +101,8 @@ class Paces:
     start: Pace
     describe: Pace
     list: Pace
+    admit: Pace
+    """`SendTaskSuccess`: a gate's admissions, paced as starts are."""
 
     @classmethod
     def of_region(cls, region: str) -> Paces:
@@ -109,6 +112,7 @@ class Paces:
             start=_shared(buckets["StartExecution"], START_SHARE, 0.5),
             describe=_paced(buckets["DescribeExecution"], DESCRIBE_SHARE, burst_seconds=10.0),
             list=Pace(rate=buckets["ListExecutions"].refill * LIST_SHARE, burst=LIST_BURST_PAGES),
+            admit=_shared(buckets["SendTaskSuccess"], START_SHARE, 0.5),
         )
 
 

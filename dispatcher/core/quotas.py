@@ -31,6 +31,7 @@ STEP_FUNCTIONS_LARGE_REGIONS = {
     "DescribeExecution": Bucket(300, 15),
     "DescribeStateMachine": Bucket(200, 20),
     "StopExecution": Bucket(1000, 200),
+    "SendTaskSuccess": Bucket(3000, 500),
 }
 STEP_FUNCTIONS_OTHER_REGIONS = {
     "StartExecution": Bucket(800, 150),
@@ -39,6 +40,7 @@ STEP_FUNCTIONS_OTHER_REGIONS = {
     "DescribeExecution": Bucket(250, 10),
     "DescribeStateMachine": Bucket(200, 20),
     "StopExecution": Bucket(500, 25),
+    "SendTaskSuccess": Bucket(1500, 300),
 }
 SQS_FIFO_CALLS_PER_ACTION = Bucket(300, 300)
 """A FIFO queue's calls per second of each action (SendMessage, ReceiveMessage, DeleteMessage, ...)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -145,16 +146,22 @@ END_EVENT_QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:dispatcher-end-events"
 """The end-event queue the emulations deliver batches from (the template's `EndEventQueue`)."""
 
 
-def sqs_event(bodies: list[str], queue_arn: str = END_EVENT_QUEUE_ARN) -> dict[str, Any]:
-    """The event an SQS event source mapping invokes a function with: one record per message body."""
+def sqs_event(
+    bodies: list[str], queue_arn: str = END_EVENT_QUEUE_ARN, sent_at: float | None = None
+) -> dict[str, Any]:
+    """The event an SQS event source mapping invokes a function with: one record per message body.
+
+    ``sent_at``: when the messages were sent (each record's ``SentTimestamp``); now by default.
+    """
     ids = [str(uuid.uuid4()) for _ in bodies]
+    sent = str(int((time.time() if sent_at is None else sent_at) * 1000))
     return {
         "Records": [
             {
                 "messageId": message_id,
                 "receiptHandle": f"handle-{message_id}",
                 "body": body,
-                "attributes": {"ApproximateReceiveCount": "1"},
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": sent},
                 "messageAttributes": {},
                 "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
                 "eventSource": SQS_EVENT_SOURCE,

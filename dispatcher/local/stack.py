@@ -183,7 +183,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     sqs = boto3.client("sqs", region_name=REGION)
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     stepfunctions = boto3.client("stepfunctions", region_name=REGION)
-    queue_url, dead_letter_url = _job_queues(sqs, prefix, max_receive_count)
+    queue_url, dead_letter_url = job_queues(sqs, prefix, max_receive_count)
     table = _pk_sk_table(dynamodb, f"{prefix}-state")
     dynamodb.update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
@@ -209,7 +209,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     return Stack(queue_url, dead_letter_url, state_machine_arn, table, parameter, spool_url, downstream_table)
 
 
-def _job_queues(sqs: Any, prefix: str, max_receive_count: int) -> tuple[str, str]:
+def job_queues(sqs: Any, prefix: str, max_receive_count: int) -> tuple[str, str]:
     """A job queue ``<prefix>-jobs.fifo`` and its dead-letter queue, as the template makes them."""
     fifo: dict[Any, str] = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
     dead_letter_url = sqs.create_queue(
@@ -242,7 +242,7 @@ def create_lane(
     Returns the lane's entry of ``LANES`` (``options``: ``pool``, ``priority``,
     ``max_concurrency``, ``starts_per_second``).
     """
-    queue_url, dead_letter_url = _job_queues(boto3.client("sqs", region_name=REGION), f"{stack}-{name}", 100)
+    queue_url, dead_letter_url = job_queues(boto3.client("sqs", region_name=REGION), f"{stack}-{name}", 100)
     if state_machine_arn is None:
         state_machine_arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
             name=workflow_name(f"{stack}-{name}"),

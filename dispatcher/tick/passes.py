@@ -116,8 +116,8 @@ class Passes:
             halted: StopReason | None = None
             for lane, (counts, stop) in results.items():
                 report.settle(lane, counts)
-                started[lane] += counts.started
-                left[lane] -= counts.started
+                started[lane] += counts.slots_taken
+                left[lane] -= counts.slots_taken
                 if stop is not None:
                     stops[lane] = stop
                 if stop in HALTING_STOPS:
@@ -131,8 +131,9 @@ class Passes:
 
 def _pool_stop(topology: Topology, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
     """Why a pool's lanes stopped once its passes are over."""
-    # A lane neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
+    # A member neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
     paused = {lane.name for lane in topology.lanes if lane.paused}
+    paused |= {gate.name for gate in topology.gates if gate.paused}
     if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
         return StopReason.CAPACITY
     return StopReason.WAITING if waiting else StopReason.DRAINED

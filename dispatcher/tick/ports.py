@@ -16,6 +16,7 @@ from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import RecordedStart, RunningListing, StartsToRecord, StateWindow
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
+from dispatcher.core.gates import InsideRead
 from dispatcher.core.lanes import Topology
 from dispatcher.core.messages import QueuedMessage
 
@@ -101,6 +102,14 @@ class Admissions(Protocol):
         ...
 
 
+class TaskTokens(Protocol):
+    """What admits an execution waiting at a gate: `SendTaskSuccess` with its task token."""
+
+    def succeed(self, token: str, output: str) -> None:
+        """Complete the token's task with ``output``. `TokenRefusedError` when its task is closed."""
+        ...
+
+
 class StateMachine(Executions, Admissions, Protocol):
     """A state machine: its executions counted, and started (one adapter does both)."""
 
@@ -125,7 +134,23 @@ class StateStore(Protocol):
         ...
 
     def forget(self, records: Sequence[RecordedStart], now: float) -> int:
-        """Void records that no longer count, now; how many were left (best effort)."""
+        """Void records that no longer count, now (an admission's: its place is free); how many were left."""
+        ...
+
+    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
+        """The admissions into ``gate`` (of ``state_machine_arn``'s executions) not deleted yet."""
+        ...
+
+    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
+        """Note that `SendTaskSuccess` took these admissions into ``gate`` (raises when not written)."""
+        ...
+
+    def tidy(self, gate: str, keys: Sequence[str]) -> int:
+        """Delete stale confirmations of ``gate``; how many were left (best effort)."""
+        ...
+
+    def release(self, gate: str, name: str, sent_at: float) -> bool:
+        """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was."""
         ...
 
 
@@ -207,14 +232,24 @@ class LanePorts(MemberPorts):
 
 
 @dataclass(frozen=True)
+class GatePorts(MemberPorts):
+    """One gate's resources: its request queue and DLQ, its state machine (checked), the task tokens."""
+
+    state_machine: Executions
+    """The gated state machine: what Step Functions says of an execution inside."""
+    tokens: TaskTokens
+
+
+@dataclass(frozen=True)
 class Ports:
-    """The AWS resources one dispatcher works on: every lane's, the one tick lease, the records."""
+    """The AWS resources one dispatcher works on: every lane's and gate's, the one tick lease, the records."""
 
     lanes: tuple[LanePorts, ...]
     """Lane ``default`` (the environment's) first."""
     lease: Lease
     state_table: StateStore
-    """Every lane's recent starts and ends."""
+    """Every lane's recent starts and ends, every gate's admissions."""
+    gates: tuple[GatePorts, ...] = ()
 
     @property
     def default(self) -> LanePorts:
@@ -249,9 +284,13 @@ class Resources(Protocol):
         """Lane ``lane``'s start-rate bucket."""
         ...
 
+    def task_tokens(self) -> TaskTokens:
+        """`SendTaskSuccess`, for the gates."""
+        ...
+
 
 def wire(topology: Topology, resources: Resources) -> Ports:
-    """The ports of every lane of ``topology``: one `Executions` per state machine.
+    """The ports of every lane and gate of ``topology``: one `Executions` per lane's state machine.
 
     The lease and the records are keyed by the environment's state machine: the lease
     serialises every tick of this dispatcher, whatever lanes it has, and the records
@@ -276,7 +315,18 @@ def wire(topology: Topology, resources: Resources) -> Ports:
         )
         for lane in topology.lanes
     )
-    return Ports(lanes=lanes, lease=resources.lease(key), state_table=resources.state_table(key))
+    gates = tuple(
+        GatePorts(
+            name=gate.name,
+            queue=resources.queue(gate.queue_url),
+            dead_letters=resources.dead_letters(gate.dead_letter_queue_url),
+            state_machine=machines.get(gate.state_machine_arn)
+            or resources.state_machine(gate.state_machine_arn),
+            tokens=resources.task_tokens(),
+        )
+        for gate in topology.gates
+    )
+    return Ports(lanes=lanes, lease=resources.lease(key), state_table=resources.state_table(key), gates=gates)
 
 
 @dataclass(frozen=True)

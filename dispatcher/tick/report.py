@@ -42,18 +42,35 @@ class Counts:
     dead_lettered: int = 0
     released: int = 0
     delete_failures: int = 0
+    admitted: int = 0
+    """Executions a gate admitted (`SendTaskSuccess` accepted)."""
+    already_inside: int = 0
+    """Requests of executions a gate had admitted already (deleted, counted once)."""
+    refused: int = 0
+    """Requests whose task token Step Functions refused (deleted, holding no place)."""
+
+    @property
+    def slots_taken(self) -> int:
+        """Slots these took in their pool: executions started, and executions admitted into a gate."""
+        return self.started + self.admitted
 
     def plus(self, other: Counts) -> None:
         """Add ``other``'s counts to these."""
-        for name in COUNT_FIELDS:
+        for name in (*COUNT_FIELDS, *GATE_ONLY_FIELDS):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def counts(self) -> dict[str, int]:
-        """The counts alone, by name."""
+        """A lane's counts, by name."""
         return {name: getattr(self, name) for name in COUNT_FIELDS}
+
+    def gate_counts(self) -> dict[str, int]:
+        """A gate's counts, by name."""
+        return {name: getattr(self, name) for name in GATE_COUNT_FIELDS}
 
 
 COUNT_FIELDS = ("started", "redriven", "already_started", "dead_lettered", "released", "delete_failures")
+GATE_ONLY_FIELDS = ("admitted", "already_inside", "refused")
+GATE_COUNT_FIELDS = ("admitted", "already_inside", "refused", "dead_lettered", "released", "delete_failures")
 
 
 @dataclass(kw_only=True)
@@ -63,6 +80,14 @@ class PoolFigures:
     max_concurrency: int
     running: int
     free: int
+
+
+@dataclass(kw_only=True)
+class GateFigures:
+    """One gate as a tick counted it: who was inside, for how long."""
+
+    inside: int
+    oldest_inside_seconds: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -85,16 +110,20 @@ class TickReport(Counts):
     """Lane → what became of its messages."""
     pools: dict[str, PoolFigures] = field(default_factory=dict)
     """Pool → its MAX, RUNNING and free slots (by the first tick)."""
+    gates: dict[str, Counts] = field(default_factory=dict)
+    """Gate → what became of its requests."""
+    inside: dict[str, GateFigures] = field(default_factory=dict)
+    """Gate → who was inside (by the first tick)."""
 
     @property
     def laned(self) -> bool:
         """Whether the tick had more than lane and pool ``default``: then each one's figures are reported."""
-        return len(self.lanes) > 1 or len(self.pools) > 1
+        return len(self.lanes) > 1 or len(self.pools) > 1 or bool(self.gates)
 
-    def settle(self, lane: str, counts: Counts) -> None:
-        """Count one round of ``lane``: in the lane's counts and in the totals."""
+    def settle(self, member: str, counts: Counts) -> None:
+        """Count one round of a member (a lane, or a gate): in its counts and in the totals."""
         self.plus(counts)
-        self.lanes.setdefault(lane, Counts()).plus(counts)
+        (self.gates if member in self.gates else self.lanes).setdefault(member, Counts()).plus(counts)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-serialisable return value of the handler."""
@@ -106,9 +135,16 @@ class TickReport(Counts):
             "ticks": self.ticks,
             "oldest_running_seconds": self.oldest_running_seconds,
         }
+        if self.gates:
+            document.update({name: getattr(self, name) for name in GATE_ONLY_FIELDS})
         if self.laned:
             document["lanes"] = {name: counts.counts() for name, counts in self.lanes.items()}
             document["pools"] = {name: asdict(figures) for name, figures in self.pools.items()}
+        if self.gates:
+            document["gates"] = {
+                name: {**counts.gate_counts(), **asdict(self.inside.get(name, GateFigures(inside=0)))}
+                for name, counts in self.gates.items()
+            }
         return document
 
     def add(self, later: TickReport) -> None:
@@ -116,6 +152,8 @@ class TickReport(Counts):
         self.plus(later)
         for lane, counts in later.lanes.items():
             self.lanes.setdefault(lane, Counts()).plus(counts)
+        for gate, counts in later.gates.items():
+            self.gates.setdefault(gate, Counts()).plus(counts)
         self.stopped = later.stopped
         self.ticks += later.ticks
         if later.oldest_running_seconds is not None:

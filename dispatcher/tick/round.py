@@ -139,7 +139,15 @@ class MemberRound:
                 "dead-lettered",
                 extra={"message_id": letter.message.message_id, "reason": letter.reason},
             )
-        done = outcome.started + outcome.already_started + [letter.message for letter in outcome.dead_letters]
+        unsettled = {message.message_id for message in outcome.unsettled}
+        done = [
+            message
+            for message in outcome.started
+            + outcome.already_started
+            + outcome.dropped
+            + [letter.message for letter in outcome.dead_letters]
+            if message.message_id not in unsettled
+        ]
         deletes = self._pool.settle(queue.delete, chunks(done, SQS_BATCH_LIMIT))
         failure = first_failure(deletes)
         if isinstance(failure, ConfigurationError):
@@ -156,14 +164,19 @@ class MemberRound:
                 "delete failed; the messages will be redelivered and found already started",
                 extra={"message_ids": [message.message_id for message in failed_deletes]},
             )
-        queue.release(outcome.held_back)
+        queue.release(outcome.held_back + outcome.unsettled)
+        return self._counts(outcome, delete_failures=len(failed_deletes))
+
+    @staticmethod
+    def _counts(outcome: RoundOutcome, *, delete_failures: int) -> Counts:
+        """What became of the member's messages of one round."""
         return Counts(
             started=len(outcome.started),
             redriven=len(outcome.redriven),
             already_started=len(outcome.already_started),
             dead_lettered=len(outcome.dead_letters),
             released=len(outcome.held_back),
-            delete_failures=len(failed_deletes),
+            delete_failures=delete_failures,
         )
 
     def release(self, messages: Sequence[QueuedMessage]) -> None:

@@ -13,18 +13,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.allocation import Allocation, Claim, room_of
-from dispatcher.core.counting import free_slots
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, free_slots
 from dispatcher.core.errors import TransientError
-from dispatcher.core.events import EndedExecution
+from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter, Records
+from dispatcher.tick.gates import GateCounter, GateRound, release
 from dispatcher.tick.holder import LeaseHolder
-from dispatcher.tick.passes import Passes
-from dispatcher.tick.ports import Ports, Runtime
+from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
+from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
-from dispatcher.tick.report import WAITING_STOPS, Counts, PoolFigures, StopReason, TickReport
+from dispatcher.tick.report import WAITING_STOPS, Counts, GateFigures, PoolFigures, StopReason, TickReport
 from dispatcher.tick.round import LaneRound, Round
 from dispatcher.tick.warm import WarmState
 
@@ -83,12 +84,22 @@ class Dispatcher:
         self._warm = warm or WarmState()
         self._topology = policy.topology or _one_pool(policy, ports)
         self._lanes = {lane.name: lane for lane in ports.lanes}
-        self._passes = Passes(
-            {name: functools.partial(LaneRound, lane, warm=self._warm) for name, lane in self._lanes.items()},
-            self._warm,
-        )
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._records = Records(ports.state_table)
+        self._gates = {
+            gate.name: GateCounter(gate, self._records, ports.state_table, self._warm, runtime.clock)
+            for gate in ports.gates
+        }
+        """Gate name → its counter (who is inside, for its rounds too)."""
+        members: dict[str, MemberRounds] = {
+            name: functools.partial(LaneRound, lane, warm=self._warm) for name, lane in self._lanes.items()
+        }
+        self._gate_ports = {gate.name: gate for gate in ports.gates}
+        for gate in ports.gates:
+            members[gate.name] = functools.partial(
+                GateRound, gate, warm=self._warm, counter=self._gates[gate.name]
+            )
+        self._passes = Passes(members, self._warm)
         self._counters: dict[str, Counter] = {}
         """State machine ARN → its counter (lanes that start one machine count it once)."""
         for lane in self._topology.lanes:
@@ -107,32 +118,37 @@ class Dispatcher:
 
     @property
     def _active_pools(self) -> list[PoolLimit]:
-        """Pools where something may start: not paused, MAX above 0, a lane not paused."""
+        """Pools where something may start: not paused, MAX above 0, a lane or gate not paused."""
         return [
             pool
             for pool in self._topology.pools
-            if not pool.halted and any(not lane.paused for lane in self._topology.lanes_of(pool.name))
+            if not pool.halted and any(not member.paused for member in self._topology.members_of(pool.name))
         ]
 
-    def run(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
-        """Tick while holding the lease; with a loop policy, more while jobs wait and time remains."""
+    def run(self, ended: Sequence[EndedExecution] = (), releases: Sequence[Release] = ()) -> TickReport:
+        """Tick while holding the lease; with a loop policy, more while jobs wait and time remains.
+
+        ``releases``: executions that say they left a gate: their places are freed first,
+        whether or not anything may start.
+        """
+        release(releases, self._topology, self._ports.state_table, self._runtime)
         if not self._active_pools:
             default = self._topology.pools[0]
             logger.info(
                 "paused: nothing starts",
                 extra={"max": default.max_concurrency, "paused": default.paused},
             )
-            return TickReport(stopped=StopReason.PAUSED)
+            return self._stopped(StopReason.PAUSED)
         self._note_ends(ended)
         holder = LeaseHolder(self._ports.lease, self._runtime, uuid.uuid4().hex)
         try:
             if not holder.take():
-                return TickReport(stopped=StopReason.BUSY)
+                return self._stopped(StopReason.BUSY)
         except TransientError as error:
             # The write may have been applied with its answer lost: let go, or it expires.
             logger.warning("could not take the tick lease", extra={"reason": str(error)})
             holder.let_go_after_failure()
-            return TickReport(stopped=StopReason.THROTTLED)
+            return self._stopped(StopReason.THROTTLED)
         self._records.hold()
         try:
             report = self._ticks(ended)
@@ -143,6 +159,10 @@ class Dispatcher:
         finally:
             self._records.let_go()
         return report
+
+    def _stopped(self, reason: StopReason) -> TickReport:
+        """The report of a tick that stopped before counting (with every gate's counts, at 0)."""
+        return TickReport(stopped=reason, gates={gate.name: Counts() for gate in self._topology.gates})
 
     def _steered(self, topology: Topology) -> None:
         """Tick from now on within ``topology``'s live limits (the operator changed them, or not)."""
@@ -159,10 +179,11 @@ class Dispatcher:
     def _ends_by_machine(self, ended: Sequence[EndedExecution]) -> dict[str, list[EndedExecution]]:
         """The ends each counter is told about (an end that names no state machine is the default lane's)."""
         default = self._topology.default_lane.state_machine_arn
+        watched = self._counters.keys() | {counter.state_machine_arn for counter in self._gates.values()}
         by_machine: dict[str, list[EndedExecution]] = {}
         for end in ended:
             arn = end.state_machine_arn or default
-            if arn in self._counters:
+            if arn in watched:
                 by_machine.setdefault(arn, []).append(end.model_copy(update={"state_machine_arn": arn}))
         return by_machine
 
@@ -202,51 +223,67 @@ class Dispatcher:
             except TransientError as error:
                 # Whether the operator paused is unknown: start nothing this tick.
                 logger.warning("could not read the control parameter", extra={"reason": str(error)})
-                return TickReport(stopped=StopReason.THROTTLED)
+                return self._stopped(StopReason.THROTTLED)
         self._ticked = True
         pools = self._active_pools
         if not pools:
             logger.info("paused: nothing starts")
-            return TickReport(stopped=StopReason.PAUSED)
+            return self._stopped(StopReason.PAUSED)
         machines = self._by_listing_age(
             arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
         )
+        gates = [self._gates[gate.name] for pool in pools for gate in self._topology.gates_of(pool.name)]
         by_machine = self._ends_by_machine(ended)
         try:
             for arn in machines:
                 self._counters[arn].ensure_standard()
+            for gate in gates:
+                gate.ensure_standard()
             now = self._runtime.clock()
             oldest = {arn: self._counters[arn].review_from(now) for arn in machines}
+            for gate in gates:
+                # A gate's ends are news for as long as the list may lag behind them.
+                arn = gate.state_machine_arn
+                oldest[arn] = min(oldest.get(arn, math.inf), now - RECENT_START_WINDOW_SECONDS)
             windows = self._records.windows(now, oldest)
             counts = {
                 arn: self._counters[arn].count(windows[arn], by_machine.get(arn, ())) for arn in machines
             }
+            inside = {
+                gate.name: gate.count(
+                    windows[gate.state_machine_arn], by_machine.get(gate.state_machine_arn, ())
+                )
+                for gate in gates
+            }
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
             logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
-            return TickReport(stopped=StopReason.THROTTLED)
-        allocations = {pool.name: self._allocation(pool, counts) for pool in pools}
+            return self._stopped(StopReason.THROTTLED)
+        allocations = {pool.name: self._allocation(pool, counts, inside) for pool in pools}
         ages = [
             count.oldest_running_seconds
             for count in counts.values()
             if count.oldest_running_seconds is not None
         ]
         report = TickReport(
-            running=sum(count.running for count in counts.values()),
+            running=sum(count.running for count in counts.values())
+            + sum(figures.inside for figures in inside.values()),
             free=sum(allocation.free for allocation in allocations.values()),
             stopped=StopReason.CAPACITY,
             oldest_running_seconds=max(ages, default=None),
             lanes={lane.name: Counts() for lane in self._topology.lanes},
+            gates={gate.name: Counts() for gate in self._topology.gates},
+            inside=inside,
             pools={
                 pool.name: PoolFigures(
                     max_concurrency=pool.max_concurrency,
-                    running=self._running(pool, counts),
+                    running=self._running(pool, counts, inside),
                     free=allocations[pool.name].free,
                 )
                 for pool in pools
             },
         )
-        lanes = min(len(self._topology.lanes), LANE_THREADS)
+        lanes = min(len(self._topology.lanes) + len(self._topology.gates), LANE_THREADS)
         with (
             self._runtime.pool(self._start_threads()) as threads,
             self._runtime.pool(lanes) as lane_threads,
@@ -260,8 +297,30 @@ class Dispatcher:
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
             report.stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)
+            if report.stopped not in HALTING_STOPS:
+                self._probe(gates, rounds, threads, report)
         self._rates.settle(self._passes.lane_stops)
         return report
+
+    def _probe(
+        self, gates: Sequence[GateCounter], rounds: Round, threads: StartThreads, report: TickReport
+    ) -> None:
+        """Look for pending admissions' requests in the gates no round reached this tick (`probe_due`)."""
+        now = self._runtime.clock()
+        due = [
+            gate
+            for gate in gates
+            if gate.name not in self._passes.lane_stops
+            and not self._topology.gate(gate.name).paused
+            and gate.probe_due(now)
+        ]
+        for gate in due:
+            logger.info("looking for pending admissions' requests", extra={"gate": gate.name})
+            probe = GateRound(
+                self._gate_ports[gate.name], threads, warm=self._warm, counter=gate, probing=True
+            )
+            for name, (counts, _) in rounds.run({gate.name: (probe, 0)}).items():
+                report.settle(name, counts)
 
     def _by_listing_age(self, machines: Iterable[str]) -> list[str]:
         """State machines counted oldest listing first (never listed first).
@@ -272,13 +331,19 @@ class Dispatcher:
         """
         return sorted(machines, key=lambda arn: self._warm.listed_at(arn) or -math.inf)
 
-    def _running(self, pool: PoolLimit, counts: Mapping[str, Count]) -> int:
-        """RUNNING in a pool: its state machines' counts, each once."""
-        return sum(counts[arn].running for arn in self._topology.state_machines_of(pool.name))
+    def _running(
+        self, pool: PoolLimit, counts: Mapping[str, Count], inside: Mapping[str, GateFigures]
+    ) -> int:
+        """RUNNING in a pool: its lanes' state machines' counts, each once, and who is inside its gates."""
+        return sum(counts[arn].running for arn in self._topology.state_machines_of(pool.name)) + sum(
+            inside[gate.name].inside for gate in self._topology.gates_of(pool.name)
+        )
 
-    def _allocation(self, pool: PoolLimit, counts: Mapping[str, Count]) -> Allocation:
-        """A pool's free slots, and what each of its lanes may take of them."""
-        running = self._running(pool, counts)
+    def _allocation(
+        self, pool: PoolLimit, counts: Mapping[str, Count], inside: Mapping[str, GateFigures]
+    ) -> Allocation:
+        """A pool's free slots, and what each of its lanes and gates may take of them."""
+        running = self._running(pool, counts, inside)
         free = free_slots(pool.max_concurrency, running)
         claims = []
         now = self._runtime.clock()
@@ -294,6 +359,9 @@ class Dispatcher:
                     room_of(lane.max_concurrency, lane_running, tokens, paused=lane.paused),
                 )
             )
+        for gate in self._topology.gates_of(pool.name):
+            room = room_of(gate.max_concurrency, inside[gate.name].inside, paused=gate.paused)
+            claims.append(Claim(gate.name, gate.priority, room))
         logger.info(
             "capacity",
             extra={"pool": pool.name, "running": running, "free": free, "max": pool.max_concurrency},

@@ -35,8 +35,10 @@ class GroupOutcome:
     """Of ``started``: the redrives."""
     dead_letters: list[DeadLetter] = field(default_factory=list)
     held_back: list[QueuedMessage] = field(default_factory=list)
+    dropped: list[QueuedMessage] = field(default_factory=list)
+    """Done without a call that took: a gate's request whose task token Step Functions refused."""
     attempted: set[str] = field(default_factory=set)
-    """Names `StartExecution` was called for: their records must stay."""
+    """Names `StartExecution` (or `SendTaskSuccess`) was called for: their records must stay."""
     stop_reason: str | None = None
 
 
@@ -47,6 +49,8 @@ class RoundOutcome(GroupOutcome):
     recorded: list[RecordedStart] = field(default_factory=list)
     rate_spent: bool = False
     """The lane's start rate granted fewer starts than the round had: its jobs wait for it."""
+    unsettled: list[QueuedMessage] = field(default_factory=list)
+    """Of the done messages, those to leave on the queue (released, not deleted): they come back."""
 
     def merge(self, group: GroupOutcome) -> None:
         """Add one group's outcome."""
@@ -55,6 +59,7 @@ class RoundOutcome(GroupOutcome):
         self.redriven += group.redriven
         self.dead_letters += group.dead_letters
         self.held_back += group.held_back
+        self.dropped += group.dropped
         self.attempted |= group.attempted
         self.stop_reason = self.stop_reason or group.stop_reason
 

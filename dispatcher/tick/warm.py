@@ -22,6 +22,9 @@ from dispatcher.core.pacing import Latency, Paces, quota_scope, region_of
 
 SEEN_RUNNING_LIMIT = 10_000
 """Past this many names seen running, those older than the review window are dropped."""
+ADMITTED_TOKENS_LIMIT, ADMITTED_TOKENS_SECONDS = 50_000, 900.0
+"""Past this many tokens known admitted, those older than this are dropped (a request comes
+again within its visibility timeout; one that comes later is asked about again, and refused)."""
 
 
 @dataclass
@@ -42,6 +45,11 @@ class WarmState:
     """Execution ARN → when `DescribeExecution` last said it runs (for the review window)."""
     turns: int = 0
     """Ticks that spent slots: which lane a round's batches go to first turns with each."""
+    probed: dict[str, float] = field(default_factory=dict)
+    """Gate → when it last looked for the requests of its pending admissions."""
+    admitted_tokens: dict[str, float] = field(default_factory=dict)
+    """Digest of a task token → when `SendTaskSuccess` accepted it here: a request that comes
+    again with it is known inside without asking (Step Functions would refuse it anyway)."""
 
     def fan_out(self, lane: str) -> FanOut:
         """What the receives of this lane's rounds follow."""
@@ -81,6 +89,13 @@ class WarmState:
             oldest = now - RECENT_START_WINDOW_SECONDS
             self.seen_running = {key: at for key, at in self.seen_running.items() if at >= oldest}
 
+    def admitted(self, token: str, now: float) -> None:
+        """`SendTaskSuccess` accepted the token of this digest at ``now``."""
+        self.admitted_tokens[token] = now
+        if len(self.admitted_tokens) > ADMITTED_TOKENS_LIMIT:
+            oldest = now - ADMITTED_TOKENS_SECONDS
+            self.admitted_tokens = {key: at for key, at in self.admitted_tokens.items() if at >= oldest}
+
     def running_since(self, execution: str, moment: float) -> bool:
         """Whether a `DescribeExecution` made at ``moment`` or later said this execution (its ARN) runs."""
         return self.seen_running.get(execution, -1.0) >= moment
@@ -89,6 +104,8 @@ class WarmState:
         """Forget everything, as a cold start does."""
         self.standard.clear()
         self.seen_running.clear()
+        self.admitted_tokens.clear()
+        self.probed.clear()
         self.listings.clear()
         self.fan_outs.clear()
         self.paces.clear()

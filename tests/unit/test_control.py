@@ -6,7 +6,7 @@ import pytest
 
 from dispatcher.core.control import Control, Override, combine, parse_control, steer
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
+from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, Topology
 from dispatcher.core.messages import group_problem, job_problem
 
 
@@ -81,6 +81,7 @@ TOPOLOGY = Topology(
         Lane("urgent", DEFAULT, "q2", "d2", MACHINE + "jobs", priority=1),
         Lane("glue", "glue", "q3", "d3", MACHINE + "glue", max_concurrency=2),
     ),
+    gates=(Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", max_concurrency=2),),
 )
 
 
@@ -111,6 +112,16 @@ def test_steer_overrides_each_pool_and_lane_and_keeps_what_it_does_not_name() ->
     assert steered.lane("urgent").paused
     assert steered.lane(DEFAULT) == TOPOLOGY.lane(DEFAULT)
     assert steer(TOPOLOGY, Control(paused=True), "/p").pool(DEFAULT).halted
+
+
+def test_steer_overrides_a_gates_max_and_pause_and_nothing_else() -> None:
+    """``gates.<name>`` steers that gate: its MAX and pause, each key on its own."""
+    steered = steer(TOPOLOGY, Control(gates={"crawl": Override(paused=True)}), "/p")
+    assert steered.gate("crawl") == Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", 2, paused=True)
+    assert steered.lanes == TOPOLOGY.lanes
+    assert steered.pools == TOPOLOGY.pools
+    resized = steer(TOPOLOGY, Control(gates={"crawl": Override(max_concurrency=0)}), "/p")
+    assert (resized.gate("crawl").max_concurrency, resized.gate("crawl").paused) == (0, False)
 
 
 @pytest.mark.parametrize(

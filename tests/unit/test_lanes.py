@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, location, parse_lanes
+from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, location, parse_lanes
 from dispatcher.settings import load_settings
 
 ACCOUNT = "123456789012"
@@ -84,6 +84,41 @@ def test_pools_and_lanes_are_read_with_their_defaults_and_a_shared_state_machine
         topology.lane("nope")
 
 
+def test_gates_are_read_with_their_defaults_and_count_in_their_pools() -> None:
+    """A gate has its queue, DLQ, state machine, pool (``default`` by default), an optional MAX, priority 0."""
+    topology = parse(
+        {
+            "pools": {"glue": {"max_concurrency": 4}},
+            "lanes": [lane("backfill", "load", pool="glue")],
+            "gates": [lane("crawl", "ingest", pool="glue", max_concurrency=2), lane("api", "ingest")],
+        }
+    )
+    crawl, api = topology.gates
+    assert crawl == Gate(
+        name="crawl",
+        pool="glue",
+        queue_url=queue("crawl"),
+        dead_letter_queue_url=queue("crawl-dead-letters"),
+        state_machine_arn=arn("ingest"),
+        max_concurrency=2,
+    )
+    assert (api.pool, api.max_concurrency, api.priority, api.paused) == (DEFAULT, None, 0, False)
+    assert topology.gate_names == ("crawl", "api")
+    assert topology.gate("api") is api
+    assert topology.gates_of("glue") == (crawl,)
+    assert topology.members_of("glue") == (topology.lane("backfill"), crawl)
+    assert topology.state_machines == (arn("jobs"), arn("load"))
+    assert topology.watched_machines == (arn("jobs"), arn("load"), arn("ingest"))
+    with pytest.raises(KeyError):
+        topology.gate("nope")
+
+
+def test_a_gate_may_guard_a_lanes_state_machine_in_another_pool() -> None:
+    """The lane counts the machine's RUNNING executions in its pool; the gate its section's, in another."""
+    topology = parse({"pools": {"glue": {"max_concurrency": 1}}, "gates": [lane("g", "jobs", pool="glue")]})
+    assert topology.gate("g").state_machine_arn == topology.default_lane.state_machine_arn
+
+
 def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
     topology = parse({"lanes": [lane("urgent", "jobs", priority=1)]})
     assert topology.state_machines_of(DEFAULT) == (arn("jobs"),)
@@ -131,7 +166,28 @@ def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
             {"lanes": [lane("a", "jobs", max_concurrency=2)]},
             "LANES: lanes[0].max_concurrency: another lane starts the same state machine",
         ),
-        ({"gates": [lane("g")]}, "LANES: gates: gates are not available in this version"),
+        ({"gates": [{"name": "g"}]}, "LANES: gates[0].queue_url: field required"),
+        ({"gates": [lane("g", priority=1)]}, "LANES: gates[0].priority: extra inputs are not permitted"),
+        ({"gates": [lane("g", max_concurrency=-1)]}, "LANES: gates[0].max_concurrency: input should be"),
+        ({"gates": [lane("g", pool="glue")]}, "LANES: gates[0].pool: unknown pool 'glue'"),
+        ({"gates": [lane("default")]}, "LANES: gates[0].name: default is the environment's lane"),
+        (
+            {"lanes": [lane("a")], "gates": [lane("a", "b")]},
+            "LANES: gates[0].name: 'a' is already the name of",
+        ),
+        (
+            {"gates": [lane("g", "jobs")]},
+            "LANES: gates[0].state_machine_arn: it is the environment's lane's state machine too, in pool"
+            " 'default': a state machine can't be both a lane's and a gate's in one pool",
+        ),
+        (
+            {
+                "pools": {"glue": {"max_concurrency": 1}},
+                "lanes": [lane("a", "m", pool="glue")],
+                "gates": [lane("g", "m", pool="glue")],
+            },
+            "LANES: gates[0].state_machine_arn: it is lanes[0]'s state machine too, in pool 'glue'",
+        ),
     ],
 )
 def test_a_malformed_lanes_is_a_configuration_error_naming_the_field(document: Any, message: str) -> None:

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dispatcher.adapters.state_items import (
+    confirmation_item,
     end_packs,
     ends_item,
+    inside_item,
+    inside_item_key,
+    inside_partition,
     machine_suffix,
+    read_inside,
     read_items,
+    record_key,
     records_of,
     start_packs,
     starts_item,
 )
 from dispatcher.core.counting import StartsToRecord
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.gates import Confirmation
 
 OWN = "arn:aws:states:us-east-1:123456789012:stateMachine:workflow"
 GLUE = "arn:aws:states:us-east-1:123456789012:stateMachine:glue"
@@ -70,3 +79,38 @@ def test_a_round_of_more_than_25_starts_is_items_of_25() -> None:
     lanes = [StartsToRecord(GLUE, {f"job-{index}": "g" for index in range(60)})]
     packs = start_packs(records_of(lanes, 1_000.0, OWN)[0])
     assert [len(pack) for pack in packs] == [25, 25, 10]
+
+
+def test_an_admission_is_an_item_of_its_gates_partition_keyed_by_the_execution() -> None:
+    """Admitting an execution again overwrites its item; its key tells it apart from any start."""
+    [records] = records_of(
+        [StartsToRecord(GLUE, {"exec-1": "group-1"}, gate="crawl", tokens={"exec-1": "digest-1"})],
+        1_000.5,
+        OWN,
+    )
+    [record] = records
+    assert (record.gate, record.token, record.sort_key) == ("crawl", "digest-1", "inside#crawl#exec-1")
+    item = inside_item(OWN, record)
+    assert item["pk"]["S"] == inside_partition(OWN, "crawl") == f"inside#crawl#{OWN}"
+    assert item["sk"]["S"] == "exec-1"
+    assert int(item["expires_at"]["N"]) > 1_000 + 365 * 24 * 3600
+    assert record_key(item) == record.sort_key
+    assert inside_item_key(OWN, record) == {"pk": item["pk"], "sk": item["sk"]}
+    [read], confirmations = read_inside([item], "crawl", GLUE)
+    assert read == record
+    assert confirmations == []
+
+
+def test_a_confirmation_sorts_after_every_admission_and_reads_back_its_names() -> None:
+    item = confirmation_item(OWN, "crawl", ["b", "a", "b"], 2_000.0)
+    assert item["sk"]["S"].startswith("~confirmed#")
+    assert item["sk"]["S"] > "zzzz"  # after any execution name: "~" is no name's character
+    records, [confirmation] = read_inside([item], "crawl", GLUE)
+    assert records == []
+    assert confirmation == Confirmation(item["sk"]["S"], 2_000.0, frozenset({"a", "b"}))
+
+
+def test_a_start_has_no_admissions_item() -> None:
+    [[record]] = records_of([StartsToRecord(OWN, {"job": "g"})], 1.0, OWN)
+    with pytest.raises(ValueError, match="is a start, not an admission"):
+        inside_item(OWN, record)

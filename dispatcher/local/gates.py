@@ -1,0 +1,120 @@
+"""A gate in the emulator, as the template makes one: its queues, and the sample gated workflow.
+
+The sample gated workflow is the one the template deploys and the manual's ASL: a free
+part, the gate (a ``sqs:sendMessage.waitForTaskToken`` task sending the request), the
+section (a Wait standing in for the scarce step), the release (a ``sqs:sendMessage`` task
+to the end-event queue), a free part again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+
+from dispatcher.core.events import GATE_KEY, RELEASE_KEY
+from dispatcher.core.gates import EXECUTION_KEY, TOKEN_KEY
+from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.local.stack import job_queues
+
+ENTER, SECTION, LEAVE = "Enter gate", "Section", "Leave gate"
+"""The sample's states around the section: the request, the scarce step, the release."""
+
+
+def gated_workflow(
+    gate: str,
+    gate_queue_url: str,
+    release_queue_url: str,
+    *,
+    free_seconds: float = 1,
+    section_seconds: float = 1,
+) -> str:
+    """The sample gated workflow's ASL: free part → gate → section → release → free part.
+
+    Each request is its own message group (the execution's name), so the gate's queue
+    hands out many at once, oldest first; one fixed group would admit in strict send
+    order, ten at a time.
+    """
+    return json.dumps(
+        {
+            "Comment": "A gated workflow: a free part, the section a gate guards, a free part again.",
+            "StartAt": "Prepare",
+            "States": {
+                "Prepare": {"Type": "Wait", "Seconds": free_seconds, "Next": ENTER},
+                ENTER: {
+                    "Type": "Task",
+                    "Comment": "Wait here, at no cost, until the dispatcher admits this execution.",
+                    "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "Parameters": {
+                        "QueueUrl": gate_queue_url,
+                        "MessageGroupId.$": "$$.Execution.Name",
+                        "MessageBody": {
+                            f"{TOKEN_KEY}.$": "$$.Task.Token",
+                            f"{EXECUTION_KEY}.$": "$$.Execution.Id",
+                        },
+                    },
+                    "ResultPath": "$.gate",
+                    "Next": SECTION,
+                },
+                SECTION: {
+                    "Type": "Wait",
+                    "Comment": "Stands in for the scarce step: a Glue job, a partner API's call.",
+                    "Seconds": section_seconds,
+                    "Next": LEAVE,
+                },
+                LEAVE: {
+                    "Type": "Task",
+                    "Comment": "Free the place at once (the execution's end would free it too).",
+                    "Resource": "arn:aws:states:::sqs:sendMessage",
+                    "Parameters": {
+                        "QueueUrl": release_queue_url,
+                        "MessageBody": {f"{RELEASE_KEY}.$": "$$.Execution.Id", GATE_KEY: gate},
+                    },
+                    "ResultPath": None,
+                    "Next": "Finish",
+                },
+                "Finish": {"Type": "Wait", "Seconds": free_seconds, "Next": "Done"},
+                "Done": {"Type": "Succeed"},
+            },
+        }
+    )
+
+
+def create_release_queue(stack: str) -> str:
+    """The stack's end-event queue (``<stack>-end-events``, standard), where releases go too; its URL."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    return str(sqs.create_queue(QueueName=f"{stack}-end-events")["QueueUrl"])
+
+
+def create_gate(  # noqa: PLR0913 — each keyword is a gate option
+    stack: str,
+    name: str,
+    *,
+    release_queue_url: str,
+    state_machine_arn: str | None = None,
+    free_seconds: float = 1,
+    section_seconds: float = 1,
+    **options: Any,
+) -> dict[str, Any]:
+    """Create a gate's queues (``<stack>-<name>-jobs.fifo``) and, unless given, its sample gated workflow.
+
+    Returns the gate's entry of ``LANES`` (``options``: ``pool``, ``max_concurrency``).
+    """
+    queue_url, dead_letter_url = job_queues(boto3.client("sqs", region_name=REGION), f"{stack}-{name}", 100)
+    if state_machine_arn is None:
+        definition = gated_workflow(
+            name, queue_url, release_queue_url, free_seconds=free_seconds, section_seconds=section_seconds
+        )
+        state_machine_arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+            name=f"{stack}-{name}-gated",
+            definition=definition,
+            roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{stack}-workflow",
+        )["stateMachineArn"]
+    return {
+        "name": name,
+        "queue_url": queue_url,
+        "dead_letter_queue_url": dead_letter_url,
+        "state_machine_arn": state_machine_arn,
+        **options,
+    }

@@ -1,0 +1,374 @@
+"""A gate in a tick: who is inside (its count in the pool), and its rounds of admissions.
+
+A gate is one more member of its pool. Its count is its admissions recorded in the state
+table, less those of executions that left: a release deletes the record at once (any
+invocation), an end a status change event reports frees it on the next tick, and an
+execution inside for `CHECK_AFTER_SECONDS` is checked with `DescribeExecution` (within
+the tick's pace of that API): one that ended without a word leaves then. Its round
+receives requests, records the admissions, calls `SendTaskSuccess` for each (one message
+group per thread, in send order), and deletes what is done, as a lane's round does with
+`StartExecution`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from dispatcher.core.admission import Admission, Start, admit
+from dispatcher.core.batching import SQS_BATCH_LIMIT
+from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
+from dispatcher.core.errors import ConfigurationError, TokenRefusedError, TransientError
+from dispatcher.core.events import EndedExecution, Release
+from dispatcher.core.executions import execution_arn
+from dispatcher.core.gates import (
+    admission_output,
+    due_checks,
+    oldest_inside_seconds,
+    once_a_round,
+    plan_inside,
+    plan_request,
+    release_problem,
+    still_inside,
+    token_digest,
+)
+from dispatcher.core.lanes import Topology
+from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.pacing import Pace
+from dispatcher.telemetry import logger
+from dispatcher.tick.count import Records
+from dispatcher.tick.ports import GatePorts, Runtime, StartThreads, StateStore, TaskTokens
+from dispatcher.tick.report import Counts, GateFigures
+from dispatcher.tick.round import MemberRound, Prepared
+from dispatcher.tick.starts import GroupOutcome, RoundOutcome
+from dispatcher.tick.warm import WarmState
+
+PROBE_SECONDS = 10.0
+"""How often a gate with pending admissions and no free place looks for their requests. Each
+look receives (and releases) up to ten requests, which counts as a receive of each: pending
+admissions are rare (a tick that died, a call that failed) and settle within a visibility
+timeout, so a few looks stay far from the queue's `maxReceiveCount`."""
+
+
+class GateCounter:
+    """Counts the executions inside one gate, and keeps who they are for the gate's rounds."""
+
+    def __init__(
+        self,
+        ports: GatePorts,
+        records: Records,
+        store: StateStore,
+        warm: WarmState,
+        clock: Callable[[], float],
+    ) -> None:
+        self._ports = ports
+        self._records = records
+        self._store = store
+        self._warm = warm
+        self._clock = clock
+        self.state_machine_arn = ports.state_machine.arn
+        self.inside: dict[str, RecordedStart] = {}
+        """Execution name → its admission, as of this tick's count and the rounds since."""
+
+    @property
+    def name(self) -> str:
+        """The gate's name."""
+        return self._ports.name
+
+    def ensure_standard(self) -> None:
+        """Refuse an EXPRESS (or missing) state machine; a warm container checks once."""
+        if self.state_machine_arn not in self._warm.standard:
+            self._ports.state_machine.ensure_standard()
+            self._warm.standard.add(self.state_machine_arn)
+
+    def count(self, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> GateFigures:
+        """Who is inside now: the gate's admissions, less the executions that ended or a check says left.
+
+        ``window``: its state machine's, as `Records.windows` read it a moment before (its ends).
+        """
+        now = self._clock()
+        read = self._store.inside(self.name, self.state_machine_arn)
+        planned = plan_inside(read.records, latest_ends([*window.ended, *ended]))
+        left = list(planned.ended) + self._checked_out(planned.inside, now)
+        gone = {record.name for record in left}
+        inside = [record for record in planned.inside if record.name not in gone]
+        if left:
+            logger.info("left the gate", extra={"gate": self.name, "executions": [r.name for r in left]})
+            self._records.forget(left, now)
+        if read.stale:
+            self._store.tidy(self.name, read.stale)
+        self.inside = {record.name: record for record in inside}
+        return GateFigures(inside=len(inside), oldest_inside_seconds=oldest_inside_seconds(inside, now))
+
+    @property
+    def pending(self) -> list[RecordedStart]:
+        """Admissions recorded but not confirmed: their requests may be back on the queue."""
+        return [record for record in self.inside.values() if not record.confirmed]
+
+    def probe_due(self, now: float) -> bool:
+        """Whether to look for the requests of pending admissions now (at most every `PROBE_SECONDS`).
+
+        They take no place (theirs is held already), so they are found even when the pool
+        has none free: else a place held by an admission whose tick died before its
+        `SendTaskSuccess` could be the pool's last, and nothing would ever free it.
+        """
+        if not self.pending or now - self._warm.probed.get(self.name, -math.inf) < PROBE_SECONDS:
+            return False
+        self._warm.probed[self.name] = now
+        return True
+
+    def confirm(self, names: Sequence[str]) -> None:
+        """Note that `SendTaskSuccess` took these admissions (raises when it can't be written)."""
+        now = self._clock()
+        self._store.confirm(self.name, names, now)
+        for name in names:
+            record = self.inside.get(name)
+            if record is not None:
+                self.inside[name] = record.model_copy(update={"confirmed": True})
+
+    def _checked_out(self, inside: Sequence[RecordedStart], now: float) -> list[RecordedStart]:
+        """The executions inside long enough for a check that `DescribeExecution` says ended, longest first.
+
+        Within the tick's pace of that API; what it leaves unchecked keeps its place and is
+        checked on a later tick. One that runs (or that no read shows yet) is checked again
+        `CHECK_AFTER_SECONDS` later.
+        """
+        machine = self.state_machine_arn
+        checked = {
+            record.name: self._warm.seen_running.get(execution_arn(machine, record.name), -math.inf)
+            for record in inside
+        }
+        pace = self._warm.paces_for(machine).describe
+        left: list[RecordedStart] = []
+        for record in due_checks(inside, checked, now):
+            if not pace.take(now, 1):
+                break
+            try:
+                state = self._ports.state_machine.state_of(record.name)
+            except TransientError as error:
+                logger.warning("could not check an execution inside", extra={"reason": str(error)})
+                break
+            if still_inside(None if state is None else state.status):
+                self._warm.saw_running(execution_arn(machine, record.name), now)
+            else:
+                left.append(record)
+        return left
+
+
+class GateRound(MemberRound):
+    """One gate's side of its rounds in one tick: its requests, admitted into its pool with task tokens."""
+
+    def __init__(
+        self,
+        ports: GatePorts,
+        pool: StartThreads,
+        *,
+        warm: WarmState,
+        counter: GateCounter,
+        probing: bool = False,
+    ) -> None:
+        """``probing``: a round with no free place, for the requests of pending admissions (`probe_due`)."""
+        super().__init__(ports, pool, warm=warm)
+        self._gate = ports
+        self._counter = counter
+        self._probing = probing
+        self._starts_of_round: GateStarts | None = None
+
+    def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
+        """Receive up to one round of requests; a probe, one batch without waiting."""
+        if self._probing:
+            return self._gate.queue.receive(SQS_BATCH_LIMIT, wait=False), None
+        return super().receive(free)
+
+    def pace(self) -> Pace:
+        """Below `SendTaskSuccess`'s quota, the account's in the gate's region."""
+        return self._warm.paces_for(self._counter.state_machine_arn).admit
+
+    def decide(self, messages: Sequence[QueuedMessage], free: int) -> Admission:
+        """Admit in receive order up to the free slots; an execution inside already takes none.
+
+        A request for an execution another request of the round names waits for the next round.
+        """
+        machine = self._counter.state_machine_arn
+        inside = self._counter.inside
+        return admit(
+            messages,
+            free,
+            once_a_round(lambda message: plan_request(message, machine)),
+            takes_slot=lambda start: start.name not in inside,
+        )
+
+    def _starts(self, part: Prepared, clock: Callable[[], float]) -> GateStarts:
+        self._starts_of_round = GateStarts(
+            gate=self.name,
+            tokens=self._gate.tokens,
+            counter=self._counter,
+            warm=self._warm,
+            starts=part.admission.starts,
+            outcome=part.outcome,
+            clock=clock,
+        )
+        return self._starts_of_round
+
+    def settle(self, outcome: RoundOutcome) -> Counts:
+        """Confirm the admissions `SendTaskSuccess` took, then delete what is done and release the rest.
+
+        Confirmed before their requests are deleted: a request deleted is an admission
+        confirmed. When the confirmation can't be written, those requests stay on the
+        queue: they come back, are known inside, and are confirmed then.
+        """
+        starts, self._starts_of_round = self._starts_of_round, None
+        if starts is not None and starts.to_confirm:
+            try:
+                self._counter.confirm([name for name, _ in starts.to_confirm])
+            except (TransientError, ConfigurationError) as error:
+                logger.warning(
+                    "could not confirm admissions: their requests stay", extra={"reason": str(error)}
+                )
+                outcome.unsettled += [message for _, message in starts.to_confirm]
+        return super().settle(outcome)
+
+    @staticmethod
+    def _counts(outcome: RoundOutcome, *, delete_failures: int) -> Counts:
+        return Counts(
+            admitted=len(outcome.started),
+            already_inside=len(outcome.already_started),
+            refused=len(outcome.dropped),
+            dead_lettered=len(outcome.dead_letters),
+            released=len(outcome.held_back),
+            delete_failures=delete_failures,
+        )
+
+
+@dataclass
+class GateStarts:
+    """One gate's part of a round: its admissions, recorded first, then made with `SendTaskSuccess`."""
+
+    gate: str
+    tokens: TaskTokens
+    counter: GateCounter
+    warm: WarmState
+    starts: Sequence[Start]
+    outcome: RoundOutcome
+    clock: Callable[[], float]
+    recorded: set[str] = field(default_factory=set)
+    """Names whose admission is recorded: only these are admitted."""
+    to_confirm: list[tuple[str, QueuedMessage]] = field(default_factory=list)
+    """Admissions `SendTaskSuccess` took (or that keep their place), with their requests."""
+
+    def _digest(self, start: Start) -> str:
+        return token_digest(start.token or "")
+
+    def to_record(self, taken: set[tuple[str, str]]) -> StartsToRecord:
+        """An admission record for each request, unless the same token's is there already.
+
+        An execution inside with another token entered again (it left without a release
+        that reached the dispatcher): its record is written anew, so a late release of its
+        earlier entry frees nothing. One inside with the same token may have been admitted
+        by a tick that died before deleting the request: its record stays as it is.
+        """
+        groups: dict[str, str] = {}
+        tokens: dict[str, str] = {}
+        for start in self.starts:
+            digest = self._digest(start)
+            prior = self.counter.inside.get(start.name)
+            if prior is not None and prior.token == digest:
+                self.recorded.add(start.name)
+                continue
+            groups[start.name] = start.message.group_id
+            tokens[start.name] = digest
+        return StartsToRecord(self.counter.state_machine_arn, groups, gate=self.gate, tokens=tokens)
+
+    def admit(self, start: Start, outcome: GroupOutcome) -> None:
+        """Admit one execution: `SendTaskSuccess` with its token, unless it is known inside with it.
+
+        Known inside: its admission is confirmed, or this container's `SendTaskSuccess`
+        took its token (then it is confirmed now).
+        """
+        message, name, digest = start.message, start.name, self._digest(start)
+        prior = self.counter.inside.get(name)
+        known = prior is not None and prior.token == digest and prior.confirmed
+        if known or digest in self.warm.admitted_tokens:
+            if not known:
+                self.to_confirm.append((name, message))
+            outcome.already_started.append(message)
+            logger.info("already inside", extra={"gate": self.gate, "execution": name})
+            return
+        now = self.clock()
+        try:
+            self.tokens.succeed(start.token or "", admission_output(self.gate, now))
+        except TokenRefusedError as error:
+            self._refused(start, outcome, error)
+            return
+        self.warm.admitted(digest, now)
+        record = next((record for record in self.outcome.recorded if record.name == name), prior)
+        if record is not None:
+            self.counter.inside[name] = record
+        self.to_confirm.append((name, message))
+        outcome.started.append(message)
+        logger.info("admitted", extra={"gate": self.gate, "execution": name, "group": message.group_id})
+
+    def _refused(self, start: Start, outcome: GroupOutcome, error: TokenRefusedError) -> None:
+        """A refused token: a new admission is dropped (its record goes); one recorded before keeps its place.
+
+        Recorded before with the same token, it may have been admitted by a tick that died
+        before deleting the request, and Step Functions refuses a token it took already:
+        the place stays until the execution releases, ends, or a check finds it ended.
+        """
+        prior = self.counter.inside.get(start.name)
+        if prior is not None and prior.token == self._digest(start):
+            self.to_confirm.append((start.name, start.message))
+            outcome.already_started.append(start.message)
+            logger.info(
+                "refused a token recorded before: kept inside",
+                extra={"gate": self.gate, "execution": start.name, "reason": str(error)},
+            )
+            return
+        if prior is not None:
+            # It entered again with this token (its record was written anew) and is not admitted.
+            self.counter.inside.pop(start.name, None)
+        outcome.attempted.discard(start.name)
+        outcome.dropped.append(start.message)
+        logger.warning(
+            "task token refused: the request is dropped",
+            extra={"gate": self.gate, "execution": start.name, "reason": str(error)},
+        )
+
+
+RELEASE_THREADS = 32
+"""Releases of one invocation deleted at once (each a conditional `DeleteItem`)."""
+
+
+def release(releases: Sequence[Release], topology: Topology, store: StateStore, runtime: Runtime) -> None:
+    """Free the places of the executions that say they left a gate, each one a conditional delete, at once.
+
+    A release of an unknown gate or of another state machine's execution, one for an
+    execution not inside, or sent before its admission (an earlier entry's) frees nothing.
+    One that fails after retries leaves the place until the execution's end or a check
+    with Step Functions frees it.
+    """
+    machines = {gate.name: gate.state_machine_arn for gate in topology.gates}
+    valid = []
+    for each in releases:
+        problem = release_problem(each, machines)
+        if problem is None:
+            valid.append(each)
+        else:
+            logger.warning("skipped a release", extra={"execution": each.execution_arn, "reason": problem})
+    if not valid:
+        return
+    with runtime.pool(min(len(valid), RELEASE_THREADS)) as threads:
+        freed = threads.settle(lambda each: store.release(each.gate, each.name, each.sent_at), valid)
+    for each, result in zip(valid, freed, strict=True):
+        if isinstance(result, TransientError):
+            logger.warning(
+                "could not release", extra={"execution": each.execution_arn, "reason": str(result)}
+            )
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            logger.info(
+                "released" if result else "released nothing: not inside, or admitted after the release",
+                extra={"gate": each.gate, "execution": each.execution_arn},
+            )

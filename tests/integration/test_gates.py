@@ -1,0 +1,282 @@
+"""Gates through the real handler and boto3 against moto, which really runs the gated workflow.
+
+moto runs ``sqs:sendMessage.waitForTaskToken`` and `SendTaskSuccess`: each execution sends
+its request to the gate's queue and waits; the dispatcher admits it; its section (a Wait)
+runs; it sends its release to the stack's end-event queue, which the test hands to the
+handler as the event source mapping would. Where moto differs from AWS (it accepts a used
+token again while the execution runs), the test makes `SendTaskSuccess` answer as AWS does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from dispatcher.adapters.lease import LEASE_SORT_KEY
+from dispatcher.core.executions import execution_arn
+from dispatcher.local.events import sqs_event
+from dispatcher.local.gates import create_gate, create_release_queue
+from dispatcher.local.stack import read_all
+from tests.integration.conftest import Harness
+from tests.support.crashes import Crash
+
+GATE = "crawl"
+SETTLE_SECONDS = 20.0
+
+
+@dataclass
+class Gated:
+    """One gate of the harness's stack, its gated workflow, and what the test saw of it."""
+
+    harness: Harness
+    entry: dict[str, Any]
+    release_queue_url: str
+    admissions: list[tuple[float, str]] = field(default_factory=list)
+    """(when, execution ARN) of every `SendTaskSuccess` the dispatcher made, accepted or not."""
+
+    @property
+    def machine(self) -> str:
+        """The gated workflow's state machine."""
+        return str(self.entry["state_machine_arn"])
+
+    def configure(self, max_concurrency: int, **gate: Any) -> None:
+        """The function's environment with this gate in ``LANES`` (``gate``: its options)."""
+        self.harness.configure(max_concurrency, lanes=json.dumps({"gates": [{**self.entry, **gate}]}))
+
+    def start(self, name: str) -> str:
+        """Start a gated execution (as its own producer does, not through the dispatcher)."""
+        return str(
+            self.harness.sfn.start_execution(stateMachineArn=self.machine, name=name, input="{}")[
+                "executionArn"
+            ]
+        )
+
+    def status(self, name: str) -> str:
+        """What `DescribeExecution` says of one gated execution."""
+        return str(
+            self.harness.sfn.describe_execution(executionArn=execution_arn(self.machine, name))["status"]
+        )
+
+    def waiting(self) -> int:
+        """Requests on the gate's queue (visible or in flight)."""
+        return sum(self.harness.queue_counts(self.entry["queue_url"]))
+
+    def wait_for_requests(self, count: int) -> None:
+        """Until ``count`` executions sent their request (moto runs them on threads of its own)."""
+        wait_until(lambda: self.waiting() >= count, f"{count} request(s) on the gate's queue")
+
+    def releases(self) -> dict[str, Any] | None:
+        """The release messages sent so far, as the event source mapping delivers them (None: none)."""
+        messages = self.harness.sqs.receive_message(
+            QueueUrl=self.release_queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", [])
+        for message in messages:
+            self.harness.sqs.delete_message(
+                QueueUrl=self.release_queue_url, ReceiptHandle=message["ReceiptHandle"]
+            )
+        if not messages:
+            return None
+        event = sqs_event([message["Body"] for message in messages])
+        for record, message in zip(event["Records"], messages, strict=True):
+            record["attributes"]["SentTimestamp"] = message["Attributes"]["SentTimestamp"]
+        return event
+
+    def record_admissions(self) -> None:
+        """Note each `SendTaskSuccess` the handler's clients make, checking its output on the way."""
+
+        def hook(params: dict[str, Any], **_: Any) -> None:
+            output = json.loads(params["output"])
+            assert output["gate"] == GATE
+            assert output["admitted_at"].endswith("Z")
+            self.admissions.append((time.time(), params["taskToken"]))
+
+        self.harness.on("provide-client-params.states.SendTaskSuccess", hook)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = SETTLE_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def gated(executing_harness: Harness) -> Gated:
+    """A gate on a sample gated workflow (no free part, a section of 1 s), in pool default."""
+    release_url = create_release_queue(executing_harness.stack.name)
+    entry = create_gate(
+        executing_harness.stack.name,
+        GATE,
+        release_queue_url=release_url,
+        free_seconds=0,
+        section_seconds=1,
+    )
+    gate = Gated(executing_harness, entry, release_url)
+    gate.configure(2)
+    gate.record_admissions()
+    return gate
+
+
+def test_a_real_gated_workflow_runs_through_the_gate_with_at_most_max_inside(gated: Gated) -> None:
+    """Five executions wait at a gate of MAX 2; each is admitted once, at most two at a time, all succeed."""
+    harness = gated.harness
+    names = [f"e{index}" for index in range(5)]
+    for name in names:
+        gated.start(name)
+    gated.wait_for_requests(5)
+    inside_seen: list[int] = []
+    released_at: list[float] = []
+    deadline = time.monotonic() + 60
+    while any(gated.status(name) == "RUNNING" for name in names):
+        assert time.monotonic() < deadline, "the gated executions did not all finish"
+        releases = gated.releases()
+        if releases is not None:
+            released_at += [
+                int(record["attributes"]["SentTimestamp"]) / 1000 for record in releases["Records"]
+            ]
+        report = harness.tick(releases)
+        inside_seen.append(report["gates"][GATE]["inside"])
+        time.sleep(0.2)
+    assert [gated.status(name) for name in names] == ["SUCCEEDED"] * 5
+    assert len(gated.admissions) == 5
+    assert len({token for _, token in gated.admissions}) == 5
+    assert max(inside_seen) <= 2
+    # Each admission came when fewer than MAX of those admitted before it had sent their release.
+    for index, (moment, _) in enumerate(sorted(gated.admissions)):
+        assert index - sum(sent <= moment for sent in released_at) < 2
+    assert gated.waiting() == 0
+
+
+def test_a_release_frees_the_place_at_once_and_the_same_invocation_admits_the_next(gated: Gated) -> None:
+    """With MAX 1 and two waiting, the invocation that brings the first's release admits the second."""
+    harness = gated.harness
+    gated.configure(1)
+    gated.start("first")
+    gated.start("second")
+    gated.wait_for_requests(2)
+    report = harness.tick()
+    assert (report["admitted"], report["gates"][GATE]["inside"]) == (1, 0)
+    wait_until(lambda: harness.queue_counts(gated.release_queue_url)[0] > 0, "the first release")
+    released = harness.tick(gated.releases())
+    assert released["admitted"] == 1
+    assert released["gates"][GATE]["inside"] == 0  # counted after the release, before the admission
+    assert len(gated.admissions) == 2
+
+
+def test_a_request_for_an_execution_inside_is_deleted_and_counts_once(gated: Gated) -> None:
+    """A request delivered again is not admitted again: its admission is confirmed, so no second call."""
+    harness = gated.harness
+    gated.configure(2)
+    gated.start("only")
+    gated.wait_for_requests(1)
+    [request] = harness.sqs.receive_message(QueueUrl=gated.entry["queue_url"], VisibilityTimeout=0)[
+        "Messages"
+    ]
+    assert harness.tick()["admitted"] == 1
+    for dedup in ("again-1", "again-2"):
+        harness.sqs.send_message(
+            QueueUrl=gated.entry["queue_url"],
+            MessageBody=request["Body"],
+            MessageGroupId="doubled",
+            MessageDeduplicationId=dedup,
+        )
+        # Warm, the container knows the token; cold, the confirmation in the state table says so.
+        report = harness.tick(cold=dedup == "again-2")
+        assert (report["admitted"], report["already_inside"], report["refused"]) == (0, 1, 0)
+        assert report["gates"][GATE]["inside"] == 1
+    assert len(gated.admissions) == 1
+    assert gated.waiting() == 0
+
+
+def test_a_refused_token_never_admitted_is_dropped_and_holds_no_place(gated: Gated) -> None:
+    """A request whose task is closed (the execution timed out waiting): deleted, counted, no place held."""
+    harness = gated.harness
+    gated.configure(1)
+    gated.start("late")
+    gated.wait_for_requests(1)
+    harness.fail("states.SendTaskSuccess", "TaskTimedOut", "Provided task does not exist anymore")
+    report = harness.tick()
+    assert (report["admitted"], report["refused"], report["gates"][GATE]["inside"]) == (0, 1, 0)
+    assert gated.waiting() == 0
+    harness.clear_hooks()
+    gated.start("next")
+    gated.wait_for_requests(1)
+    assert harness.tick()["admitted"] == 1  # the refused one's place was never taken
+
+
+def test_a_crash_between_the_record_and_send_task_success_admits_once_on_redelivery(gated: Gated) -> None:
+    """The request comes back, its admission is recorded already: it is admitted then, once, and runs on."""
+    harness = gated.harness
+    gated.configure(1)
+    gated.start("crashed")
+    gated.wait_for_requests(1)
+
+    received: list[str] = []
+
+    def note(parsed: dict[str, Any], **_: Any) -> None:
+        received.extend(message["ReceiptHandle"] for message in parsed.get("Messages", []))
+
+    died: list[str] = []
+
+    def die(model: Any, **_: Any) -> None:
+        # The process dies at its first SendTaskSuccess: no call of that invocation goes out after it.
+        if died or model.name == "SendTaskSuccess":
+            died.append(model.name)
+            raise Crash("before SendTaskSuccess")
+
+    harness.on("after-call.sqs.ReceiveMessage", note)
+    harness.on("before-call", die)
+    with pytest.raises(Crash):
+        harness.tick()
+    harness.clear_hooks()
+    gated.admissions.clear()  # the dead invocation's call, never sent
+    # The dead invocation's time is up: its lease is over (it lasts until the invocation's deadline).
+    harness.dynamodb.delete_item(
+        TableName=harness.stack.state_table,
+        Key={"pk": {"S": f"lease#{harness.stack.state_machine_arn}"}, "sk": {"S": LEASE_SORT_KEY}},
+    )
+    gated.record_admissions()
+    assert harness.queue_counts(gated.entry["queue_url"]) == (0, 1)
+    # Its place is held while the request is in flight: a second execution waits.
+    gated.start("second")
+    gated.wait_for_requests(2)
+    assert harness.tick()["admitted"] == 0
+    # The crashed invocation's visibility timeout ends: the request comes back.
+    for handle in received:
+        harness.sqs.change_message_visibility(
+            QueueUrl=gated.entry["queue_url"], ReceiptHandle=handle, VisibilityTimeout=0
+        )
+    # No place is free (its admission holds the only one), yet its request is found and admitted.
+    report = harness.tick()
+    assert (report["admitted"], report["gates"][GATE]["inside"]) == (1, 1)
+    assert len(gated.admissions) == 1
+    wait_until(lambda: gated.status("crashed") == "SUCCEEDED", "the crashed tick's execution to run on")
+
+
+def test_a_poison_request_is_dead_lettered_with_a_reason(gated: Gated) -> None:
+    """A body without both strings, or naming another state machine's execution, goes to the gate's DLQ."""
+    harness = gated.harness
+    other = execution_arn(harness.stack.state_machine_arn, "someone-else")
+    bodies = ['{"token": "t"}', "not json", json.dumps({"token": "t", "execution": other})]
+    for body in bodies:
+        harness.sqs.send_message(
+            QueueUrl=gated.entry["queue_url"],
+            MessageBody=body,
+            MessageGroupId="g",
+            MessageDeduplicationId=uuid.uuid4().hex,
+        )
+    report = harness.tick()
+    assert (report["dead_lettered"], report["admitted"]) == (3, 0)
+    reasons = [
+        message["MessageAttributes"]["DispatchError"]["StringValue"]
+        for message in read_all(gated.entry["dead_letter_queue_url"])
+    ]
+    assert 'needs the strings "token"' in reasons[0] or "must be a JSON object" in reasons[0]
+    assert "must be JSON" in reasons[1]
+    assert "is not one of the gate's state machine" in reasons[2]
