@@ -85,7 +85,7 @@ def test_pools_and_lanes_are_read_with_their_defaults_and_a_shared_state_machine
 
 
 def test_gates_are_read_with_their_defaults_and_count_in_their_pools() -> None:
-    """A gate has its queue, DLQ, state machine, pool (``default`` by default), an optional MAX, priority 0."""
+    """A gate: its queue, DLQ, state machine, pool (``default`` by default), an optional MAX, priority 0."""
     topology = parse(
         {
             "pools": {"glue": {"max_concurrency": 4}},
