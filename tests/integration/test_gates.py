@@ -20,7 +20,7 @@ import pytest
 
 from dispatcher.adapters.lease import LEASE_SORT_KEY
 from dispatcher.core.executions import execution_arn
-from dispatcher.local.events import sqs_event
+from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate, create_release_queue
 from dispatcher.local.stack import read_all
 from tests.integration.conftest import Harness
@@ -280,3 +280,103 @@ def test_a_poison_request_is_dead_lettered_with_a_reason(gated: Gated) -> None:
     assert 'needs the strings "token"' in reasons[0] or "must be a JSON object" in reasons[0]
     assert "must be JSON" in reasons[1]
     assert "is not one of the gate's state machine" in reasons[2]
+
+
+def test_a_gate_and_a_lane_in_one_pool_share_its_max(gated: Gated) -> None:
+    """Pool default of MAX 2, jobs queued and executions waiting: one start and one admission, then none."""
+    harness = gated.harness
+    gated.configure(2)
+    for job in range(3):
+        harness.send(json.dumps({"job": job}), group=f"g{job}")
+    for name in ("w1", "w2", "w3"):
+        gated.start(name)
+    gated.wait_for_requests(3)
+    report = harness.tick()
+    assert (report["started"], report["admitted"]) == (1, 1)
+    assert report["pools"]["default"]["running"] == 0
+    full = harness.tick()
+    assert (full["started"], full["admitted"], full["pools"]["default"]["running"]) == (0, 0, 2)
+
+
+def test_a_release_sent_before_the_admission_frees_nothing_and_one_after_frees_the_place(
+    gated: Gated,
+) -> None:
+    """A late release of an earlier entry (sent before this admission) can't free this one's place."""
+    harness = gated.harness
+    gated.configure(1)
+    gated.start("inside")
+    gated.start("waiting")
+    gated.wait_for_requests(2)
+    before = time.time() - 5
+    assert harness.tick()["admitted"] == 1
+    [admitted] = [name for name in ("inside", "waiting") if _admitted(gated, name)]
+    body = json.dumps({"release": execution_arn(gated.machine, admitted), "gate": GATE})
+    early = harness.tick(sqs_event([body], sent_at=before))
+    assert (early["admitted"], early["gates"][GATE]["inside"]) == (0, 1)
+    late = harness.tick(sqs_event([body], sent_at=time.time()))
+    assert (late["admitted"], late["gates"][GATE]["inside"]) == (1, 0)
+
+
+def _admitted(gated: Gated, name: str) -> bool:
+    history = gated.harness.sfn.get_execution_history(executionArn=execution_arn(gated.machine, name))
+    return any(event["type"] == "TaskSucceeded" for event in history["events"])
+
+
+def test_releases_of_unknown_gates_or_other_machines_are_skipped_and_never_fail_the_batch(
+    gated: Gated,
+) -> None:
+    """A release naming no gate, another machine's execution, or malformed: logged and skipped."""
+    harness = gated.harness
+    gated.configure(1)
+    gated.start("inside")
+    gated.wait_for_requests(1)
+    assert harness.tick()["admitted"] == 1
+    bodies = [
+        json.dumps({"release": execution_arn(gated.machine, "inside"), "gate": "nope"}),
+        json.dumps({"release": execution_arn(harness.stack.state_machine_arn, "inside"), "gate": GATE}),
+        json.dumps({"release": "inside", "gate": GATE}),
+    ]
+    report = harness.tick(sqs_event(bodies))
+    assert report["gates"][GATE]["inside"] == 1
+
+
+def test_an_execution_that_ends_inside_leaves_on_its_status_change_event(gated: Gated) -> None:
+    """Stopped inside the section: its event frees the place at once, and the next is admitted."""
+    harness = gated.harness
+    gated.configure(1)
+    gated.start("first")
+    gated.wait_for_requests(1)
+    assert harness.tick()["admitted"] == 1
+    gated.start("second")
+    gated.wait_for_requests(1)
+    harness.sfn.stop_execution(executionArn=execution_arn(gated.machine, "first"))
+    wait_until(lambda: gated.status("first") == "ABORTED", "the stopped execution to be ABORTED")
+    event = event_from_description(
+        harness.sfn.describe_execution(executionArn=execution_arn(gated.machine, "first"))
+    )
+    report = harness.tick(event)
+    assert (report["admitted"], report["gates"][GATE]["inside"]) == (1, 0)
+    assert _admitted(gated, "second")
+
+
+def test_a_paused_gate_admits_nothing_and_its_executions_wait(gated: Gated) -> None:
+    """``gates.<name>.paused`` in the control parameter: nothing is received from its queue."""
+    harness = gated.harness
+    gated.configure(2)
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter,
+        Value=json.dumps({"gates": {GATE: {"paused": True}}}),
+        Type="String",
+        Overwrite=True,
+    )
+    gated.start("waits")
+    gated.wait_for_requests(1)
+    assert harness.tick()["admitted"] == 0
+    assert harness.queue_counts(gated.entry["queue_url"]) == (1, 0)
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter,
+        Value=json.dumps({"gates": {GATE: {"max_concurrency": 1}}}),
+        Type="String",
+        Overwrite=True,
+    )
+    assert harness.tick()["admitted"] == 1
