@@ -162,8 +162,10 @@ class TaskTokens:
         """Complete the task of ``token`` with ``output``; `TokenRefusedError` when its task is closed."""
 
         def refused(error: ClientError) -> Exception:
+            retries = int(error.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
             return TokenRefusedError(
-                f"Step Functions refused the task token: {error_code(error)}: {error_message(error)}"
+                f"Step Functions refused the task token: {error_code(error)}: {error_message(error)}",
+                retried=retries > 0,
             )
 
         with translated("SendTaskSuccess", dict.fromkeys(REFUSED_TOKEN_CODES, refused)):

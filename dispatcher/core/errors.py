@@ -37,6 +37,11 @@ class TokenRefusedError(DispatcherError):
     Its task is closed: it timed out, its execution ended, or the token was used already.
     """
 
+    def __init__(self, message: str, *, retried: bool = False) -> None:
+        super().__init__(message)
+        self.retried = retried
+        """The refusal answered a retry: an earlier attempt, its answer lost, may have taken the token."""
+
 
 class NotYetError(DispatcherError):
     """What this message needs can't be told yet (a read lags): its group waits, the others go on."""

@@ -256,9 +256,19 @@ class GateStarts:
     """Names whose admission is recorded: only these are admitted."""
     to_confirm: list[tuple[str, QueuedMessage]] = field(default_factory=list)
     """Admissions `SendTaskSuccess` took (or that keep their place), with their requests."""
+    before: dict[str, RecordedStart] = field(default_factory=dict)
+    """Who was inside before this round: what its decisions go by."""
+
+    def __post_init__(self) -> None:
+        self.before = dict(self.counter.inside)
 
     def _digest(self, start: Start) -> str:
         return token_digest(start.token or "")
+
+    def _prior(self, start: Start) -> RecordedStart | None:
+        """Its admission recorded before this round with the same token, if there is one."""
+        prior = self.before.get(start.name)
+        return prior if prior is not None and prior.token == self._digest(start) else None
 
     def to_record(self, taken: set[tuple[str, str]]) -> StartsToRecord:
         """An admission record for each request, unless the same token's is there already.
@@ -271,13 +281,11 @@ class GateStarts:
         groups: dict[str, str] = {}
         tokens: dict[str, str] = {}
         for start in self.starts:
-            digest = self._digest(start)
-            prior = self.counter.inside.get(start.name)
-            if prior is not None and prior.token == digest:
+            if self._prior(start) is not None:
                 self.recorded.add(start.name)
                 continue
             groups[start.name] = start.message.group_id
-            tokens[start.name] = digest
+            tokens[start.name] = self._digest(start)
         return StartsToRecord(self.counter.state_machine_arn, groups, gate=self.gate, tokens=tokens)
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
@@ -287,14 +295,18 @@ class GateStarts:
         took its token (then it is confirmed now).
         """
         message, name, digest = start.message, start.name, self._digest(start)
-        prior = self.counter.inside.get(name)
-        known = prior is not None and prior.token == digest and prior.confirmed
+        prior = self._prior(start)
+        known = prior is not None and prior.confirmed
         if known or digest in self.warm.admitted_tokens:
             if not known:
                 self.to_confirm.append((name, message))
             outcome.already_started.append(message)
             logger.info("already inside", extra={"gate": self.gate, "execution": name})
             return
+        # Recorded now, it holds its place from here: a call that fails may have taken the token.
+        record = next((record for record in self.outcome.recorded if record.name == name), prior)
+        if record is not None:
+            self.counter.inside[name] = record
         now = self.clock()
         try:
             self.tokens.succeed(start.token or "", admission_output(self.gate, now))
@@ -302,32 +314,31 @@ class GateStarts:
             self._refused(start, outcome, error)
             return
         self.warm.admitted(digest, now)
-        record = next((record for record in self.outcome.recorded if record.name == name), prior)
-        if record is not None:
-            self.counter.inside[name] = record
         self.to_confirm.append((name, message))
         outcome.started.append(message)
         logger.info("admitted", extra={"gate": self.gate, "execution": name, "group": message.group_id})
 
     def _refused(self, start: Start, outcome: GroupOutcome, error: TokenRefusedError) -> None:
-        """A refused token: a new admission is dropped (its record goes); one recorded before keeps its place.
+        """A refused token: a new admission is dropped (its record goes); one maybe taken keeps its place.
 
-        Recorded before with the same token, it may have been admitted by a tick that died
-        before deleting the request, and Step Functions refuses a token it took already:
+        Step Functions refuses a token it took already. Recorded before with the same token,
+        it may have been admitted by a tick that died before deleting the request; refused
+        on a retry, the attempt before may have taken it with its answer lost. Either way
         the place stays until the execution releases, ends, or a check finds it ended.
         """
-        prior = self.counter.inside.get(start.name)
-        if prior is not None and prior.token == self._digest(start):
+        if self._prior(start) is not None or error.retried:
             self.to_confirm.append((start.name, start.message))
-            outcome.already_started.append(start.message)
+            # Recorded before, its place was counted; recorded this round, it takes one now.
+            (outcome.already_started if self._prior(start) is not None else outcome.started).append(
+                start.message
+            )
             logger.info(
-                "refused a token recorded before: kept inside",
+                "refused a token that may have been taken: kept inside",
                 extra={"gate": self.gate, "execution": start.name, "reason": str(error)},
             )
             return
-        if prior is not None:
-            # It entered again with this token (its record was written anew) and is not admitted.
-            self.counter.inside.pop(start.name, None)
+        # Its record (written this round, maybe over an earlier entry's) goes: it is not inside.
+        self.counter.inside.pop(start.name, None)
         outcome.attempted.discard(start.name)
         outcome.dropped.append(start.message)
         logger.warning(

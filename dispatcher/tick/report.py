@@ -113,7 +113,7 @@ class TickReport(Counts):
     gates: dict[str, Counts] = field(default_factory=dict)
     """Gate → what became of its requests."""
     inside: dict[str, GateFigures] = field(default_factory=dict)
-    """Gate → who was inside (by the first tick)."""
+    """Gate → who was inside (by the first tick; a gate the tick did not count has none)."""
 
     @property
     def laned(self) -> bool:
@@ -142,7 +142,7 @@ class TickReport(Counts):
             document["pools"] = {name: asdict(figures) for name, figures in self.pools.items()}
         if self.gates:
             document["gates"] = {
-                name: {**counts.gate_counts(), **asdict(self.inside.get(name, GateFigures(inside=0)))}
+                name: {**counts.gate_counts(), **(asdict(self.inside[name]) if name in self.inside else {})}
                 for name, counts in self.gates.items()
             }
         return document

@@ -372,7 +372,7 @@ def _stop_after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason |
     if outcome.rate_spent:
         # The lane's rate is spent for now: its jobs wait for tokens as others wait for slots.
         return StopReason.CAPACITY
-    if not (outcome.started or outcome.already_started or outcome.dead_letters):
+    if not (outcome.started or outcome.already_started or outcome.dead_letters or outcome.dropped):
         # Everything received waits (e.g. a redrive job whose execution no read
         # shows yet, and its group): receiving again would hand back the same.
         return StopReason.WAITING
