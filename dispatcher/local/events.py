@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -147,14 +147,19 @@ END_EVENT_QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:dispatcher-end-events"
 
 
 def sqs_event(
-    bodies: list[str], queue_arn: str = END_EVENT_QUEUE_ARN, sent_at: float | None = None
+    bodies: list[str], queue_arn: str = END_EVENT_QUEUE_ARN, sent_at: float | Sequence[float] | None = None
 ) -> dict[str, Any]:
     """The event an SQS event source mapping invokes a function with: one record per message body.
 
-    ``sent_at``: when the messages were sent (each record's ``SentTimestamp``); now by default.
+    ``sent_at``: when the messages were sent (each record's ``SentTimestamp``; one moment
+    for all, or one a body); now by default.
     """
     ids = [str(uuid.uuid4()) for _ in bodies]
-    sent = str(int((time.time() if sent_at is None else sent_at) * 1000))
+    moments = (
+        sent_at
+        if isinstance(sent_at, Sequence)
+        else [time.time() if sent_at is None else sent_at] * len(bodies)
+    )
     return {
         "Records": [
             {
@@ -168,6 +173,8 @@ def sqs_event(
                 "eventSourceARN": queue_arn,
                 "awsRegion": REGION,
             }
-            for message_id, body in zip(ids, bodies, strict=True)
+            for message_id, body, sent in zip(
+                ids, bodies, (str(int(moment * 1000)) for moment in moments), strict=True
+            )
         ]
     }
