@@ -41,9 +41,13 @@ def _target(args: argparse.Namespace, resources: Resources) -> tuple[str, str] |
         if kind == "pools" and name == DEFAULT:
             return None
         topology = resources.topology()
-        known = [pool.name for pool in topology.pools] if kind == "pools" else list(topology.names)
-        if kind == "gates" or name not in known:
-            listed = ", ".join(known) if kind != "gates" else "none are configured"
+        known = {
+            "pools": [pool.name for pool in topology.pools],
+            "lanes": list(topology.names),
+            "gates": list(topology.gate_names),
+        }[kind]
+        if name not in known:
+            listed = ", ".join(known) or "none are configured"
             raise UsageError(f"--{flag} {name}: no such {flag} ({kind}: {listed})")
         return kind, name
     return None
@@ -73,7 +77,7 @@ def _changed(args: argparse.Namespace, resources: Resources, **keys: object) -> 
 def _report(args: argparse.Namespace, name: str, control: Control, out: TextIO) -> int:
     entry: Override = control
     label = ""
-    for kind, flag in (("pools", "pool"), ("lanes", "lane")):
+    for kind, flag in (("pools", "pool"), ("lanes", "lane"), ("gates", "gate")):
         chosen = getattr(args, flag, None)
         if chosen is not None and not (kind == "pools" and chosen == DEFAULT):
             entry = getattr(control, kind).get(chosen, Override())
@@ -112,7 +116,7 @@ def command_set_max(args: argparse.Namespace, aws: Aws, resources: Resources, ou
 
 
 def control_needs(args: argparse.Namespace, _resources: Resources) -> list[str]:
-    """Live control needs the control parameter (and, for a pool or lane, what finds the lanes)."""
+    """Live control needs the control parameter (and, for a pool, lane or gate, what finds the lanes)."""
     named = any(getattr(args, flag, None) is not None for flag in ("pool", "lane", "gate"))
     lanes = ["queue_url", "dead_letter_queue_url", "state_machine_arn"] if named else []
     return ["control_parameter", *lanes]
@@ -132,14 +136,18 @@ def register(command: AddCommand) -> None:
         "pause",
         command_pause,
         "Pause: ticks start nothing and every job stays queued (the control parameter's paused key).",
-        "  dispatcher --stack jobs pause\n  dispatcher --stack jobs pause --lane backfill\n",
+        "  dispatcher --stack jobs pause\n"
+        "  dispatcher --stack jobs pause --lane backfill\n"
+        "  dispatcher --stack jobs pause --gate crawl   # its executions wait at the gate\n",
         needs=control_needs,
     )
     resume = command(
         "resume",
         command_resume,
         "Resume after a pause (MAX is unchanged).",
-        "  dispatcher --stack jobs resume\n  dispatcher --stack jobs resume --lane backfill\n",
+        "  dispatcher --stack jobs resume\n"
+        "  dispatcher --stack jobs resume --lane backfill\n"
+        "  dispatcher --stack jobs resume --gate crawl\n",
         needs=control_needs,
     )
     set_max = command(
@@ -149,7 +157,8 @@ def register(command: AddCommand) -> None:
         "  dispatcher --stack jobs set-max 20\n"
         "  dispatcher set-max 0   # same as a pause\n"
         "  dispatcher --stack jobs set-max 3 --lane backfill\n"
-        "  dispatcher --stack jobs set-max 10 --pool glue\n",
+        "  dispatcher --stack jobs set-max 10 --pool glue\n"
+        "  dispatcher --stack jobs set-max 2 --gate crawl\n",
         needs=control_needs,
     )
     for each in (pause, resume, set_max):

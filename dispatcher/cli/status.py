@@ -1,6 +1,7 @@
 """`dispatcher status`: MAX, paused, RUNNING, free, queued, in flight, dead letters, the oldest RUNNING.
 
-With lanes, one row more per pool (MAX, RUNNING, free) and per lane (its queue and dead letters).
+With lanes, one row more per pool (MAX, RUNNING, free) and per lane (its queue and dead
+letters); with gates, per gate (who is inside, who waits).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from dataclasses import asdict, dataclass
 from typing import TextIO
 
 from dispatcher.adapters.sqs import queue_depth
+from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, seconds
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.output import age, table
 from dispatcher.core.control import combine, steer
 from dispatcher.core.counting import free_slots
+from dispatcher.core.lanes import Topology
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,17 @@ class LaneStatus:
 
 
 @dataclass(frozen=True)
+class GateStatus:
+    """One gate: its executions inside (as the dispatcher counts them) and waiting (requests on its queue)."""
+
+    name: str
+    pool: str
+    inside: int
+    waiting: int
+    paused: bool
+
+
+@dataclass(frozen=True)
 class Status:
     """How the dispatcher stands right now: top-level keys are pool and lane ``default``."""
 
@@ -59,7 +73,7 @@ class Status:
     max_from: str
     pools: tuple[PoolStatus, ...] = ()
     lanes: tuple[LaneStatus, ...] = ()
-    gates: tuple[()] = ()
+    gates: tuple[GateStatus, ...] = ()
 
 
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
@@ -76,9 +90,11 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         arn: StateMachine(aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=now)
         for arn in topology.state_machines
     }
+    gates = _gates(aws, resources, topology)
     pools = []
     for pool in topology.pools:
         running = sum(len(listings[arn].executions) for arn in topology.state_machines_of(pool.name))
+        running += sum(gate.inside for gate in gates if gate.pool == pool.name)
         free = 0 if pool.halted else free_slots(pool.max_concurrency, running)
         pools.append(PoolStatus(pool.name, pool.max_concurrency, running, free, pool.halted))
     lanes = []
@@ -111,7 +127,24 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         max_from=limits.source,
         pools=tuple(pools),
         lanes=tuple(lanes),
+        gates=tuple(gates),
     )
+
+
+def _gates(aws: Aws, resources: Resources, topology: Topology) -> list[GateStatus]:
+    """Each gate: who is inside (its admissions in the state table), who waits (its queue)."""
+    if not topology.gates:
+        return []
+    table = StateTable(
+        aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
+    )
+    found = []
+    for gate in topology.gates:
+        inside = len(table.inside(gate.name, gate.state_machine_arn).records)
+        queue = queue_depth(aws.client("sqs"), gate.queue_url)
+        paused = gate.paused or topology.pool(gate.pool).halted
+        found.append(GateStatus(gate.name, gate.pool, inside, queue.visible + queue.in_flight, paused))
+    return found
 
 
 def status_needs(_args: argparse.Namespace, resources: Resources) -> list[str]:
@@ -154,13 +187,20 @@ def status_table(status: Status) -> str:
         for cells in (HEADERS, row)
     ]
     text = "\n".join(line.rstrip() for line in lines)
-    if len(status.lanes) <= 1 and len(status.pools) <= 1:
+    if len(status.lanes) <= 1 and len(status.pools) <= 1 and not status.gates:
         return text
     pools = table(
         ["POOL", "MAX", "PAUSED", "RUNNING", "FREE"],
         [
             [pool.name, str(pool.max_concurrency), _yes(pool.paused), str(pool.running), str(pool.free)]
             for pool in status.pools
+        ],
+    )
+    gates = table(
+        ["GATE", "POOL", "PAUSED", "INSIDE", "WAITING"],
+        [
+            [gate.name, gate.pool, _yes(gate.paused), str(gate.inside), str(gate.waiting)]
+            for gate in status.gates
         ],
     )
     lanes = table(
@@ -178,7 +218,7 @@ def status_table(status: Status) -> str:
             for lane in status.lanes
         ],
     )
-    return f"{text}\n\n{pools}\n\n{lanes}"
+    return f"{text}\n\n{pools}\n\n{lanes}" + (f"\n\n{gates}" if status.gates else "")
 
 
 def _yes(flag: bool) -> str:

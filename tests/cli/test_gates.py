@@ -1,0 +1,109 @@
+"""The CLI with a gate: status shows who is inside and who waits; pause, resume and set-max take --gate."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+
+from dispatcher.local.account import REGION, pointed_at
+from dispatcher.local.emulation import Emulation
+from dispatcher.local.gates import create_gate, create_release_queue
+from dispatcher.local.stack import create_stack, register_stack
+from tests.cli.conftest import Cli
+
+EXECUTE = True
+"""moto runs the gated workflow: each execution sends its request and waits at the gate."""
+
+
+@dataclass
+class Gated:
+    """A stack with gate ``crawl`` in pool default (MAX 3), on a workflow whose section lasts a minute."""
+
+    cli: Cli
+    gate: dict[str, Any]
+
+
+@pytest.fixture
+def gated(emulated: tuple[str, Emulation]) -> Iterator[Gated]:
+    endpoint_url, _ = emulated
+    name = f"gates-{uuid.uuid4().hex[:8]}"
+    boto3.setup_default_session()
+    with pointed_at(endpoint_url):
+        stack = create_stack(name)
+        gate = create_gate(
+            name, "crawl", release_queue_url=create_release_queue(name), free_seconds=0, section_seconds=60
+        )
+        register_stack(name, stack, max_concurrency=3, lanes=json.dumps({"gates": [gate]}))
+        yield Gated(Cli(endpoint_url, name, stack), gate)
+
+
+def _waiting(gated: Gated, count: int) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    deadline = time.monotonic() + 20
+    with pointed_at(gated.cli.endpoint_url):
+        while True:
+            attributes = sqs.get_queue_attributes(
+                QueueUrl=gated.gate["queue_url"], AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"]
+            if int(attributes["ApproximateNumberOfMessages"]) >= count:
+                return
+            assert time.monotonic() < deadline, f"{count} requests never reached the gate"
+            time.sleep(0.05)
+
+
+def test_status_shows_who_is_inside_each_gate_and_who_waits_and_counts_them_in_the_pool(gated: Gated) -> None:
+    """Four wait at a gate of pool default (MAX 3); a tick admits three: three inside, one waiting."""
+    cli, sfn = gated.cli, boto3.client("stepfunctions", region_name=REGION)
+    with pointed_at(cli.endpoint_url):
+        for index in range(4):
+            sfn.start_execution(stateMachineArn=gated.gate["state_machine_arn"], name=f"w{index}", input="{}")
+    _waiting(gated, 4)
+    before = json.loads(cli.run("status", "--json").stdout)
+    assert before["gates"] == [
+        {"name": "crawl", "pool": "default", "inside": 0, "waiting": 4, "paused": False}
+    ]
+    assert before["running"] == 0
+    ticked = cli.run("tick", "--json")
+    assert ticked.returncode == 0, ticked.stderr
+    assert json.loads(ticked.stdout)["admitted"] == 3
+    after = json.loads(cli.run("status", "--json").stdout)
+    assert after["gates"] == [
+        {"name": "crawl", "pool": "default", "inside": 3, "waiting": 1, "paused": False}
+    ]
+    assert (after["running"], after["free"]) == (3, 0)
+    assert after["pools"][0] == {
+        "name": "default",
+        "max_concurrency": 3,
+        "running": 3,
+        "free": 0,
+        "paused": False,
+    }
+    text = cli.run("status").stdout
+    assert any(line.split() == ["crawl", "default", "no", "3", "1"] for line in text.splitlines()), text
+
+
+def test_pause_resume_and_set_max_take_a_gate_and_change_only_its_keys(gated: Gated) -> None:
+    cli = gated.cli
+    paused = cli.run("pause", "--gate", "crawl")
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout.startswith("gate crawl: paused, MAX from LANES (parameter ")
+    assert json.loads(cli.run("status", "--json").stdout)["gates"][0]["paused"] is True
+    resized = json.loads(cli.run("set-max", "1", "--gate", "crawl", "--json").stdout)
+    assert resized["gates"] == {"crawl": {"max_concurrency": 1, "paused": True}}
+    resumed = json.loads(cli.run("resume", "--gate", "crawl", "--json").stdout)
+    assert resumed["gates"]["crawl"] == {"max_concurrency": 1, "paused": False}
+    assert resumed["max_concurrency"] == 3  # pool default's keys are untouched
+
+
+def test_an_unknown_gate_is_a_usage_error_naming_the_gates(gated: Gated) -> None:
+    result = gated.cli.run("pause", "--gate", "nope")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("--gate nope: no such gate (gates: crawl)")
+    assert result.stdout == ""
