@@ -130,7 +130,10 @@ DASHBOARD_OUTPUT = "DashboardUrl"
 MAX_CONCURRENCY_PARAMETER = "MaxConcurrency"
 """The stack parameter the CLI reads MAX from with ``--stack``."""
 LANES_PARAMETER = "Lanes"
-"""The stack parameter the CLI reads ``LANES`` from with ``--stack``."""
+"""The stack parameter ``LANES`` comes from (a stack deployed before `LANES_OUTPUT` was declared)."""
+LANES_OUTPUT = "LanesDocument"
+"""The stack output of the ``LANES`` the function runs with (the Lanes parameter, or the template's
+gate): the CLI reads it with ``--stack``, else the parameter."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:

@@ -20,7 +20,13 @@ from dispatcher.adapters.errors import error_code, error_message
 from dispatcher.cli.errors import CliError, UsageError
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.lanes import DEFAULT, Lane, Topology, parse_lanes
-from dispatcher.settings import LANES_PARAMETER, MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, variable
+from dispatcher.settings import (
+    LANES_OUTPUT,
+    LANES_PARAMETER,
+    MAX_CONCURRENCY_PARAMETER,
+    STACK_OUTPUTS,
+    variable,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -205,7 +211,7 @@ def resources_from_stack(cloudformation: CloudFormationClient, stack: str) -> Re
     return Resources(
         **{name: deployed.outputs.get(STACK_OUTPUTS[name]) for name in RESOURCE_FIELDS},
         max_concurrency=int(max_parameter) if max_parameter and max_parameter.isdigit() else None,
-        lanes=deployed.parameters.get(LANES_PARAMETER) or None,
+        lanes=deployed.outputs.get(LANES_OUTPUT) or deployed.parameters.get(LANES_PARAMETER) or None,
         source=f"stack {stack}",
     )
 

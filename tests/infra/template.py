@@ -46,19 +46,36 @@ def transformed(target_arn: str = "") -> dict[str, Any]:
     return copy.deepcopy(_transformed(target_arn))
 
 
+NO_VALUE = {"Ref": "AWS::NoValue"}
+
+
+def _branches(statement: dict[str, Any]) -> list[dict[str, Any]]:
+    """A statement, or each statement a conditional one (``Fn::If``) may be (none for AWS::NoValue)."""
+    if list(statement) == ["Fn::If"]:
+        _, chosen, otherwise = statement["Fn::If"]
+        return [*_branches(chosen), *_branches(otherwise)]
+    return [] if statement == NO_VALUE else [statement]
+
+
+def _listed(statement: dict[str, Any]) -> dict[str, Any]:
+    actions = statement["Action"]
+    return {**statement, "Action": actions if isinstance(actions, list) else [actions]}
+
+
 def statements(policy_document: dict[str, Any]) -> list[dict[str, Any]]:
-    """A policy's statements with Action always a list."""
-    found = []
-    for statement in policy_document["Statement"]:
-        actions = statement["Action"]
-        found.append({**statement, "Action": actions if isinstance(actions, list) else [actions]})
-    return found
+    """Every statement a policy may have (each branch of a conditional one), Action always a list."""
+    return [_listed(branch) for statement in policy_document["Statement"] for branch in _branches(statement)]
+
+
+def raw_function_statements() -> list[dict[str, Any]]:
+    """The dispatcher function's role's inline statements as written (a conditional one unresolved)."""
+    role = transformed()["Resources"]["DispatcherFunctionRole"]["Properties"]
+    return [statement for policy in role["Policies"] for statement in policy["PolicyDocument"]["Statement"]]
 
 
 def function_statements() -> list[dict[str, Any]]:
-    """Every inline statement of the dispatcher function's role."""
-    role = transformed()["Resources"]["DispatcherFunctionRole"]["Properties"]
-    return [statement for policy in role["Policies"] for statement in statements(policy["PolicyDocument"])]
+    """Every inline statement the dispatcher function's role may have."""
+    return [_listed(branch) for statement in raw_function_statements() for branch in _branches(statement)]
 
 
 def evaluate(  # noqa: PLR0911, PLR0912 — one branch per intrinsic
@@ -138,6 +155,7 @@ def parameter_refs(template: dict[str, Any], values: dict[str, Any]) -> dict[str
         "AWS::Partition": "aws",
         "AWS::Region": "us-east-1",
         "AWS::AccountId": "123456789012",
+        "AWS::NoValue": None,
     }
     for name, parameter in template["Parameters"].items():
         value = values.get(name, parameter.get("Default", ""))
@@ -164,12 +182,15 @@ class Deployed:
         return evaluate(value, self.refs, self.attributes, self.conditions)
 
     def statements(self) -> dict[str, dict[str, Any]]:
-        """The function role's inline statements by Sid, resolved (Resource always a list)."""
+        """The function role's inline statements by Sid, resolved (Action and Resource always lists)."""
         resolved = {}
-        for statement in function_statements():
-            resource = self(statement["Resource"])
+        for raw in raw_function_statements():
+            statement = self(raw)
+            if statement is None:  # a conditional statement left out (AWS::NoValue)
+                continue
+            resource = statement["Resource"]
             resolved[statement["Sid"]] = {
-                **statement,
+                **_listed(statement),
                 "Resource": resource if isinstance(resource, list) else [resource],
             }
         return resolved
