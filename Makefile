@@ -21,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 
 LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
 
-.PHONY: demo demo-lanes local test bench lint typecheck template-lint unit integration infra soak validate build clean
+.PHONY: demo demo-lanes demo-gates local test bench lint typecheck template-lint unit integration infra soak validate build clean
 
 $(DEV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ demo: $(EMULATOR_STAMP)
 ## demo-lanes: an urgent lane overtakes a backfill in one pool, drawn to lanes.png (DEMO_ARGS="--plot PATH")
 demo-lanes: $(LANES_DEMO_STAMP)
 	$(BIN)/python -m tools.lanes_demo --plot lanes.png $(DEMO_ARGS)
+
+## demo-gates: executions wait at a gate while at most MAX are inside, drawn to gates.png (DEMO_ARGS="--plot PATH")
+demo-gates: $(LANES_DEMO_STAMP)
+	$(BIN)/python -m tools.gates_demo --plot gates.png $(DEMO_ARGS)
 
 ## local: the embedded emulator with a stack "dispatcher-local" on 127.0.0.1:4567, ticking every 10 s
 local: $(LOCAL_STAMP)

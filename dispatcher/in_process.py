@@ -33,8 +33,13 @@ class LocalContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def tick_here(variables: dict[str, str], log_level: str) -> dict[str, Any]:
-    """Run one tick of the real handler in this process: its environment set, logs on stderr, metrics off."""
+def tick_here(
+    variables: dict[str, str], log_level: str, event: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run one tick of the real handler in this process: its environment set, logs on stderr, metrics off.
+
+    ``event``: what invokes it (a batch of ends and releases, say); a manual tick's ``{}`` by default.
+    """
     os.environ.update({**variables, "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": log_level})
     # Imported once the environment is set: Powertools reads it at import.
     from dispatcher import handler  # noqa: PLC0415
@@ -44,7 +49,7 @@ def tick_here(variables: dict[str, str], log_level: str) -> dict[str, Any]:
         if hasattr(log_handler, "setStream"):
             log_handler.setStream(sys.stderr)
     logger.setLevel(log_level)
-    report = dict(handler.lambda_handler({}, LocalContext(TICK_TIMEOUT_SECONDS)))
+    report = dict(handler.lambda_handler(event or {}, LocalContext(TICK_TIMEOUT_SECONDS)))
     # Disabled metrics still pile up in Powertools (and print once there are 100).
     metrics.clear_metrics()
     return report

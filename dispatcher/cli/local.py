@@ -51,6 +51,7 @@ def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out:
                 wait_seconds=args.wait_seconds,
                 schedule_seconds=args.schedule,
                 lanes=args.lane or [],
+                gate=args.gate,
                 out=out,
             )
         )
@@ -99,7 +100,8 @@ def register(command: AddCommand) -> None:
         "  dispatcher local                       # then, in another shell, the printed exports\n"
         "  dispatcher local --port 4567 --max 3 --schedule 10\n"
         "  dispatcher local --schedule 0     # no ticks but the ones you run (the docs' outputs)\n"
-        "  dispatcher local --lane urgent=10  # a second lane into the same state machine and pool\n",
+        "  dispatcher local --lane urgent=10  # a second lane into the same state machine and pool\n"
+        "  dispatcher local --gate            # gate 'gate' on a sample gated workflow, in pool default\n",
         prepare=prepare_local,
         common_options=False,
     )
@@ -121,6 +123,11 @@ def register(command: AddCommand) -> None:
         type=lane_option,
         metavar="NAME[=PRIORITY]",
         help="add a lane into the same state machine and pool (repeatable; priority 0 unless given)",
+    )
+    local.add_argument(
+        "--gate",
+        action="store_true",
+        help="add gate 'gate' in pool default, guarding the section of a sample gated workflow",
     )
     local.add_argument(
         "--schedule",

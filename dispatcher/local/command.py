@@ -16,15 +16,19 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
+
+import boto3
 
 from dispatcher.cli.errors import CliError
 from dispatcher.core.events import failure_pattern, refill_pattern
 from dispatcher.in_process import tick_here
-from dispatcher.local.account import FAKE_CREDENTIALS, pointed_at
+from dispatcher.local.account import FAKE_CREDENTIALS, REGION, local_client, pointed_at
 from dispatcher.local.emulation import SETTLED_PATH
-from dispatcher.local.events import Rule, to_queue
+from dispatcher.local.events import Rule, sqs_event, to_queue
+from dispatcher.local.gates import GATE, create_gate, create_release_queue, gated_name
 from dispatcher.local.server import emulated_server
 from dispatcher.local.stack import (
     create_lane,
@@ -62,10 +66,13 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
     schedule_seconds: float,
     out: TextIO,
     lanes: Sequence[tuple[str, int]] = (),
+    gate: bool = False,
 ) -> int:
     """Run the emulator until interrupted; tick every ``schedule_seconds`` (0: never).
 
     ``lanes``: (name, priority) of more lanes into the stack's state machine and pool.
+    ``gate``: gate ``gate`` on the sample gated workflow, in pool default; its releases
+    and ends reach the ticks in batches, as through the template's end-event queue.
     """
     if port and not _port_free(port):
         raise CliError(f"port {port} is in use: pass --port with a free one")
@@ -75,17 +82,31 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
             create_lane(stack, name, state_machine_arn=resources.state_machine_arn, priority=priority)
             for name, priority in lanes
         ]
-        lanes_variable = json.dumps({"lanes": documents}) if documents else ""
+        document: dict[str, Any] = {"lanes": documents} if documents else {}
+        release_queue = create_release_queue(stack) if gate else None
+        if release_queue is not None:
+            gated = create_gate(
+                stack, GATE, release_queue_url=release_queue, free_seconds=1, section_seconds=wait_seconds
+            )
+            document["gates"] = [gated]
+            emulation.rules.append(
+                Rule(refill_pattern(gated["state_machine_arn"]), to_queue(release_queue, endpoint_url))
+            )
+        lanes_variable = json.dumps(document) if document else ""
         register_stack(stack, resources, max_concurrency, function_name(stack), lanes=lanes_variable)
         ended = threading.Event()
         ticking = threading.Lock()  # the handler's module state serves one tick at a time
 
-        def tick(_event: object = None) -> dict[str, Any]:
+        def tick(event: dict[str, Any] | None = None) -> dict[str, Any]:
             with ticking:
                 overrides = {"lanes": lanes_variable} if lanes_variable else {}
-                return tick_here(resources.environment(max_concurrency, **overrides), "WARNING")
+                return tick_here(resources.environment(max_concurrency, **overrides), "WARNING", event)
 
         emulation.functions[function_name(stack)] = tick
+        if release_queue is not None:
+            threading.Thread(
+                target=_deliver_batches, args=(release_queue, endpoint_url, tick, out), daemon=True
+            ).start()
         emulation.rules += [
             Rule(
                 failure_pattern(resources.state_machine_arn),
@@ -102,6 +123,12 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
                 " into the same state machine and pool."
                 if lanes
                 else "."
+            )
+            + (
+                f" Gate {GATE} (pool default) guards the section of the sample gated workflow"
+                f" {gated_name(stack)} ({wait_seconds:g} s)."
+                if gate
+                else ""
             ),
             "In another shell:",
             "",
@@ -112,6 +139,11 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
             *(
                 f"  dispatcher --stack {stack} enqueue '{{\"job\": 2}}' --group demo --lane {name}"
                 for name, _ in lanes[:1]
+            ),
+            *(
+                [f"  python -m dispatcher.local gated 10 --stack {stack}   # ten executions reach the gate"]
+                if gate
+                else []
             ),
             f"  dispatcher --stack {stack} tick            # or tick --invoke: the emulated function",
             "  python -m dispatcher.local downstream down   # executions fail until 'up'",
@@ -131,6 +163,40 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
     return 0
 
 
+def _deliver_batches(
+    queue_url: str, endpoint_url: str, tick: Callable[[dict[str, Any]], dict[str, Any]], out: TextIO
+) -> None:
+    """The end-event queue's event source mapping: its releases and ends, to a tick, ten at a time."""
+    sqs = local_client("sqs", endpoint_url)
+    while True:
+        messages = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, AttributeNames=["SentTimestamp"]
+        ).get("Messages", [])
+        if not messages:
+            continue
+        sqs.delete_message_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(index), "ReceiptHandle": m["ReceiptHandle"]} for index, m in enumerate(messages)
+            ],
+        )
+        sent = [int(message["Attributes"]["SentTimestamp"]) / 1000 for message in messages]
+        _said(out, tick(sqs_event([message["Body"] for message in messages], sent_at=sent)))
+
+
+def _said(out: TextIO, report: dict[str, Any]) -> None:
+    """One line for a tick that started, admitted or dead-lettered something."""
+    if report.get("started") or report.get("dead_lettered") or report.get("admitted"):
+        out.write(
+            f"{time.strftime('%H:%M:%S')} tick: running {report['running']},"
+            f" started {report['started']}"
+            + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
+            + (f", admitted {report['admitted']}" if "admitted" in report else "")
+            + f", dead-lettered {report['dead_lettered']}\n"
+        )
+        out.flush()
+
+
 def _tick_on_schedule(
     tick: Callable[[], dict[str, Any]], schedule_seconds: float, ended: threading.Event, out: TextIO
 ) -> None:
@@ -141,15 +207,7 @@ def _tick_on_schedule(
             continue
         ended.wait(schedule_seconds)
         ended.clear()
-        report = tick()
-        if report.get("started") or report.get("dead_lettered"):
-            out.write(
-                f"{time.strftime('%H:%M:%S')} tick: running {report['running']},"
-                f" started {report['started']}"
-                + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
-                + f", dead-lettered {report['dead_lettered']}\n"
-            )
-            out.flush()
+        _said(out, tick())
 
 
 def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -209,10 +267,39 @@ def settle(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         time.sleep(SETTLE_POLL_SECONDS)
 
 
-HELPERS = {"downstream": downstream, "settle": settle}
+def gated(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """``python -m dispatcher.local gated N [--stack NAME]``: N executions of the sample gated workflow."""
+    parser = argparse.ArgumentParser(
+        prog="python -m dispatcher.local gated",
+        description="Start executions of the sample gated workflow of `dispatcher local --gate`.",
+    )
+    parser.add_argument("count", type=int, help="how many to start")
+    parser.add_argument("--stack", default="dispatcher-local", help="the emulated stack (dispatcher-local)")
+    args = parser.parse_args(argv)
+    out = out or sys.stdout
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    machine = next(
+        (
+            found["stateMachineArn"]
+            for page in sfn.get_paginator("list_state_machines").paginate()
+            for found in page["stateMachines"]
+            if found["name"] == gated_name(args.stack)
+        ),
+        None,
+    )
+    if machine is None:
+        raise CliError(f"no gated workflow in stack {args.stack}: start `dispatcher local --gate`")
+    for _ in range(args.count):
+        # Named here: moto leaves an execution started without one unnamed (AWS names it).
+        sfn.start_execution(stateMachineArn=machine, name=f"gated-{uuid.uuid4().hex[:12]}", input="{}")
+    out.write(f"started {args.count} execution(s) of {gated_name(args.stack)}: each waits at the gate\n")
+    return 0
+
+
+HELPERS = {"downstream": downstream, "settle": settle, "gated": gated}
 USAGE = (
     "usage: python -m dispatcher.local downstream down|up [--stack NAME]"
-    " | settle [--stack NAME] [--timeout S]\n"
+    " | settle [--stack NAME] [--timeout S] | gated N [--stack NAME]\n"
 )
 
 

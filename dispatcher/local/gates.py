@@ -18,6 +18,8 @@ from dispatcher.core.gates import EXECUTION_KEY, TOKEN_KEY
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.stack import job_queues
 
+GATE = "gate"
+"""The template's gate (and `dispatcher local --gate`'s)."""
 ENTER, SECTION, LEAVE = "Enter gate", "Section", "Leave gate"
 """The sample's states around the section: the request, the scarce step, the release."""
 
@@ -107,7 +109,7 @@ def create_gate(  # noqa: PLR0913 — each keyword is a gate option
             name, queue_url, release_queue_url, free_seconds=free_seconds, section_seconds=section_seconds
         )
         state_machine_arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
-            name=f"{stack}-{name}-gated",
+            name=gated_name(stack, name),
             definition=definition,
             roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{stack}-workflow",
         )["stateMachineArn"]
@@ -118,3 +120,8 @@ def create_gate(  # noqa: PLR0913 — each keyword is a gate option
         "state_machine_arn": state_machine_arn,
         **options,
     }
+
+
+def gated_name(stack: str, gate: str = GATE) -> str:
+    """The sample gated workflow's state machine of a gate in stack ``stack``."""
+    return f"{stack}-{gate}-gated"

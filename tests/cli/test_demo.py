@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import demo, lanes_demo
+from tools import demo, gates_demo, lanes_demo
 
 ROOT = Path(__file__).parents[2]
 
@@ -80,5 +80,32 @@ def test_the_lanes_demo_shows_the_urgent_lane_overtaking_the_backfill_and_draws_
     assert "✔ cap held: highest RUNNING seen 2 ≤ pool MAX 2" in printed
     assert "✔ 2 urgent jobs started, no backfill start between the first and the last" in printed
     assert "✔ 7 executions, one per job" in printed
+    assert "✘" not in printed
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_gates_demo_shows_executions_waiting_at_the_gate_with_at_most_max_inside_and_draws_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Five gated executions, MAX 2: each admitted once, at most two inside, the rest waiting; a PNG."""
+    plot = tmp_path / "gates.png"
+    arguments = [
+        "--max",
+        "2",
+        "--executions",
+        "5",
+        "--duration",
+        "1",
+        "--interval",
+        "0.3",
+        "--timeout",
+        "120",
+    ]
+    assert gates_demo.main([*arguments, "--plot", str(plot)]) == 0
+    printed = capsys.readouterr().out
+    assert "✔ cap held: at most 2 inside at once ≤ MAX 2" in printed
+    assert "✔ 5 admissions, each execution once" in printed
+    assert "✔ up to 5 RUNNING at once, those over MAX waiting at the gate" in printed
+    assert "✔ 5 of 5 executions succeeded" in printed
     assert "✘" not in printed
     assert plot.read_bytes().startswith(b"\x89PNG")

@@ -8,6 +8,8 @@ import json
 import signal
 import socket
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -186,3 +188,37 @@ def test_cli_local_refuses_a_lane_option_it_cannot_read(cli: Cli) -> None:
     result = cli.run("local", "--lane", "urgent=high", stack=False)
     assert result.returncode == 2
     assert "PRIORITY must be an integer" in result.stderr
+
+
+def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cli) -> None:
+    """`--gate`: gated executions wait at gate ``gate``; a tick admits MAX of them; status shows both."""
+    arguments = ("--stack", "gated", "--schedule", "0", "--wait-seconds", "600", "--max", "2")
+    with served(cli, *arguments, "--gate") as local:
+        assert (
+            "Gate gate (pool default) guards the section of the sample gated workflow gated-gate-gated"
+            in (local.first)
+        )
+        env = local.env
+        started = subprocess.run(
+            [sys.executable, "-m", "dispatcher.local", "gated", "3", "--stack", "gated"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert started.stdout == "started 3 execution(s) of gated-gate-gated: each waits at the gate\n"
+
+        def gate() -> dict[str, Any]:
+            status = json.loads(cli.run("--stack", "gated", "status", "--json", stack=False, env=env).stdout)
+            return dict(status["gates"][0])
+
+        deadline = time.monotonic() + 30
+        while gate()["waiting"] < 3:
+            assert time.monotonic() < deadline, "the gated executions never reached the gate"
+            time.sleep(0.2)
+        report = json.loads(
+            cli.run("--stack", "gated", "tick", "--invoke", "--json", stack=False, env=env).stdout
+        )
+        assert report["admitted"] == 2
+        assert gate() == {"name": "gate", "pool": "default", "inside": 2, "waiting": 1, "paused": False}
