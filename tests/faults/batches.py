@@ -35,13 +35,19 @@ class EndEventBatches:
         if plan.batch_size == 0:
             return due
         again = [event for event in due if is_sqs_batch(event)]
-        fresh = [json.dumps(event) for event in due if not is_sqs_batch(event)]
+        fresh = [event for event in due if not is_sqs_batch(event)]
         batches: list[dict[str, Any]] = []
         for start in range(0, len(fresh), plan.batch_size):
-            bodies = fresh[start : start + plan.batch_size]
+            events = fresh[start : start + plan.batch_size]
+            # When each was sent, on the world's clock: a release says when (a gate's test
+            # of an early or late one rests on it), an end was sent as it came.
+            sent = [float(event.get("sentAt", self._world.now)) for event in events]
+            bodies = [json.dumps(event) for event in events]
             if self._rng.random() < plan.malformed:
-                bodies.insert(self._rng.randint(0, len(bodies)), self._not_an_end())
-            batch = sqs_event(bodies)
+                at = self._rng.randint(0, len(bodies))
+                bodies.insert(at, self._not_an_end())
+                sent.insert(at, self._world.now)
+            batch = sqs_event(bodies, sent_at=sent)
             if self._rng.random() < plan.batch_lost:
                 self._world.injected["end event batch lost"] += 1
                 continue

@@ -110,12 +110,12 @@ def plan_lane(rng: random.Random, jobs: Sequence[Job], fault_ticks: int, *, wide
 
 def steer_lane(ssm: Any, parameter: str, *, paused: bool) -> None:
     """The operator pauses or resumes the lane (read, modify, write, as `dispatcher pause --lane`)."""
-    _steer(ssm, parameter, lambda current: {"lanes": {**current.lanes, LANE: Override(paused=paused)}})
+    steer(ssm, parameter, lambda current: {"lanes": {**current.lanes, LANE: Override(paused=paused)}})
 
 
 def steer_pool(ssm: Any, parameter: str, max_concurrency: int) -> None:
     """The operator sets the lane's pool's MAX (as `dispatcher set-max --pool`)."""
-    _steer(
+    steer(
         ssm,
         parameter,
         lambda current: {
@@ -129,7 +129,7 @@ def steer_pool(ssm: Any, parameter: str, max_concurrency: int) -> None:
     )
 
 
-def _steer(ssm: Any, parameter: str, change: Any) -> None:
+def steer(ssm: Any, parameter: str, change: Any) -> None:
     """Read, modify, write the control parameter.
 
     ``ssm``: the operator's own client, made before the dispatcher's process hooks the

@@ -28,7 +28,7 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
-from dispatcher.adapters.state_items import ENDS_KIND, VOID_KIND
+from dispatcher.adapters.state_items import CONFIRMED_KIND, ENDS_KIND, INSIDE_KIND, VOID_KIND
 from dispatcher.in_process import LocalContext
 from tests.faults.back_pressure import StartWaves
 from tests.support.crashes import Crash, CrashPlan
@@ -57,16 +57,25 @@ def _resource(params: dict[str, Any]) -> str:
 
 
 def _label(model: Any, params: dict[str, Any]) -> str:
-    """``service.Operation``, and what a BatchWriteItem (record, forget, end) or a PutItem (lease) is for."""
+    """``service.Operation``, and what a write is for.
+
+    A BatchWriteItem records, forgets or notes ends; a PutItem takes the lease or confirms a
+    gate's admissions; a DeleteItem of a gate's admission is a release.
+    """
     service = model.service_model.service_id.hyphenize()
     label = f"{SERVICE_PREFIX.get(service, service)}.{model.name}"
     if model.name == "PutItem":
-        label += ":lease"
+        label += ":confirm" if params.get("Item", {}).get("kind", {}).get("S") == CONFIRMED_KIND else ":lease"
+    if model.name == "DeleteItem" and params.get("Key", {}).get("pk", {}).get("S", "").startswith(
+        INSIDE_KIND
+    ):
+        label += ":release"
     if model.name == "BatchWriteItem":
         requests = [request for batch in params.get("RequestItems", {}).values() for request in batch]
         items = [request.get("PutRequest", {}).get("Item", {}) for request in requests]
         kinds = {item.get("kind", {}).get("S") for item in items}
-        label += ":end" if ENDS_KIND in kinds else ":forget" if VOID_KIND in kinds else ":record"
+        deletes = any("DeleteRequest" in request for request in requests)
+        label += ":end" if ENDS_KIND in kinds else ":forget" if VOID_KIND in kinds or deletes else ":record"
     return label
 
 

@@ -29,6 +29,7 @@ from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable
 from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state
+from tests.faults.gates import GATE, GateRun
 from tests.faults.lanes import LANE, LaneRun
 from tests.faults.operator import expire_holds, run_rerun
 from tests.faults.process import TICK_SECONDS, DispatcherProcess, on_virtual_time
@@ -75,6 +76,15 @@ class ScenarioRun:
             )
             self.lane = self.lane_run.entry
             self.lane_run.cap(self.world)
+        self.gate_run: GateRun | None = None
+        if scenario.gate is not None:
+            clients = {
+                "sqs": self.sqs,
+                "stepfunctions": self.sfn,
+                "dynamodb": boto3.client("dynamodb", region_name=REGION),
+            }
+            self.gate_run = GateRun(scenario.gate, self.stack, self.world, clients)
+            self.gate_run.cap(self.stack.state_machine_arn, scenario.max_concurrency)
         self.process = DispatcherProcess(clock=self.world.time).install()
         self.batches = EndEventBatches(
             self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
@@ -106,6 +116,11 @@ class ScenarioRun:
             ),
             variable("spool_queue_url"): self.stack.spool_queue_url,
             **({} if self.lane_run is None else {variable("lanes"): self.lane_run.lanes_variable()}),
+            **(
+                {}
+                if self.gate_run is None
+                else {variable("lanes"): json.dumps(self.gate_run.lanes_document())}
+            ),
             **overrides,
         }
 
@@ -133,7 +148,11 @@ class ScenarioRun:
             self.outcome.executions_in_fault_phase = self._dispatcher_executions()
             self._drain()
             self._rerun_what_failed()
+            if self.gate_run is not None:
+                self._settle_gate()
         check_end_state(self)
+        if self.gate_run is not None:
+            self.outcome.violations += self.gate_run.check()
         if self.lane_run is not None:
             names = {job.execution_name for job in self.scenario.jobs if job.lane == LANE}
             self.outcome.violations += self.lane_run.rate_violations(self.process.starts, names)
@@ -148,6 +167,9 @@ class ScenarioRun:
         outcome.event_ticks = self.event_ticks
         outcome.warm_ticks = self.warm_ticks
         outcome.redriven = len(self.world.dispatcher_redrives)
+        if self.world.gates is not None:
+            outcome.admissions = len(self.world.gates.admissions)
+            outcome.refused_tokens = sum(self.world.gates.refused.values())
         FINISHED.add(outcome)
         return outcome
 
@@ -273,22 +295,29 @@ class ScenarioRun:
         self._tick(None, event=event)
 
     def _steer_lane(self, tick: int | None) -> None:
-        """The operator pauses or resumes the lane, or sets its pool's MAX, before this tick, as planned."""
+        """The operator steers the lane or the gate, and the gate's executions go on, before this tick."""
         if self.lane_run is not None:
             self.lane_run.before_tick(self.ssm, self.stack.control_parameter, tick, self.world)
+        if self.gate_run is not None and tick is not None:
+            self.gate_run.before_tick(tick, self.ssm, self.stack.control_parameter)
 
-    def _tick(self, tick: int | None, event: Any = None) -> dict[str, Any] | None:
-        quiet = not self.world.faults.enabled
-        if event is None:
-            self._steer_lane(tick)
+    def _crash(self, tick: int | None, event: Any) -> CrashPlan | None:
+        """Where this tick dies, if anywhere: as planned for a scheduled tick, or drawn for an event's."""
         if event is None:
             crash = self.scenario.crashes.get(tick) if tick is not None else None
-        elif not quiet and self.rng.random() < self.scenario.event_crash_rate:
-            crash = self.scenario.event_crash or CrashPlan(
+            if self.scenario.gate is not None and tick is not None:
+                crash = self.scenario.gate.crashes.get(tick, crash)
+            return crash
+        if self.world.faults.enabled and self.rng.random() < self.scenario.event_crash_rate:
+            return self.scenario.event_crash or CrashPlan(
                 *self.rng.choice(CRASH_POINTS), nth=self.rng.randint(1, 2)
             )
-        else:
-            crash = None
+        return None
+
+    def _tick(self, tick: int | None, event: Any = None) -> dict[str, Any] | None:
+        if event is None:
+            self._steer_lane(tick)
+        crash = self._crash(tick, event)
         deadline = self.scenario.deadlines.get(tick) if tick is not None else None
         cold = self.rng.random() >= self.scenario.warm
         if cold and self.lane_run is not None and not self.enclosing:
@@ -299,6 +328,7 @@ class ScenarioRun:
         self.event_ticks += event is not None
         self.warm_ticks += not cold
         began = self.world.now
+        inside = None if self.gate_run is None else self.gate_run.inside()
         # A tick that waits (a loop's pause, a holder waiting for the next ask) lets
         # virtual time pass, and events due meanwhile tick inside it: they may find the
         # lease held by the tick around them, until its invocation's time would run out.
@@ -319,6 +349,11 @@ class ScenarioRun:
         if report is None:
             self.outcome.crashes += 1
             return None
+        counted = report.get("gates", {}).get(GATE, {}).get("inside")
+        if inside is not None and counted is not None and counted < inside:
+            self.outcome.violations.append(
+                f"cap: tick {self.outcome.ticks} counted {counted} inside gate {GATE}, truly {inside}"
+            )
         if report["stopped"] == "busy":
             self.outcome.busy_ticks += 1
             if self.world.now > max([self.lease_may_be_held_until, *self.enclosing]):
@@ -333,13 +368,22 @@ class ScenarioRun:
         return report
 
     def advance(self, seconds: float) -> None:
-        """Let virtual time pass: executions end, events arrive (each one a tick), messages reappear."""
+        """Let virtual time pass: executions end, events arrive (each one a tick), messages reappear.
+
+        A gate's executions go on too: they ask, run their sections, release and end.
+        """
         target = self.world.now + seconds
         while True:
-            moment = self.world.next_moment()
+            moments = [
+                self.world.next_moment(),
+                None if self.gate_run is None else self.gate_run.next_moment(),
+            ]
+            moment = min((moment for moment in moments if moment is not None), default=None)
             if moment is None or moment > target:
                 break
             self._move(max(0.0, moment - self.world.now))
+            if self.gate_run is not None:
+                self.gate_run.run_due()
             for event in self.batches.invocations(self.world.due_events()):
                 self._tick(None, event=event)
         self._move(target - self.world.now)
@@ -365,8 +409,9 @@ class ScenarioRun:
                 self.world.injected["foreign execution redriven"] += 1
         for handle in self.world.expired_in_flight():
             # A handle that fails belongs to a message deleted or received again since (or
-            # to the other lane's queue).
-            for queue_url, _ in self.queues:
+            # to the other lane's queue, or the gate's).
+            gate_queue = [] if self.gate_run is None else [(self.gate_run.entry["queue_url"], "")]
+            for queue_url, _ in self.queues + gate_queue:
                 with contextlib.suppress(self.sqs.exceptions.ClientError):
                     self.sqs.change_message_visibility(
                         QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0
@@ -385,6 +430,9 @@ class ScenarioRun:
             self.lane_run.resume(self.ssm, self.stack.control_parameter, self.world)
             handler.reset_clients()  # the control parameter's cache (5 s) is long expired by the end
             self.lane_run.read_afresh(self.world)
+        if self.gate_run is not None:
+            self.gate_run.resume(self.ssm, self.stack.control_parameter)
+            handler.reset_clients()
         self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
         left = self._visible_messages()
         # One tick per MAX messages, one to see the queue empty, one spare; and one more per
@@ -395,15 +443,24 @@ class ScenarioRun:
             # Each quiet tick starts at most the lane's own limit of its jobs: its MAX, its
             # pool's, one bucket of its rate (it refills in between).
             bound += math.ceil(sum(self.queue_counts(self.lane)) / self.lane_run.limit())
+        if self.gate_run is not None:
+            # Each quiet tick admits at most the gate's limit of its waiting executions.
+            bound += (
+                math.ceil(self.gate_run.waiting() / self.gate_run.limit(self.scenario.max_concurrency)) + 1
+            )
         settle = MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1
         for _ in range(bound):
-            running = len(self.world.running())
+            running = self._truly_running()
+            waiting = 0 if self.gate_run is None else self.gate_run.waiting()
             report = self._tick(None)
             if report is None:
                 return
-            if report["running"] != running:
+            # An admission recorded by a tick that died before its call holds a place until its
+            # request comes back: a waiting execution may be counted (never one that left).
+            if not running <= report["running"] <= running + waiting:
                 self.outcome.violations.append(
                     f"leak: with faults off the tick counted {report['running']} RUNNING, truly {running}"
+                    + (f" and {waiting} waiting at the gate" if waiting else "")
                 )
             if report["stopped"] not in {"capacity", "drained", "throttled"}:
                 self.outcome.violations.append(f"liveness: a quiet tick stopped with {report['stopped']!r}")
@@ -414,6 +471,29 @@ class ScenarioRun:
             f"liveness: {left} message(s) not drained within {bound} quiet ticks"
             f" at MAX {self.scenario.max_concurrency}"
         )
+
+    def _settle_gate(self) -> None:
+        """Once every gated execution ended, a quiet tick counts no one inside and leaves no admission."""
+        assert self.gate_run is not None
+        self.advance(MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1)
+        report = self._tick(None)
+        inside = None if report is None else report["gates"][GATE]["inside"]
+        if inside != 0 or self.gate_run.recorded():
+            self.outcome.violations.append(
+                f"leak: once every gated execution ended, the tick counted {inside} inside the gate,"
+                f" and the state table still holds {self.gate_run.recorded()}"
+            )
+
+    def _truly_running(self) -> int:
+        """What a quiet tick must count: the lanes' executions, and who is inside the gate (not who waits)."""
+        if self.gate_run is None:
+            return len(self.world.running())
+        lanes = [
+            execution
+            for execution in self.world.running()
+            if not execution.arn.startswith(self.gate_run.prefix)
+        ]
+        return len(lanes) + self.gate_run.inside()
 
     def queue_counts(self, lane: dict[str, Any] | None = None) -> tuple[int, int]:
         """(visible, in flight) messages on the source queue (or on ``lane``'s)."""
@@ -426,7 +506,15 @@ class ScenarioRun:
         )
 
     def _visible_messages(self) -> int:
-        return sum(self.queue_counts()) + (0 if self.lane is None else sum(self.queue_counts(self.lane)))
+        """Messages on the lanes' queues and the gate's (visible or in flight)."""
+        gate = (
+            0
+            if self.gate_run is None
+            else sum(self.queue_counts({"queue_url": self.gate_run.entry["queue_url"]}))
+        )
+        return (
+            sum(self.queue_counts()) + (0 if self.lane is None else sum(self.queue_counts(self.lane))) + gate
+        )
 
     def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
         """Every DLQ message (deleted once read), by its deduplication id (the source MessageId).

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.core.executions import MAX_INPUT_BYTES
+from tests.faults.gates import GatePlan, plan_gate
 from tests.faults.lanes import LanePlan, plan_lane
 from tests.faults.operator import RERUN_CRASH_POINTS
 from tests.support.crashes import CRASH_POINTS, CrashPlan
@@ -137,6 +138,8 @@ class Scenario:
     """A wide round: MAX above one receive batch and about one job a group (`_widen`)."""
     lane: LanePlan | None = None
     """A second lane on the same state machine and pool (`tests.faults.lanes`)."""
+    gate: GatePlan | None = None
+    """A gate in pool default or a pool of its own (`tests.faults.gates`)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -192,6 +195,11 @@ class Scenario:
         }
         redrives = {tick: rng.choice([1.0, 20.0]) for tick in external if rng.random() < 0.5}
         lane = plan_lane(random.Random(f"{seed}:lane"), jobs, fault_ticks, wide=wide is not None)
+        gate = None
+        if lane is None and wide is None:
+            gate = plan_gate(random.Random(f"{seed}:gate"), fault_ticks, faults=faults)
+            if gate is not None:
+                gate.add_faults(plan)
         reruns = {
             tick: (
                 CrashPlan(*rng.choice(RERUN_CRASH_POINTS), nth=rng.randint(1, 2))
@@ -224,6 +232,7 @@ class Scenario:
             rerun_switch=rng.random() < 0.5,
             wide=wide is not None,
             lane=lane,
+            gate=gate,
         )
 
     @classmethod
@@ -244,6 +253,7 @@ class Scenario:
             f"outage={self.outage_seconds} rerun={self.rerun_mode} reruns={_plans(self.reruns)}"
             f" switch={self.rerun_switch} wide={self.wide}"
             + ("" if self.lane is None else f" {self.lane.describe()}")
+            + ("" if self.gate is None else f" {self.gate.describe()}")
         )
 
 

@@ -46,6 +46,10 @@ class Outcome:
     """Executions the dispatcher redrove."""
     largest_blind_wave: int = 0
     """The most starts a round began before one came back (invariant 6 allows one receive batch)."""
+    admissions: int = 0
+    """Executions a gate admitted (`SendTaskSuccess` taken)."""
+    refused_tokens: int = 0
+    """`SendTaskSuccess` calls refused (tokens used already, or closed)."""
 
 
 @dataclass
@@ -80,6 +84,16 @@ class Tally:
     lane_max: int = 0
     """Of those, with a MAX of its own; and whose pool's MAX the operator changed live."""
     pool_changes: int = 0
+    gated: int = 0
+    """Scenarios with a gate (`tests.faults.gates`)."""
+    gate_shared: int = 0
+    """Of those, in pool default with the default lane's jobs; the others in a pool of their own."""
+    gate_max: int = 0
+    gated_executions: int = 0
+    admissions: int = 0
+    refused_tokens: int = 0
+    gate_crashes: int = 0
+    """Ticks planned to die at a gate's own step."""
     largest_blind_wave: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
@@ -113,6 +127,15 @@ class Tally:
             self.own_pool += lane.kind == "pool"
             self.lane_max += lane.max_concurrency is not None
             self.pool_changes += len(lane.pool_changes)
+        gate = outcome.scenario.gate
+        if gate is not None:
+            self.gated += 1
+            self.gate_shared += gate.kind == "shared"
+            self.gate_max += gate.max_concurrency is not None
+            self.gated_executions += len(gate.executions)
+            self.admissions += outcome.admissions
+            self.refused_tokens += outcome.refused_tokens
+            self.gate_crashes += len(gate.crashes)
         self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
         self.injected.update(outcome.injected)
         self.violations.extend(
@@ -157,6 +180,13 @@ class Tally:
             "own_pool",
             "lane_max",
             "pool_changes",
+            "gated",
+            "gate_shared",
+            "gate_max",
+            "gated_executions",
+            "admissions",
+            "refused_tokens",
+            "gate_crashes",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
@@ -192,6 +222,14 @@ class Tally:
             f"    {'with a start rate':<44} {self.rated:>9,}",
             f"    {'paused, then resumed, by the operator':<44} {self.lane_pauses:>9,}",
             f"    {'its pool' + chr(39) + 's MAX changed live by the operator':<44} {self.pool_changes:>9,}",
+            f"  scenarios with a gate{'':<28} {self.gated:>9,}",
+            f"    {'in pool default, with the default lane' + chr(39) + 's jobs':<44} {self.gate_shared:>9,}",
+            f"    {'in a pool of its own':<44} {self.gated - self.gate_shared:>9,}",
+            f"    {'with a MAX of its own':<44} {self.gate_max:>9,}",
+            f"    {'gated executions':<44} {self.gated_executions:>9,}",
+            f"    {'admitted (SendTaskSuccess taken)':<44} {self.admissions:>9,}",
+            f"    {'SendTaskSuccess refused (used, or closed)':<44} {self.refused_tokens:>9,}",
+            f"    {'ticks planned to die at a gate' + chr(39) + 's own step':<44} {self.gate_crashes:>9,}",
             f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
             f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",

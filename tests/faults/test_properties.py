@@ -63,6 +63,27 @@ def _laned(  # noqa: PLR0913 — each is one property of the lane looked for
     raise AssertionError("no such scenario among the seeds tried")
 
 
+def _gated(kind: str) -> Scenario:
+    """The first generated scenario with a gate of this kind, answers of its calls lost, a crash."""
+    for seed in range(2000, 6000):
+        scenario = Scenario.generate(seed)
+        gate = scenario.gate
+        if gate is not None and gate.kind == kind and gate.crashes and "lost_response" in gate.faults:
+            return scenario
+    raise AssertionError("no such scenario among the seeds tried")
+
+
+@pytest.mark.parametrize("kind", ["shared", "pool"])
+def test_a_gate_keeps_its_caps_loses_no_request_and_admits_none_twice(
+    kind: str, faulty_aws: FaultyAws
+) -> None:
+    """Gated executions under lost, doubled, early and late requests and releases, deaths and crashes."""
+    scenario = _gated(kind)
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+    assert outcome.admissions > 0
+
+
 @pytest.mark.parametrize(
     ("rated", "paused", "poison"), [(True, True, False), (False, False, True), (True, False, True)]
 )

@@ -10,6 +10,8 @@ The dispatcher under test talks HTTP to a `ThreadedMotoServer`. Between the two 
 - injects faults on the dispatcher's requests only (recognised by its user agent):
   throttling and 5xx before a request is processed, a 5xx after it was processed (the
   response is lost), and `DeleteMessageBatch` entries that fail;
+- emulates `SendTaskSuccess` as AWS answers it (moto's execution switch is off here, so
+  it has no task to take a token): the `World`'s gates say whether a token is taken;
 - emulates `RedriveExecution` (moto has none; `dispatcher.local.redrive` is the one
   emulation), by the dispatcher or by someone else: the list shows the redriven
   execution with its `redriveDate`, `DescribeExecution` with its `redriveCount`, each
@@ -37,6 +39,7 @@ from dispatcher.core.executions import MAX_INPUT_BYTES, name_problem
 from dispatcher.core.messages import SQS_MAX_MESSAGE_ATTRIBUTES
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.server import moto_server
+from tests.support.gate_world import TASK_TIMED_OUT
 from tests.support.world import InFlight, World
 
 DISPATCHER_USER_AGENT = "dispatcher"
@@ -186,6 +189,7 @@ class FaultyAws:
             "DescribeExecution": self._describe_execution,
             "StartExecution": self._start_execution,
             "RedriveExecution": self._redrive_execution,
+            "SendTaskSuccess": self._send_task_success,
             "ReceiveMessage": self._receive_message,
             "DeleteMessageBatch": self._delete_message_batch,
             "ChangeMessageVisibilityBatch": self._change_visibility_batch,
@@ -262,6 +266,18 @@ class FaultyAws:
         if answer.repeated:
             world.injected["redrive repeated with its client token"] += 1
         return json_response(answer.status, answer.document)
+
+    def _send_task_success(self, request: Request, environ: dict[str, Any]) -> Response:
+        """What AWS does with a task token (`tests.support.gate_world`): moto runs no execution here."""
+        gates = self.world.gates
+        if gates is None:
+            return self._forward(environ)
+        code = gates.succeed(str(request.body.get("taskToken", "")))
+        if code is None:
+            return json_response(200, {})
+        if code == TASK_TIMED_OUT:
+            return error_response(code, "Task Timed Out: 'Provided task does not exist anymore'")
+        return error_response(code, "Invalid Token: 'Invalid token'")
 
     def _start_execution(self, request: Request, environ: dict[str, Any]) -> Response:
         name = str(request.body.get("name", ""))

@@ -22,12 +22,15 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.local.events import status_change_event
 from dispatcher.local.redrive import Redrives, Stopped
+
+if TYPE_CHECKING:
+    from tests.support.gate_world import Gates
 
 LIST_REUSE_SECONDS = LISTING_MAX_AGE_SECONDS
 """How long the dispatcher may reuse a list read (1 s by default, up to this while the account's
@@ -200,6 +203,8 @@ class World:
         self.max_concurrency: int | None = None
         self.pool_caps: dict[str, tuple[frozenset[str], int]] = {}
         """Pool → (its state machines' ARNs, its MAX): each checked at every start of one of them."""
+        self.gates: Gates | None = None
+        """The gates and their entries, when the world has gated executions (`tests.support.gate_world`)."""
         self.outage_until = 0.0
         """Until then, runs of jobs that call the downstream API fail."""
         self.spooled: list[dict[str, Any]] = []
@@ -287,6 +292,8 @@ class World:
         if self._open.pop(execution.arn, None) is not None:
             self._open_by_machine[state_machine_of(execution.arn)] -= 1
         self._open_foreign.pop(execution.arn, None)
+        if self.gates is not None:
+            self.gates.ended(execution)
 
     def due_events(self) -> list[dict[str, Any]]:
         """Events whose delivery time has come, in delivery order; they leave the queue."""
@@ -309,7 +316,9 @@ class World:
 
     def _emit_end(self, execution: Execution) -> None:
         status = execution.runs[-1].status
-        if status in REDRIVABLE_STATUSES:
+        gated = self.gates is not None and state_machine_of(execution.arn) in self.gates.machines
+        if status in REDRIVABLE_STATUSES and not gated:
+            # A gate's executions are their producers', not the dispatcher's: no spool rule has them.
             event = execution_event(execution, status)
             copies = 2 if self.event_rng.random() < self.events.duplicated else 1
             self.spooled += [event] * copies
@@ -395,17 +404,36 @@ class World:
                 self._check_cap(f"the dispatcher started {name}", state_machine_of(arn))
 
     def _check_cap(self, what: str, machine: str) -> None:
-        for pool, (machines, cap) in self.pool_caps.items():
+        for pool, (machines, _) in self.pool_caps.items():
             if machine in machines:
-                counted = self._counted(machines)
-                if counted > cap:
-                    self.violations.append(f"cap: {counted} RUNNING > MAX {cap} in pool {pool} after {what}")
+                self.check_pool(pool, what)
         if self.max_concurrency is None:
             return
         ours = len(self._open) - len(self._open_foreign)
         counted = ours + sum(self._accountable(execution) for execution in self._open_foreign.values())
         if counted > self.max_concurrency:
             self.violations.append(f"cap: {counted} RUNNING > MAX {self.max_concurrency} after {what}")
+
+    def check_pool(self, pool: str, what: str) -> None:
+        """A pool's cap, now: its lanes' state machines' executions and who is inside its gates."""
+        if pool not in self.pool_caps:
+            return
+        machines, cap = self.pool_caps[pool]
+        counted = self._counted(machines) + (0 if self.gates is None else self.gates.inside_pool(pool))
+        if counted > cap:
+            self.violations.append(f"cap: {counted} RUNNING > MAX {cap} in pool {pool} after {what}")
+
+    def finish(self, arn: str, status: str = "ABORTED") -> None:
+        """End an execution's latest run now (it was stopped, or failed), with its status change event."""
+        with self.lock:
+            execution = self.executions[arn]
+            run = execution.runs[-1]
+            if run.ended_at is not None:
+                return
+            run.ended_at, run.status = self.now, status
+            self._close(execution)
+            self._emit_end(execution)
+            self._ended.append((self.now, arn))
 
     def _counted(self, machines: frozenset[str]) -> int:
         """Open executions of ``machines`` that the dispatcher must count (`_accountable`)."""
