@@ -27,6 +27,7 @@ from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, REGION
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.events import Rule, to_queue
+from dispatcher.local.gates import create_gate, create_release_queue
 from dispatcher.local.stack import create_lane, create_stack, function_name, register_stack
 from tests.cli.conftest import Cli
 from tests.cli.test_rerun import fail_jobs
@@ -88,7 +89,7 @@ def filters(arguments: list[str]) -> bool:
 
 @pytest.fixture
 def world(emulated: tuple[str, Emulation], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """Stack ``jobs`` (lanes urgent and backfill, pool glue): two spooled failures and a dead letter.
+    """Stack ``jobs`` (lanes urgent and backfill, pool glue, gate crawl): two spooled failures, a dead letter.
 
     Its variables are set too.
     """
@@ -97,6 +98,7 @@ def world(emulated: tuple[str, Emulation], tmp_path: Path, monkeypatch: pytest.M
         monkeypatch.setenv(key, value)
     boto3.setup_default_session()
     stack = create_stack(STACK, downstream=True, wait_seconds=0)
+    releases = create_release_queue(STACK)
     lanes = json.dumps(
         {
             "pools": {"glue": {"max_concurrency": 2}},
@@ -104,6 +106,7 @@ def world(emulated: tuple[str, Emulation], tmp_path: Path, monkeypatch: pytest.M
                 create_lane(STACK, "urgent", state_machine_arn=stack.state_machine_arn, priority=10),
                 create_lane(STACK, "backfill", wait_seconds=0),
             ],
+            "gates": [create_gate(STACK, "crawl", release_queue_url=releases, pool="glue")],
         }
     )
     register_stack(STACK, stack, max_concurrency=3, function=function_name(STACK), lanes=lanes)
