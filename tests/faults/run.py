@@ -167,7 +167,8 @@ class ScenarioRun:
         outcome.event_ticks = self.event_ticks
         outcome.warm_ticks = self.warm_ticks
         outcome.redriven = len(self.world.dispatcher_redrives)
-        if self.world.gates is not None:
+        if self.world.gates is not None and self.gate_run is not None:
+            outcome.gate = self.gate_run.lanes_document()["gates"][0]
             outcome.admissions = len(self.world.gates.admissions)
             outcome.refused_tokens = sum(self.world.gates.refused.values())
         FINISHED.add(outcome)

@@ -50,6 +50,8 @@ class Outcome:
     """Executions a gate admitted (`SendTaskSuccess` taken)."""
     refused_tokens: int = 0
     """`SendTaskSuccess` calls refused (tokens used already, or closed)."""
+    gate: dict[str, Any] | None = None
+    """The gate's entry of ``LANES``, when the scenario had one."""
 
 
 @dataclass

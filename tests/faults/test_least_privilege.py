@@ -20,7 +20,7 @@ from tests.faults.crash_course import crash_course
 from tests.faults.process import Call
 from tests.faults.run import run_scenario
 from tests.faults.scenario import Scenario
-from tests.infra.template import deployed, function_statements
+from tests.infra.template import Deployed, deployed
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import FaultyAws
 
@@ -44,10 +44,21 @@ def table_arn(name: str) -> str:
     return f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{name}"
 
 
-def resolve(value: Any, stack: Stack) -> Any:
-    """Resolve the role's statements for this stack, as CloudFormation would (no lanes)."""
+def deploy_of(stack: Stack, gate: dict[str, Any] | None = None) -> Deployed:
+    """The template deployed for this stack, as CloudFormation would resolve it.
+
+    ``gate``: a gate's entry of ``LANES``, deployed as the manual says for a gate of your
+    own (its state machine in GateStateMachineArns, its queues in the Lane…Arns).
+    """
+    parameters: dict[str, Any] = {"TargetStateMachineArn": stack.state_machine_arn}
+    if gate is not None:
+        parameters |= {
+            "GateStateMachineArns": gate["state_machine_arn"],
+            "LaneQueueArns": queue_arn(gate["queue_url"]),
+            "LaneDeadLetterQueueArns": queue_arn(gate["dead_letter_queue_url"]),
+        }
     return deployed(
-        {"TargetStateMachineArn": stack.state_machine_arn},
+        parameters,
         refs={"ControlParameter": stack.control_parameter},
         attributes={
             "JobQueue": queue_arn(stack.queue_url),
@@ -55,7 +66,7 @@ def resolve(value: Any, stack: Stack) -> Any:
             "StateTable": table_arn(stack.state_table),
             "EndEventQueue": END_EVENT_QUEUE_ARN,
         },
-    )(value)
+    )
 
 
 def resources(resolved: str | list[str]) -> list[str]:
@@ -63,9 +74,15 @@ def resources(resolved: str | list[str]) -> list[str]:
     return [resolved] if isinstance(resolved, str) else resolved
 
 
-def touched(call: Call) -> tuple[str, str]:
-    """The IAM action and resource ARN a recorded call needs."""
+def touched(call: Call, gate: dict[str, Any] | None) -> tuple[str, str]:
+    """The IAM action and resource ARN a recorded call needs.
+
+    A task token names no resource in its call: IAM authorises `SendTaskSuccess` on the
+    state machine whose execution's token it is (the gate's).
+    """
     action = BATCH_ACTIONS.get(call.action, call.action)
+    if call.action == "states:SendTaskSuccess" and gate is not None:
+        return action, str(gate["state_machine_arn"])
     if call.action.startswith("sqs:"):
         return action, queue_arn(call.resource)
     if call.action.startswith("dynamodb:"):
@@ -81,39 +98,53 @@ def test_every_call_is_granted_on_its_resource_and_every_grant_is_used(faulty_aw
     # The crash course reaches the rare paths (dead-lettering, releasing, describing, redriving).
     outcomes = [run_scenario(crash_course(CrashPlan(*CRASH_POINTS[0]), redrives=True), faulty_aws)]
     outcomes += [run_scenario(Scenario.generate(seed), faulty_aws) for seed in range(2)]
-    statements = function_statements()
     ungranted: list[str] = []
     used: set[tuple[str, str]] = set()
+    granted: set[tuple[str, str]] = set()
+    assert any(outcome.gate is not None for outcome in outcomes), "a scenario with a gate"
     for outcome in outcomes:
+        assert outcome.stack is not None
+        statements = deploy_of(outcome.stack, outcome.gate).statements().values()
         for call in outcome.calls:
-            action, resource = touched(call)
+            action, resource = touched(call, outcome.gate)
             granting = [
                 statement["Sid"]
                 for statement in statements
                 if action in statement["Action"]
                 and any(
-                    fnmatch.fnmatchcase(resource, pattern)
-                    for pattern in resources(resolve(statement["Resource"], outcome.stack))
+                    fnmatch.fnmatchcase(resource, pattern) for pattern in resources(statement["Resource"])
                 )
             ]
             if not granting:
                 ungranted.append(f"{action} on {resource}")
             used.update((sid, action) for sid in granting)
-    granted = {
-        (statement["Sid"], action)
-        for statement in statements
-        if statement["Sid"] not in MAPPING_STATEMENTS
-        for action in statement["Action"]
-    }
+        granted |= {
+            (statement["Sid"], action)
+            for statement in statements
+            if statement["Sid"] not in MAPPING_STATEMENTS
+            for action in statement["Action"]
+        }
     assert ungranted == []
     assert used == granted, f"granted but never called: {sorted(granted - used)}"
 
 
 def test_role_has_no_wildcard_action_and_no_wildcard_resource(faulty_aws: FaultyAws) -> None:
-    """No `*` in an action; a resource wildcard only for the executions of the one state machine."""
+    """No `*` in an action; a resource wildcard only for the executions of one state machine it names."""
     stack = run_scenario(Scenario.empty(1), faulty_aws).stack
-    executions = execution_arn(stack.state_machine_arn, "*")
-    for statement in function_statements():
-        assert all("*" not in action for action in statement["Action"])
-        for resource in resources(resolve(statement["Resource"], stack)):
-            assert "*" not in resource or resource == executions, resource
+    assert stack is not None
+    gated = "arn:aws:states:us-east-1:123456789012:stateMachine:gated"
+    gate = {
+        "state_machine_arn": gated,
+        "queue_url": "q/gate.fifo",
+        "dead_letter_queue_url": "q/gate-dlq.fifo",
+    }
+    for deploy, machines in (
+        (deploy_of(stack), [stack.state_machine_arn]),
+        (deploy_of(stack, gate), [stack.state_machine_arn, gated]),
+    ):
+        for statement in deploy.statements().values():
+            assert all("*" not in action for action in statement["Action"])
+            for resource in statement["Resource"]:
+                assert "*" not in resource or resource in [execution_arn(arn, "*") for arn in machines], (
+                    resource
+                )
