@@ -44,6 +44,9 @@ STEP_FUNCTIONS_OTHER_REGIONS = {
 }
 SQS_FIFO_CALLS_PER_ACTION = Bucket(300, 300)
 """A FIFO queue's calls per second of each action (SendMessage, ReceiveMessage, DeleteMessage, ...)."""
+SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION = Bucket(3000, 3000)
+"""The same in high throughput mode (the template's gate queue), at its lowest (the regions it
+is smallest in): a gate's workflows send one request each, hundreds a second."""
 DYNAMODB_PARTITION_WRITES = Bucket(1000, 1000)
 """Write request units per second on one partition key (on-demand or provisioned)."""
 DYNAMODB_PARTITION_READS = Bucket(3000, 3000)

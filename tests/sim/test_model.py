@@ -12,7 +12,7 @@ from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, Tra
 from dispatcher.core.executions import execution_arn
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
-from tests.support.sim.dynamodb import QUERY_PAGE_BYTES, READ_UNIT_BYTES
+from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES
 from tests.support.sim.scheduler import Scheduler, SimPool
 from tests.support.world import Lag
 

@@ -79,14 +79,20 @@ class Gates:
     on_admit: Callable[[Entry], None] | None = None
     """Told of each admission as it happens (under the world's lock): a driver runs the section."""
     _tokens: itertools.count[int] = field(default_factory=itertools.count)
+    _inside: dict[str, dict[str, Entry]] = field(default_factory=dict)
+    """Gate → execution ARN → its entry, of those truly inside (an index: worlds hold thousands)."""
 
     def inside(self, gate: str) -> list[Entry]:
         """The entries truly inside ``gate`` now."""
-        return [entry for entry in self.current.values() if entry.gate == gate and entry.inside]
+        return list(self._inside.get(gate, {}).values())
 
     def inside_pool(self, pool: str) -> int:
         """Executions truly inside the gates of ``pool``."""
-        return sum(len(self.inside(gate)) for gate, spec in self.specs.items() if spec.pool == pool)
+        return sum(len(self._inside.get(gate, {})) for gate, spec in self.specs.items() if spec.pool == pool)
+
+    def _left(self, entry: Entry) -> None:
+        entry.left_at = self.world.now
+        self._inside.get(entry.gate, {}).pop(entry.execution.arn, None)
 
     def enter(self, execution: Execution, gate: str) -> Entry:
         """The execution reaches the gate: a fresh task token (the caller sends its request)."""
@@ -113,6 +119,7 @@ class Gates:
                 self.refused[token] += 1
                 return TASK_TIMED_OUT
             entry.admitted_at = self.world.now
+            self._inside.setdefault(entry.gate, {})[entry.execution.arn] = entry
             self.accepted[token] += 1
             self.admissions.append((self.world.now, entry.execution.arn))
             self._check(entry)
@@ -124,7 +131,7 @@ class Gates:
         """The section is over: the execution is no longer inside (whatever its release does)."""
         with self.world.lock:
             if entry.inside:
-                entry.left_at = self.world.now
+                self._left(entry)
 
     def ended(self, execution: Execution) -> None:
         """The execution ended: a token it waited with closes, and it leaves a section it was in."""
@@ -134,7 +141,7 @@ class Gates:
         if entry.waiting:
             entry.closed = True
         elif entry.inside:
-            entry.left_at = self.world.now
+            self._left(entry)
 
     def _check(self, entry: Entry) -> None:
         spec = self.specs[entry.gate]

@@ -423,8 +423,11 @@ class World:
         if counted > cap:
             self.violations.append(f"cap: {counted} RUNNING > MAX {cap} in pool {pool} after {what}")
 
-    def finish(self, arn: str, status: str = "ABORTED") -> None:
-        """End an execution's latest run now (it was stopped, or failed), with its status change event."""
+    def finish(self, arn: str, status: str = "ABORTED", *, event: bool = True) -> None:
+        """End an execution's latest run now (it was stopped, or failed), with its status change event.
+
+        ``event``: False when its event is lost, whatever the event plan says.
+        """
         with self.lock:
             execution = self.executions[arn]
             run = execution.runs[-1]
@@ -432,7 +435,8 @@ class World:
                 return
             run.ended_at, run.status = self.now, status
             self._close(execution)
-            self._emit_end(execution)
+            if event:
+                self._emit_end(execution)
             self._ended.append((self.now, arn))
 
     def _counted(self, machines: frozenset[str]) -> int:

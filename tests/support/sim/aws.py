@@ -22,14 +22,17 @@ from typing import Any
 from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
 from dispatcher.core.control import Control
 from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
+from dispatcher.core.quotas import SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION
 from dispatcher.tick.ports import Ports, wire
+from tests.support.gate_world import Gates, GateSpec
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
-from tests.support.sim.dynamodb import LeaseView, StateStoreView, StateTable
+from tests.support.sim.dynamodb import StateStoreView, StateTable
 from tests.support.sim.faults import Faults, Process
+from tests.support.sim.lease import LeaseView
 from tests.support.sim.rate import RateItems, RateView
 from tests.support.sim.scheduler import Scheduler
 from tests.support.sim.sqs import DeadLetterBox, DeadLettersView, FifoQueue, JobQueueView
-from tests.support.sim.stepfunctions import ExecutionsView, StepFunctions
+from tests.support.sim.stepfunctions import ExecutionsView, StepFunctions, TaskTokensView
 from tests.support.world import Delivery, EventPlan, Execution, FaultPlan, Lag, World
 
 START = 1_800_000_000.0
@@ -54,6 +57,15 @@ class SimLane:
     starts_per_second: float | None = None
     shares: str | None = None
     """Another lane (``default`` too) whose state machine this one starts."""
+
+
+@dataclass(frozen=True)
+class SimGate:
+    """A gate: its request queue (FIFO, high throughput) and a gated state machine of its own."""
+
+    name: str
+    pool: str = DEFAULT
+    max_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,8 +100,9 @@ class SimResources:
         return DeadLettersView(self._aws.dead_letters, self._clients.sqs)
 
     def state_machine(self, arn: str) -> ExecutionsView:
-        """A state machine."""
-        assert arn in self._aws.lane_machines.values(), f"no simulated state machine {arn}"
+        """A state machine (a lane's, or a gate's)."""
+        known = {*self._aws.lane_machines.values(), *self._aws.gate_machines.values()}
+        assert arn in known, f"no simulated state machine {arn}"
         clients = self._clients
         return ExecutionsView(self._aws.stepfunctions, arn, clients.stepfunctions, clients.starts)
 
@@ -107,6 +120,10 @@ class SimResources:
         """A lane's start-rate bucket."""
         return RateView(self._aws.rates, self._clients.dynamodb, lane, starts_per_second)
 
+    def task_tokens(self) -> TaskTokensView:
+        """`SendTaskSuccess`, through the start client (as the function's)."""
+        return TaskTokensView(self._aws.stepfunctions, self._clients.starts)
+
 
 class InMemoryAws:
     """AWS in memory, in virtual time, with AWS's quotas for one region and a latency per call."""
@@ -121,6 +138,7 @@ class InMemoryAws:
         seed: int = 0,
         lanes: Sequence[SimLane] = (),
         pools: Mapping[str, int] | None = None,
+        gates: Sequence[SimGate] = (),
     ) -> None:
         """``lanes``: besides ``default``; ``pools``: each pool's MAX but ``default``'s (the settings')."""
         self.region = region
@@ -155,6 +173,21 @@ class InMemoryAws:
             self.queues[queue.url] = self.lane_queues[lane.name] = queue
             arn = self.lane_machines[lane.shares] if lane.shares else state_machine_arn(region, lane.name)
             self.lane_machines[lane.name] = arn
+        self.gates = tuple(gates)
+        self.gate_queues: dict[str, FifoQueue] = {}
+        """Gate → its request queue."""
+        self.gate_machines: dict[str, str] = {}
+        """Gate → its gated state machine."""
+        if self.gates:
+            self.world.gates = Gates(self.world)
+        for gate in self.gates:
+            url = f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{gate.name}.fifo"
+            queue = FifoQueue(self.scheduler, url, SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION)
+            self.queues[url] = self.gate_queues[gate.name] = queue
+            self.gate_machines[gate.name] = state_machine_arn(region, f"{gate.name}-gated")
+            assert self.world.gates is not None
+            self.world.gates.specs[gate.name] = GateSpec(gate.pool, gate.max_concurrency)
+            self.world.gates.machines.add(self.gate_machines[gate.name])
         self.rates = RateItems(self.usage)
         """The state table's start-rate items, every lane's."""
         self.control: Control | None = None
@@ -205,8 +238,8 @@ class InMemoryAws:
         return Topology(pools=(PoolLimit(DEFAULT, 0),), lanes=(lane,))
 
     def lanes_document(self) -> str | None:
-        """The ``LANES`` setting that deploys the lanes (None: only ``default``)."""
-        if not self.lanes:
+        """The ``LANES`` setting that deploys the lanes and gates (None: only ``default``)."""
+        if not self.lanes and not self.gates:
             return None
         lanes = []
         for lane in self.lanes:
@@ -224,7 +257,18 @@ class InMemoryAws:
                 entry["starts_per_second"] = lane.starts_per_second
             lanes.append(entry)
         pools = {name: {"max_concurrency": cap} for name, cap in self.pools.items()}
-        return json.dumps({"pools": pools, "lanes": lanes})
+        gates = [
+            {
+                "name": gate.name,
+                "queue_url": self.gate_queues[gate.name].url,
+                "dead_letter_queue_url": DEAD_LETTER_QUEUE_URL,
+                "state_machine_arn": self.gate_machines[gate.name],
+                "pool": gate.pool,
+                **({} if gate.max_concurrency is None else {"max_concurrency": gate.max_concurrency}),
+            }
+            for gate in self.gates
+        ]
+        return json.dumps({"pools": pools, "lanes": lanes, "gates": gates})
 
     def cap_pools(self, default_max: int) -> None:
         """Have the world check each pool's cap at every start (``default_max``: pool ``default``'s MAX)."""
@@ -233,8 +277,9 @@ class InMemoryAws:
         machines[DEFAULT].add(self.state_machine_arn)
         for lane in self.lanes:
             machines[lane.pool].add(self.lane_machines[lane.name])
+        gated = {gate.pool for gate in self.gates}
         self.world.pool_caps = {
-            pool: (frozenset(arns), caps[pool]) for pool, arns in machines.items() if arns
+            pool: (frozenset(arns), caps[pool]) for pool, arns in machines.items() if arns or pool in gated
         }
 
     def started(self) -> list[Execution]:

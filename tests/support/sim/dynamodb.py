@@ -2,7 +2,8 @@
 
 Items are the adapter's own (`dispatcher.adapters.state_table`), so their sizes, and the
 write and read units they cost, are the deployed table's. One partition key holds every
-lane's starts and ends, another the lease, and each partition has DynamoDB's 1,000
+lane's starts and ends, another the lease (`tests.support.sim.lease`), each gate's admissions
+another (`tests.support.sim.inside`), and each partition has DynamoDB's 1,000
 write and 3,000 read units a second; a `BatchWriteItem` short of units writes what fits
 and leaves the rest unprocessed, and a failed condition costs its write all the same.
 A `Query` reads 1 MB a page, strongly consistent: a unit per 4 KB. Not modelled: the
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
     ends_item,
+    inside_partition,
     partition,
     read_items,
     recorded_starts,
@@ -35,65 +36,17 @@ from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StartsToRecord, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.gates import InsideRead
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
 from tests.support.sim.api import Client, LiveBucket, Usage
+from tests.support.sim.inside import AdmissionsView, InsidePartition
+from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES, Stored, write_units
+from tests.support.sim.lease import Lease
 from tests.support.sim.scheduler import Scheduler
 
-QUERY_PAGE_BYTES = 1024 * 1024
-READ_UNIT_BYTES = 4096
-WRITE_UNIT_BYTES = 1024
 KEEP_SECONDS = RECENT_START_WINDOW_SECONDS + LISTING_MAX_AGE_SECONDS + 60
 """How long the table keeps a record in memory: longer than any tick's review window."""
-
-
-def _value_bytes(kind: str, content: Any) -> int:
-    """DynamoDB's size of one value.
-
-    A number is 1 byte per 2 digits, + 1; a list or a map 3 bytes, + 1 a member and the
-    members (a map's with their names); null and a boolean 1.
-    """
-    if kind == "S":
-        return len(str(content).encode())
-    if kind == "N":
-        digits = len(str(content).replace("-", "").replace(".", "").strip("0")) or 1
-        return math.ceil(digits / 2) + 1
-    if kind == "SS":
-        return sum(len(str(member).encode()) for member in content)
-    if kind == "L":
-        return 3 + sum(1 + _typed_bytes(member) for member in content)
-    if kind == "M":
-        return 3 + sum(1 + len(name.encode()) + _typed_bytes(value) for name, value in content.items())
-    return 1
-
-
-def _typed_bytes(value: Mapping[str, Any]) -> int:
-    [(kind, content)] = value.items()
-    return _value_bytes(kind, content)
-
-
-def item_bytes(item: Mapping[str, Mapping[str, Any]]) -> int:
-    """DynamoDB's size of an item: each attribute's name and value."""
-    size = 0
-    for name, value in item.items():
-        size += len(name.encode()) + _typed_bytes(value)
-    return size
-
-
-def write_units(item: Mapping[str, Mapping[str, Any]]) -> int:
-    """Write request units of one item (1 KB each, rounded up)."""
-    return max(1, math.ceil(item_bytes(item) / WRITE_UNIT_BYTES))
-
-
-@dataclass
-class Stored:
-    """One item of the recent-start partition."""
-
-    item: dict[str, Any]
-    size: int = 0
-
-    def __post_init__(self) -> None:
-        self.size = item_bytes(self.item)
 
 
 class StateTable:
@@ -110,6 +63,14 @@ class StateTable:
         self._writes = LiveBucket.of(DYNAMODB_PARTITION_WRITES, scheduler.now)
         self._reads = LiveBucket.of(DYNAMODB_PARTITION_READS, scheduler.now)
         self.lease = Lease(scheduler, usage, f"lease#{state_machine_arn}")
+        self.gates: dict[str, InsidePartition] = {}
+        """Gate → its partition of admissions."""
+
+    def inside_partition(self, gate: str) -> InsidePartition:
+        """The partition of the executions inside ``gate``."""
+        if gate not in self.gates:
+            self.gates[gate] = InsidePartition(self._scheduler, self._usage, inside_partition(self.own, gate))
+        return self.gates[gate]
 
     def write(self, units: int, *, partial: bool = False) -> int:
         """Take write units of the partition now; how many were granted (all or none, unless ``partial``)."""
@@ -162,6 +123,7 @@ class StateStoreView:
     def __init__(self, table: StateTable, client: Client) -> None:
         self._table = table
         self._client = client
+        self._admissions = AdmissionsView(table.own, table.inside_partition, client)
 
     def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
         """The records of these starts, each lane's apart (the adapter's own)."""
@@ -205,11 +167,34 @@ class StateStoreView:
         return left
 
     def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts before they happen, 25 an item (as the adapter); those left."""
-        packs = start_packs(records)
+        """Write starts (25 an item) and admissions (an item each) before they happen; those left.
+
+        The first `BatchWriteItem` of 25 items raises when throttled; a later one leaves its records.
+        """
+        starts = [record for record in records if record.gate is None]
+        packs = start_packs(starts)
         items = [starts_item(self._table.partition, pack, self._table.own) for pack in packs]
-        left = self._write_batch(items, packs, "record")
-        return [record for pack in packs for record in pack][len(records) - left :]
+        left = self._write_batch(items, packs, "record") if packs else 0
+        unprocessed = [record for pack in packs for record in pack][len(starts) - left :]
+        admissions = [record for record in records if record.gate is not None]
+        unprocessed += self._admissions.record(admissions, first_raises=not packs)
+        return unprocessed
+
+    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
+        """`Query` of the gate's partition (its admissions and confirmations)."""
+        return self._admissions.inside(gate, state_machine_arn)
+
+    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
+        """`PutItem` of one confirmation."""
+        self._admissions.confirm(gate, names, now)
+
+    def tidy(self, gate: str, keys: Sequence[str]) -> int:
+        """Delete stale confirmations; how many were left."""
+        return self._admissions.tidy(gate, keys)
+
+    def release(self, gate: str, name: str, sent_at: float) -> bool:
+        """Conditional `DeleteItem`: the admission goes if recorded before ``sent_at``."""
+        return self._admissions.release(gate, name, sent_at)
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
         """Reported ends, once per execution with the latest stop, 500 an item (as the adapter)."""
@@ -231,113 +216,10 @@ class StateStoreView:
         return read_items(items, self._table.own)
 
     def forget(self, records: Sequence[RecordedStart], now: float) -> int:
-        """Void records that no longer count, 500 an item; how many were left (as the adapter)."""
-        packs = chunks(records, PACK_LIMIT)
-        return self._best_effort(
+        """Void records that no longer count, 500 an item; delete admissions; how many were left."""
+        starts = [record for record in records if record.gate is None]
+        packs = chunks(starts, PACK_LIMIT)
+        left = self._best_effort(
             [void_item(self._table.partition, pack, now) for pack in packs], packs, "forget"
         )
-
-
-@dataclass
-class LeaseItem:
-    """The lease as its one item holds it."""
-
-    owner: str
-    held_until: float
-    again: bool = False
-
-
-class Lease:
-    """The tick lease's item, on a partition of its own (1 write unit a call, whatever the condition says)."""
-
-    def __init__(self, scheduler: Scheduler, usage: Usage, partition_key: str) -> None:
-        self._scheduler = scheduler
-        self._usage = usage
-        self.partition = partition_key
-        self._writes = LiveBucket.of(DYNAMODB_PARTITION_WRITES, scheduler.now)
-        self.item: LeaseItem | None = None
-
-    def admit(self) -> bool:
-        """One write unit of the lease's partition now."""
-        if not self._writes.take(self._scheduler.now):
-            return False
-        self._usage.consume(self.partition, "WriteRequestUnits", 1)
-        return True
-
-
-class LeaseView:
-    """The `Lease` port on one container's DynamoDB client: the adapter's conditions, in memory."""
-
-    def __init__(self, lease: Lease, client: Client) -> None:
-        self._lease = lease
-        self._client = client
-
-    def _call(self, operation: str, effect: Callable[[], bool], role: str | None = None) -> bool:
-        action = f"{operation} on state table (tick lease)"
-        return self._client.call(operation, action, self._lease.admit, effect, role=role)
-
-    def acquire(self, owner: str, now: float, held_until: float) -> bool:
-        """Conditional `PutItem`: free, expired, or already ours."""
-
-        def put() -> bool:
-            item = self._lease.item
-            if item is not None and item.held_until >= now and item.owner != owner:
-                return False
-            self._lease.item = LeaseItem(owner, held_until)
-            return True
-
-        return self._call("PutItem", put, role="lease")
-
-    def ask_again(self, owner: str, now: float) -> bool:
-        """Conditional `UpdateItem`: a live holder other than us is asked for one more tick."""
-
-        def update() -> bool:
-            item = self._lease.item
-            if item is None or item.held_until < now or item.owner == owner:
-                return False
-            item.again = True
-            return True
-
-        return self._call("UpdateItem", update)
-
-    def take_ask(self, owner: str) -> bool:
-        """Conditional `UpdateItem`: ours, and another tick was asked for; the request taken."""
-
-        def take() -> bool:
-            item = self._lease.item
-            if item is None or item.owner != owner or not item.again:
-                return False
-            item.again = False
-            return True
-
-        return self._call("UpdateItem", take)
-
-    def release(self, owner: str) -> bool:
-        """Conditional `DeleteItem` unless another tick was asked for; then `UpdateItem` takes the request."""
-
-        def delete() -> bool:
-            item = self._lease.item
-            if item is not None and item.owner == owner and not item.again:
-                self._lease.item = None
-                return True
-            return False
-
-        def take_request() -> bool:
-            item = self._lease.item
-            if item is None or item.owner != owner:
-                return False
-            item.again = False
-            return True
-
-        return self._call("DeleteItem", delete) or not self._call("UpdateItem", take_request)
-
-    def let_go(self, owner: str) -> None:
-        """Conditional `DeleteItem`: ours, whatever was asked."""
-
-        def delete() -> bool:
-            if self._lease.item is not None and self._lease.item.owner == owner:
-                self._lease.item = None
-                return True
-            return False
-
-        self._call("DeleteItem", delete)
+        return left + self._admissions.forget([record for record in records if record.gate is not None])

@@ -99,6 +99,8 @@ class Function:
         self._flush_at: float | None = None
         self.ends_delivered = 0
         """Status change events the refill rule matched (each end, and each duplicate of one)."""
+        self.releases_sent = 0
+        """Releases gated workflows sent to the end-event queue."""
         self.end_queue_requests: Counter[str] = Counter()
         """Requests on the end-event queue (standard): EventBridge sends, the mapping receives and deletes."""
         self._idle: list[Container] = []
@@ -109,7 +111,7 @@ class Function:
         self.crash_plan: Callable[[str], CrashPlan | None] = lambda trigger: None
         """Where the invocation a trigger ("schedule" or "event") starts dies, if anywhere."""
         if refill:
-            pattern = refill_pattern(settings.topology().state_machines)
+            pattern = refill_pattern(settings.topology().watched_machines)
             deliver = self.invoke if mapping is None else self._enqueue_end
 
             def on_event(event: dict[str, Any]) -> None:
@@ -138,6 +140,12 @@ class Function:
         self._ends.append((self._aws.scheduler.now, json.dumps(event)))
         self._flush()
 
+    def release(self, gate: str, execution_arn: str) -> None:
+        """A gated workflow's `SendMessage` of its release to the end-event queue (the template's path)."""
+        assert self.mapping is not None, "releases go through the end-event queue"
+        self._enqueue_end({"release": execution_arn, "gate": gate})
+        self.releases_sent += 1
+
     def _flush(self) -> None:
         """Invoke the batches that are due, as far as the mapping's concurrency allows."""
         assert self.mapping is not None
@@ -151,12 +159,13 @@ class Function:
                     scheduler.call_at(due, self._timer)
                 return
             bodies = [body for _, body in self._ends[: mapping.batch_size]]
+            sent = [arrived for arrived, _ in self._ends[: mapping.batch_size]]
             del self._ends[: mapping.batch_size]
             calls = -(-len(bodies) // SQS_BATCH_LIMIT)
             self.end_queue_requests["ReceiveMessage"] += calls
             self.end_queue_requests["DeleteMessageBatch"] += calls
             self._batches_running += 1
-            self.invoke(sqs_event(bodies), done=self._batch_done)
+            self.invoke(sqs_event(bodies, sent_at=sent), done=self._batch_done)
 
     def _timer(self) -> None:
         self._flush_at = None
@@ -206,7 +215,8 @@ class Function:
                 warm=container.warm,
                 control=lambda: self._control_of(container),
             )
-            report = dispatcher.run(end_news(event, topology.state_machines).ended).as_dict()
+            news = end_news(event, topology.watched_machines, scheduler.now)
+            report = dispatcher.run(news.ended, news.releases).as_dict()
         except Crash:  # the process died: its container is gone, the next invocation is a cold start
             self.invocations.append(Invocation(began, scheduler.now, trigger, cold, None, crashed=True))
             return

@@ -24,7 +24,7 @@ from dispatcher.core.admission import DeadLetter
 from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks
 from dispatcher.core.errors import TransientError
 from dispatcher.core.messages import EXECUTION_NAME_ATTRIBUTE, QueuedMessage, dead_letter_attributes
-from dispatcher.core.quotas import SQS_FIFO_CALLS_PER_ACTION
+from dispatcher.core.quotas import SQS_FIFO_CALLS_PER_ACTION, Bucket
 from tests.support.sim.api import Client, LiveBucket
 from tests.support.sim.faults import Faults
 from tests.support.sim.scheduler import Scheduler
@@ -53,8 +53,10 @@ class Message:
 class FifoQueue:
     """One FIFO queue, as AWS keeps it."""
 
-    def __init__(self, scheduler: Scheduler, url: str) -> None:
+    def __init__(self, scheduler: Scheduler, url: str, quota: Bucket = SQS_FIFO_CALLS_PER_ACTION) -> None:
+        """``quota``: calls a second of each action (a queue in high throughput mode has more)."""
         self.url = url
+        self._quota = quota
         self._id_prefix = f"m-{url.rsplit('/', 1)[-1].removesuffix('.fifo')}-"
         """MessageIds are unique across queues, as SQS's are (lanes that share a state machine
         start executions named by them)."""
@@ -108,7 +110,7 @@ class FifoQueue:
         """Whether a call of ``action`` on this queue is within its quota now."""
         bucket = self._buckets.get(action)
         if bucket is None:
-            bucket = self._buckets[action] = LiveBucket.of(SQS_FIFO_CALLS_PER_ACTION, self._scheduler.now)
+            bucket = self._buckets[action] = LiveBucket.of(self._quota, self._scheduler.now)
         return bucket.take(self._scheduler.now) > 0
 
     def hand_out(self, count: int) -> list[Message]:

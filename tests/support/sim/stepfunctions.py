@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from dispatcher.core.counting import LIST_PAGE_SIZE, RunningListing, counted_names
-from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TransientError
+from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TokenRefusedError, TransientError
 from dispatcher.core.executions import (
     MAX_INPUT_BYTES,
     ExecutionState,
@@ -175,3 +175,25 @@ class ExecutionsView:
                 raise RejectedInputError(f"Step Functions refused the redrive: {code}: {message}")
 
         self._call("RedriveExecution", "RedriveExecution", redrive, start=True)
+
+
+class TaskTokensView:
+    """The `TaskTokens` port on a container's start client: `SendTaskSuccess`, as the world's gates say."""
+
+    def __init__(self, service: StepFunctions, client: Client) -> None:
+        self._service = service
+        self._client = client
+
+    def succeed(self, token: str, output: str) -> None:
+        """Take the token (the world admits its execution), or refuse it with `TokenRefusedError`."""
+        gates = self._service.world.gates
+        assert gates is not None, "no gate in this world"
+
+        def take() -> None:
+            code = gates.succeed(token)
+            if code is not None:
+                raise TokenRefusedError(f"Step Functions refused the task token: {code}")
+
+        self._client.call(
+            "SendTaskSuccess", "SendTaskSuccess", lambda: self._service.admit("SendTaskSuccess"), take
+        )

@@ -1,0 +1,180 @@
+"""A gate's partition of the state table in memory: an item per execution inside, and confirmations.
+
+The adapter's own items (`dispatcher.adapters.state_items`), on a partition of each gate's
+own with DynamoDB's 1,000 write and 3,000 read units a second; a `Query` reads the whole
+partition. Deletions are timed, for the benchmark's leak figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from dispatcher.adapters.state_items import INSIDE_KIND, confirmation_item, inside_item, read_inside
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
+from dispatcher.core.counting import RecordedStart
+from dispatcher.core.errors import TransientError
+from dispatcher.core.gates import InsideRead, confirmed
+from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
+from tests.support.sim.api import Client, LiveBucket, Usage
+from tests.support.sim.items import READ_UNIT_BYTES, Stored, write_units
+from tests.support.sim.scheduler import Scheduler
+
+
+class InsidePartition:
+    """One gate's partition: an item per execution inside (by name), and its confirmations."""
+
+    def __init__(self, scheduler: Scheduler, usage: Usage, key: str) -> None:
+        self.key = key
+        self._scheduler = scheduler
+        self._usage = usage
+        self.items: dict[str, Stored] = {}
+        """Sort key → the item."""
+        self._writes = LiveBucket.of(DYNAMODB_PARTITION_WRITES, scheduler.now)
+        self._reads = LiveBucket.of(DYNAMODB_PARTITION_READS, scheduler.now)
+        self.deleted: dict[str, float] = {}
+        """Execution name → when its admission's item was last deleted (a release, an end, a check)."""
+
+    def write(self, units: int, *, partial: bool = False) -> int:
+        """Take write units now; how many were granted (all or none, unless ``partial``)."""
+        granted = int(self._writes.take(self._scheduler.now, units, partial=partial))
+        self._usage.consume(self.key, "WriteRequestUnits", granted)
+        return granted
+
+    def read(self) -> bool:
+        """Take the read units of a Query of the whole partition now; False (a throttle) when short."""
+        size = sum(stored.size for stored in self.items.values())
+        units = max(1, math.ceil(size / READ_UNIT_BYTES))
+        if not self._reads.take(self._scheduler.now, units):
+            return False
+        self._usage.consume(self.key, "ReadRequestUnits", units)
+        return True
+
+    def delete(self, key: str) -> bool:
+        """Delete an item; whether there was one."""
+        stored = self.items.pop(key, None)
+        if stored is not None and stored.item.get("kind", {}).get("S") == INSIDE_KIND:
+            self.deleted[key] = self._scheduler.now
+        return stored is not None
+
+
+class AdmissionsView:
+    """The gate half of the `StateStore` port on one container's DynamoDB client (as the adapter)."""
+
+    def __init__(self, own: str, partition: Callable[[str], InsidePartition], client: Client) -> None:
+        """``own``: the table's key (the default lane's machine); ``partition``: a gate's."""
+        self._own = own
+        self._partition = partition
+        self._client = client
+
+    def record(self, admissions: Sequence[RecordedStart], *, first_raises: bool) -> list[RecordedStart]:
+        """Admissions' items, 25 a `BatchWriteItem`; those left (or, ``first_raises``, raise on the first)."""
+        unprocessed: list[RecordedStart] = []
+        for index, chunk in enumerate(chunks(admissions, BATCH_WRITE_LIMIT)):
+            try:
+                unprocessed += self._write(chunk)
+            except TransientError:
+                if index == 0 and first_raises:
+                    raise
+                unprocessed += chunk
+        return unprocessed
+
+    def _write(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
+        """One `BatchWriteItem` (each item in its gate's partition); those left."""
+        written: list[RecordedStart] = []
+
+        def admit() -> bool:
+            for record in records:
+                item = inside_item(self._own, record)
+                if self._partition(str(record.gate)).write(write_units(item)):
+                    written.append(record)
+            return bool(written)
+
+        def write() -> list[RecordedStart]:
+            for record in written:
+                item = inside_item(self._own, record)
+                self._partition(str(record.gate)).items[record.name] = Stored(item)
+            return [record for record in records if record not in written]
+
+        return self._client.call(
+            "BatchWriteItem", "BatchWriteItem on state table", admit, write, role="record"
+        )
+
+    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
+        """`Query` of the gate's partition (its admissions and confirmations)."""
+        partition = self._partition(gate)
+        items = self._client.call(
+            "Query",
+            "Query on state table",
+            partition.read,
+            lambda: [stored.item for stored in partition.items.values()],
+        )
+        records, confirmations = read_inside(items, gate, state_machine_arn)
+        return InsideRead(*confirmed(records, confirmations))
+
+    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
+        """`PutItem` of one confirmation."""
+        partition = self._partition(gate)
+        item = confirmation_item(self._own, gate, names, now)
+
+        def put() -> None:
+            partition.items[item["sk"]["S"]] = Stored(item)
+
+        self._client.call(
+            "PutItem",
+            "PutItem on state table",
+            lambda: partition.write(write_units(item)) > 0,
+            put,
+            role="confirm",
+        )
+
+    def tidy(self, gate: str, keys: Sequence[str]) -> int:
+        """Delete stale confirmations, 25 a `BatchWriteItem`; how many were left."""
+        partition = self._partition(gate)
+        left = 0
+        for chunk in chunks(keys, BATCH_WRITE_LIMIT):
+            try:
+                self._client.call(
+                    "BatchWriteItem",
+                    "BatchWriteItem on state table",
+                    lambda chunk=chunk: partition.write(len(chunk)) > 0,
+                    lambda chunk=chunk: [partition.delete(key) for key in chunk],
+                    role="forget",
+                )
+            except TransientError:
+                left += len(chunk)
+        return left
+
+    def release(self, gate: str, name: str, sent_at: float) -> bool:
+        """Conditional `DeleteItem`: the admission goes if recorded before ``sent_at`` (a unit either way)."""
+        partition = self._partition(gate)
+
+        def delete() -> bool:
+            stored = partition.items.get(name)
+            if stored is None or float(stored.item["recorded_at"]["N"]) > sent_at:
+                return False
+            return partition.delete(name)
+
+        return self._client.call(
+            "DeleteItem", "DeleteItem on state table", lambda: partition.write(1) > 0, delete, role="release"
+        )
+
+    def forget(self, admissions: Sequence[RecordedStart]) -> int:
+        """Delete admissions' items, 25 a `BatchWriteItem`; how many were left."""
+        left = 0
+        for chunk in chunks(admissions, BATCH_WRITE_LIMIT):
+
+            def admit(chunk: Sequence[RecordedStart] = chunk) -> bool:
+                return all(self._partition(str(record.gate)).write(1) for record in chunk)
+
+            def delete(chunk: Sequence[RecordedStart] = chunk) -> None:
+                for record in chunk:
+                    self._partition(str(record.gate)).delete(record.name)
+
+            try:
+                self._client.call(
+                    "BatchWriteItem", "BatchWriteItem on state table", admit, delete, role="forget"
+                )
+            except TransientError:
+                left += len(chunk)
+        return left
