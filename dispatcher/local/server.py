@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +34,35 @@ def atomic_sqs() -> None:
 
     atomic.atomic = True  # type: ignore[attr-defined]
     SQSResponse.call_action = atomic  # type: ignore[method-assign]
+
+
+STARTING_WORKER_RETRIES, STARTING_WORKER_PAUSE_SECONDS = 50, 0.01
+
+
+def patient_task_tokens() -> None:
+    """Make moto's `SendTaskSuccess` wait for an execution that has just started.
+
+    moto looks for the token's task in every RUNNING execution, and trips (an
+    AttributeError, a 500) on one whose worker thread has not set up yet: a lane's
+    execution started in the same round as a gate's admission. AWS has no such race;
+    here the call is tried again a moment later.
+    """
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend  # noqa: PLC0415 — local-only
+
+    send_task_success = StepFunctionsParserBackend.send_task_success
+    if getattr(send_task_success, "patient", False):
+        return
+
+    def patient(self: Any, task_token: Any, outcome: Any) -> Any:
+        for _ in range(STARTING_WORKER_RETRIES):
+            try:
+                return send_task_success(self, task_token, outcome)
+            except AttributeError:  # an execution's worker without its environment yet
+                time.sleep(STARTING_WORKER_PAUSE_SECONDS)
+        return send_task_success(self, task_token, outcome)
+
+    patient.patient = True  # type: ignore[attr-defined]
+    StepFunctionsParserBackend.send_task_success = patient  # type: ignore[method-assign]
 
 
 def enable_execution(endpoint_url: str, *, enabled: bool = True) -> None:
@@ -72,6 +102,7 @@ def moto_server(
     from werkzeug.serving import make_server  # noqa: PLC0415
 
     atomic_sqs()
+    patient_task_tokens()
     app: Callable[..., Any] = DomainDispatcherApplication(create_backend_app)
     if wrap is not None:
         app = wrap(app)

@@ -22,6 +22,7 @@ from dispatcher.adapters.lease import LEASE_SORT_KEY
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate, create_release_queue
+from dispatcher.local.server import patient_task_tokens
 from dispatcher.local.stack import read_all
 from tests.integration.conftest import Harness
 from tests.support.crashes import Crash
@@ -380,3 +381,24 @@ def test_a_paused_gate_admits_nothing_and_its_executions_wait(gated: Gated) -> N
         Overwrite=True,
     )
     assert harness.tick()["admitted"] == 1
+
+
+def test_moto_send_task_success_is_tried_again_while_a_new_execution_sets_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The emulator's fix of moto's race: tripping on an execution not set up yet, the call goes again."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend  # noqa: PLC0415
+
+    calls: list[str] = []
+
+    def racing(_backend: object, token: str, _outcome: str) -> str:
+        calls.append(token)
+        if len(calls) < 3:
+            raise AttributeError("'NoneType' object has no attribute 'callback_pool_manager'")
+        return "sent"
+
+    monkeypatch.setattr(StepFunctionsParserBackend, "send_task_success", racing)
+    patient_task_tokens()
+    assert StepFunctionsParserBackend.send_task_success(object(), "token", "{}") == "sent"  # type: ignore[arg-type]
+    assert calls == ["token"] * 3
+
