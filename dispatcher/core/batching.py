@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -35,6 +36,8 @@ def round_size(free: int) -> int:
 PROBE_EVERY = 8
 """With no receive in parallel (the queue hands out one group at a time), every this many
 full rounds one receive tries again, so groups that arrive later are found."""
+LONG_POLL_EVERY_SECONDS = 60.0
+"""A queue found empty is long-polled at least this often, even in rounds it would hold up."""
 
 
 @dataclass
@@ -49,6 +52,26 @@ class FanOut:
 
     width: int = ROUND_SIZE // SQS_BATCH_LIMIT - 1
     rounds_without: int = 0
+    empty: bool = False
+    """Its last first receive came back empty."""
+    long_polled_at: float = -math.inf
+    """When a first receive last waited for messages (a long poll)."""
+
+    def waits(self, others_busy: bool, now: float) -> bool:
+        """Whether the round's first receive long-polls.
+
+        A long poll of an empty queue takes the whole wait, and a round's members receive
+        together: one that was empty last time, in a round with a member that was not,
+        asks without waiting (it may miss messages that a long poll would find: it is
+        asked again next round, and long-polled at least every `LONG_POLL_EVERY_SECONDS`).
+        """
+        return not (self.empty and others_busy) or now - self.long_polled_at >= LONG_POLL_EVERY_SECONDS
+
+    def first_came(self, count: int, *, waited: bool, now: float) -> None:
+        """What the round's first receive returned (``waited``: it long-polled)."""
+        self.empty = count == 0
+        if waited:
+            self.long_polled_at = now
 
     def receives(self, batches: int) -> int:
         """How many of the ``batches`` left in the round to receive at once, now."""

@@ -175,11 +175,13 @@ class GateRound(MemberRound):
         self._probing = probing
         self._starts_of_round: GateStarts | None = None
 
-    def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
+    def receive(
+        self, free: int, *, wait: bool = True, now: float = 0.0
+    ) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of requests; a probe, one batch without waiting."""
         if self._probing:
             return self._gate.queue.receive(SQS_BATCH_LIMIT, wait=False), None
-        return super().receive(free)
+        return super().receive(free, wait=wait, now=now)
 
     def pace(self) -> Pace:
         """Below `SendTaskSuccess`'s quota, the account's in the gate's region."""

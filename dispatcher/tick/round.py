@@ -64,18 +64,30 @@ class MemberRound:
         """The tick's own bucket below the quota of its calls (the account's, in its region)."""
         raise NotImplementedError
 
-    def receive(self, free: int) -> tuple[list[QueuedMessage], str | None]:
+    @property
+    def was_empty(self) -> bool:
+        """Whether its queue's last first receive came back empty."""
+        return self._fan_out.empty
+
+    def waits(self, others_busy: bool, now: float) -> bool:
+        """Whether its first receive of this round long-polls (`FanOut.waits`)."""
+        return self._fan_out.waits(others_busy, now)
+
+    def receive(
+        self, free: int, *, wait: bool = True, now: float = 0.0
+    ) -> tuple[list[QueuedMessage], str | None]:
         """Receive up to one round of messages; the reason receiving stopped early, if any.
 
-        The first receive long-polls. When it comes back full, more of the round is
-        received at once, in parallel and without waiting: FIFO never hands the same
-        group to two receives, so each group's messages still arrive in send order. How
-        many follows what such receives returned before (`FanOut`): with one group in
-        flight at a time they come back empty.
+        The first receive long-polls (at ``now``), unless ``wait`` is False. When it comes
+        back full, more of the round is received at once, in parallel and without waiting:
+        FIFO never hands the same group to two receives, so each group's messages still
+        arrive in send order. How many follows what such receives returned before
+        (`FanOut`): with one group in flight at a time they come back empty.
         """
         queue = self._ports.queue
         wanted = round_size(free)
-        first = queue.receive(receive_size(wanted))
+        first = queue.receive(receive_size(wanted), wait=wait)
+        self._fan_out.first_came(len(first), waited=wait, now=now)
         if len(first) < receive_size(wanted) or len(first) == wanted:
             return first, None
         sizes = [receive_size(wanted - taken) for taken in range(len(first), wanted, SQS_BATCH_LIMIT)]
@@ -96,9 +108,12 @@ class MemberRound:
         """What the member's free slots admit of what it received."""
         raise NotImplementedError
 
-    def prepare(self, free: int) -> Prepared | None:
-        """Receive and decide this member's part of a round (None: its queue handed out nothing)."""
-        messages, receive_stop = self.receive(free)
+    def prepare(self, free: int, *, wait: bool = True, now: float = 0.0) -> Prepared | None:
+        """Receive and decide this member's part of a round (None: its queue handed out nothing).
+
+        ``wait``: whether the first receive long-polls (at ``now``).
+        """
+        messages, receive_stop = self.receive(free, wait=wait, now=now)
         if not messages:
             return None
         try:
@@ -278,7 +293,12 @@ class Round:
         if self._runtime.remaining_seconds() < self._margin:
             return {lane: (Counts(), StopReason.TIME) for lane in offers}
         lanes = list(offers)
-        received = self._each(lambda lane: offers[lane][0].prepare(offers[lane][1]), lanes)
+        now = self._runtime.clock()
+        busy = {lane for lane in lanes if not offers[lane][0].was_empty}
+        waits = {lane: offers[lane][0].waits(bool(busy - {lane}), now) for lane in lanes}
+        received = self._each(
+            lambda lane: offers[lane][0].prepare(offers[lane][1], wait=waits[lane], now=now), lanes
+        )
         results: dict[str, LaneResult] = {}
         prepared: list[Prepared] = []
         for lane, result in zip(lanes, received, strict=True):

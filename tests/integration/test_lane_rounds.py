@@ -95,3 +95,25 @@ def test_a_configuration_error_in_one_lane_keeps_every_lanes_jobs(harness: Harne
     urls = [harness.stack.queue_url, *(lane["queue_url"] for lane in others)]
     assert sum(sum(harness.queue_counts(url)) for url in urls) == 9
     assert sum(harness.queue_counts(url)[0] for url in urls) == 9, "released at once, not left in flight"
+
+
+def test_a_lane_found_empty_does_not_hold_up_a_round_with_a_busy_one(harness: Harness) -> None:
+    """Found empty last tick, beside a lane whose last receive was full: asked without waiting."""
+    second = create_lane(harness.stack.name, "second")
+    lanes(harness, 10, {"lanes": [second]})
+    harness.monkeypatch.setenv("RECEIVE_WAIT_SECONDS", "1")
+    send(harness.stack.queue_url, [f"a-{index}" for index in range(20)])
+    waits: list[tuple[str, int]] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        waits.append((params["QueueUrl"], params["WaitTimeSeconds"]))
+
+    harness.on("provide-client-params.sqs.ReceiveMessage", note)
+    assert harness.tick()["started"] == 10
+    assert {(harness.stack.queue_url, 1), (second["queue_url"], 1)} <= set(waits)
+    waits.clear()
+    assert harness.finish_running() == 10
+    assert harness.tick(cold=False)["started"] == 10
+    assert (harness.stack.queue_url, 1) in waits
+    assert (second["queue_url"], 0) in waits
+    assert (second["queue_url"], 1) not in waits

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatcher.core.batching import PROBE_EVERY, FanOut
+from dispatcher.core.batching import LONG_POLL_EVERY_SECONDS, PROBE_EVERY, FanOut
 
 
 def test_a_new_fan_out_receives_the_whole_round_at_once() -> None:
@@ -46,3 +46,23 @@ def test_learning_from_no_receive_changes_nothing() -> None:
     fan_out = FanOut(width=5)
     fan_out.learn(0, 0)
     assert fan_out.receives(9) == 5
+
+
+def test_a_queue_long_polls_unless_it_was_empty_and_another_member_of_the_round_was_not() -> None:
+    """Empty last time, beside a busy member: no wait; alone, or with messages last time: a long poll."""
+    fan_out = FanOut()
+    assert fan_out.waits(others_busy=True, now=0.0)
+    fan_out.first_came(0, waited=True, now=0.0)
+    assert not fan_out.waits(others_busy=True, now=1.0)
+    assert fan_out.waits(others_busy=False, now=1.0)
+    fan_out.first_came(3, waited=False, now=2.0)
+    assert fan_out.waits(others_busy=True, now=3.0)
+
+
+def test_an_empty_queue_beside_a_busy_one_is_long_polled_at_least_every_minute() -> None:
+    """Short polls may miss a few messages: a long poll LONG_POLL_EVERY_SECONDS after the last one."""
+    fan_out = FanOut()
+    fan_out.first_came(0, waited=True, now=0.0)
+    fan_out.first_came(0, waited=False, now=LONG_POLL_EVERY_SECONDS - 1)
+    assert not fan_out.waits(others_busy=True, now=LONG_POLL_EVERY_SECONDS - 1)
+    assert fan_out.waits(others_busy=True, now=LONG_POLL_EVERY_SECONDS)
