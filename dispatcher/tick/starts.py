@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from dispatcher.core.admission import DeadLetter, Start, by_group
-from dispatcher.core.batching import SQS_BATCH_LIMIT
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, SQS_BATCH_LIMIT, chunks
 from dispatcher.core.counting import RecordedStart, StartsToRecord
 from dispatcher.core.errors import (
     ExecutionExistsError,
@@ -66,6 +66,17 @@ class RoundOutcome(GroupOutcome):
     def never_started(self) -> list[RecordedStart]:
         """Records of this round whose `StartExecution` was never called: they can go at once."""
         return [record for record in self.recorded if record.name not in self.attempted]
+
+
+def record_calls(records: Sequence[RecordedStart]) -> list[Sequence[RecordedStart]]:
+    """A round's records, cut into the `StateStore.record` calls made at once.
+
+    The starts (25 an item: a round's fit one `BatchWriteItem`) go together; a gate's
+    admissions (an item each) go 25 a call.
+    """
+    starts = [record for record in records if record.gate is None]
+    admissions = [record for record in records if record.gate is not None]
+    return ([starts] if starts else []) + chunks(admissions, BATCH_WRITE_LIMIT)
 
 
 class MemberStarts(Protocol):
@@ -205,10 +216,11 @@ class Starter:
     def record(self, lanes: Sequence[MemberStarts], now: float) -> None:
         """Write every member's starts to the state table as of ``now``, together; note what may go.
 
-        A round's records are a few items of 25, whatever their lanes, in one
-        `BatchWriteItem`. A call still failing after retries (maybe written, maybe not)
-        or records left unprocessed stop admitting after this round, and their messages
-        don't start. An execution two lanes of one state machine both admit this round
+        A round's starts are a few items of 25, whatever their lanes, in one
+        `BatchWriteItem`; a gate's admissions, an item each, take calls of their own, made
+        at once (`record_calls`). A call still failing after retries (maybe written, maybe
+        not) or records left unprocessed stop admitting after this round, and their
+        messages don't start. An execution two lanes of one state machine both admit this round
         is recorded for the first: the other's waits for a later round (and is found
         started).
         """
@@ -219,8 +231,13 @@ class Starter:
         recorded = [record for lane in lanes for record in lane.outcome.recorded]
         if not recorded:
             return
+        calls = record_calls(recorded)
+        written = self._pool.settle(self._records.record, calls) if len(calls) > 1 else None
         try:
-            unprocessed = {record.sort_key for record in self._records.record(recorded)}
+            if written is None:
+                unprocessed = {record.sort_key for record in self._records.record(recorded)}
+            else:
+                unprocessed = self._unprocessed(calls, written)
         except TransientError as error:
             for lane in lanes:
                 lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
@@ -234,6 +251,25 @@ class Starter:
             lane.recorded.update(
                 record.name for record in lane.outcome.recorded if record.sort_key not in unprocessed
             )
+
+    @staticmethod
+    def _unprocessed(
+        calls: Sequence[Sequence[RecordedStart]], written: Sequence[list[RecordedStart] | BaseException]
+    ) -> set[str]:
+        """The records left by calls made at once: a call that failed leaves all of its own.
+
+        Raises when every call failed (as one call that failed), or what isn't back-pressure.
+        """
+        failure = first_failure([result for result in written if not isinstance(result, TransientError)])
+        if failure is not None:
+            raise failure
+        if all(isinstance(result, TransientError) for result in written):
+            raise written[0]  # type: ignore[misc]  # every result is a TransientError here
+        unprocessed: set[str] = set()
+        for records, result in zip(calls, written, strict=True):
+            left = records if isinstance(result, TransientError) else result
+            unprocessed |= {record.sort_key for record in left}  # type: ignore[union-attr]
+        return unprocessed
 
     def start(self, lanes: Sequence[MemberStarts]) -> None:
         """Start what each member recorded, concurrently across groups; raise what isn't back-pressure.

@@ -10,6 +10,7 @@ token again while the execution runs), the test makes `SendTaskSuccess` answer a
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from dispatcher.adapters.lease import LEASE_SORT_KEY
+from dispatcher.adapters.state_items import INSIDE_KIND
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate, create_release_queue
@@ -402,3 +404,44 @@ def test_moto_send_task_success_is_tried_again_while_a_new_execution_sets_up(
     assert StepFunctionsParserBackend.send_task_success(object(), "token", "{}") == "sent"  # type: ignore[arg-type]
     assert calls == ["token"] * 3
 
+
+def test_a_rounds_admissions_are_recorded_25_a_call_with_the_calls_made_at_once(gated: Gated) -> None:
+    """Thirty requests: two `BatchWriteItem` calls of admissions (25 and 5), each in flight with the other."""
+    harness = gated.harness
+    document = {"pools": {"own": {"max_concurrency": 40}}, "gates": [{**gated.entry, "pool": "own"}]}
+    harness.configure(1, lanes=json.dumps(document))  # the gate's round is all its own
+    for index in range(30):
+        gated.start(f"e{index}")
+    gated.wait_for_requests(30)
+    together = threading.Barrier(2, timeout=SETTLE_SECONDS)
+    sizes: list[int] = []
+
+    def meet(params: dict[str, Any], **_: Any) -> None:
+        items = [request["PutRequest"]["Item"] for request in next(iter(params["RequestItems"].values()))]
+        if all(item.get("kind", {}).get("S") == INSIDE_KIND for item in items):
+            sizes.append(len(items))
+            together.wait()
+
+    harness.on("provide-client-params.dynamodb.BatchWriteItem", meet)
+    assert harness.tick()["admitted"] == 30
+    assert sorted(sizes) == [5, 25]
+
+
+def test_an_admissions_call_that_fails_leaves_its_requests_and_the_other_calls_admit(gated: Gated) -> None:
+    """One of the two record calls fails after retries: its admissions wait for the next tick; none twice."""
+    harness = gated.harness
+    document = {"pools": {"own": {"max_concurrency": 40}}, "gates": [{**gated.entry, "pool": "own"}]}
+    harness.configure(1, lanes=json.dumps(document))
+    for index in range(30):
+        gated.start(f"e{index}")
+    gated.wait_for_requests(30)
+    harness.fail("dynamodb.BatchWriteItem", "ProvisionedThroughputExceededException", after=1)
+    first = harness.tick()
+    assert first["admitted"] in {5, 25}
+    assert gated.waiting() == 30 - first["admitted"]
+    harness.clear_hooks()
+    gated.record_admissions()
+    assert harness.tick()["admitted"] == 30 - first["admitted"]
+    tokens = [token for _, token in gated.admissions]
+    assert (len(tokens), len(set(tokens))) == (30, 30)
+    assert gated.waiting() == 0
