@@ -19,7 +19,7 @@ import itertools
 import json
 import random
 import threading
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -219,6 +219,10 @@ class World:
         """Executions whose latest run has not ended."""
         self._open_foreign: dict[str, Execution] = {}
         """Of those, someone else's."""
+        self._foreign_by_machine: defaultdict[str, dict[str, Execution]] = defaultdict(dict)
+        """The same by state machine ARN (a gate's workflows are all someone else's)."""
+        self._open_in: defaultdict[str, dict[str, Execution]] = defaultdict(dict)
+        """State machine ARN → its open executions."""
         self._open_by_machine: Counter[str] = Counter()
         """State machine ARN → how many of the open executions are its."""
         self._ends: list[tuple[float, int, str, int]] = []
@@ -279,19 +283,25 @@ class World:
 
     def _open_run(self, execution: Execution) -> None:
         run = execution.runs[-1]
+        machine = state_machine_of(execution.arn)
         if execution.arn not in self._open:
-            self._open_by_machine[state_machine_of(execution.arn)] += 1
+            self._open_by_machine[machine] += 1
         self._open[execution.arn] = execution
+        self._open_in[machine][execution.arn] = execution
         if not execution.by_dispatcher:
             self._open_foreign[execution.arn] = execution
+            self._foreign_by_machine[machine][execution.arn] = execution
         heapq.heappush(
             self._ends, (run.planned_end, execution.sequence, execution.arn, len(execution.runs) - 1)
         )
 
     def _close(self, execution: Execution) -> None:
+        machine = state_machine_of(execution.arn)
         if self._open.pop(execution.arn, None) is not None:
-            self._open_by_machine[state_machine_of(execution.arn)] -= 1
-        self._open_foreign.pop(execution.arn, None)
+            self._open_by_machine[machine] -= 1
+            del self._open_in[machine][execution.arn]
+        if self._open_foreign.pop(execution.arn, None) is not None:
+            del self._foreign_by_machine[machine][execution.arn]
         if self.gates is not None:
             self.gates.ended(execution)
 
@@ -442,11 +452,7 @@ class World:
     def _counted(self, machines: frozenset[str]) -> int:
         """Open executions of ``machines`` that the dispatcher must count (`_accountable`)."""
         open_runs = sum(self._open_by_machine[arn] for arn in machines)
-        foreign = [
-            execution
-            for execution in self._open_foreign.values()
-            if state_machine_of(execution.arn) in machines
-        ]
+        foreign = [execution for arn in machines for execution in self._foreign_by_machine[arn].values()]
         return open_runs - len(foreign) + sum(self._accountable(execution) for execution in foreign)
 
     def _accountable(self, execution: Execution) -> bool:
@@ -471,17 +477,22 @@ class World:
             return False
         return run.ended_at is None or run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now
 
-    def listed_running(self) -> list[tuple[Execution, float | None]]:
+    def listed_running(self, machine: str | None = None) -> list[tuple[Execution, float | None]]:
         """What an eventually consistent `ListExecutions(RUNNING)` returns now, newest first.
 
         Each listed execution comes with the redriveDate the list shows: the latest
         run's once the list has caught up with it, none while it still shows an earlier
-        run that has ended (the end lag).
+        run that has ended (the end lag). ``machine``: of that state machine only.
         """
         lag_end = self.faults.lag.end
         while self._ended and self._ended[0][0] + lag_end <= self.now:
             self._ended.popleft()  # gone from every read, however late
-        candidates = {arn: self.executions[arn] for _, arn in self._ended} | self._open
+        ended = {arn: self.executions[arn] for _, arn in self._ended}
+        if machine is None:
+            candidates = ended | self._open
+        else:
+            mine = {arn: execution for arn, execution in ended.items() if state_machine_of(arn) == machine}
+            candidates = mine | self._open_in[machine]
         listed = []
         for execution in sorted(candidates.values(), key=lambda execution: execution.sequence):
             shown = [run for run in execution.runs if self._listed(run)]

@@ -64,7 +64,6 @@ class ExecutionsView:
         self._arn = arn
         self._client = client
         self._start_client = start_client
-        self._prefix = execution_arn(arn, "")
 
     @property
     def arn(self) -> str:
@@ -91,9 +90,7 @@ class ExecutionsView:
         while True:
 
             def page(offset: int = offset) -> tuple[list[tuple[Execution, float | None]], bool]:
-                listed = [
-                    item for item in self._world.listed_running() if item[0].arn.startswith(self._prefix)
-                ]
+                listed = self._world.listed_running(self._arn)
                 return listed[offset : offset + LIST_PAGE_SIZE], offset + LIST_PAGE_SIZE >= len(listed)
 
             items, complete = self._call("ListExecutions", "ListExecutions", page)
