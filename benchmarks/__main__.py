@@ -5,6 +5,7 @@
     make bench BENCH_ARGS="--skip-full-scale" # sections 1-7: the embedded emulator
     make bench BENCH_ARGS="--only-full-scale" # sections 8 and 9: AWS's quotas, in the in-memory AWS
     make bench BENCH_ARGS="--only-lanes"      # section 9 alone: lanes and pools at AWS's quotas
+    make bench BENCH_ARGS="--only-gates"      # section 10 alone: a gate at AWS's quotas, and its bill
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import footprint, full_scale, lanes, quota, refill, throughput
+from benchmarks import footprint, full_scale, gate_report, gates, lanes, quota, refill, throughput
 from benchmarks.plot import draw, draw_full_scale
 from benchmarks.report import (
     LATENCY,
@@ -107,6 +108,40 @@ def lanes_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
     report_lanes(runs, priority, paced, report)
 
 
+def report_gates(runs: list[dict[str, Any]], cost: dict[str, Any], report: Report) -> None:
+    """Section 10: a gate at AWS's quotas, and its bill beside the two semaphores people build."""
+    report.say(
+        f"10. A gate at AWS's quotas: MAX {gates.MAX_CONCURRENCY:,} inside, {gates.WAITING:,} executions"
+        f" waiting, sections of {gates.SECTION[0]:.0f}–{gates.SECTION[1]:.0f} s (a ceiling of"
+        f" {gates.MAX_CONCURRENCY / (sum(gates.SECTION) / 2):.0f} admissions/s, or SendTaskSuccess's"
+        f" refill if lower), {gates.DIES_INSIDE:.1%} of them aborted inside (half without any event);"
+        f" {runs[0]['seconds']:.0f} s measured after {full_scale.WARM_UP_SECONDS:.0f} s, as section 8"
+    )
+    for line in gate_report.lines(runs):
+        report.say(line)
+    report.say(
+        f"   the bill, from a run with {gates.COST_WAITING:,} waiting ({cost['region']} quotas,"
+        f" {cost['seconds']:.0f} s measured); the semaphores priced on its waits"
+        " (benchmarks/gate_baselines.py)"
+    )
+    for line in gate_report.cost_lines(cost):
+        report.say(line)
+    for name, met, figures in gate_report.targets(runs, cost):
+        report.say(f"   {report.target(name, met, figures)}")
+    report.say()
+
+
+def gates_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 10, its runs side by side: both sets of quotas, and the cost run."""
+    measured = 120.0 if quick else 600.0
+    arguments = [(region, measured) for region in full_scale.REGIONS]
+    *runs, cost = side_by_side(
+        gates.run, [*arguments, ("us-east-1", 120.0 if quick else 300.0, gates.COST_WAITING)]
+    )
+    results["gates"] = {"runs": runs, "cost": cost}
+    report_gates(runs, cost, report)
+
+
 def emulator_sections(quick: bool, report: Report, results: dict[str, Any]) -> None:
     """Sections 1-7: the dispatcher and its baselines on the embedded emulator, and its footprint."""
     backlogs = [100, 1000] if quick else [100, 1000, 10_000]
@@ -169,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-lanes", action="store_true", help="only section 9: lanes and pools at AWS's quotas"
     )
+    parser.add_argument(
+        "--only-gates", action="store_true", help="only section 10: a gate at AWS's quotas, and its bill"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -182,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     report.say()
     results: dict[str, Any] = {}
 
-    if not (arguments.only_full_scale or arguments.only_lanes):
+    only = arguments.only_full_scale or arguments.only_lanes or arguments.only_gates
+    if not only:
         emulator_sections(quick, report, results)
 
-    if not (arguments.skip_full_scale or arguments.only_lanes):
+    if not (arguments.skip_full_scale or arguments.only_lanes or arguments.only_gates):
         measured = 120.0 if quick else 600.0
         results["full_scale"] = side_by_side(
             full_scale.run,
@@ -197,8 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         report_full_scale(results["full_scale"], report)
 
-    if not arguments.skip_full_scale:
+    if not (arguments.skip_full_scale or arguments.only_gates):
         lanes_section(quick, report, results)
+
+    if not (arguments.skip_full_scale or arguments.only_full_scale or arguments.only_lanes):
+        gates_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")
