@@ -40,11 +40,22 @@ def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
             f"running {report.get('running')}, started {report.get('started')}"
             + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
             + ","
-            f" already started {report.get('already_started', 0)},"
+            + (_admissions(report) if "admitted" in report else "")
+            + f" already started {report.get('already_started', 0)},"
             f" dead-lettered {report.get('dead_lettered')},"
             f" released {report.get('released', 0)}, stopped: {report.get('stopped', '?')}\n"
         )
     return 0
+
+
+def _admissions(report: dict[str, Any]) -> str:
+    """With gates: ``admitted N`` (and how many were inside already, or refused), then a comma."""
+    more = [
+        f"{report[key]} {label}"
+        for key, label in (("already_inside", "already inside"), ("refused", "refused"))
+        if report.get(key)
+    ]
+    return f" admitted {report['admitted']}" + (f" ({', '.join(more)})" if more else "") + ","
 
 
 def _invoke(aws: Aws, function_name: str) -> dict[str, Any]:

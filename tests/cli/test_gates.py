@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
+from dispatcher.cli.tick import _admissions
 from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.gates import create_gate, create_release_queue
@@ -87,6 +88,18 @@ def test_status_shows_who_is_inside_each_gate_and_who_waits_and_counts_them_in_t
     }
     text = cli.run("status").stdout
     assert any(line.split() == ["crawl", "default", "no", "3", "1"] for line in text.splitlines()), text
+    assert cli.run("tick").stdout == (
+        "running 3, started 0, admitted 0, already started 0, dead-lettered 0, released 0,"
+        " stopped: capacity\n"
+    )
+
+
+def test_a_tick_says_what_its_gates_admitted_and_what_they_did_not() -> None:
+    """Requests of executions inside already, and refused tokens, are named beside the admissions."""
+    assert _admissions({"admitted": 2}) == " admitted 2,"
+    assert _admissions({"admitted": 1, "already_inside": 2, "refused": 3}) == (
+        " admitted 1 (2 already inside, 3 refused),"
+    )
 
 
 def test_pause_resume_and_set_max_take_a_gate_and_change_only_its_keys(gated: Gated) -> None:
