@@ -268,13 +268,19 @@ def settle(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def gated(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """``python -m dispatcher.local gated N [--stack NAME]``: N executions of the sample gated workflow."""
+    """``python -m dispatcher.local gated N [--stack NAME]``: N executions of the sample gated workflow.
+
+    Returns once each one's request is on the gate's queue (a session's next command finds them).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m dispatcher.local gated",
         description="Start executions of the sample gated workflow of `dispatcher local --gate`.",
     )
     parser.add_argument("count", type=int, help="how many to start")
     parser.add_argument("--stack", default="dispatcher-local", help="the emulated stack (dispatcher-local)")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="give up waiting for the requests after this long (120)"
+    )
     args = parser.parse_args(argv)
     out = out or sys.stdout
     sfn = boto3.client("stepfunctions", region_name=REGION)
@@ -289,11 +295,26 @@ def gated(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     )
     if machine is None:
         raise CliError(f"no gated workflow in stack {args.stack}: start `dispatcher local --gate`")
-    for _ in range(args.count):
+    started = [
         # Named here: moto leaves an execution started without one unnamed (AWS names it).
-        sfn.start_execution(stateMachineArn=machine, name=f"gated-{uuid.uuid4().hex[:12]}", input="{}")
-    out.write(f"started {args.count} execution(s) of {gated_name(args.stack)}: each waits at the gate\n")
+        sfn.start_execution(stateMachineArn=machine, name=f"gated-{uuid.uuid4().hex[:12]}", input="{}")[
+            "executionArn"
+        ]
+        for _ in range(args.count)
+    ]
+    deadline = time.monotonic() + args.timeout
+    while not all(_asked(sfn, arn) for arn in started):
+        if time.monotonic() >= deadline:
+            raise CliError(f"the executions did not all reach the gate within {args.timeout:g} s")
+        time.sleep(SETTLE_POLL_SECONDS)
+    out.write(f"started {args.count} execution(s) of {gated_name(args.stack)}: each asked at the gate\n")
     return 0
+
+
+def _asked(sfn: Any, execution_arn: str) -> bool:
+    """Whether the execution's request is on the gate's queue (its `Enter gate` task was submitted)."""
+    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return any(event["type"] == "TaskSubmitted" for event in events)
 
 
 HELPERS = {"downstream": downstream, "settle": settle, "gated": gated}
