@@ -92,7 +92,7 @@ def plot(timeline: Timeline, maximum: int, path: Path) -> None:
     axes.step(timeline.seconds, timeline.running, where="post", color="lightgrey", label="RUNNING executions")
     axes.step(timeline.seconds, timeline.waiting, where="post", label="waiting at the gate (no cost)")
     axes.step(timeline.seconds, timeline.inside, where="post", linewidth=2, label="inside the section")
-    axes.axhline(maximum, color="black", linestyle="--", label=f"MAX {maximum}")
+    axes.axhline(maximum, color="black", linestyle=":", zorder=1, label=f"MAX {maximum}")
     axes.set_xlabel("seconds")
     axes.set_ylabel("executions")
     axes.set_title("A gate: executions wait for free, at most MAX inside")
@@ -166,7 +166,7 @@ def run(arguments: argparse.Namespace) -> int:
                 f"tick {tick:3d}  waiting {waiting:3d}  inside {bar(inside, arguments.max)}"
                 f" {inside}/{arguments.max}  running {now_running:3d}  admitted +{result['admitted']}"
             )
-            if len(timeline.admissions) >= arguments.executions and now_running == 0:
+            if len(timeline.admissions) >= arguments.executions and now_running == inside == 0:
                 break
             if time.monotonic() - began > arguments.timeout:
                 print(f"gave up after {arguments.timeout}s", file=sys.stderr)

@@ -108,4 +108,6 @@ def test_the_gates_demo_shows_executions_waiting_at_the_gate_with_at_most_max_in
     assert "✔ up to 5 RUNNING at once, those over MAX waiting at the gate" in printed
     assert "✔ 5 of 5 executions succeeded" in printed
     assert "✘" not in printed
+    last_tick = [line for line in printed.splitlines() if line.startswith("tick")][-1]
+    assert " 0/2  running   0  " in last_tick, "the last tick shows every place freed"
     assert plot.read_bytes().startswith(b"\x89PNG")
