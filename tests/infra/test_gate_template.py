@@ -177,3 +177,21 @@ def test_an_alarm_fires_when_an_execution_is_inside_a_gate_too_long() -> None:
     assert alarm["TreatMissingData"] == "notBreaching"
     body = resources["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
     assert '"OldestInsideAge"' in body
+
+
+def test_an_alarm_fires_when_a_gate_request_is_dead_lettered() -> None:
+    """Its execution waits at the gate until its task times out: the gate's DLQ is watched like the job queue's."""
+    template = transformed()
+    alarm = template["Resources"]["GateDeadLettersAlarm"]
+    assert with_gate().conditions[alarm["Condition"]]
+    assert not deployed().conditions[alarm["Condition"]]
+    properties = alarm["Properties"]
+    assert (properties["Namespace"], properties["MetricName"], properties["Threshold"]) == (
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        0,
+    )
+    assert properties["Dimensions"] == [
+        {"Name": "QueueName", "Value": {"Fn::GetAtt": ["GateDeadLetterQueue", "QueueName"]}}
+    ]
+    assert properties["AlarmActions"]["Fn::If"][0] == "HasAlarmActions"
