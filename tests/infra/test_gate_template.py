@@ -167,6 +167,10 @@ def test_the_refill_rule_takes_the_gated_state_machines_ends_and_the_spool_does_
 def test_an_alarm_fires_when_an_execution_is_inside_a_gate_too_long() -> None:
     """On the longest time anyone has been inside (the handler's OldestInsideAge), drawn on the dashboard."""
     resources = sam_template()["Resources"]
+    condition = resources["InsideTooLongAlarm"]["Condition"]
+    assert with_gate().conditions[condition]
+    assert deployed({"GateStateMachineArns": LISTED[0]}).conditions[condition]
+    assert not deployed().conditions[condition], "no gate, no alarm about one"
     alarm = resources["InsideTooLongAlarm"]["Properties"]
     assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
         "Dispatcher",
