@@ -197,17 +197,30 @@ def _said(out: TextIO, report: dict[str, Any]) -> None:
         out.flush()
 
 
+WAKE_SECONDS = 0.5
+"""The main thread never waits longer than this at once. Ctrl-C may be delivered to any
+thread (moto runs each execution on threads of its own), and Python raises it in the main
+thread only when that thread next runs: a main thread asleep for the schedule would miss it
+until the sleep ends."""
+
+
 def _tick_on_schedule(
     tick: Callable[[], dict[str, Any]], schedule_seconds: float, ended: threading.Event, out: TextIO
 ) -> None:
-    """Tick like the deployed function: every ``schedule_seconds``, and when an execution ends."""
+    """Tick like the deployed function: every ``schedule_seconds``, and when an execution ends.
+
+    ``schedule_seconds`` 0: never by itself, only the ticks run with `dispatcher tick`.
+    """
+    due = time.monotonic() + schedule_seconds
     while True:
-        if schedule_seconds <= 0:  # never by itself: only the ticks run with `dispatcher tick`
-            time.sleep(3600.0)
+        an_end = ended.wait(WAKE_SECONDS)
+        if schedule_seconds <= 0:
+            ended.clear()
             continue
-        ended.wait(schedule_seconds)
-        ended.clear()
-        _said(out, tick())
+        if an_end or time.monotonic() >= due:
+            ended.clear()
+            _said(out, tick())
+            due = time.monotonic() + schedule_seconds
 
 
 def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

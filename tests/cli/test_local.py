@@ -219,3 +219,32 @@ def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cl
         )
         assert report["admitted"] == 2
         assert gate() == {"name": "gate", "pool": "default", "inside": 2, "waiting": 1, "paused": False}
+
+
+WAITS_FOR_CTRL_C = """
+import io, signal, sys, threading, time
+from dispatcher.local import command
+
+def elsewhere():
+    time.sleep(0.5)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # delivered to this thread, not the main one
+
+threading.Thread(target=elsewhere, daemon=True).start()
+try:
+    command._tick_on_schedule(lambda: {}, float(sys.argv[1]), threading.Event(), io.StringIO())
+except KeyboardInterrupt:
+    print("stopped")
+"""
+
+
+@pytest.mark.parametrize("schedule", [0.0, 600.0])
+def test_ctrl_c_delivered_to_another_thread_stops_the_emulator_between_ticks(schedule: float) -> None:
+    """A signal another thread (one of moto's) takes: the main thread still sees it within WAKE_SECONDS."""
+    done = subprocess.run(
+        [sys.executable, "-c", WAITS_FOR_CTRL_C, str(schedule)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.strip() == "stopped", done.stderr
