@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     report.say(
         "dispatcher benchmark — sections 1-7 on the embedded emulator (moto behind the fault harness's"
-        " lag and a latency wire), 8 and 9 on the in-memory AWS;"
+        " lag and a latency wire), 8 to 10 on the in-memory AWS;"
         f" {multiprocessing.cpu_count()} cores, Python {platform.python_version()}"
     )
     report.say()
