@@ -146,8 +146,14 @@ def start(arguments: list[str], started: list[Emulator]) -> Emulator:
 
 
 def test_the_pages_with_sessions_are_the_ones_users_follow() -> None:
-    """The runbook, the re-run walk-through, Try it locally and the CLI reference hold sessions to check."""
-    assert {page.name for page in PAGES} >= {"operations.md", "reruns.md", "deploy-and-local.md", "cli.md"}
+    """The runbook, the re-run walk-through, Try it locally, the CLI reference and gates hold sessions."""
+    assert {page.name for page in PAGES} >= {
+        "operations.md",
+        "reruns.md",
+        "deploy-and-local.md",
+        "cli.md",
+        "gates.md",
+    }
     for page in PAGES:
         assert steps(page.read_text()), page.name
 
