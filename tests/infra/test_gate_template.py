@@ -184,7 +184,7 @@ def test_an_alarm_fires_when_an_execution_is_inside_a_gate_too_long() -> None:
 
 
 def test_an_alarm_fires_when_a_gate_request_is_dead_lettered() -> None:
-    """Its execution waits at the gate until its task times out: the gate's DLQ is watched like the job queue's."""
+    """Its execution waits at the gate until its task times out: the gate's DLQ is watched like the jobs'."""
     template = transformed()
     alarm = template["Resources"]["GateDeadLettersAlarm"]
     assert with_gate().conditions[alarm["Condition"]]
