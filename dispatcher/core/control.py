@@ -85,24 +85,36 @@ def parse_control(name: str, value: str) -> Control:
         raise ConfigurationError(f"control parameter {name} is malformed: {found}") from error
 
 
+def stale_keys(topology: Topology, control: Control | None) -> tuple[str, ...]:
+    """The control parameter's keys that name a pool, lane or gate ``topology`` doesn't have.
+
+    A *stale* key: its member was removed from ``LANES`` (say, paused, then taken out and
+    redeployed). It steers nothing, so it is ignored rather than stopping every tick; the
+    tick names it in a warning, ``status`` shows it and ``dispatcher forget`` removes it.
+    Each as ``lanes.<name>`` (``pools.``, ``gates.``), in the parameter's order.
+    """
+    if control is None:
+        return ()
+    pool_names = {pool.name for pool in topology.pools}
+    stale = [f"pools.{pool}" for pool in control.pools if pool not in pool_names]
+    stale += [f"lanes.{lane}" for lane in control.lanes if lane not in topology.names]
+    stale += [f"gates.{gate}" for gate in control.gates if gate not in topology.gate_names]
+    return tuple(stale)
+
+
 def steer(topology: Topology, control: Control | None, name: str | None) -> Topology:
     """``topology`` with the control parameter's overrides: each pool's, lane's and gate's MAX and pause.
 
-    A name the topology doesn't have, or a lane MAX for a lane whose state machine another
-    lane starts, is a `ConfigurationError` naming the parameter and the key.
+    A key naming what the topology doesn't have is stale and steers nothing (`stale_keys`).
+    ``pools.default``, or a lane MAX for a lane whose state machine another lane starts, is
+    a `ConfigurationError` naming the parameter and the key.
     """
     if control is None or name is None:
         return topology
-    pool_names = {pool.name for pool in topology.pools}
-    unknown = [f"pools.{pool}" for pool in control.pools if pool not in pool_names]
-    unknown += [f"lanes.{lane}" for lane in control.lanes if lane not in topology.names]
-    unknown += [f"gates.{gate}" for gate in control.gates if gate not in topology.gate_names]
     if DEFAULT in control.pools:
         raise ConfigurationError(
             f"control parameter {name}: pools.default: pool default is steered by the top-level keys"
         )
-    if unknown:
-        raise ConfigurationError(f"control parameter {name}: {unknown[0]}: no such name is configured")
     pools = []
     for pool in topology.pools:
         override = control if pool.name == DEFAULT else control.pools.get(pool.name, Override())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.core.control import Control, Override, combine, parse_control, steer
+from dispatcher.core.control import Control, Override, combine, parse_control, stale_keys, steer
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, Topology
 from dispatcher.core.messages import group_problem, job_problem
@@ -125,11 +125,35 @@ def test_steer_overrides_a_gates_max_and_pause_and_nothing_else() -> None:
 
 
 @pytest.mark.parametrize(
+    ("control", "stale"),
+    [
+        (Control(pools={"nope": Override(paused=True)}), ("pools.nope",)),
+        (Control(lanes={"nope": Override(max_concurrency=0)}), ("lanes.nope",)),
+        (Control(gates={"g": Override(paused=True)}), ("gates.g",)),
+        (
+            Control(gates={"g": Override()}, lanes={"gone": Override(), "urgent": Override(paused=True)}),
+            ("lanes.gone", "gates.g"),
+        ),
+    ],
+)
+def test_a_key_naming_what_the_topology_does_not_have_is_stale_and_steers_nothing(
+    control: Control, stale: tuple[str, ...]
+) -> None:
+    """A member removed from LANES while the parameter still steers it: its key is ignored, and named."""
+    steered = steer(TOPOLOGY, control, "/p")
+    assert steered.pools == TOPOLOGY.pools
+    assert [lane for lane in steered.lanes if lane.name != "urgent"] == [
+        lane for lane in TOPOLOGY.lanes if lane.name != "urgent"
+    ]
+    assert steered.gates == TOPOLOGY.gates
+    assert stale_keys(TOPOLOGY, control) == stale
+    assert stale_keys(TOPOLOGY, None) == ()
+    assert stale_keys(TOPOLOGY, Control(lanes={"urgent": Override()}, gates={"crawl": Override()})) == ()
+
+
+@pytest.mark.parametrize(
     ("control", "message"),
     [
-        (Control(pools={"nope": Override()}), "pools.nope: no such name is configured"),
-        (Control(lanes={"nope": Override()}), "lanes.nope: no such name is configured"),
-        (Control(gates={"g": Override()}), "gates.g: no such name is configured"),
         (
             Control(pools={DEFAULT: Override()}),
             "pools.default: pool default is steered by the top-level keys",
@@ -140,7 +164,7 @@ def test_steer_overrides_a_gates_max_and_pause_and_nothing_else() -> None:
         ),
     ],
 )
-def test_steer_refuses_what_the_topology_does_not_have(control: Control, message: str) -> None:
+def test_steer_refuses_what_the_topology_can_not_take(control: Control, message: str) -> None:
     with pytest.raises(ConfigurationError, match=f"^control parameter /p: {message}"):
         steer(TOPOLOGY, control, "/p")
 
