@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
 
@@ -213,6 +214,7 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
     """
     document = _document(text)
     _check_names(document)
+    _check_fifo(document)
     pools = [PoolLimit(DEFAULT, default_max)]
     pools += [PoolLimit(name, pool.max_concurrency) for name, pool in document.pools.items()]
     lanes = [default]
@@ -285,6 +287,29 @@ def _check_names(document: LanesDocument) -> None:
         seen[name] = where
         if pool != DEFAULT and pool not in document.pools:
             raise ConfigurationError(f"LANES: {where}.pool: unknown pool {pool!r}")
+
+
+def is_fifo_queue_url(url: str) -> bool:
+    """Whether ``url`` is a FIFO queue's (SQS names every FIFO queue ``….fifo``, and only those)."""
+    return urlsplit(url).path.rstrip("/").endswith(".fifo")
+
+
+def _check_fifo(document: LanesDocument) -> None:
+    """Every lane's and gate's queues are FIFO: a standard one would silently lose order and deduplication."""
+    members: list[tuple[str, LaneDocument | GateDocument]] = [
+        (f"lanes[{index}]", lane) for index, lane in enumerate(document.lanes)
+    ]
+    members += [(f"gates[{index}]", gate) for index, gate in enumerate(document.gates)]
+    for where, member in members:
+        for field, url in (
+            ("queue_url", member.queue_url),
+            ("dead_letter_queue_url", member.dead_letter_queue_url),
+        ):
+            if not is_fifo_queue_url(url):
+                raise ConfigurationError(
+                    f"LANES: {where}.{field}: {url} is not a FIFO queue (its name would end in .fifo):"
+                    " a standard queue keeps no order within a group and no deduplication"
+                )
 
 
 def _check_state_machines(lanes: Sequence[Lane]) -> None:

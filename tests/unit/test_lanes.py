@@ -188,6 +188,18 @@ def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
             },
             "LANES: gates[0].state_machine_arn: it is lanes[0]'s state machine too, in pool 'glue'",
         ),
+        (
+            {"lanes": [{**lane("a"), "queue_url": queue("a").removesuffix(".fifo")}]},
+            f"LANES: lanes[0].queue_url: {queue('a').removesuffix('.fifo')} is not a FIFO queue",
+        ),
+        (
+            {"lanes": [{**lane("a"), "dead_letter_queue_url": "http://127.0.0.1:4567/123456789012/dlq"}]},
+            "LANES: lanes[0].dead_letter_queue_url: http://127.0.0.1:4567/123456789012/dlq is not a FIFO",
+        ),
+        (
+            {"gates": [lane("g"), {**lane("h"), "queue_url": queue("h") + "-old"}]},
+            "LANES: gates[1].queue_url:",
+        ),
     ],
 )
 def test_a_malformed_lanes_is_a_configuration_error_naming_the_field(document: Any, message: str) -> None:
