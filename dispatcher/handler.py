@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from dispatcher.adapters.cached_control import CachedControlParameter
 from dispatcher.adapters.clients import Clients, function_clients, ssm_client
 from dispatcher.adapters.resources import AwsResources
-from dispatcher.core.control import Limits
+from dispatcher.core.control import Limits, stale_keys
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news
 from dispatcher.core.lanes import Topology
@@ -48,9 +48,24 @@ def reset_clients() -> None:
 
 
 def read_limits(settings: Settings, configured: Topology) -> tuple[Limits, Topology]:
-    """MAX and pause for this tick, of pool ``default`` and of every pool and lane (`steered`)."""
+    """MAX and pause for this tick, of pool ``default`` and of every pool and lane (`steered`).
+
+    A stale key of the control parameter (its member is gone from ``LANES``) is named in a warning.
+    """
     name = settings.control_parameter
-    return steered(settings, None if name is None else _control(name).read(), configured)
+    control = None if name is None else _control(name).read()
+    stale = stale_keys(configured, control)
+    if stale:
+        # A member removed from LANES while the parameter still steered it: never a reason to stop.
+        logger.warning(
+            "stale control keys ignored: they name no configured pool, lane or gate",
+            extra={
+                "stale_keys": list(stale),
+                "parameter": name,
+                "fix": "dispatcher forget --pool/--lane/--gate NAME",
+            },
+        )
+    return steered(settings, control, configured)
 
 
 def build_dispatcher(
@@ -184,10 +199,14 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         report = build_dispatcher(settings, limits, topology, context, configured).run(
             news.ended, news.releases
         )
-    except ConfigurationError:
-        # Raised on purpose: Lambda records an error, and this metric can alarm.
+    except ConfigurationError as error:
+        # Raised on purpose: Lambda records an error (with its stack), and this metric can alarm.
+        # The log line says what is wrong in a line: a traceback would add nothing the message lacks.
         metrics.add_metric(name="ConfigurationErrors", unit=MetricUnit.Count, value=1)
-        logger.exception("configuration error: the tick stopped and every message stays queued")
+        logger.error(
+            "configuration error: the tick stopped and every message stays queued",
+            extra={"error": str(error)},
+        )
         raise
     _emit(report, limits)
     logger.info(

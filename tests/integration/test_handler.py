@@ -85,4 +85,7 @@ def test_handler_configuration_error_is_logged_and_counted(
     with pytest.raises(ConfigurationError, match="MAX_CONCURRENCY"):
         harness.tick()
     assert '"ConfigurationErrors":[1.0]' in capsys.readouterr().out
-    assert any("configuration error" in record.getMessage() for record in caplog.records)
+    [logged] = [record for record in caplog.records if "configuration error" in record.getMessage()]
+    assert logged.levelname == "ERROR"
+    assert "MAX_CONCURRENCY" in logged.error  # type: ignore[attr-defined]
+    assert logged.exc_info is None, "one line that names the problem, no traceback"

@@ -220,17 +220,37 @@ def test_a_paused_pool_starts_nothing_while_the_others_go_on(harness: Harness) -
     assert visible(glue["queue_url"]) == 1
 
 
+def test_a_stale_control_key_is_ignored_with_a_warning_and_the_tick_goes_on(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lane paused, then removed from LANES: its key steers nothing, is named in a warning, stops nothing."""
+    other = create_lane(harness.stack.name, "other")
+    lanes(harness, 5, {"lanes": [other]})
+    stale = {"lanes": {"gone": {"paused": True}}, "pools": {"old": {"max_concurrency": 1}}, "gates": {"g": {}}}
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter, Value=json.dumps(stale), Type="String", Overwrite=True
+    )
+    send(other["queue_url"], ["o-0"])
+    send(harness.stack.queue_url, ["d-0"])
+    assert harness.tick()["started"] == 2
+    warnings = [record for record in caplog.records if "stale control keys" in record.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].levelname == "WARNING"
+    assert warnings[0].stale_keys == ["pools.old", "lanes.gone", "gates.g"]  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     ("control", "message"),
     [
-        ({"lanes": {"nope": {"paused": True}}}, "lanes.nope"),
-        ({"pools": {"nope": {"max_concurrency": 1}}}, "pools.nope"),
         ({"lanes": {"other": {"max_concurrency": True}}}, "lanes.other.max_concurrency"),
+        ({"lanes": {"gone": {"paused": "yes"}}}, "lanes.gone.paused"),
+        ({"pools": {"default": {"max_concurrency": 1}}}, "pools.default"),
     ],
 )
-def test_a_control_parameter_naming_what_is_not_configured_stops_the_tick_and_keeps_every_job(
+def test_a_malformed_control_parameter_stops_the_tick_and_keeps_every_job(
     harness: Harness, control: dict[str, Any], message: str
 ) -> None:
+    """A malformed value is a configuration error naming it, stale key or not: every job stays queued."""
     other = create_lane(harness.stack.name, "other")
     lanes(harness, 5, {"lanes": [other]})
     harness.ssm.put_parameter(
