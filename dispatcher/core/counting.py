@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
+from dispatcher.core.lanes import PoolLimit, Topology
 
 LIST_PAGE_SIZE = 1000
 """Every ListExecutions page asks for the most AWS returns: a call costs one token of a
@@ -174,6 +175,27 @@ def review_from(now: float, listed_at: float | None) -> float:
 def free_slots(max_concurrency: int, running: int) -> int:
     """Executions the dispatcher may start now: never negative."""
     return max(0, max_concurrency - running)
+
+
+@dataclass(frozen=True)
+class PoolCount:
+    """One pool's RUNNING and free places, as the tick and `dispatcher status` both count them."""
+
+    running: int
+    free: int
+
+
+def pool_count(
+    topology: Topology, pool: PoolLimit, running: Mapping[str, int], inside: Mapping[str, int]
+) -> PoolCount:
+    """A pool's RUNNING and free places, the one formula of the tick and of `dispatcher status`.
+
+    RUNNING: its lanes' state machines' counts (``running``, by ARN), each machine once, and
+    the executions inside its gates (``inside``, by gate). Free: max(0, MAX - RUNNING); 0 halted.
+    """
+    count = sum(running[arn] for arn in topology.state_machines_of(pool.name))
+    count += sum(inside[gate.name] for gate in topology.gates_of(pool.name))
+    return PoolCount(count, 0 if pool.halted else free_slots(pool.max_concurrency, count))
 
 
 @dataclass(frozen=True)

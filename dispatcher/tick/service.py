@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.allocation import Allocation, Claim, room_of
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, free_slots
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, PoolCount, pool_count
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
@@ -277,7 +277,7 @@ class Dispatcher:
             pools={
                 pool.name: PoolFigures(
                     max_concurrency=pool.max_concurrency,
-                    running=self._running(pool, counts, inside),
+                    running=self._pool_count(pool, counts, inside).running,
                     free=allocations[pool.name].free,
                 )
                 for pool in pools
@@ -331,20 +331,23 @@ class Dispatcher:
         """
         return sorted(machines, key=lambda arn: self._warm.listed_at(arn) or -math.inf)
 
-    def _running(
+    def _pool_count(
         self, pool: PoolLimit, counts: Mapping[str, Count], inside: Mapping[str, GateFigures]
-    ) -> int:
-        """RUNNING in a pool: its lanes' state machines' counts, each once, and who is inside its gates."""
-        return sum(counts[arn].running for arn in self._topology.state_machines_of(pool.name)) + sum(
-            inside[gate.name].inside for gate in self._topology.gates_of(pool.name)
+    ) -> PoolCount:
+        """RUNNING in a pool (its lanes' state machines' counts, each once, and who is inside its gates)."""
+        return pool_count(
+            self._topology,
+            pool,
+            {arn: count.running for arn, count in counts.items()},
+            {name: figures.inside for name, figures in inside.items()},
         )
 
     def _allocation(
         self, pool: PoolLimit, counts: Mapping[str, Count], inside: Mapping[str, GateFigures]
     ) -> Allocation:
         """A pool's free slots, and what each of its lanes and gates may take of them."""
-        running = self._running(pool, counts, inside)
-        free = free_slots(pool.max_concurrency, running)
+        count = self._pool_count(pool, counts, inside)
+        running, free = count.running, count.free
         claims = []
         now = self._runtime.clock()
         for lane in self._topology.lanes_of(pool.name):

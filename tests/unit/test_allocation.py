@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from dispatcher.core.allocation import UNBOUNDED, Allocation, Claim, room_of, round_parts, share
 from dispatcher.core.batching import ROUND_SIZE
+from dispatcher.core.counting import PoolCount, pool_count
+from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 
 def test_equal_lanes_share_equally_and_the_first_take_the_indivisible_rest() -> None:
@@ -134,3 +136,25 @@ def test_the_tick_turns_which_lanes_a_round_gives_its_batches_to_first() -> None
     four = {"x": 50, "y": 60, "z": 60, "w": 60}
     assert round_parts(four, 2) == {"z": 30, "w": 30, "y": 20, "x": 20}, "most left first, then in turn"
     assert round_parts(four, 3) == {"w": 30, "y": 30, "z": 20, "x": 20}
+
+
+def test_a_pools_running_counts_each_state_machine_once_and_who_is_inside_its_gates() -> None:
+    """The one formula of the tick and `status`: machines once, gates' inside, free >= 0, 0 halted."""
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:"
+    topology = Topology(
+        pools=(PoolLimit(DEFAULT, 5), PoolLimit("glue", 3), PoolLimit("off", 0)),
+        lanes=(
+            Lane(DEFAULT, DEFAULT, "q", "d", machine + "jobs"),
+            Lane("urgent", DEFAULT, "q2", "d2", machine + "jobs"),
+            Lane("glue", "glue", "q3", "d3", machine + "glue"),
+            Lane("off", "off", "q4", "d4", machine + "off"),
+        ),
+        gates=(Gate("crawl", DEFAULT, "q5", "d5", machine + "crawl"),),
+    )
+    running = {machine + "jobs": 2, machine + "glue": 4, machine + "off": 1}
+    inside = {"crawl": 1}
+    assert pool_count(topology, topology.pool(DEFAULT), running, inside) == PoolCount(running=3, free=2)
+    assert pool_count(topology, topology.pool("glue"), running, inside) == PoolCount(running=4, free=0)
+    assert pool_count(topology, topology.pool("off"), running, inside) == PoolCount(running=1, free=0)
+    paused = PoolLimit(DEFAULT, 5, paused=True)
+    assert pool_count(topology, paused, running, inside) == PoolCount(running=3, free=0)
