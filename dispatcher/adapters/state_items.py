@@ -51,6 +51,7 @@ from dispatcher.core.batching import chunks
 from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.gates import Confirmation
+from dispatcher.core.rerun import Origin
 
 ENDED_KIND = "ended"
 """An older release's item of one end."""
@@ -118,6 +119,7 @@ def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[l
                 state_machine_arn=lane.state_machine_arn or own,
                 gate=lane.gate,
                 token=lane.tokens.get(name),
+                lane=lane.lane,
             )
             for name, group in lane.groups.items()
         ]
@@ -267,7 +269,34 @@ def starts_item(partition_key: str, records: Sequence[RecordedStart], own: str =
     if redrives:
         # A name is redriven once a round, in one state machine: the key is the name.
         item["redrive_counts"] = {"M": {name: {"N": str(count)} for name, count in redrives.items()}}
-    return item | _machines([record.state_machine_arn for record in records], own)
+    return item | _machines([record.state_machine_arn for record in records], own) | _lanes(records)
+
+
+def _lanes(records: Sequence[RecordedStart]) -> dict[str, Any]:
+    """Which lane started each record: ``lane`` when one lane did all, else ``lanes`` and ``lane_of``.
+
+    A round's item mostly holds one lane's starts: its name once costs a few bytes.
+    """
+    names = list(dict.fromkeys(record.lane for record in records if record.lane is not None))
+    if not names:
+        return {}
+    if len(names) == 1 and all(record.lane is not None for record in records):
+        return {"lane": {"S": names[0]}}
+    index = {name: position for position, name in enumerate(names, start=1)}
+    return {
+        "lanes": {"L": [{"S": name} for name in names]},
+        "lane_of": {"L": [{"N": str(index.get(record.lane or "", 0))} for record in records]},
+    }
+
+
+def _lane_of(item: Mapping[str, Any], count: int) -> list[str | None]:
+    """Which lane started each of an item's ``count`` records (None: not recorded)."""
+    if "lane" in item:
+        return [item["lane"]["S"]] * count
+    if "lane_of" not in item:
+        return [None] * count
+    lanes: list[str | None] = [None, *(value["S"] for value in item["lanes"]["L"])]
+    return [lanes[int(value["N"])] for value in item["lane_of"]["L"]]
 
 
 def ends_item(
@@ -306,8 +335,12 @@ def _packed_starts(item: Mapping[str, Any], own: str) -> list[RecordedStart]:
     suffix = "" if write is None else f"#{write}"
     names = item["names"]["L"]
     records = []
-    for name_value, group_value, machine in zip(
-        names, item["groups"]["L"], _machine_of(item, len(names), own), strict=True
+    for name_value, group_value, machine, lane in zip(
+        names,
+        item["groups"]["L"],
+        _machine_of(item, len(names), own),
+        _lane_of(item, len(names)),
+        strict=True,
     ):
         name = name_value["S"]
         records.append(
@@ -318,6 +351,7 @@ def _packed_starts(item: Mapping[str, Any], own: str) -> list[RecordedStart]:
                 group=group_value.get("S"),
                 redrive_count=_optional_int(redrives.get(name, {}).get("N")),
                 state_machine_arn=machine,
+                lane=lane,
             )
         )
     return records
@@ -374,21 +408,26 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
     )
 
 
-def item_groups(item: Mapping[str, Any], state_machine_arn: str, own: str) -> dict[str, str]:
-    """Name → message group of one state machine's starts an item holds (a batch, or an older one start)."""
+def item_origins(item: Mapping[str, Any], state_machine_arn: str, own: str) -> dict[str, Origin]:
+    """Name → message group and lane of one state machine's starts an item holds (a batch, or one start)."""
     if "names" in item and "groups" in item:
         names = item["names"]["L"]
+        found = zip(
+            names,
+            item["groups"]["L"],
+            _machine_of(item, len(names), own),
+            _lane_of(item, len(names)),
+            strict=True,
+        )
         return {
-            name["S"]: group["S"]
-            for name, group, machine in zip(
-                names, item["groups"]["L"], _machine_of(item, len(names), own), strict=True
-            )
-            if "S" in group and machine == state_machine_arn
+            name["S"]: Origin(group.get("S"), lane)
+            for name, group, machine, lane in found
+            if ("S" in group or lane is not None) and machine == state_machine_arn
         }
     name, group = item.get("name", {}).get("S"), item.get("group", {}).get("S")
     if state_machine_arn != own or name is None or group is None:
         return {}
-    return {name: group}
+    return {name: Origin(group, None)}
 
 
 def start_packs(records: Sequence[RecordedStart]) -> list[list[RecordedStart]]:

@@ -26,7 +26,7 @@ from dispatcher.adapters.state_items import (
     inside_item,
     inside_item_key,
     inside_partition,
-    item_groups,
+    item_origins,
     partition,
     read_inside,
     read_items,
@@ -44,6 +44,7 @@ from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.gates import InsideRead, confirmed
+from dispatcher.core.rerun import Origin
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -174,7 +175,15 @@ class StateTable:
         return read_items(self._query(request), self._own)
 
     def groups(self, started: Mapping[str, float], state_machine_arn: str = "") -> dict[str, str]:
-        """The message groups recorded for one state machine's executions (name → start date, epoch seconds).
+        """The message groups recorded for one state machine's executions (`origins`, their groups)."""
+        return {
+            name: origin.group
+            for name, origin in self.origins(started, state_machine_arn).items()
+            if origin.group is not None
+        }
+
+    def origins(self, started: Mapping[str, float], state_machine_arn: str = "") -> dict[str, Origin]:
+        """The message group and lane recorded for one state machine's executions (name → start date).
 
         ``state_machine_arn``: empty for the key's.
 
@@ -182,7 +191,7 @@ class StateTable:
         the dates allow. A name with no record left (15 days, or started elsewhere) is
         missing from the answer.
         """
-        found: dict[str, str] = {}
+        found: dict[str, Origin] = {}
         for low, high in _spans(sorted(started.values()), GROUP_LOOKUP_MARGIN_SECONDS):
             request: dict[str, Any] = {
                 "TableName": self.table,
@@ -192,20 +201,28 @@ class StateTable:
                     ":low": {"S": sort_key(max(0.0, low - GROUP_LOOKUP_MARGIN_SECONDS), "")},
                     ":high": {"S": sort_key(high + GROUP_LOOKUP_MARGIN_SECONDS, "~")},
                 },
-                "ProjectionExpression": "#names, #groups, #name, #group, #machines, #machine_of",
+                "ProjectionExpression": (
+                    "#names, #groups, #name, #group, #machines, #machine_of, #lane, #lanes, #lane_of"
+                ),
                 "ExpressionAttributeNames": {
-                    "#names": "names",
-                    "#groups": "groups",
-                    "#name": "name",
-                    "#group": "group",
-                    "#machines": "machines",
-                    "#machine_of": "machine_of",
+                    f"#{attribute}": attribute
+                    for attribute in (
+                        "names",
+                        "groups",
+                        "name",
+                        "group",
+                        "machines",
+                        "machine_of",
+                        "lane",
+                        "lanes",
+                        "lane_of",
+                    )
                 },
             }
             for item in self._query(request):
-                for name, group in item_groups(item, state_machine_arn or self._own, self._own).items():
+                for name, origin in item_origins(item, state_machine_arn or self._own, self._own).items():
                     if name in started:
-                        found.setdefault(name, group)
+                        found.setdefault(name, origin)
         return found
 
     def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:

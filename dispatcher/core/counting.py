@@ -47,6 +47,10 @@ class RecordedStart(BaseModel):
     token: str | None = Field(
         default=None, description="For an admission: a digest of the task token it was admitted with."
     )
+    lane: str | None = Field(
+        default=None,
+        description="The lane that started it, where a re-run goes (None: not recorded, or a gate's).",
+    )
     confirmed: bool = Field(
         default=False,
         description=(
@@ -69,6 +73,8 @@ class StartsToRecord:
     """The gate these are admissions into (None: a lane's starts)."""
     tokens: Mapping[str, str] = field(default_factory=dict)
     """For a gate: name → the digest of the task token it is admitted with."""
+    lane: str | None = None
+    """The lane that starts these (a re-run of one goes back to it; None for a gate)."""
 
 
 class StateWindow(BaseModel):

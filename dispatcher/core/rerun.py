@@ -22,7 +22,7 @@ import fnmatch
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -159,6 +159,56 @@ def counts(failures: Iterable[Failure]) -> dict[str, dict[str, int]]:
     return {"status": dict(sorted(by_status.items())), "error": dict(sorted(by_error.items()))}
 
 
+# -- where a re-run goes -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What the dispatcher recorded when it started an execution (None: not recorded)."""
+
+    group: str | None
+    """The job's message group (a restart goes in it)."""
+    lane: str | None
+    """The lane that started it (its re-run goes back there)."""
+
+
+@dataclass(frozen=True)
+class Destination:
+    """The lane a failure's re-run goes back to, or why that can't be known."""
+
+    lane: str | None
+    unknown: str | None = None
+    """Why no lane is known (then ``lane`` is None): the failure stays on the spool."""
+
+
+def destination(recorded: str | None, lanes: Sequence[str], chosen: str | None = None) -> Destination | None:
+    """Where a failure's re-run goes: the lane it came from, never a guess.
+
+    ``recorded``: the lane the dispatcher recorded when it started the execution;
+    ``lanes``: the configured lanes that start its state machine, in order; ``chosen``:
+    ``--lane``. The origin is the recorded lane while it still starts that state machine,
+    else the only lane that does; with several and no record, it can't be known. With
+    ``--lane NAME``, only NAME's failures are taken: those it came from, and those whose
+    origin can't be known but whose state machine NAME starts (they go to NAME). None:
+    not one of ``--lane``'s failures.
+    """
+    if recorded in lanes:
+        origin: str | None = recorded
+    else:
+        origin = lanes[0] if len(lanes) == 1 else None
+    if chosen is not None:
+        return Destination(chosen) if origin == chosen or (origin is None and chosen in lanes) else None
+    if origin is not None:
+        return Destination(origin)
+    if not lanes:
+        return Destination(None, "no configured lane starts its state machine")
+    return Destination(
+        None,
+        f"started by one of the lanes {', '.join(lanes)} (they start the same state machine) and no"
+        f" record says which: re-run it with --lane NAME",
+    )
+
+
 # -- planning a re-run ------------------------------------------------------------------
 
 
@@ -194,10 +244,12 @@ class Rerun:
     """Skipped because nothing is left to do: its spool messages go."""
     redrive_count: int = 0
     """The execution's redriveCount now: which failure of it this re-run is for."""
+    lane: str | None = None
+    """The lane it goes back to (None: it can't be known, and it is skipped)."""
 
     def as_json(self) -> dict[str, Any]:
         """The plan for ``--json``."""
-        document: dict[str, Any] = {"name": self.spooled.failure.name, "mode": self.mode}
+        document: dict[str, Any] = {"name": self.spooled.failure.name, "mode": self.mode, "lane": self.lane}
         if self.job is not None:
             document |= {
                 "job_name": self.job.name,

@@ -248,7 +248,12 @@ class LaneRound(MemberRound):
 
     def _starts(self, part: Prepared, clock: Callable[[], float]) -> LaneStarts:
         return LaneStarts(
-            self._lane.admissions, part.admission.starts, part.outcome, clock, self._warm.start_latency
+            self._lane.admissions,
+            part.admission.starts,
+            part.outcome,
+            clock,
+            self._warm.start_latency,
+            lane=self._lane.name,
         )
 
 

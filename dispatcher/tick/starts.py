@@ -106,6 +106,8 @@ class LaneStarts:
     clock: Callable[[], float]
     latency: Latency
     """`StartExecution`'s round trip, measured here."""
+    lane: str | None = None
+    """The lane's name, recorded with each start (where a re-run of it goes back)."""
     recorded: set[str] = field(default_factory=set)
     """Names whose start record was written: only these may start."""
 
@@ -125,7 +127,7 @@ class LaneStarts:
             groups.setdefault(start.name, start.message.group_id)
             if start.redrive_count is not None:
                 redrives.setdefault(start.name, start.redrive_count)
-        return StartsToRecord(arn, groups, redrives)
+        return StartsToRecord(arn, groups, redrives, lane=self.lane)
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
         """Start (or redrive) one execution; what became of its message goes to ``outcome``."""

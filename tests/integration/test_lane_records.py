@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from dispatcher.adapters.state_items import read_items
+from dispatcher.adapters.state_table import StateTable
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.stack import create_lane
@@ -124,3 +125,21 @@ def test_two_lanes_of_one_state_machine_admitting_one_name_in_a_round_start_it_o
     assert harness.queue_counts() == (0, 0)
     assert harness.queue_counts(other["queue_url"]) == (0, 0)
     assert running_of(harness, harness.stack.state_machine_arn) == 1
+
+
+def test_a_start_records_the_lane_it_came_from_for_its_re_run(harness: Harness) -> None:
+    """Two lanes start one state machine: each start's record names its lane (and group) for `rerun`."""
+    urgent = create_lane(harness.stack.name, "urgent", state_machine_arn=harness.stack.state_machine_arn)
+    lanes(harness, 4, {"lanes": [urgent]})
+    send(harness.stack.queue_url, ["d-0", "d-1"])
+    send(urgent["queue_url"], ["u-0"], group="urgent-group")
+    assert harness.tick()["started"] == 3
+    table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    executions = harness.sfn.list_executions(stateMachineArn=harness.stack.state_machine_arn)["executions"]
+    started = {execution["name"]: execution["startDate"].timestamp() for execution in executions}
+    origins = table.origins(started)
+    assert sorted((origin.lane, origin.group) for origin in origins.values()) == [
+        ("default", "d-0"),
+        ("default", "d-1"),
+        ("urgent", "urgent-group"),
+    ]

@@ -17,12 +17,14 @@ from dispatcher.core.redrive import RedriveDecision, RedriveVerdict, redrive_dec
 from dispatcher.core.rerun import (
     REDRIVE,
     RESTART,
+    Destination,
     Filters,
     Spooled,
     by_execution,
     choose_group,
     counts,
     default_group,
+    destination,
     parse_failure,
     plan_rerun,
     restart_name,
@@ -434,3 +436,39 @@ def test_the_sample_failure_event_reads_as_a_spooled_failure() -> None:
         "DownstreamUnavailable",
         '{"order": 7}',
     )
+
+
+@pytest.mark.parametrize(
+    ("recorded", "lanes", "chosen", "expected"),
+    [
+        ("urgent", ["default", "urgent"], None, "urgent"),
+        (None, ["glue"], None, "glue"),
+        ("gone", ["glue"], None, "glue"),
+        ("urgent", ["default", "urgent"], "urgent", "urgent"),
+        (None, ["default", "urgent"], "urgent", "urgent"),
+    ],
+    ids=["recorded", "only-lane", "recorded-lane-gone", "chosen-is-origin", "unknown-goes-to-chosen"],
+)
+def test_a_rerun_goes_back_to_the_lane_it_came_from(
+    recorded: str | None, lanes: list[str], chosen: str | None, expected: str
+) -> None:
+    """The recorded lane while it starts the machine, else its only lane; --lane takes the unknown."""
+    assert destination(recorded, lanes, chosen) == Destination(expected)
+
+
+def test_a_rerun_whose_lane_cannot_be_known_is_never_guessed() -> None:
+    """Several lanes of one state machine and no record: no lane, a reason naming them, until --lane says."""
+    where = destination(None, ["default", "urgent"])
+    assert where is not None
+    assert where.lane is None
+    assert "default, urgent" in str(where.unknown)
+    assert "--lane NAME" in str(where.unknown)
+    nowhere = destination(None, [])
+    assert nowhere == Destination(None, "no configured lane starts its state machine")
+
+
+def test_with_a_lane_chosen_another_lanes_failures_are_left_alone() -> None:
+    """--lane NAME takes NAME's failures only: not another lane's, nor a state machine NAME doesn't start."""
+    assert destination("default", ["default", "urgent"], "urgent") is None
+    assert destination(None, ["glue"], "urgent") is None
+    assert destination(None, [], "urgent") is None

@@ -11,6 +11,7 @@ from dispatcher.adapters.state_items import (
     inside_item,
     inside_item_key,
     inside_partition,
+    item_origins,
     machine_suffix,
     read_inside,
     read_items,
@@ -22,6 +23,7 @@ from dispatcher.adapters.state_items import (
 from dispatcher.core.counting import StartsToRecord
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.gates import Confirmation
+from dispatcher.core.rerun import Origin
 
 OWN = "arn:aws:states:us-east-1:123456789012:stateMachine:workflow"
 GLUE = "arn:aws:states:us-east-1:123456789012:stateMachine:glue"
@@ -114,3 +116,32 @@ def test_a_start_has_no_admissions_item() -> None:
     [[record]] = records_of([StartsToRecord(OWN, {"job": "g"})], 1.0, OWN)
     with pytest.raises(ValueError, match="is a start, not an admission"):
         inside_item(OWN, record)
+
+
+def test_each_start_keeps_the_lane_that_started_it_and_one_lane_costs_one_attribute() -> None:
+    """A round's item names its lane once; an item of two lanes names each record's; an older item none."""
+    lanes = [
+        StartsToRecord(OWN, {"a": "g1", "b": "g2"}, lane="default"),
+        StartsToRecord(OWN, {"c": "g3"}, lane="urgent"),
+    ]
+    mixed = [record for lane in records_of(lanes, 1_000.0, OWN) for record in lane]
+    [pack] = start_packs(mixed)
+    item = starts_item("pk", pack, OWN)
+    assert [value["S"] for value in item["lanes"]["L"]] == ["default", "urgent"]
+    assert [record.lane for record in read_items([item], OWN).starts] == ["default", "default", "urgent"]
+    assert item_origins(item, OWN, OWN) == {
+        "a": Origin("g1", "default"),
+        "b": Origin("g2", "default"),
+        "c": Origin("g3", "urgent"),
+    }
+    [alone] = records_of([StartsToRecord(OWN, {"d": "g"}, lane="urgent")], 2_000.0, OWN)
+    single = starts_item("pk", alone, OWN)
+    assert single["lane"] == {"S": "urgent"}
+    assert "lanes" not in single
+    assert item_origins(single, OWN, OWN) == {"d": Origin("g", "urgent")}
+    [unnamed] = records_of([StartsToRecord(OWN, {"e": "g"})], 3_000.0, OWN)
+    older = starts_item("pk", unnamed, OWN)
+    assert "lane" not in older
+    assert "lanes" not in older
+    assert item_origins(older, OWN, OWN) == {"e": Origin("g", None)}
+    assert item_origins(older, GLUE, OWN) == {}, "another state machine's executions are not these"
