@@ -223,10 +223,14 @@ def test_a_paused_pool_starts_nothing_while_the_others_go_on(harness: Harness) -
 def test_a_stale_control_key_is_ignored_with_a_warning_and_the_tick_goes_on(
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A lane paused, then removed from LANES: its key steers nothing, is named in a warning, stops nothing."""
+    """A lane paused, then removed from LANES: its key steers nothing, is named in a warning, stops none."""
     other = create_lane(harness.stack.name, "other")
     lanes(harness, 5, {"lanes": [other]})
-    stale = {"lanes": {"gone": {"paused": True}}, "pools": {"old": {"max_concurrency": 1}}, "gates": {"g": {}}}
+    stale = {
+        "lanes": {"gone": {"paused": True}},
+        "pools": {"old": {"max_concurrency": 1}},
+        "gates": {"g": {}},
+    }
     harness.ssm.put_parameter(
         Name=harness.stack.control_parameter, Value=json.dumps(stale), Type="String", Overwrite=True
     )
