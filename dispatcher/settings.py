@@ -127,6 +127,10 @@ STACK_OUTPUTS = {
 PRODUCER_OUTPUTS = (STACK_OUTPUTS["queue_url"], "ProducerPolicyArn")
 """What a producer needs from a deployed stack: where to send, and the policy that lets it."""
 DASHBOARD_OUTPUT = "DashboardUrl"
+RELEASE_QUEUE_OUTPUT = "ReleaseQueueUrl"
+"""Where a gated workflow sends its releases (the template's end-event queue)."""
+GATED_WORKFLOW_POLICY_OUTPUT = "GatedWorkflowPolicyArn"
+"""The policy a gated workflow's role attaches (send requests and releases, nothing else)."""
 MAX_CONCURRENCY_PARAMETER = "MaxConcurrency"
 """The stack parameter the CLI reads MAX from with ``--stack``."""
 LANES_PARAMETER = "Lanes"

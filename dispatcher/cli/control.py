@@ -1,4 +1,4 @@
-"""`dispatcher pause`, `resume` and `set-max`: live control, each changing only its own key."""
+"""`dispatcher pause`, `resume`, `set-max` and `forget`: live control, each changing only its own key."""
 
 from __future__ import annotations
 
@@ -10,15 +10,22 @@ from typing import TextIO
 from dispatcher.cli.args import AddCommand, non_negative
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.errors import CliError, UsageError
+from dispatcher.cli.members import add_member_options, chosen_member, lanes_needs, member, names_of
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control, Override, steer
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.lanes import DEFAULT
 
 
 def change_control(
-    aws: Aws, resources: Resources, change: Callable[[Control], Control]
+    aws: Aws,
+    resources: Resources,
+    change: Callable[[Control], Control],
+    write: Callable[[], bool] = lambda: True,
 ) -> tuple[str, Control]:
-    """Read, modify, write the control parameter: only the changed key moves."""
+    """Read, modify, write the control parameter: only the changed key moves.
+
+    ``write``: asked after the change, whether there is anything to write.
+    """
     control = control_parameter(aws, resources)
     if control is None:
         raise CliError(
@@ -28,29 +35,22 @@ def change_control(
     # A parameter that doesn't exist yet is created with the changed key alone: the
     # environment's MAX keeps applying until someone sets one.
     updated = change(control.read() or Control())
-    control.write(updated)
+    if write():
+        control.write(updated)
     return control.name, updated
 
 
 def _target(args: argparse.Namespace, resources: Resources) -> tuple[str, str] | None:
-    """What ``--pool``, ``--lane`` or ``--gate`` names: (``pools``/``lanes``, name); None for pool default."""
-    for kind, flag in (("pools", "pool"), ("lanes", "lane"), ("gates", "gate")):
-        name = getattr(args, flag, None)
-        if name is None:
-            continue
-        if kind == "pools" and name == DEFAULT:
-            return None
-        topology = resources.topology()
-        known = {
-            "pools": [pool.name for pool in topology.pools],
-            "lanes": list(topology.names),
-            "gates": list(topology.gate_names),
-        }[kind]
-        if name not in known:
-            listed = ", ".join(known) or "none are configured"
-            raise UsageError(f"--{flag} {name}: no such {flag} ({kind}: {listed})")
-        return kind, name
-    return None
+    """What ``--pool``, ``--lane`` or ``--gate`` names: (``pools``, ``lanes`` or ``gates``, name).
+
+    None for pool ``default``, which the top-level keys steer.
+    """
+    chosen = chosen_member(args)
+    if chosen is None or chosen == ("pool", DEFAULT):
+        return None
+    kind, name = chosen
+    member(resources, kind, name)  # an unknown name is a usage error
+    return f"{kind}s", name
 
 
 def _changed(args: argparse.Namespace, resources: Resources, **keys: object) -> Callable[[Control], Control]:
@@ -77,11 +77,11 @@ def _changed(args: argparse.Namespace, resources: Resources, **keys: object) -> 
 def _report(args: argparse.Namespace, name: str, control: Control, out: TextIO) -> int:
     entry: Override = control
     label = ""
-    for kind, flag in (("pools", "pool"), ("lanes", "lane"), ("gates", "gate")):
-        chosen = getattr(args, flag, None)
-        if chosen is not None and not (kind == "pools" and chosen == DEFAULT):
-            entry = getattr(control, kind).get(chosen, Override())
-            label = f"{flag} {chosen}: "
+    chosen = chosen_member(args)
+    if chosen is not None and chosen != ("pool", DEFAULT):
+        kind, chosen_name = chosen
+        entry = getattr(control, f"{kind}s").get(chosen_name, Override())
+        label = f"{kind} {chosen_name}: "
     # MAX 0 starts nothing, as a pause does: it reads as paused everywhere (as in `status`).
     paused = bool(entry.paused) or entry.max_concurrency == 0
     if args.json:
@@ -115,23 +115,46 @@ def command_set_max(args: argparse.Namespace, aws: Aws, resources: Resources, ou
     return _report(args, name, control, out)
 
 
+def command_forget(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
+    """Remove a stale key: one naming a pool, lane or gate that is no longer configured."""
+    kind, name = chosen_member(args) or ("", "")
+    key = f"{kind}s.{name}"
+    topology = resources.topology()
+    if name in names_of(topology, kind):
+        raise UsageError(
+            f"--{kind} {name}: {kind} {name} is configured, so {key} is not stale:"
+            f" change it with pause, resume or set-max --{kind} {name}"
+        )
+    forgotten: dict[str, Override] = {}
+
+    def change(current: Control) -> Control:
+        entries: dict[str, Override] = dict(getattr(current, f"{kind}s"))
+        if name in entries:
+            forgotten[key] = entries.pop(name)
+        return current.model_copy(update={f"{kind}s": entries})
+
+    parameter, control = change_control(aws, resources, change, write=lambda: bool(forgotten))
+    if args.json:
+        was = {key: value.model_dump(exclude_none=True) for key, value in forgotten.items()}
+        out.write(json.dumps({"parameter": parameter, "forgotten": was, **control.document()}) + "\n")
+    elif forgotten:
+        held = json.dumps(forgotten[key].model_dump(exclude_none=True), sort_keys=True)
+        out.write(
+            f"forgot {key} (it held {held}; parameter {parameter};"
+            f" ticks see it within {CONTROL_MAX_AGE_SECONDS} s)\n"
+        )
+    else:
+        out.write(f"nothing to forget: parameter {parameter} has no key {key}\n")
+    return 0
+
+
 def control_needs(args: argparse.Namespace, _resources: Resources) -> list[str]:
     """Live control needs the control parameter (and, for a pool, lane or gate, what finds the lanes)."""
-    named = any(getattr(args, flag, None) is not None for flag in ("pool", "lane", "gate"))
-    lanes = ["queue_url", "dead_letter_queue_url", "state_machine_arn"] if named else []
-    return ["control_parameter", *lanes]
-
-
-def _add_targets(command: argparse.ArgumentParser) -> None:
-    """``--pool``, ``--lane``, ``--gate``: one of them, else pool default (the top-level keys)."""
-    targets = command.add_mutually_exclusive_group()
-    targets.add_argument("--pool", metavar="NAME", help="change this pool's key (default: pool default)")
-    targets.add_argument("--lane", metavar="NAME", help="change this lane's key")
-    targets.add_argument("--gate", metavar="NAME", help="change this gate's key")
+    return ["control_parameter", *lanes_needs(args)]
 
 
 def register(command: AddCommand) -> None:
-    """Add `pause`, `resume` and `set-max`."""
+    """Add `pause`, `resume`, `set-max` and `forget`."""
     pause = command(
         "pause",
         command_pause,
@@ -162,7 +185,17 @@ def register(command: AddCommand) -> None:
         needs=control_needs,
     )
     for each in (pause, resume, set_max):
-        _add_targets(each)
+        add_member_options(each, "change the key of", pool=True, default="pool")
     set_max.add_argument(
         "max", type=non_negative, metavar="N", help="RUNNING executions allowed (integer >= 0)"
     )
+    forget = command(
+        "forget",
+        command_forget,
+        "Remove a stale key from the control parameter: one that steers a pool, lane or gate"
+        " no longer configured (ticks ignore it; status lists it).",
+        "  dispatcher --stack jobs forget --lane retired   # after removing lane retired from LANES\n"
+        "  dispatcher --stack jobs forget --pool archive --json\n",
+        needs=control_needs,
+    )
+    add_member_options(forget, "remove the key of", pool=True, required=True)

@@ -1,4 +1,4 @@
-"""`dispatcher dead-letters` and `dispatcher redrive-dead-letters`: the DLQ, and moving it back.
+"""`dispatcher dead-letters` and `redrive-dead-letters`: a lane's or gate's DLQ, and moving it back.
 
 Each reads the DLQ by receiving, holds what it read while it works, and gives back every
 message it did not finish with, even on Ctrl-C or an error. ``--dry-run`` changes nothing.
@@ -15,16 +15,28 @@ from dispatcher.adapters.held_queue import HeldQueue
 from dispatcher.adapters.sqs import send_message
 from dispatcher.cli.args import AddCommand, count, rate
 from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.members import add_member_options, lane_or_gate, lanes_needs
 from dispatcher.cli.output import short, table
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.dead_letters import DeadLetterMove, plan_move, reasons
+from dispatcher.core.lanes import Gate
 
 DEAD_LETTER_VISIBILITY_SECONDS = 120
 
 
+def queues(args: argparse.Namespace, resources: Resources) -> tuple[str, str, str]:
+    """The member ``--lane``/``--gate`` names (default: lane default): its label, its queue and its DLQ."""
+    found = lane_or_gate(args, resources)
+    if found is None:
+        return "lane default", resources.need("queue_url"), resources.need("dead_letter_queue_url")
+    kind = "gate" if isinstance(found, Gate) else "lane"
+    return f"{kind} {found.name}", found.queue_url, found.dead_letter_queue_url
+
+
 def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
-    """List the dead-letter queue with each message's DispatchError."""
-    queue = HeldQueue(aws.client("sqs"), resources.need("dead_letter_queue_url"), visibility_seconds=30)
+    """List one member's dead-letter queue with each message's DispatchError."""
+    member, _, dead_letter_queue_url = queues(args, resources)
+    queue = HeldQueue(aws.client("sqs"), dead_letter_queue_url, visibility_seconds=30)
     try:
         moves = [plan_move(held) for held in queue.read_all()]
         depth = queue.depth()
@@ -33,6 +45,7 @@ def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resource
     hidden = max(0, depth - len(moves))
     if args.json:
         document = {
+            "member": member,
             "dead_letters": [move.as_json() for move in moves],
             "total": len(moves),
             "reasons": reasons(moves),
@@ -40,8 +53,9 @@ def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resource
         }
         out.write(json.dumps(document) + "\n")
         return 0
+    of = "" if member == "lane default" else f" of {member}"
     if not moves:
-        out.write("no dead letters\n")
+        out.write(f"no dead letters{of}\n")
     else:
         rows = [
             [
@@ -53,7 +67,7 @@ def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resource
             for move in moves
         ]
         out.write(table(["MESSAGE ID", "GROUP", "NAME", "DISPATCH ERROR"], rows) + "\n\n")
-        out.write(f"{len(moves)} dead letter(s)\n")
+        out.write(f"{len(moves)} dead letter(s){of}\n")
     if hidden:
         out.write(
             f"{hidden} more not listed: a FIFO queue hides a group's later messages while earlier"
@@ -65,8 +79,9 @@ def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resource
 def command_redrive_dead_letters(
     args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO
 ) -> int:
-    """Move dead letters back to the job queue, in group order; each leaves the DLQ once sent."""
+    """Move dead letters back to the member's queue, in group order; each leaves the DLQ once sent."""
     moved: list[DeadLetterMove] = []
+    member, queue_url, dead_letter_queue_url = queues(args, resources)
     verb = "moved" if not args.dry_run else "listed"
     progress = Progress(quiet=args.json)
 
@@ -77,26 +92,27 @@ def command_redrive_dead_letters(
         )
 
     with progress.on_ctrl_c(said):
-        _move_each(args, aws, resources, moved, progress)
+        _move_each(args, aws, (queue_url, dead_letter_queue_url), moved, progress)
     if moved:
         progress.show(of(verb, len(moved), None), len(moved), final=True)
-    _report_moves(args, out, moved)
+    _report_moves(args, out, moved, member)
     return 0
 
 
 def _move_each(
     args: argparse.Namespace,
     aws: Aws,
-    resources: Resources,
+    urls: tuple[str, str],
     moved: list[DeadLetterMove],
     progress: Progress,
 ) -> None:
-    """Move dead letters one at a time, in group order, until --max or none is left; holds given back."""
-    queue_url = resources.need("queue_url")
+    """Move dead letters one at a time, in group order, until --max or none is left; holds given back.
+
+    ``urls``: the queue they go back to, and the DLQ they come from.
+    """
+    queue_url, dead_letter_queue_url = urls
     queue = HeldQueue(
-        aws.client("sqs"),
-        resources.need("dead_letter_queue_url"),
-        visibility_seconds=DEAD_LETTER_VISIBILITY_SECONDS,
+        aws.client("sqs"), dead_letter_queue_url, visibility_seconds=DEAD_LETTER_VISIBILITY_SECONDS
     )
     verb = "moved" if not args.dry_run else "listed"
     pace = Pace(args.rate)
@@ -131,9 +147,10 @@ def _move_each(
         queue.release_all()
 
 
-def _report_moves(args: argparse.Namespace, out: TextIO, moved: list[DeadLetterMove]) -> None:
+def _report_moves(args: argparse.Namespace, out: TextIO, moved: list[DeadLetterMove], member: str) -> None:
     if args.json:
         document = {
+            "member": member,
             "dry_run": bool(args.dry_run),
             "moved": [{**move.as_json(), "deduplication_id": move.deduplication_id} for move in moved],
             "total": len(moved),
@@ -145,7 +162,8 @@ def _report_moves(args: argparse.Namespace, out: TextIO, moved: list[DeadLetterM
         name = move.attributes.get("ExecutionName", {}).get("StringValue", "-")
         was = short(move.reason, 60)
         out.write(f"{verb} {move.held.message_id} (group {move.group}, name {name}): was {was}\n")
-    summary = f"{verb} {len(moved)} dead letter(s) to the job queue"
+    where = "the job queue" if member == "lane default" else f"the queue of {member}"
+    summary = f"{verb} {len(moved)} dead letter(s) to {where}"
     out.write(summary + (" (dry run: nothing changed)" if args.dry_run else "") + "\n")
 
 
@@ -154,22 +172,28 @@ def register(command: AddCommand) -> None:
     dead_letters = command(
         "dead-letters",
         command_dead_letters,
-        "List the dead-letter queue with each message's DispatchError.",
-        "  dispatcher --stack jobs dead-letters\n  dispatcher --stack jobs dead-letters --json\n",
-        needs=lambda _args, _resources: ["dead_letter_queue_url"],
+        "List a lane's or a gate's dead-letter queue with each message's DispatchError.",
+        "  dispatcher --stack jobs dead-letters\n"
+        "  dispatcher --stack jobs dead-letters --json\n"
+        "  dispatcher --stack jobs dead-letters --lane urgent\n"
+        "  dispatcher --stack jobs dead-letters --gate crawl   # requests that could never be admitted\n",
+        needs=lambda args, _resources: ["dead_letter_queue_url", *lanes_needs(args)],
     )
+    add_member_options(dead_letters, "list the dead letters of", default="lane")
     dead_letters.add_argument(
         "--dry-run", action="store_true", help="accepted: listing never changes anything"
     )
     redrive = command(
         "redrive-dead-letters",
         command_redrive_dead_letters,
-        "Move dead letters back to the job queue once their cause is fixed: same body, group and"
-        " attributes, without DispatchError; group order kept; safe to interrupt and run again.",
+        "Move dead letters back to their lane's (or gate's) queue once their cause is fixed: same body,"
+        " group and attributes, without DispatchError; group order kept; safe to interrupt and run again.",
         "  dispatcher --stack jobs redrive-dead-letters --dry-run\n"
-        "  dispatcher --stack jobs redrive-dead-letters --rate 10\n",
-        needs=lambda _args, _resources: ["queue_url", "dead_letter_queue_url"],
+        "  dispatcher --stack jobs redrive-dead-letters --rate 10\n"
+        "  dispatcher --stack jobs redrive-dead-letters --lane urgent\n",
+        needs=lambda args, _resources: ["queue_url", "dead_letter_queue_url", *lanes_needs(args)],
     )
+    add_member_options(redrive, "move the dead letters of", default="lane")
     redrive.add_argument("--max", type=count, metavar="N", help="move at most N dead letters")
     redrive.add_argument("--rate", type=rate, metavar="PER_SECOND", help="move at most this many a second")
     redrive.add_argument("--dry-run", action="store_true", help="show what would move; change nothing")

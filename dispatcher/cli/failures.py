@@ -16,21 +16,22 @@ from typing import TextIO
 
 from dispatcher.adapters.claims import RerunClaims
 from dispatcher.adapters.held_queue import HeldQueue
-from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.members import lanes_needs
+from dispatcher.cli.origins import configured_lanes, destination_of, read_origins
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
-from dispatcher.core.errors import DispatcherError
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
-from dispatcher.core.lanes import Lane
+from dispatcher.core.lanes import DEFAULT
 from dispatcher.core.messages import Job, group_problem
 from dispatcher.core.rerun import (
     REDRIVE,
     RESTART,
-    Failure,
+    Destination,
     Filters,
+    Origin,
     Rerun,
     Spooled,
     by_execution,
@@ -60,23 +61,23 @@ def _read_spool(spool: HeldQueue, quiet: bool) -> tuple[list[Spooled], int]:
     return spooled, len(unreadable)
 
 
-def lanes_by_state_machine(resources: Resources) -> dict[str, Lane]:
-    """The lane each state machine's failures go back to: the first lane that starts it.
+def _selected(
+    args: argparse.Namespace, aws: Aws, resources: Resources, spooled: list[Spooled], *, groups: bool
+) -> tuple[list[tuple[Spooled, Destination]], dict[str, Origin]]:
+    """The failures the filters (and ``--lane``) keep, each with where its re-run goes; their origins.
 
-    Empty when the lanes can't be told (the default lane's settings are not all given).
+    ``groups``: their recorded message groups are wanted too (a restart without ``--group``).
     """
-    if resources.unset(["queue_url", "dead_letter_queue_url", "state_machine_arn"]) is not None:
-        return {}
-    lanes: dict[str, Lane] = {}
-    for lane in resources.topology().lanes:
-        lanes.setdefault(lane.state_machine_arn, lane)
-    return lanes
-
-
-def lane_name(lanes: dict[str, Lane], failure: Failure) -> str | None:
-    """The lane a failure came from (None when no configured lane starts its state machine)."""
-    lane = lanes.get(state_machine_of(failure.execution_arn))
-    return None if lane is None else lane.name
+    filters = _filters(args)
+    kept = [item for item in spooled if filters.keep(item.failure)]
+    lanes = configured_lanes(resources)
+    origins = read_origins(aws, resources, kept, lanes, groups=groups)
+    found = []
+    for item in kept:
+        where = destination_of(item, origins, lanes, args.lane)
+        if where is not None:
+            found.append((item, where))
+    return found, origins
 
 
 def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
@@ -86,12 +87,12 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
         spooled, unreadable = _read_spool(spool, args.json)
     finally:
         spool.release_all()
-    filters = _filters(args)
-    failures = [item.failure for item in spooled if filters.keep(item.failure)]
-    lanes = lanes_by_state_machine(resources)
+    selected, _ = _selected(args, aws, resources, spooled, groups=False)
+    failures = [item.failure for item, _ in selected]
+    unknown = sum(1 for _, where in selected if where.lane is None)
     if args.json:
         document = {
-            "failures": [{**failure.as_json(), "lane": lane_name(lanes, failure)} for failure in failures],
+            "failures": [{**item.failure.as_json(), "lane": where.lane} for item, where in selected],
             "total": len(failures),
             "counts": counts(failures),
             "unreadable": unreadable,
@@ -101,17 +102,17 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
     if not failures:
         out.write("no spooled failures" + (" match" if spooled else "") + "\n")
     else:
-        laned = len({lane.name for lane in lanes.values()}) > 1 or bool(resources.lanes)
+        laned = configured_lanes(resources).several or unknown > 0
         rows = [
             [
-                failure.name,
-                *([lane_name(lanes, failure) or "-"] if laned else []),
-                failure.status,
-                failure.error or "-",
-                when(failure.stopped_at),
-                short(failure.cause, 40),
+                item.failure.name,
+                *([where.lane or "?"] if laned else []),
+                item.failure.status,
+                item.failure.error or "-",
+                when(item.failure.stopped_at),
+                short(item.failure.cause, 40),
             ]
-            for failure in failures
+            for item, where in selected
         ]
         headers = ["NAME", *(["LANE"] if laned else []), "STATUS", "ERROR", "STOPPED (UTC)", "CAUSE"]
         out.write(table(headers, rows) + "\n\n")
@@ -123,61 +124,37 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
             + ", ".join(f"{error} {count}" for error, count in tally["error"].items())
             + "\n"
         )
+        if unknown:
+            out.write(
+                f"{unknown} of them came from a lane that can't be known (LANE ?):"
+                " `rerun --lane NAME` re-runs them on lane NAME\n"
+            )
     if unreadable:
         sys.stderr.write(f"{unreadable} spool message(s) are not status change events; left as they are\n")
     return 0
 
 
-def _groups(aws: Aws, resources: Resources, selected: list[Spooled], option: str | None) -> dict[str, str]:
-    """The recorded message group of each execution, when the state table still has it."""
-    if option is not None or not selected:
-        return {}
-    if not resources.state_table:
-        sys.stderr.write(
-            "no state table configured: each re-run gets a group of its own (or pass --group),"
-            " and nothing records which way a failure was re-run\n"
-        )
-        return {}
-    found: dict[str, str] = {}
-    for machine, items in _by_state_machine(selected).items():
-        # Every lane's records are under the default lane's state machine.
-        key = resources.state_machine_arn or machine
-        table = StateTable(aws.client("dynamodb"), resources.state_table, key)
-        try:
-            found |= table.groups({item.failure.name: item.failure.started_at for item in items}, machine)
-        except DispatcherError as error:
-            sys.stderr.write(
-                f"could not read the recorded groups ({error}); each re-run gets a group of its own\n"
-            )
-    return found
-
-
-def _by_state_machine(selected: list[Spooled]) -> dict[str, list[Spooled]]:
-    """Failures by the state machine their execution ARN names."""
-    machines: dict[str, list[Spooled]] = {}
-    for item in selected:
-        machines.setdefault(state_machine_of(item.failure.execution_arn), []).append(item)
-    return machines
-
-
 def _plan(
     args: argparse.Namespace, aws: Aws, resources: Resources, spool: HeldQueue
-) -> tuple[list[Rerun], int]:
+) -> tuple[list[tuple[Rerun, str | None]], int]:
+    """Each selected failure's re-run, with the lane it goes to (None: it can't be known)."""
     spooled, unreadable = _read_spool(spool, args.json)
-    filters = _filters(args)
-    selected = [item for item in spooled if filters.keep(item.failure)]
+    selected, origins = _selected(args, aws, resources, spooled, groups=args.group is None)
     if args.max is not None:
         selected = selected[: args.max]
-    groups = _groups(aws, resources, selected, args.group)
     client = aws.client("stepfunctions")
     mode = REDRIVE if args.redrive else RESTART
     now = time.time()
-    plans = []
-    for item in selected:
+    plans: list[tuple[Rerun, str | None]] = []
+    for item, where in selected:
         spool.keep_hidden()
-        group = choose_group(item.failure.execution_arn, groups.get(item.failure.name), args.group)
+        origin = origins.get(item.failure.execution_arn)
+        group = choose_group(item.failure.execution_arn, None if origin is None else origin.group, args.group)
+        if where.lane is None:
+            plans.append((Rerun(item, mode, skip=where.unknown), None))
+            continue
         machine = StateMachine(client, state_machine_of(item.failure.execution_arn))
-        plans.append(plan_rerun(item, mode, machine.state_of(item.failure.name), group, now))
+        plans.append((plan_rerun(item, mode, machine.state_of(item.failure.name), group, now), where.lane))
     return plans, unreadable
 
 
@@ -209,25 +186,23 @@ def _rerun_each(
 ) -> None:
     """Plan every spooled failure, then queue (or skip) each; the spool's holds are given back at the end."""
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"))
-    lanes = lanes_by_state_machine(resources)
-    default_queue = resources.need("queue_url")
+    queues = configured_lanes(resources).queues
     producers: dict[str, Producer] = {}
 
-    def producer_for(rerun: Rerun) -> Producer:
+    def producer_for(lane: str) -> Producer:
         """The producer of the failure's own lane: a re-run goes back where it came from."""
-        lane = lanes.get(state_machine_of(rerun.spooled.failure.execution_arn))
-        url = default_queue if lane is None else lane.queue_url
-        if url not in producers:
-            producers[url] = Producer(url, client=aws.client("sqs"))
-        return producers[url]
+        if lane not in producers:
+            producers[lane] = Producer(queues[lane], client=aws.client("sqs"))
+        return producers[lane]
 
     pace = Pace(args.rate)
     queued, skipped = outcome.queued, outcome.skipped
     try:
         plans, outcome.unreadable = _plan(args, aws, resources, spool)
         verb = "queued" if not args.dry_run else "planned"
-        for done, rerun in enumerate(plans, start=1):
+        for done, (rerun, lane) in enumerate(plans, start=1):
             spool.keep_hidden()
+            rerun.lane = lane
             if rerun.job is not None:
                 _check_claim(aws, resources, rerun, dry_run=args.dry_run)
             if rerun.job is None:
@@ -238,7 +213,7 @@ def _rerun_each(
                 queued.append(rerun)
             else:
                 pace.wait()
-                _queue(rerun, rerun.job, producer_for(rerun), spool, outcome)
+                _queue(rerun, rerun.job, producer_for(str(lane)), spool, outcome)
             if len(plans) > 1:
                 progress.show(of(verb, done, len(plans)), done, final=done == len(plans))
     finally:
@@ -285,6 +260,8 @@ def _describe(rerun: Rerun) -> str:
     if job is None:
         return ""
     where = f"in group {job.group} ({rerun.group_source})"
+    if rerun.lane not in (None, DEFAULT):
+        where += f" on lane {rerun.lane}"
     if job.redrive_count is not None:
         return f"redrive {job.name} (redriveCount {job.redrive_count}) {where}"
     return f"restart {rerun.spooled.failure.name} as {job.name} {where}"
@@ -332,6 +309,11 @@ def _report_reruns(args: argparse.Namespace, out: TextIO, outcome: _Outcome) -> 
 
 def _add_filters(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
+        "--lane",
+        metavar="NAME",
+        help="only this lane's failures, and those of its state machine whose lane can't be known",
+    )
+    sub.add_argument(
         "--status", type=statuses, metavar="S[,S]", help="FAILED, TIMED_OUT and/or ABORTED (all by default)"
     )
     sub.add_argument("--error", metavar="GLOB", help="the error name, a glob: 'States.Timeout', 'Api*'")
@@ -349,7 +331,7 @@ def register(command: AddCommand) -> None:
         "  dispatcher --stack jobs failed\n"
         "  dispatcher --stack jobs failed --status FAILED,TIMED_OUT --since 3h\n"
         "  dispatcher --stack jobs failed --error 'Downstream*' --json\n",
-        needs=lambda _args, _resources: ["spool_queue_url"],
+        needs=lambda args, _resources: ["spool_queue_url", *lanes_needs(args)],
     )
     _add_filters(failed)
     failed.add_argument("--dry-run", action="store_true", help="accepted: listing never changes anything")
@@ -362,10 +344,10 @@ def register(command: AddCommand) -> None:
         "  dispatcher --stack jobs rerun --redrive --dry-run\n"
         "  dispatcher --stack jobs rerun --redrive --error 'Downstream*' --since 3h\n"
         "  dispatcher --stack jobs rerun --restart --max 50 --rate 5\n",
-        needs=lambda _args, resources: [
+        needs=lambda args, resources: [
             "spool_queue_url",
             "queue_url",
-            *(["dead_letter_queue_url", "state_machine_arn"] if resources.lanes else []),
+            *(["dead_letter_queue_url", "state_machine_arn"] if resources.lanes or args.lane else []),
         ],
         prepare=prepare_rerun,
     )

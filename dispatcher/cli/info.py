@@ -1,14 +1,28 @@
-"""`dispatcher info`: what a deployed stack gives its producers and operators, from its outputs."""
+"""`dispatcher info`: what a deployed stack gives its producers, gated workflows and operators.
+
+Its outputs, then every URL a producer or a gated workflow needs: each lane's queue, each
+gate's request queue, the release queue, and the policies to attach.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TextIO
+from typing import Any, TextIO
 
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources, describe_stack
-from dispatcher.settings import DASHBOARD_OUTPUT, PRODUCER_OUTPUTS
+from dispatcher.cli.output import table
+from dispatcher.core.lanes import Topology
+from dispatcher.settings import (
+    DASHBOARD_OUTPUT,
+    GATED_WORKFLOW_POLICY_OUTPUT,
+    PRODUCER_OUTPUTS,
+    RELEASE_QUEUE_OUTPUT,
+)
+
+LANE_SETTINGS = ("queue_url", "dead_letter_queue_url", "state_machine_arn")
+"""What the lanes are read with (``LANES`` is read with the default lane's settings)."""
 
 
 def prepare_info(args: argparse.Namespace) -> list[str]:
@@ -18,11 +32,49 @@ def prepare_info(args: argparse.Namespace) -> list[str]:
     return []
 
 
-def command_info(args: argparse.Namespace, aws: Aws, _resources: Resources, out: TextIO) -> int:
-    """Print the stack's outputs: a producer's first, then the dashboard, then the rest."""
+def _topology(resources: Resources) -> Topology | None:
+    """Every lane and gate of the stack, when its outputs say (a stack that lacks them: None)."""
+    if resources.unset(LANE_SETTINGS) is not None:
+        return None
+    return resources.topology()
+
+
+def members(topology: Topology | None, release_queue_url: str | None) -> dict[str, list[dict[str, Any]]]:
+    """The ``lanes`` and ``gates`` of ``info --json``: each one's name, pool and URLs."""
+    if topology is None:
+        return {"lanes": [], "gates": []}
+    lanes = [
+        {
+            "name": lane.name,
+            "pool": lane.pool,
+            "queue_url": lane.queue_url,
+            "dead_letter_queue_url": lane.dead_letter_queue_url,
+            "state_machine_arn": lane.state_machine_arn,
+        }
+        for lane in topology.lanes
+    ]
+    gates = [
+        {
+            "name": gate.name,
+            "pool": gate.pool,
+            "queue_url": gate.queue_url,
+            "dead_letter_queue_url": gate.dead_letter_queue_url,
+            "state_machine_arn": gate.state_machine_arn,
+            "release_queue_url": release_queue_url,
+        }
+        for gate in topology.gates
+    ]
+    return {"lanes": lanes, "gates": gates}
+
+
+def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
+    """Print the stack's outputs (a producer's first), then its lanes' and gates' URLs."""
     stack = describe_stack(aws.client("cloudformation"), args.stack)
     outputs = stack.outputs
     region = aws.client("cloudformation").meta.region_name
+    release = outputs.get(RELEASE_QUEUE_OUTPUT)
+    topology = _topology(resources)
+    found = members(topology, release)
     if args.json:
         document = {
             "stack": args.stack,
@@ -30,6 +82,7 @@ def command_info(args: argparse.Namespace, aws: Aws, _resources: Resources, out:
             "status": stack.status,
             "outputs": outputs,
             "parameters": stack.parameters,
+            **found,
         }
         out.write(json.dumps(document) + "\n")
         return 0
@@ -39,10 +92,34 @@ def command_info(args: argparse.Namespace, aws: Aws, _resources: Resources, out:
     out.write(f"stack {args.stack} in {region} ({stack.status})\n")
     out.writelines(f"  {key.ljust(width)}  {outputs[key]}\n" for key in keys)
     queue, policy = PRODUCER_OUTPUTS
-    if queue in outputs:
-        attached = f", under a role with {policy} attached" if policy in outputs else ""
-        out.write(f"Producers send jobs to {queue}{attached} (docs/producers.md).\n")
+    laned = topology is not None and (len(topology.lanes) > 1 or topology.gates)
+    if not laned:
+        if queue in outputs:
+            attached = f", under a role with {policy} attached" if policy in outputs else ""
+            out.write(f"Producers send jobs to {queue}{attached} (docs/producers.md).\n")
+        return 0
+    out.write("\n" + _member_tables(found) + "\n\n")
+    attached = f" ({policy} grants lane default's)" if policy in outputs else ""
+    out.write(f"Producers send each lane's jobs to its QUEUE{attached} (docs/producers.md).\n")
+    if found["gates"]:
+        gated_policy = outputs.get(GATED_WORKFLOW_POLICY_OUTPUT)
+        grants = f", under a role with {GATED_WORKFLOW_POLICY_OUTPUT} attached" if gated_policy else ""
+        out.write(
+            "A gated workflow sends its requests to its gate's QUEUE and its releases to"
+            f" {RELEASE_QUEUE_OUTPUT} {release or '(not an output of this stack)'}{grants} (docs/gates.md).\n"
+        )
     return 0
+
+
+def _member_tables(found: dict[str, list[dict[str, Any]]]) -> str:
+    """A row per lane and per gate: name, pool, queue and dead-letter queue."""
+    headers = ["POOL", "QUEUE", "DEAD-LETTER QUEUE"]
+    keys = ["name", "pool", "queue_url", "dead_letter_queue_url"]
+    lanes = table(["LANE", *headers], [[entry[key] for key in keys] for entry in found["lanes"]])
+    if not found["gates"]:
+        return lanes
+    gates = table(["GATE", *headers], [[entry[key] for key in keys] for entry in found["gates"]])
+    return f"{lanes}\n\n{gates}"
 
 
 def register(command: AddCommand) -> None:
@@ -50,9 +127,10 @@ def register(command: AddCommand) -> None:
     command(
         "info",
         command_info,
-        "What a deployed stack gives producers and operators: the job queue, the producer policy,"
-        " the dashboard and every other output.",
+        "What a deployed stack gives producers, gated workflows and operators: each lane's queue, each"
+        " gate's request queue, the release queue, the policies, the dashboard and every other output.",
         "  dispatcher --stack jobs info\n"
-        "  dispatcher --stack jobs info --json | jq -r .outputs.JobQueueUrl\n",
+        "  dispatcher --stack jobs info --json | jq -r .outputs.JobQueueUrl\n"
+        "  dispatcher --stack jobs info --json | jq -r '.gates[] | .queue_url, .release_queue_url'\n",
         prepare=prepare_info,
     )

@@ -1,7 +1,9 @@
 """`dispatcher status`: MAX, paused, RUNNING, free, queued, in flight, dead letters, the oldest RUNNING.
 
-With lanes, one row more per pool (MAX, RUNNING, free) and per lane (its queue and dead
-letters); with gates, per gate (who is inside, who waits).
+With lanes, one row more per pool (MAX, RUNNING, free), per lane (its MAX, queue and dead
+letters) and per gate (its MAX, who is inside, who waits, its dead letters); the control
+parameter's stale keys below them. ``--pool``, ``--lane`` or ``--gate`` shows one member.
+A pool's RUNNING and free are counted by the tick's own function (`pool_count`).
 """
 
 from __future__ import annotations
@@ -10,22 +12,24 @@ import argparse
 import json
 import time
 from dataclasses import asdict, dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from dispatcher.adapters.sqs import queue_depth
 from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, seconds
 from dispatcher.cli.config import Aws, Resources, control_parameter
+from dispatcher.cli.members import add_member_options, chosen_member
+from dispatcher.cli.members import member as find_member
 from dispatcher.cli.output import age, table
-from dispatcher.core.control import combine, steer
-from dispatcher.core.counting import free_slots
-from dispatcher.core.lanes import Topology
+from dispatcher.core.control import combine, stale_keys, steer
+from dispatcher.core.counting import pool_count
+from dispatcher.core.lanes import Gate, Lane, Topology
 
 
 @dataclass(frozen=True)
 class PoolStatus:
-    """One pool: its MAX, RUNNING across its lanes' state machines, and free slots."""
+    """One pool: its MAX, RUNNING across its lanes' state machines and inside its gates, and free slots."""
 
     name: str
     max_concurrency: int
@@ -36,7 +40,7 @@ class PoolStatus:
 
 @dataclass(frozen=True)
 class LaneStatus:
-    """One lane: its queue and dead letters."""
+    """One lane: its queue and dead letters (and its own MAX, None: its pool's alone)."""
 
     name: str
     pool: str
@@ -45,17 +49,21 @@ class LaneStatus:
     in_flight: int
     dead_letters: int
     paused: bool
+    max_concurrency: int | None
 
 
 @dataclass(frozen=True)
 class GateStatus:
-    """One gate: its executions inside (as the dispatcher counts them) and waiting (requests on its queue)."""
+    """One gate: who is inside (as the dispatcher counts them), who waits (its requests), its dead letters."""
 
     name: str
     pool: str
     inside: int
     waiting: int
     paused: bool
+    max_concurrency: int | None
+    """The gate's own MAX (None: its pool's alone)."""
+    dead_letters: int
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,13 @@ class Status:
     pools: tuple[PoolStatus, ...] = ()
     lanes: tuple[LaneStatus, ...] = ()
     gates: tuple[GateStatus, ...] = ()
+    stale_keys: tuple[str, ...] = ()
+    """Control parameter keys naming a pool, lane or gate that isn't configured: ignored by the ticks."""
+
+
+def _halted(max_concurrency: int | None, paused: bool) -> bool:
+    """MAX 0 starts and admits nothing, as a pause does: it reads as paused everywhere."""
+    return paused or max_concurrency == 0
 
 
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
@@ -85,34 +100,20 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     else:
         environment_max = resources.max_concurrency or 0  # overridden by the parameter
     limits = combine(environment_max, read, resources.control_parameter)
-    topology = steer(resources.topology(environment_max), read, resources.control_parameter)
+    configured = resources.topology(environment_max)
+    topology = steer(configured, read, resources.control_parameter)
     listings = {
         arn: StateMachine(aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=now)
         for arn in topology.state_machines
     }
     gates = _gates(aws, resources, topology)
+    running = {arn: len(listing.executions) for arn, listing in listings.items()}
+    inside = {gate.name: gate.inside for gate in gates}
     pools = []
     for pool in topology.pools:
-        running = sum(len(listings[arn].executions) for arn in topology.state_machines_of(pool.name))
-        running += sum(gate.inside for gate in gates if gate.pool == pool.name)
-        free = 0 if pool.halted else free_slots(pool.max_concurrency, running)
-        pools.append(PoolStatus(pool.name, pool.max_concurrency, running, free, pool.halted))
-    lanes = []
-    for lane in topology.lanes:
-        queue = queue_depth(aws.client("sqs"), lane.queue_url)
-        dead_letters = queue_depth(aws.client("sqs"), lane.dead_letter_queue_url)
-        paused = lane.paused or topology.pool(lane.pool).halted
-        lanes.append(
-            LaneStatus(
-                lane.name,
-                lane.pool,
-                lane.priority,
-                queue.visible,
-                queue.in_flight,
-                dead_letters.visible + dead_letters.in_flight,
-                paused,
-            )
-        )
+        count = pool_count(topology, pool, running, inside)
+        pools.append(PoolStatus(pool.name, pool.max_concurrency, count.running, count.free, pool.halted))
+    lanes = [_lane(aws, lane, topology) for lane in topology.lanes]
     oldest = listings[topology.default_lane.state_machine_arn].oldest_started_at
     default_pool, default_lane = pools[0], lanes[0]
     return Status(
@@ -128,23 +129,48 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         pools=tuple(pools),
         lanes=tuple(lanes),
         gates=tuple(gates),
+        stale_keys=stale_keys(configured, read),
+    )
+
+
+def _lane(aws: Aws, lane: Lane, topology: Topology) -> LaneStatus:
+    queue = queue_depth(aws.client("sqs"), lane.queue_url)
+    dead_letters = queue_depth(aws.client("sqs"), lane.dead_letter_queue_url)
+    return LaneStatus(
+        lane.name,
+        lane.pool,
+        lane.priority,
+        queue.visible,
+        queue.in_flight,
+        dead_letters.visible + dead_letters.in_flight,
+        _halted(lane.max_concurrency, lane.paused) or topology.pool(lane.pool).halted,
+        lane.max_concurrency,
     )
 
 
 def _gates(aws: Aws, resources: Resources, topology: Topology) -> list[GateStatus]:
-    """Each gate: who is inside (its admissions in the state table), who waits (its queue)."""
+    """Each gate: who is inside (its admissions in the state table), who waits (its queue), dead letters."""
     if not topology.gates:
         return []
     table = StateTable(
         aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
     )
-    found = []
-    for gate in topology.gates:
-        inside = len(table.inside(gate.name, gate.state_machine_arn).records)
-        queue = queue_depth(aws.client("sqs"), gate.queue_url)
-        paused = gate.paused or topology.pool(gate.pool).halted
-        found.append(GateStatus(gate.name, gate.pool, inside, queue.visible + queue.in_flight, paused))
-    return found
+    return [_gate(aws, table, gate, topology) for gate in topology.gates]
+
+
+def _gate(aws: Aws, table: StateTable, gate: Gate, topology: Topology) -> GateStatus:
+    inside = len(table.inside(gate.name, gate.state_machine_arn).records)
+    queue = queue_depth(aws.client("sqs"), gate.queue_url)
+    dead_letters = queue_depth(aws.client("sqs"), gate.dead_letter_queue_url)
+    return GateStatus(
+        gate.name,
+        gate.pool,
+        inside,
+        queue.visible + queue.in_flight,
+        _halted(gate.max_concurrency, gate.paused) or topology.pool(gate.pool).halted,
+        gate.max_concurrency,
+        dead_letters.visible + dead_letters.in_flight,
+    )
 
 
 def status_needs(_args: argparse.Namespace, resources: Resources) -> list[str]:
@@ -169,11 +195,11 @@ HEADERS = [
 ]
 
 
-def status_table(status: Status) -> str:
-    """The status as an aligned table: a header and one row."""
+def _summary(status: Status) -> str:
+    """The top-level row (pool and lane ``default``): a header and one row, right-aligned."""
     row = [
         str(status.max_concurrency),
-        "yes" if status.paused else "no",
+        _yes(status.paused),
         str(status.running),
         str(status.free),
         str(status.queued),
@@ -186,39 +212,97 @@ def status_table(status: Status) -> str:
         "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
         for cells in (HEADERS, row)
     ]
-    text = "\n".join(line.rstrip() for line in lines)
-    if len(status.lanes) <= 1 and len(status.pools) <= 1 and not status.gates:
-        return text
-    pools = table(
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _pools(pools: tuple[PoolStatus, ...]) -> str:
+    return table(
         ["POOL", "MAX", "PAUSED", "RUNNING", "FREE"],
         [
             [pool.name, str(pool.max_concurrency), _yes(pool.paused), str(pool.running), str(pool.free)]
-            for pool in status.pools
+            for pool in pools
         ],
     )
-    gates = table(
-        ["GATE", "POOL", "PAUSED", "INSIDE", "WAITING"],
-        [
-            [gate.name, gate.pool, _yes(gate.paused), str(gate.inside), str(gate.waiting)]
-            for gate in status.gates
-        ],
-    )
-    lanes = table(
-        ["LANE", "POOL", "PRIORITY", "PAUSED", "QUEUED", "IN FLIGHT", "DEAD LETTERS"],
+
+
+def _lanes(lanes: tuple[LaneStatus, ...]) -> str:
+    return table(
+        ["LANE", "POOL", "PRIORITY", "MAX", "PAUSED", "QUEUED", "IN FLIGHT", "DEAD LETTERS"],
         [
             [
                 lane.name,
                 lane.pool,
                 str(lane.priority),
+                _max(lane.max_concurrency),
                 _yes(lane.paused),
                 str(lane.queued),
                 str(lane.in_flight),
                 str(lane.dead_letters),
             ]
-            for lane in status.lanes
+            for lane in lanes
         ],
     )
-    return f"{text}\n\n{pools}\n\n{lanes}" + (f"\n\n{gates}" if status.gates else "")
+
+
+def _gates_table(gates: tuple[GateStatus, ...]) -> str:
+    return table(
+        ["GATE", "POOL", "MAX", "PAUSED", "INSIDE", "WAITING", "DEAD LETTERS"],
+        [
+            [
+                gate.name,
+                gate.pool,
+                _max(gate.max_concurrency),
+                _yes(gate.paused),
+                str(gate.inside),
+                str(gate.waiting),
+                str(gate.dead_letters),
+            ]
+            for gate in gates
+        ],
+    )
+
+
+def _stale(keys: tuple[str, ...]) -> str:
+    """One line per stale key, with the command that removes it."""
+    lines = ["STALE CONTROL KEYS (ignored: no such member is configured)"]
+    for key in keys:
+        kind, _, name = key.partition(".")
+        lines.append(f"{key}  remove it: dispatcher forget --{kind.removesuffix('s')} {name}")
+    return "\n".join(lines)
+
+
+def status_table(status: Status) -> str:
+    """The status as aligned tables: the top-level row, then pools, lanes, gates and stale keys if any."""
+    text = _summary(status)
+    if len(status.lanes) <= 1 and len(status.pools) <= 1 and not status.gates and not status.stale_keys:
+        return text
+    parts = [text, _pools(status.pools), _lanes(status.lanes)]
+    if status.gates:
+        parts.append(_gates_table(status.gates))
+    if status.stale_keys:
+        parts.append(_stale(status.stale_keys))
+    return "\n\n".join(parts)
+
+
+def member_status(status: Status, kind: str, name: str) -> tuple[dict[str, Any], str]:
+    """One configured pool's, lane's or gate's entry (for ``--json``) and its rows as text.
+
+    A pool's text shows its row, then the rows of its lanes and gates.
+    """
+    entries: dict[str, tuple[Any, ...]] = {"pool": status.pools, "lane": status.lanes, "gate": status.gates}
+    found = next(entry for entry in entries[kind] if entry.name == name)
+    if isinstance(found, LaneStatus):
+        return asdict(found), _lanes((found,))
+    if isinstance(found, GateStatus):
+        return asdict(found), _gates_table((found,))
+    lanes = tuple(lane for lane in status.lanes if lane.pool == name)
+    gates = tuple(gate for gate in status.gates if gate.pool == name)
+    text = "\n\n".join([_pools((found,)), _lanes(lanes), *([_gates_table(gates)] if gates else [])])
+    return asdict(found), text
+
+
+def _max(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def _yes(flag: bool) -> str:
@@ -227,17 +311,24 @@ def _yes(flag: bool) -> str:
 
 def command_status(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Print the status once, or every --watch seconds until interrupted (or --count times)."""
+    member = chosen_member(args)
+    if member is not None:
+        find_member(resources, *member)  # an unknown name is a usage error, before any count
     shown = 0
     while True:
         status = read_status(aws, resources, time.time())
+        document: dict[str, Any] = asdict(status)
+        text = status_table(status)
+        if member is not None:
+            document, text = member_status(status, *member)
         if args.json:
-            out.write(json.dumps(asdict(status)) + "\n")
+            out.write(json.dumps(document) + "\n")
         else:
             if args.watch is not None and out.isatty():
                 out.write("\x1b[H\x1b[2J")
             if args.watch is not None:
                 out.write(time.strftime("%H:%M:%S") + f"  every {args.watch:g}s, Ctrl-C to stop\n")
-            out.write(status_table(status) + "\n")
+            out.write(text + "\n")
         out.flush()
         shown += 1
         if args.watch is None or (args.count is not None and shown >= args.count):
@@ -250,13 +341,17 @@ def register(command: AddCommand) -> None:
     status = command(
         "status",
         command_status,
-        "MAX, paused, RUNNING, free, queued, in flight, dead letters and the oldest RUNNING execution.",
+        "MAX, paused, RUNNING, free, queued, in flight, dead letters and the oldest RUNNING execution;"
+        " with lanes and gates, a row for each pool, lane and gate.",
         "  dispatcher --stack jobs status\n"
         "  dispatcher status --json\n"
-        "  dispatcher --stack jobs status --watch 5\n",
+        "  dispatcher --stack jobs status --watch 5\n"
+        "  dispatcher --stack jobs status --pool glue      # the pool, its lanes and its gates\n"
+        "  dispatcher --stack jobs status --gate crawl --json\n",
         needs=status_needs,
     )
     status.add_argument(
         "--watch", nargs="?", const=2.0, type=seconds, metavar="SECONDS", help="refresh every SECONDS (2)"
     )
     status.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N refreshes")
+    add_member_options(status, "show", pool=True)

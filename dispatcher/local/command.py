@@ -93,7 +93,7 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
                 Rule(refill_pattern(gated["state_machine_arn"]), to_queue(release_queue, endpoint_url))
             )
         lanes_variable = json.dumps(document) if document else ""
-        register_stack(stack, resources, max_concurrency, function_name(stack), lanes=lanes_variable)
+        register_stack(stack, resources, max_concurrency, function=function_name(stack), lanes=lanes_variable)
         ended = threading.Event()
         ticking = threading.Lock()  # the handler's module state serves one tick at a time
 

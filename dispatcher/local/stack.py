@@ -16,7 +16,14 @@ from dispatcher.core.messages import (
     SQS_MAX_MESSAGE_BYTES,
 )
 from dispatcher.local.account import ACCOUNT_ID, REGION
-from dispatcher.settings import LANES_PARAMETER, MAX_CONCURRENCY_PARAMETER, STACK_OUTPUTS, Settings
+from dispatcher.settings import (
+    LANES_OUTPUT,
+    LANES_PARAMETER,
+    MAX_CONCURRENCY_PARAMETER,
+    RELEASE_QUEUE_OUTPUT,
+    STACK_OUTPUTS,
+    Settings,
+)
 
 SPOOL_RETENTION_SECONDS = 14 * 24 * 3600
 DOWNSTREAM_KEY = {"pk": {"S": "downstream"}, "sk": {"S": "status"}}
@@ -308,14 +315,26 @@ def function_name(stack: str) -> str:
     return f"{stack}-DispatcherFunction"
 
 
-def register_stack(
-    name: str, stack: Stack, max_concurrency: int, function: str = "", lanes: str = ""
+def register_stack(  # noqa: PLR0913 — each keyword is one output of the stack
+    name: str,
+    stack: Stack,
+    max_concurrency: int,
+    *,
+    function: str = "",
+    lanes: str = "",
+    release_queue_url: str = "",
 ) -> None:
     """A CloudFormation stack in the emulator: the control parameter, and the template's outputs.
 
     ``function``: the name of an emulated dispatcher function, for `tick --invoke`.
-    ``lanes``: the stack's Lanes parameter (``LANES``).
+    ``lanes``: the stack's Lanes parameter and its ``LanesDocument`` output (``LANES``).
+    ``release_queue_url``: where gated workflows send their releases (its ``ReleaseQueueUrl``).
     """
+    outputs = stack.outputs(function)
+    if lanes:
+        outputs[LANES_OUTPUT] = lanes
+    if release_queue_url:
+        outputs[RELEASE_QUEUE_OUTPUT] = release_queue_url
     template = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "dispatcher (local emulator)",
@@ -333,7 +352,7 @@ def register_stack(
                 },
             }
         },
-        "Outputs": {key: {"Value": value} for key, value in stack.outputs(function).items()},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
     }
     boto3.client("cloudformation", region_name=REGION).create_stack(
         StackName=name,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
+from dispatcher import cli as cli_module
 from dispatcher import handler
 from dispatcher.core.events import failure_pattern
 from dispatcher.in_process import LocalContext
@@ -63,6 +66,21 @@ class Cli:
         )
         assert "Traceback" not in result.stderr, result.stderr
         return result
+
+    def call(self, *arguments: str, stack: bool = True) -> subprocess.CompletedProcess[str]:
+        """``dispatcher [--stack NAME] ARGUMENTS`` in this process: what `run` gives, without a process.
+
+        For the many checks of one command's output; `run` is how a user runs it.
+        """
+        command = [*(["--stack", self.stack_name] if stack else []), *arguments]
+        out, errors = io.StringIO(), io.StringIO()
+        with pointed_at(self.endpoint_url), contextlib.redirect_stderr(errors):
+            try:
+                status = cli_module.main(command, out=out)
+            except SystemExit as exit_status:  # argparse's own usage errors
+                status = int(exit_status.code or 0)
+        assert "Traceback" not in errors.getvalue(), errors.getvalue()
+        return subprocess.CompletedProcess(command, status, out.getvalue(), errors.getvalue())
 
     def tick_in_process(self) -> dict[str, Any]:
         """One tick of the real handler in this process, at MAX 3.

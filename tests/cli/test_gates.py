@@ -67,17 +67,14 @@ def test_status_shows_who_is_inside_each_gate_and_who_waits_and_counts_them_in_t
             sfn.start_execution(stateMachineArn=gated.gate["state_machine_arn"], name=f"w{index}", input="{}")
     _waiting(gated, 4)
     before = json.loads(cli.run("status", "--json").stdout)
-    assert before["gates"] == [
-        {"name": "crawl", "pool": "default", "inside": 0, "waiting": 4, "paused": False}
-    ]
+    entry = {"name": "crawl", "pool": "default", "paused": False, "max_concurrency": None, "dead_letters": 0}
+    assert before["gates"] == [{**entry, "inside": 0, "waiting": 4}]
     assert before["running"] == 0
     ticked = cli.run("tick", "--json")
     assert ticked.returncode == 0, ticked.stderr
     assert json.loads(ticked.stdout)["admitted"] == 3
     after = json.loads(cli.run("status", "--json").stdout)
-    assert after["gates"] == [
-        {"name": "crawl", "pool": "default", "inside": 3, "waiting": 1, "paused": False}
-    ]
+    assert after["gates"] == [{**entry, "inside": 3, "waiting": 1}]
     assert (after["running"], after["free"]) == (3, 0)
     assert after["pools"][0] == {
         "name": "default",
@@ -87,7 +84,7 @@ def test_status_shows_who_is_inside_each_gate_and_who_waits_and_counts_them_in_t
         "paused": False,
     }
     text = cli.run("status").stdout
-    assert any(line.split() == ["crawl", "default", "no", "3", "1"] for line in text.splitlines()), text
+    assert any(line.split() == ["crawl", "default", "-", "no", "3", "1", "0"] for line in text.splitlines()), text
     assert cli.run("tick").stdout == (
         "running 3, started 0, admitted 0, already started 0, dead-lettered 0, released 0,"
         " stopped: capacity\n"

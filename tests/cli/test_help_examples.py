@@ -35,7 +35,7 @@ from tests.cli.test_rerun import fail_jobs
 EXECUTE = True
 STACK = "jobs"
 FILTERS = ("--error", "--name", "--status", "--since", "--until")
-CHANGES = ("pause", "resume", "set-max", "enqueue", "tick", "redrive-dead-letters", "rerun")
+CHANGES = ("pause", "resume", "set-max", "forget", "enqueue", "tick", "redrive-dead-letters", "rerun")
 FOUND_NOTHING = re.compile(r"no spooled failures|\bqueued? 0 |\"total\": 0\b|\"queued\": \[\]")
 
 

@@ -1,0 +1,89 @@
+"""``--pool``, ``--lane`` and ``--gate``: which member of the dispatcher a command acts on.
+
+Every operations command names a member the same way, and an unknown name is the same
+usage error everywhere: one line listing the names that are configured.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dispatcher.cli.config import Resources
+from dispatcher.cli.errors import UsageError
+from dispatcher.core.lanes import Gate, Lane, PoolLimit, Topology
+
+KINDS = ("pool", "lane", "gate")
+
+
+def add_member_options(
+    command: argparse.ArgumentParser,
+    verb: str,
+    *,
+    pool: bool = False,
+    default: str | None = None,
+    required: bool = False,
+) -> None:
+    """``--lane NAME`` and ``--gate NAME`` (and ``--pool``, where it makes sense), at most one of them.
+
+    ``default``: the kind (``pool`` or ``lane``) whose ``default`` the command acts on
+    without any; ``required``: one of them must be given.
+    """
+    targets = command.add_mutually_exclusive_group(required=required)
+    for kind in KINDS if pool else KINDS[1:]:
+        note = f" (default: {kind} default)" if kind == default else ""
+        targets.add_argument(f"--{kind}", metavar="NAME", help=f"{verb} this {kind}{note}")
+
+
+def chosen_member(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(kind, name) of the ``--pool``/``--lane``/``--gate`` given, or None."""
+    for kind in KINDS:
+        name = getattr(args, kind, None)
+        if name is not None:
+            return kind, str(name)
+    return None
+
+
+def names_of(topology: Topology, kind: str) -> list[str]:
+    """The configured names of one kind (``pool``, ``lane`` or ``gate``), in configuration order."""
+    if kind == "pool":
+        return [pool.name for pool in topology.pools]
+    if kind == "lane":
+        return list(topology.names)
+    return list(topology.gate_names)
+
+
+def unknown_member(kind: str, name: str, topology: Topology) -> UsageError:
+    """The usage error for a name that isn't configured: it lists the names that are."""
+    listed = ", ".join(names_of(topology, kind)) or "none are configured"
+    return UsageError(f"--{kind} {name}: no such {kind} ({kind}s: {listed})")
+
+
+def member(resources: Resources, kind: str, name: str) -> PoolLimit | Lane | Gate:
+    """The configured pool, lane or gate of that name; an unknown name is a usage error."""
+    topology = resources.topology()
+    found: dict[str, PoolLimit | Lane | Gate] = {pool.name: pool for pool in topology.pools}
+    if kind != "pool":
+        found = {each.name: each for each in (topology.lanes if kind == "lane" else topology.gates)}
+    if name not in found:
+        raise unknown_member(kind, name, topology)
+    return found[name]
+
+
+def lane_or_gate(args: argparse.Namespace, resources: Resources) -> Lane | Gate | None:
+    """The lane or gate ``--lane``/``--gate`` names (None: neither given, lane ``default``)."""
+    chosen = chosen_member(args)
+    if chosen is None:
+        return None
+    kind, name = chosen
+    topology = resources.topology()
+    try:
+        return topology.gate(name) if kind == "gate" else topology.lane(name)
+    except KeyError:
+        raise unknown_member(kind, name, topology) from None
+
+
+def lanes_needs(args: argparse.Namespace) -> list[str]:
+    """What finding a named member needs: the default lane's settings (``LANES`` is read with them)."""
+    if chosen_member(args) is None:
+        return []
+    return ["queue_url", "dead_letter_queue_url", "state_machine_arn"]

@@ -1,0 +1,111 @@
+"""Where each spooled failure came from: its lane and message group, as the dispatcher recorded them.
+
+A re-run goes back to the lane its execution came from: the lane recorded with its start
+in the state table, or the only lane of its state machine. Where several lanes start one
+state machine and no record is left, nothing is guessed (`destination`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dispatcher.adapters.state_table import StateTable
+from dispatcher.cli.config import Aws, Resources
+from dispatcher.core.errors import DispatcherError
+from dispatcher.core.executions import state_machine_of
+from dispatcher.core.lanes import DEFAULT
+from dispatcher.core.rerun import Destination, Origin, Spooled, destination
+
+LANE_SETTINGS = ("queue_url", "dead_letter_queue_url", "state_machine_arn")
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Every configured lane, and which start each state machine (in configuration order)."""
+
+    queues: dict[str, str]
+    """Lane name → its queue."""
+    of_machine: dict[str, list[str]]
+    anywhere: tuple[str, ...] = ()
+    """The lanes of a state machine ``of_machine`` doesn't name: lane default alone when the
+    state machine isn't configured here (no ``STATE_MACHINE_ARN`` and no ``LANES``)."""
+
+    @property
+    def several(self) -> bool:
+        """Whether there is more than one lane (the failures' lanes are worth showing)."""
+        return len(self.queues) > 1
+
+    def starting(self, machine: str) -> list[str]:
+        """The lanes that start ``machine``, in configuration order."""
+        return self.of_machine.get(machine, list(self.anywhere))
+
+    def shared(self, machine: str) -> bool:
+        """Whether several lanes start ``machine`` (a failure's lane is then told by its record only)."""
+        return len(self.starting(machine)) > 1
+
+
+def configured_lanes(resources: Resources) -> Lanes:
+    """The lanes (without the default lane's state machine and no ``LANES``: lane default alone)."""
+    if resources.unset(LANE_SETTINGS) is not None:
+        return Lanes({DEFAULT: resources.queue_url or ""}, {}, (DEFAULT,))
+    lanes = resources.topology().lanes
+    of_machine: dict[str, list[str]] = {}
+    for lane in lanes:
+        of_machine.setdefault(lane.state_machine_arn, []).append(lane.name)
+    return Lanes({lane.name: lane.queue_url for lane in lanes}, of_machine)
+
+
+def read_origins(
+    aws: Aws, resources: Resources, failures: Sequence[Spooled], lanes: Lanes, *, groups: bool
+) -> dict[str, Origin]:
+    """Execution ARN → what its start record says, for the failures that need it.
+
+    ``groups``: every failure's group is wanted (a restart without ``--group``); otherwise
+    only the failures of a state machine several lanes start are looked up (for their lane).
+    Without a state table, or when it can't be read, none (said once on stderr).
+    """
+    wanted = [
+        item for item in failures if groups or lanes.shared(state_machine_of(item.failure.execution_arn))
+    ]
+    if not wanted:
+        return {}
+    if not resources.state_table:
+        sys.stderr.write(
+            "no state table configured: each re-run gets a group of its own (or pass --group),"
+            " a failure of a state machine several lanes start needs --lane,"
+            " and nothing records which way a failure was re-run\n"
+        )
+        return {}
+    by_machine: dict[str, list[Spooled]] = {}
+    for item in wanted:
+        by_machine.setdefault(state_machine_of(item.failure.execution_arn), []).append(item)
+    found: dict[str, Origin] = {}
+    for machine, items in by_machine.items():
+        # Every lane's records are under the default lane's state machine.
+        table = StateTable(
+            aws.client("dynamodb"), resources.state_table, resources.state_machine_arn or machine
+        )
+        try:
+            origins = table.origins({item.failure.name: item.failure.started_at for item in items}, machine)
+        except DispatcherError as error:
+            sys.stderr.write(
+                f"could not read the start records ({error}); each re-run gets a group of its own\n"
+            )
+            continue
+        found |= {
+            item.failure.execution_arn: origins[item.failure.name]
+            for item in items
+            if item.failure.name in origins
+        }
+    return found
+
+
+def destination_of(
+    item: Spooled, origins: dict[str, Origin], lanes: Lanes, chosen: str | None
+) -> Destination | None:
+    """The lane ``item``'s re-run goes to, or why it can't be known; None: not ``--lane``'s failure."""
+    origin = origins.get(item.failure.execution_arn)
+    machine = state_machine_of(item.failure.execution_arn)
+    return destination(None if origin is None else origin.lane, lanes.starting(machine), chosen)
