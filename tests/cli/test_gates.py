@@ -84,7 +84,8 @@ def test_status_shows_who_is_inside_each_gate_and_who_waits_and_counts_them_in_t
         "paused": False,
     }
     text = cli.run("status").stdout
-    assert any(line.split() == ["crawl", "default", "-", "no", "3", "1", "0"] for line in text.splitlines()), text
+    row = ["crawl", "default", "-", "no", "3", "1", "0"]
+    assert any(line.split() == row for line in text.splitlines()), text
     assert cli.run("tick").stdout == (
         "running 3, started 0, admitted 0, already started 0, dead-lettered 0, released 0,"
         " stopped: capacity\n"
