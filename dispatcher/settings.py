@@ -127,6 +127,8 @@ STACK_OUTPUTS = {
 PRODUCER_OUTPUTS = (STACK_OUTPUTS["queue_url"], "ProducerPolicyArn")
 """What a producer needs from a deployed stack: where to send, and the policy that lets it."""
 DASHBOARD_OUTPUT = "DashboardUrl"
+TEMPLATE_GATE = "gate"
+"""The name of the template's gate (``Gate=true``), and of `dispatcher local --gate`'s."""
 RELEASE_QUEUE_OUTPUT = "ReleaseQueueUrl"
 """Where a gated workflow sends its releases (the template's end-event queue)."""
 GATED_WORKFLOW_POLICY_OUTPUT = "GatedWorkflowPolicyArn"

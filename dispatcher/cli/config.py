@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from dispatcher.adapters.control import ControlParameter
 from dispatcher.adapters.errors import error_code, error_message
-from dispatcher.cli.errors import CliError, UsageError
+from dispatcher.cli.errors import CliError
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.lanes import DEFAULT, Lane, Topology, parse_lanes
 from dispatcher.settings import (
@@ -126,14 +126,6 @@ class Resources:
                 "the environment" if self.source == "environment" else f"the Lanes parameter of {self.source}"
             )
             raise CliError(f"{error} ({where})") from error
-
-    def lane(self, name: str | None) -> Lane:
-        """The lane called ``name`` (None: ``default``); an unknown name is a usage error."""
-        topology = self.topology()
-        try:
-            return topology.lane(name or DEFAULT)
-        except KeyError:
-            raise UsageError(f"--lane {name}: no such lane (lanes: {', '.join(topology.names)})") from None
 
     def function_environment(self) -> dict[str, str]:
         """The dispatcher function's environment for a local tick."""

@@ -6,19 +6,30 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, UsageError
-from dispatcher.cli.progress import Progress
+from dispatcher.cli.members import lane_or_gate
+from dispatcher.cli.progress import Progress, StopAsked
 from dispatcher.core.executions import input_problem, name_problem
 from dispatcher.core.messages import Job, group_problem
 from dispatcher.producer import Producer, SendResult
 
+LINE_KEYS = ("input", "body", "group", "name")
+"""What a JSON Lines record may hold: a key beyond these is a mistake (a misspelt name would
+start under a random name, a ``"lane"`` would go to the default lane), never silently dropped."""
+
 
 def _field_problems(record: dict[str, Any], default_group: str | None) -> tuple[Job | None, list[str]]:
     """The job of one JSON Lines record, or what is wrong with it, naming the fields as written."""
+    unknown = [key for key in record if key not in LINE_KEYS]
+    if unknown:
+        keys = ", ".join(json.dumps(key) for key in unknown)
+        hint = " (a lane is chosen with --lane)" if "lane" in unknown else ""
+        return None, [f"unknown key {keys}: a line holds {', '.join(map(json.dumps, LINE_KEYS))}{hint}"]
     field = "body" if "body" in record else "input"
     body = record[field] if field == "body" else json.dumps(record["input"])
     group = record.get("group", default_group)
@@ -43,31 +54,56 @@ def _field_problems(record: dict[str, Any], default_group: str | None) -> tuple[
     return Job(str(body), str(group), name), []
 
 
-def jobs_from_lines(
-    lines: Iterator[str], source: str, default_group: str | None
-) -> tuple[list[Job], list[str]]:
+@dataclass
+class JobLines:
+    """What a JSON Lines file holds: its jobs (each once), and what is wrong with it."""
+
+    jobs: list[Job] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    """Lines that repeat an earlier line's name and input: one job, sent once (SQS would drop the rest)."""
+
+
+def jobs_from_lines(lines: Iterator[str], source: str, default_group: str | None) -> JobLines:
     """JSON Lines: {"input": <JSON>} or {"body": "<JSON text>"}, with "group" and optional "name".
 
-    Every line is read and checked; the jobs, and one problem a line for each invalid one.
+    Every line is read and checked. A line that repeats an earlier one's name and input is
+    the same job (counted in ``duplicates``); the same name with another input is a name
+    collision, which the dispatcher would dead-letter: a problem naming both lines.
     """
-    jobs: list[Job] = []
-    problems: list[str] = []
+    found = JobLines()
+    named: dict[str, tuple[int, Job]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except ValueError as error:
-            problems.append(f"{source}:{number}: not JSON: {error}")
+            found.problems.append(f"{source}:{number}: not JSON: {error}")
             continue
         if not isinstance(record, dict) or ("input" in record) == ("body" in record):
-            problems.append(f'{source}:{number}: expected an object with "input" (JSON) or "body" (text)')
+            found.problems.append(
+                f'{source}:{number}: expected an object with "input" (JSON) or "body" (text)'
+            )
             continue
         job, wrong = _field_problems(record, default_group)
-        problems += [f"{source}:{number}: {problem}" for problem in wrong]
-        if job is not None:
-            jobs.append(job)
-    return jobs, problems
+        found.problems += [f"{source}:{number}: {problem}" for problem in wrong]
+        if job is None:
+            continue
+        if job.name is not None and job.name in named:
+            first, earlier = named[job.name]
+            if earlier.body == job.body:
+                found.duplicates += 1
+            else:
+                found.problems.append(
+                    f"{source}:{number}: name {job.name!r} is line {first}'s with another input:"
+                    " a name collision (the dispatcher would dead-letter it)"
+                )
+            continue
+        if job.name is not None:
+            named[job.name] = (number, job)
+        found.jobs.append(job)
+    return found
 
 
 def _read_file(path: str) -> Iterator[str]:
@@ -87,15 +123,19 @@ def _read_file(path: str) -> Iterator[str]:
 
 def prepare_enqueue(args: argparse.Namespace) -> list[str]:
     """Read and check every job before anything is sent (``args.jobs``); the problems found."""
-    args.jobs = []
+    args.jobs, args.duplicates = [], 0
     if args.file is not None:
         if args.body is not None or args.name is not None:
             return ["give either BODY (one job) or --file (JSON Lines), not both; --name is per line"]
         try:
-            args.jobs, problems = jobs_from_lines(_read_file(args.file), args.file, args.group)
+            found = jobs_from_lines(_read_file(args.file), args.file, args.group)
         except UsageError as error:
             return list(error.problems)
-        return problems
+        collisions = sum("a name collision" in problem for problem in found.problems)
+        if collisions > 1:
+            found.problems.append(f"{collisions} name collisions in {args.file}: nothing was sent")
+        args.jobs, args.duplicates = found.jobs, found.duplicates
+        return found.problems
     if args.body is None:
         return ["give the job's input as BODY (or - to read it from standard input), or --file"]
     body = sys.stdin.read() if args.body == "-" else args.body
@@ -112,8 +152,13 @@ def prepare_enqueue(args: argparse.Namespace) -> list[str]:
 
 
 def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
-    """Send the jobs `prepare_enqueue` read, with the producer client."""
-    queue_url = resources.need("queue_url") if args.lane is None else resources.lane(args.lane).queue_url
+    """Send the jobs `prepare_enqueue` read, with the producer client.
+
+    Ctrl-C stops between batches (the batch in flight is sent and counted), so what it
+    says was sent is exactly what is on the queue; a second Ctrl-C stops at once.
+    """
+    lane = lane_or_gate(args, resources)
+    queue_url = resources.need("queue_url") if lane is None else lane.queue_url
     producer = Producer(queue_url, client=aws.client("sqs"))
     jobs: list[Job] = args.jobs
     if not jobs:
@@ -121,18 +166,20 @@ def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, ou
         return _report(args, SendResult(), out, empty=args.file)
     progress = Progress(last_line=True)
     so_far = SendResult()
+    with StopAsked() as stop:
 
-    def show(result: SendResult) -> None:
-        so_far.sent, so_far.failed = list(result.sent), list(result.failed)
-        if len(jobs) == 1 or args.json:
-            return
-        done = len(result.sent) + len(result.failed)
-        line = f"sent {len(result.sent):,}/{len(jobs):,}, failed {len(result.failed):,}"
-        progress.show(line, done, final=done == len(jobs))
+        def show(result: SendResult) -> None:
+            so_far.sent, so_far.failed = list(result.sent), list(result.failed)
+            if len(jobs) > 1 and not args.json:
+                done = len(result.sent) + len(result.failed)
+                line = f"sent {len(result.sent):,}/{len(jobs):,}, failed {len(result.failed):,}"
+                progress.show(line, done, final=done == len(jobs))
+            if len(result.sent) + len(result.failed) < len(jobs):
+                stop.check()
 
-    with progress.on_ctrl_c(lambda: _interrupted(jobs, so_far)):
-        result = producer.send_batch(jobs, progress=show)
-    return _report(args, result, out)
+        with progress.on_ctrl_c(lambda: _interrupted(jobs, so_far)):
+            result = producer.send_batch(jobs, progress=show)
+    return _report(args, result, out, duplicates=args.duplicates)
 
 
 def _interrupted(jobs: list[Job], so_far: SendResult) -> str:
@@ -149,7 +196,9 @@ def _interrupted(jobs: list[Job], so_far: SendResult) -> str:
     )
 
 
-def _report(args: argparse.Namespace, result: SendResult, out: TextIO, empty: str | None = None) -> int:
+def _report(
+    args: argparse.Namespace, result: SendResult, out: TextIO, empty: str | None = None, duplicates: int = 0
+) -> int:
     if empty is not None and not args.json:
         out.write(f"nothing to send: {'standard input' if empty == '-' else empty} holds no jobs\n")
         return 0
@@ -163,6 +212,7 @@ def _report(args: argparse.Namespace, result: SendResult, out: TextIO, empty: st
                 {"group": failure.job.group, "name": failure.job.name, "reason": failure.reason}
                 for failure in result.failed
             ],
+            "duplicates": duplicates,
         }
         out.write(json.dumps(document) + "\n")
     else:
@@ -170,8 +220,11 @@ def _report(args: argparse.Namespace, result: SendResult, out: TextIO, empty: st
             out.write(
                 f"sent {sent.message_id} (group {sent.job.group}, name {sent.job.name or sent.message_id})\n"
             )
-        if len(result.sent) > 1:
-            out.write(f"sent {len(result.sent):,} job(s)\n")
+        if len(result.sent) > 1 or duplicates:
+            line = f"sent {len(result.sent):,} job(s)"
+            if duplicates:
+                line += f"; {duplicates:,} line(s) repeated an earlier line's name and input: sent once"
+            out.write(line + "\n")
         for failure in result.failed:
             label = f"name {failure.job.name}" if failure.job.name else "no name"
             sys.stderr.write(f"{PROG}: not sent (group {failure.job.group}, {label}): {failure.reason}\n")

@@ -19,7 +19,7 @@ from dispatcher.adapters.held_queue import HeldQueue
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.members import lanes_needs
+from dispatcher.cli.members import lanes_needs, member
 from dispatcher.cli.origins import configured_lanes, destination_of, read_origins
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
@@ -80,8 +80,15 @@ def _selected(
     return found, origins
 
 
+def _check_lane(args: argparse.Namespace, resources: Resources) -> None:
+    """``--lane`` names a configured lane (a usage error otherwise, before the spool is read)."""
+    if args.lane is not None:
+        member(resources, "lane", args.lane)
+
+
 def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """List the spooled failures (each execution once, at its latest failure), with counts."""
+    _check_lane(args, resources)
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"), visibility_seconds=60)
     try:
         spooled, unreadable = _read_spool(spool, args.json)
@@ -166,6 +173,7 @@ def prepare_rerun(args: argparse.Namespace) -> list[str]:
 
 def command_rerun(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Queue a restart or a redrive job for each spooled failure; delete each spool message once queued."""
+    _check_lane(args, resources)
     outcome = _Outcome()
     progress = Progress(quiet=args.json)
 

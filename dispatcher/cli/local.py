@@ -9,14 +9,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import re
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO, cast
 
 from dispatcher import install_hint
 from dispatcher.cli.args import AddCommand, non_negative, port
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import CliError
+from dispatcher.cli.errors import CliError, UsageError
+from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.lanes import DEFAULT, NAME_PATTERN
+from dispatcher.settings import TEMPLATE_GATE
 
 LOCAL_MODULES = (
     "moto",
@@ -52,12 +56,34 @@ def command_local(args: argparse.Namespace, aws: Aws, resources: Resources, out:
                 schedule_seconds=args.schedule,
                 lanes=args.lane or [],
                 gate=args.gate,
+                document=args.lanes_document,
                 out=out,
             )
         )
+    except ConfigurationError as error:  # what the lanes name breaks a rule of LANES: said before it is ready
+        where = f"--lanes {args.lanes}: " if args.lanes else ""
+        raise UsageError(f"{where}{error}") from None
     except KeyboardInterrupt:  # Ctrl-C is how it stops: not a failure (`make local` stays quiet)
         out.write("\nStopped. The emulator's state is gone.\n")
         return 0
+
+
+class LaneOptions(argparse.Action):
+    """``--lane``, repeatable: each lane once (a name given twice is a usage error, not a failed start)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        """Add one lane; a name given twice, or the name of ``--gate``'s gate, is refused at once."""
+        name, priority = cast("tuple[str, int]", values)
+        given: list[tuple[str, int]] = list(getattr(namespace, self.dest, None) or [])
+        if any(name == earlier for earlier, _ in given):
+            parser.error(f"argument {option_string}: lane {name} is given twice")
+        setattr(namespace, self.dest, [*given, (name, priority)])
 
 
 def lane_option(text: str) -> tuple[str, int]:
@@ -74,7 +100,17 @@ def lane_option(text: str) -> tuple[str, int]:
 
 
 def prepare_local(args: argparse.Namespace) -> list[str]:
-    """`dispatcher local` serves its own endpoint: the options that point at one don't apply."""
+    """`dispatcher local` serves its own endpoint: the options that point at one don't apply.
+
+    A ``--lanes`` file is read here: a file that can't be read, or isn't a JSON object, is a
+    usage error before the emulator starts.
+    """
+    args.lanes_document = None
+    problems = _read_lanes(args)
+    if args.gate and any(name == TEMPLATE_GATE for name, _ in args.lane or []):
+        problems.append(
+            f"--lane {TEMPLATE_GATE}: --gate's gate is called {TEMPLATE_GATE}: give the lane another name"
+        )
     given = [
         option
         for option, value in (
@@ -85,9 +121,26 @@ def prepare_local(args: argparse.Namespace) -> list[str]:
         if value
     ]
     if given:
-        return [
+        problems.append(
             f"`dispatcher local` takes none of --region, --endpoint-url, --json (given: {', '.join(given)})"
-        ]
+        )
+    return problems
+
+
+def _read_lanes(args: argparse.Namespace) -> list[str]:
+    """Read ``--lanes FILE`` into ``args.lanes_document``; the problems found."""
+    if args.lanes is None:
+        return []
+    try:
+        with open(args.lanes, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except OSError as error:
+        return [f"--lanes: cannot read {args.lanes}: {error.strerror}"]
+    except ValueError as error:
+        return [f"--lanes {args.lanes}: LANES: not JSON: {error}"]
+    if not isinstance(document, dict):
+        return [f'--lanes {args.lanes}: LANES: must be a JSON object like {{"pools": {{}}, "lanes": []}}']
+    args.lanes_document = document
     return []
 
 
@@ -101,7 +154,8 @@ def register(command: AddCommand) -> None:
         "  dispatcher local --port 4567 --max 3 --schedule 10\n"
         "  dispatcher local --schedule 0     # no ticks but the ones you run (the docs' outputs)\n"
         "  dispatcher local --lane urgent=10  # a second lane into the same state machine and pool\n"
-        "  dispatcher local --gate            # gate 'gate' on a sample gated workflow, in pool default\n",
+        "  dispatcher local --gate            # gate 'gate' on a sample gated workflow, in pool default\n"
+        "  dispatcher local --lanes lanes.json --schedule 0   # the pools, lanes and gates of a LANES file\n",
         prepare=prepare_local,
         common_options=False,
     )
@@ -117,9 +171,16 @@ def register(command: AddCommand) -> None:
     )
     local.add_argument("--max", type=non_negative, default=5, help="MAX of the emulated stack (5)")
     local.add_argument("--wait-seconds", type=int, default=5, help="how long each sample execution runs (5)")
-    local.add_argument(
+    members = local.add_mutually_exclusive_group()
+    members.add_argument(
+        "--lanes",
+        metavar="FILE",
+        help="serve the pools, lanes and gates of this LANES file, creating the queues and (sample)"
+        " state machines it names",
+    )
+    members.add_argument(
         "--lane",
-        action="append",
+        action=LaneOptions,
         type=lane_option,
         metavar="NAME[=PRIORITY]",
         help="add a lane into the same state machine and pool (repeatable; priority 0 unless given)",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from types import FrameType, TracebackType
 
 from dispatcher.cli.errors import InterruptedRunError
 
@@ -51,6 +54,42 @@ class Progress:
                 sys.stderr.write("\r\x1b[K")
                 sys.stderr.flush()
             raise InterruptedRunError(said()) from None
+
+
+class StopAsked:
+    """Ctrl-C asks work that must not be cut mid-call to stop at its next safe point.
+
+    The first Ctrl-C is noted (`asked`) and the work goes on to `check`, where it stops
+    with exact counts (a call in flight is finished and counted); a second stops at once.
+    A process that ignores Ctrl-C (started with ``nohup``, say) still does.
+    """
+
+    def __init__(self) -> None:
+        self.asked = False
+        self._previous: Callable[[int, FrameType | None], object] | int | None = None
+
+    def __enter__(self) -> StopAsked:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if previous is not signal.SIG_IGN:
+                self._previous = signal.signal(signal.SIGINT, self._ask)
+        return self
+
+    def _ask(self, _signal: int, _frame: FrameType | None) -> None:
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+
+    def check(self) -> None:
+        """Stop here (`KeyboardInterrupt`) if Ctrl-C asked to."""
+        if self.asked:
+            raise KeyboardInterrupt
+
+    def __exit__(
+        self, _kind: type[BaseException] | None, _error: BaseException | None, _trace: TracebackType | None
+    ) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def of(verb: str, done: int, total: int | None) -> str:

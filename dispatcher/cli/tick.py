@@ -10,7 +10,8 @@ from typing import Any, TextIO
 from dispatcher import install_hint
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import PROG, CliError
+from dispatcher.cli.errors import PROG, CliError, InterruptedRunError
+from dispatcher.cli.progress import StopAsked
 
 UNCOUNTED_STOPS = {
     "paused": "paused, or MAX 0",
@@ -21,12 +22,35 @@ FUNCTION_MODULES = ("aws_lambda_powertools", "aws_xray_sdk")
 """What running the function here needs beyond the package (the ``function`` extra)."""
 
 
+STOPPED_PART_WAY = (
+    "the tick stopped part-way: the jobs it held go back to their queues when their hold runs out,"
+    " and nothing starts twice"
+)
+LEFT_RUNNING = "the function's tick goes on without this command: `status` shows what it did"
+
+
 def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
-    """One tick here against the configured resources, or --invoke the deployed function."""
-    if args.invoke:
-        report = _invoke(aws, args.function_name or resources.need("dispatcher_function_name"))
-    else:
-        report = _tick_here(resources, args.endpoint_url, args.region, args.log_level)
+    """One tick here against the configured resources, or --invoke the deployed function.
+
+    Ctrl-C lets the tick end (a tick is at most a minute) and says what it did; a second
+    Ctrl-C stops it at once.
+    """
+    try:
+        with StopAsked() as stop:
+            if args.invoke:
+                report = _invoke(aws, args.function_name or resources.need("dispatcher_function_name"))
+            else:
+                report = _tick_here(resources, args.endpoint_url, args.region, args.log_level)
+    except KeyboardInterrupt:
+        raise InterruptedRunError(LEFT_RUNNING if args.invoke else STOPPED_PART_WAY) from None
+    _print(args, report, out)
+    if stop.asked:
+        raise InterruptedRunError("the tick above ran to its end first (a second Ctrl-C stops one at once)")
+    return 0
+
+
+def _print(args: argparse.Namespace, report: dict[str, Any], out: TextIO) -> None:
+    """The tick's report: its JSON, or one line of what it counted, started, admitted and released."""
     if args.json:
         out.write(json.dumps(report) + "\n")
     elif report.get("stopped") in UNCOUNTED_STOPS:
@@ -45,7 +69,7 @@ def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
             f" dead-lettered {report.get('dead_lettered')},"
             f" released {report.get('released', 0)}, stopped: {report.get('stopped', '?')}\n"
         )
-    return 0
+    out.flush()
 
 
 def _admissions(report: dict[str, Any]) -> str:

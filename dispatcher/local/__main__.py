@@ -1,7 +1,7 @@
-"""``python -m dispatcher.local downstream down|up`` or ``settle``: helpers of `dispatcher local`."""
+"""``python -m dispatcher.local downstream``, ``settle`` or ``gated``: helpers of `dispatcher local`."""
 
 import sys
 
-from dispatcher.local.command import main
+from dispatcher.local.helpers import main
 
 sys.exit(main(sys.argv[1:]))

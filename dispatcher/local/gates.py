@@ -17,9 +17,9 @@ from dispatcher.core.events import GATE_KEY, RELEASE_KEY
 from dispatcher.core.gates import EXECUTION_KEY, TOKEN_KEY
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.stack import job_queues
+from dispatcher.settings import TEMPLATE_GATE
 
-GATE = "gate"
-"""The template's gate (and `dispatcher local --gate`'s)."""
+GATE = TEMPLATE_GATE
 ENTER, SECTION, LEAVE = "Enter gate", "Section", "Leave gate"
 """The sample's states around the section: the request, the scarce step, the release."""
 

@@ -218,16 +218,21 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
 
 def job_queues(sqs: Any, prefix: str, max_receive_count: int) -> tuple[str, str]:
     """A job queue ``<prefix>-jobs.fifo`` and its dead-letter queue, as the template makes them."""
+    return fifo_queues(sqs, f"{prefix}-jobs.fifo", f"{prefix}-dead-letters.fifo", max_receive_count)
+
+
+def fifo_queues(sqs: Any, name: str, dead_letter_name: str, max_receive_count: int = 100) -> tuple[str, str]:
+    """A FIFO job queue and its FIFO dead-letter queue of these names, as the template makes them."""
     fifo: dict[Any, str] = {"FifoQueue": "true", "SqsManagedSseEnabled": "true"}
     dead_letter_url = sqs.create_queue(
-        QueueName=f"{prefix}-dead-letters.fifo",
+        QueueName=dead_letter_name,
         Attributes={**fifo, "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES)},
     )["QueueUrl"]
     dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
     queue_url = sqs.create_queue(
-        QueueName=f"{prefix}-jobs.fifo",
+        QueueName=name,
         Attributes={
             **fifo,
             "MaximumMessageSize": str(SQS_MAX_MESSAGE_BYTES - DEAD_LETTER_HEADROOM_BYTES),

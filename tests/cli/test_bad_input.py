@@ -41,6 +41,17 @@ LINES = {
         '{"group": "g"}\n'
         '{"input": {"n": 4}, "group": 7}\n'
     ),
+    "unknown-keys.jsonl": (
+        '{"input": {"n": 1}, "group": "a", "nmae": "first"}\n'
+        '{"input": {"n": 2}, "group": "a", "lane": "urgent"}\n'
+    ),
+    "collisions.jsonl": (
+        '{"input": {"n": 1}, "group": "a", "name": "one"}\n'
+        '{"input": {"n": 1}, "group": "a", "name": "one"}\n'
+        '{"input": {"n": 2}, "group": "a", "name": "one"}\n'
+        '{"input": {"n": 3}, "group": "b", "name": "two"}\n'
+        '{"input": {"n": 4}, "group": "b", "name": "two"}\n'
+    ),
 }
 PREFIX = "dispatcher: error: "
 
@@ -158,6 +169,52 @@ USAGE_ERRORS = {
         ],
         CONFIGURED,
     ),
+    "unknown-keys": Row(
+        ["enqueue", "--file", "unknown-keys.jsonl"],
+        [
+            'unknown-keys.jsonl:1: unknown key "nmae": a line holds "input", "body", "group", "name"',
+            'unknown-keys.jsonl:2: unknown key "lane": a line holds "input", "body", "group", "name"'
+            " (a lane is chosen with --lane)",
+        ],
+        CONFIGURED,
+    ),
+    "name-collisions": Row(
+        ["enqueue", "--file", "collisions.jsonl"],
+        [
+            "collisions.jsonl:3: name 'one' is line 1's with another input:"
+            " a name collision (the dispatcher would dead-letter it)",
+            "collisions.jsonl:5: name 'two' is line 4's with another input:"
+            " a name collision (the dispatcher would dead-letter it)",
+            "2 name collisions in collisions.jsonl: nothing was sent",
+        ],
+        CONFIGURED,
+    ),
+    "unknown-lane": Row(
+        ["status", "--lane", "nope"], ["--lane nope: no such lane (lanes: default)"], CONFIGURED
+    ),
+    "unknown-gate": Row(
+        ["dead-letters", "--gate", "crawl"],
+        ["--gate crawl: no such gate (gates: none are configured)"],
+        CONFIGURED,
+    ),
+    "unknown-pool": Row(
+        ["set-max", "3", "--pool", "glue"],
+        ["--pool glue: no such pool (pools: default)"],
+        {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
+    ),
+    "forget-a-configured-lane": Row(
+        ["forget", "--lane", "default"],
+        [
+            "--lane default: lane default is configured, so lanes.default is not stale:"
+            " change it with pause, resume or set-max --lane default"
+        ],
+        {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
+    ),
+    "rerun-for-an-unknown-lane": Row(
+        ["rerun", "--restart", "--lane", "nope"],
+        ["--lane nope: no such lane (lanes: default)"],
+        {**CONFIGURED, "SPOOL_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs-failures"},
+    ),
     "bad-line-on-stdin": Row(
         ["enqueue", "--file", "-", "--group", "g"], [f"-:1: {NOT_JSON}"], CONFIGURED, "{broken\n"
     ),
@@ -247,8 +304,26 @@ def test_bad_input_is_a_usage_error_found_before_any_aws_call(
             "dispatcher local: error: argument --port: a port is an integer from 0 (any free one) to 65535,"
             " not '99999'",
         ),
+        (
+            ["local", "--lane", "urgent", "--lane", "urgent=5"],
+            "dispatcher local: error: argument --lane: lane urgent is given twice",
+        ),
+        (["forget"], "dispatcher forget: error: one of the arguments --pool --lane --gate is required"),
+        (
+            ["status", "--pool", "glue", "--lane", "urgent"],
+            "dispatcher status: error: argument --lane: not allowed with argument --pool",
+        ),
     ],
-    ids=["negative-max", "unknown-time", "local-region", "local-json", "port-out-of-range"],
+    ids=[
+        "negative-max",
+        "unknown-time",
+        "local-region",
+        "local-json",
+        "port-out-of-range",
+        "repeated-lane",
+        "forget-nothing",
+        "two-members",
+    ],
 )
 def test_argument_errors_are_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], arguments: list[str], message: str

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.adapters.stepfunctions import StateMachine
+from dispatcher.cli import tick as tick_command
 from dispatcher.local.emulation import Emulation
 from tests.cli.conftest import Cli
 
@@ -331,3 +334,32 @@ def test_cli_pause_creates_a_missing_parameter_with_its_key_alone(cli: Cli, aws:
     assert _control(aws, cli) == {"paused": True}
     status = json.loads(cli.run("status", "--json").stdout)
     assert (status["max_concurrency"], status["paused"], status["max_from"]) == (3, True, "environment")
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_cli_tick_ctrl_c_lets_the_tick_end_and_says_what_it_did(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, presses: int
+) -> None:
+    """One Ctrl-C during a tick: it ends, its line is printed, exit 130; a second stops it at once."""
+    for job in range(2):
+        cli.run("enqueue", json.dumps({"job": job}), "--group", f"g{job}")
+    real = tick_command._tick_here
+
+    def pressed(*arguments: Any) -> dict[str, Any]:
+        for _ in range(presses):
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*arguments)
+
+    monkeypatch.setattr(tick_command, "_tick_here", pressed)
+    monkeypatch.setattr(os, "environ", os.environ.copy())  # a tick here sets the function's variables
+    result = cli.call("tick")
+    assert result.returncode == 130
+    if presses == 1:
+        assert result.stdout.startswith("running 0, started 2,")
+        assert result.stderr == (
+            "dispatcher: interrupted: the tick above ran to its end first"
+            " (a second Ctrl-C stops one at once)\n"
+        )
+    else:
+        assert result.stdout == ""
+        assert result.stderr == f"dispatcher: interrupted: {tick_command.STOPPED_PART_WAY}\n"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dispatcher import cli as cli_module
+from dispatcher.cli.config import Aws
 from dispatcher.core.messages import deduplication_id
 from dispatcher.local.stack import read_all
 from tests.cli.conftest import Cli, crash_once_before
@@ -93,7 +96,7 @@ def test_cli_enqueue_empty_file_says_there_is_nothing_to_send(cli: Cli, tmp_path
     result = cli.run("enqueue", "--file", str(path))
     assert (result.returncode, result.stdout) == (0, f"nothing to send: {path} holds no jobs\n")
     piped = cli.run("enqueue", "--file", "-", "--json", stdin="")
-    assert json.loads(piped.stdout) == {"sent": [], "failed": []}
+    assert json.loads(piped.stdout) == {"sent": [], "failed": [], "duplicates": 0}
 
 
 def test_cli_enqueue_bulk_json_lines_names_every_invalid_line_and_sends_nothing(
@@ -147,3 +150,56 @@ def test_cli_enqueue_bad_input_is_one_clear_line(
     assert result.returncode == status
     assert len(result.stderr.strip().splitlines()) == 1
     assert message in result.stderr
+
+
+def test_cli_enqueue_sends_a_repeated_line_once_and_says_how_many_repeated(
+    cli: Cli, aws: dict[str, Any], tmp_path: Path
+) -> None:
+    """Lines with an earlier line's name and input are one job: sent once, and counted (not "sent 3")."""
+    line = json.dumps({"input": {"n": 1}, "group": "a", "name": "one"}) + "\n"
+    other = json.dumps({"input": {"n": 2}, "group": "a", "name": "two"}) + "\n"
+    path = tmp_path / "jobs.jsonl"
+    path.write_text(line + other + line + line)
+    result = cli.call("enqueue", "--file", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(
+        "sent 2 job(s); 2 line(s) repeated an earlier line's name and input: sent once\n"
+    )
+    assert json.loads(cli.call("enqueue", "--file", str(path), "--json").stdout)["duplicates"] == 2
+    assert [message["Body"] for message in read_all(cli.stack.queue_url, aws["sqs"])] == [
+        '{"n": 1}',
+        '{"n": 2}',
+    ]
+
+
+def test_cli_enqueue_ctrl_c_mid_batch_counts_exactly_what_is_on_the_queue(
+    cli: Cli, aws: dict[str, Any], tmp_path: Path
+) -> None:
+    """Ctrl-C while a batch is in flight: the batch is finished and counted, then it stops (exit 130).
+
+    The interrupt arrives once SQS has taken the first batch, before the producer has read
+    the answer: stopping there would say 0 sent with 10 on the queue.
+    """
+    path = tmp_path / "jobs.jsonl"
+    lines = [{"input": {"n": index}, "group": f"g{index}", "name": f"n-{index}"} for index in range(25)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    def ctrl_c(**_: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    real_client = Aws.client
+
+    def client(self: Aws, service: str) -> Any:
+        made = real_client(self, service)
+        made.meta.events.register_first("after-call.sqs.SendMessageBatch", ctrl_c, unique_id="ctrl-c")
+        return made
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Aws, "client", client)
+        result = cli.call("enqueue", "--file", str(path))
+    assert result.returncode == 130
+    assert result.stderr.splitlines()[-1] == (
+        "dispatcher: interrupted: 10 of 25 job(s) sent;"
+        " sending the same jobs again is safe: each has a name, and starts once"
+    )
+    assert len(read_all(cli.stack.queue_url, aws["sqs"])) == 10

@@ -11,14 +11,20 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.cli import local as local_command
+from dispatcher.core.errors import ConfigurationError
 from dispatcher.local import command as emulator_command
-from dispatcher.local.account import environment
+from dispatcher.local import helpers as emulator_helpers
+from dispatcher.local.account import environment, pointed_at
+from dispatcher.local.members import local_members
+from dispatcher.local.stack import create_stack, register_stack
 from tests.cli.conftest import SCRIPT, Cli
 
 
@@ -132,11 +138,11 @@ def test_settle_returns_once_executions_ended_and_gives_up_at_its_timeout(
     waiting, settled, everything = io.StringIO(), io.StringIO(), io.StringIO()
     try:
         with environment({"AWS_ENDPOINT_URL": cli.endpoint_url}):
-            assert emulator_command.settle(["--stack", cli.stack_name, "--timeout", "0.3"], waiting) == 1
+            assert emulator_helpers.settle(["--stack", cli.stack_name, "--timeout", "0.3"], waiting) == 1
             sfn.stop_execution(executionArn=started["executionArn"])
-            assert emulator_command.settle(["--stack", cli.stack_name, "--timeout", "60"], settled) == 0
+            assert emulator_helpers.settle(["--stack", cli.stack_name, "--timeout", "60"], settled) == 0
             # Without --stack every execution counts: the other state machine's still runs.
-            assert emulator_command.settle(["--timeout", "0.3"], everything) == 1
+            assert emulator_helpers.settle(["--timeout", "0.3"], everything) == 1
     finally:
         sfn.stop_execution(executionArn=elsewhere)
     assert waiting.getvalue() == "not settled after 0.3 s: 1 execution(s) still run\n"
@@ -151,7 +157,9 @@ def test_cli_local_with_a_lane_serves_two_lanes_into_one_pool(cli: Cli) -> None:
     """`--lane urgent=10`: status shows both lanes; a job on the urgent lane starts first, under one MAX."""
     arguments = ("--stack", "laned", "--schedule", "0", "--wait-seconds", "600", "--max", "1")
     with served(cli, *arguments, "--lane", "urgent=10") as local:
-        assert "lanes urgent (priority 10) into the same state machine and pool." in local.first
+        assert "; lane urgent (priority 10, pool default, state machine laned-workflow)." in local.first, (
+            local.first
+        )
         env = local.env
         status = json.loads(cli.run("--stack", "laned", "status", "--json", stack=False, env=env).stdout)
         assert [(lane["name"], lane["priority"]) for lane in status["lanes"]] == [
@@ -189,17 +197,59 @@ def test_cli_local_refuses_a_lane_option_it_cannot_read(cli: Cli) -> None:
     assert "PRIORITY must be an integer" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["--lane", "urgent", "--lane", "urgent=2"],
+            "dispatcher local: error: argument --lane: lane urgent is given twice",
+        ),
+        (["--gate", "--lane", "gate"], "dispatcher: error: --lane gate: --gate's gate is called gate"),
+        (["--lanes", "no-such.json"], "dispatcher: error: --lanes: cannot read no-such.json: No such file"),
+        (["--lanes", "list.json"], "dispatcher: error: --lanes list.json: LANES: must be a JSON object"),
+        (
+            ["--lanes", "standard.json"],
+            "dispatcher: error: --lanes standard.json: LANES: lanes[0].queue_url: http://127.0.0.1:",
+        ),
+        (
+            ["--lanes", "list.json", "--lane", "urgent"],
+            "dispatcher local: error: argument --lane: not allowed with argument --lanes",
+        ),
+    ],
+    ids=["repeated-lane", "lane-named-gate", "missing-file", "not-an-object", "standard-queue", "both"],
+)
+def test_cli_local_refuses_lanes_it_cannot_serve_before_it_says_it_is_ready(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    arguments: list[str],
+    message: str,
+) -> None:
+    """A repeated lane, a lane named as the gate, a file that is no LANES: exit 2, one line, no banner."""
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "standard.json").write_text(
+        json.dumps({"lanes": [{"name": "u", "queue_url": "http://q/jobs"}]})
+    )
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    try:
+        status = cli_module.main(["local", "--port", "0", *arguments], out=out)
+    except SystemExit as exit_status:  # argparse's own usage errors
+        status = int(exit_status.code or 0)
+    errors = capsys.readouterr().err
+    assert (status, out.getvalue()) == (2, "")
+    assert len(errors.splitlines()) == 1, errors
+    assert errors.startswith(message), errors
+
+
 def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cli) -> None:
     """`--gate`: gated executions wait at gate ``gate``; a tick admits MAX of them; status shows both."""
     arguments = ("--stack", "gated", "--schedule", "0", "--wait-seconds", "600", "--max", "2")
     with served(cli, *arguments, "--gate") as local:
-        assert (
-            "Gate gate (pool default) guards the section of the sample gated workflow gated-gate-gated"
-            in (local.first)
-        )
+        assert "; gate gate (pool default, guarding the section of gated-gate-gated)." in local.first
         env = local.env
         started = subprocess.run(
-            [sys.executable, "-m", "dispatcher.local", "gated", "3", "--stack", "gated"],
+            [sys.executable, "-m", "dispatcher.local", "gated", "3", "--stack", "gated", "--gate", "gate"],
             capture_output=True,
             text=True,
             env=env,
@@ -218,7 +268,15 @@ def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cl
             cli.run("--stack", "gated", "tick", "--invoke", "--json", stack=False, env=env).stdout
         )
         assert report["admitted"] == 2
-        assert gate() == {"name": "gate", "pool": "default", "inside": 2, "waiting": 1, "paused": False}
+        assert gate() == {
+            "name": "gate",
+            "pool": "default",
+            "inside": 2,
+            "waiting": 1,
+            "paused": False,
+            "max_concurrency": None,
+            "dead_letters": 0,
+        }
 
 
 WAITS_FOR_CTRL_C = """
@@ -248,3 +306,91 @@ def test_ctrl_c_delivered_to_another_thread_stops_the_emulator_between_ticks(sch
         check=False,
     )
     assert done.stdout.strip() == "stopped", done.stderr
+
+
+def test_a_lanes_file_has_what_it_names_created_and_checked_as_the_function_checks_it(
+    cli: Cli, aws: dict[str, Any]
+) -> None:
+    """Queues and state machines by the names the file gives (or defaults); a lane and gate of one machine."""
+    document = {
+        "pools": {"glue": {"max_concurrency": 2}},
+        "lanes": [
+            {
+                "name": "reports",
+                "queue_url": "https://sqs.eu-west-1.amazonaws.com/210987654321/reports.fifo",
+                "dead_letter_queue_url": "https://sqs.eu-west-1.amazonaws.com/210987654321/reports-dlq.fifo",
+                "state_machine_arn": "arn:aws:states:eu-west-1:210987654321:stateMachine:reports",
+                "max_concurrency": 1,
+                "starts_per_second": 0.5,
+            },
+            {"name": "ingest", "pool": "glue", "state_machine_arn": "ingest"},
+            {"name": "urgent", "priority": 10, "state_machine_arn": cli.stack.state_machine_arn},
+        ],
+        "gates": [{"name": "crawl", "pool": "glue", "state_machine_arn": "crawler"}],
+    }
+    with pointed_at(cli.endpoint_url):
+        members = local_members(cli.stack, cli.endpoint_url, wait_seconds=1, document=document)
+    lanes = {lane["name"]: lane for lane in members.document["lanes"]}
+    assert lanes["reports"]["queue_url"] == f"{cli.endpoint_url}/123456789012/reports.fifo"
+    assert lanes["reports"]["dead_letter_queue_url"].endswith("/reports-dlq.fifo")
+    assert lanes["reports"]["state_machine_arn"].endswith(":stateMachine:reports")
+    assert (lanes["reports"]["max_concurrency"], lanes["reports"]["starts_per_second"]) == (1, 0.5)
+    assert lanes["ingest"]["queue_url"].endswith(f"/{cli.stack_name}-ingest-jobs.fifo")
+    assert lanes["urgent"]["state_machine_arn"] == cli.stack.state_machine_arn
+    [gate] = members.document["gates"]
+    assert gate["queue_url"].endswith(f"/{cli.stack_name}-crawl-jobs.fifo")
+    assert members.release_queue_url is not None
+    assert members.gated_machines == [gate["state_machine_arn"]]
+    assert members.lane_machines == [
+        cli.stack.state_machine_arn,
+        lanes["reports"]["state_machine_arn"],
+        lanes["ingest"]["state_machine_arn"],
+    ]
+    definition = json.loads(
+        aws["stepfunctions"].describe_state_machine(stateMachineArn=gate["state_machine_arn"])["definition"]
+    )
+    assert definition["States"]["Enter gate"]["Parameters"]["QueueUrl"] == gate["queue_url"]
+    attributes = aws["sqs"].get_queue_attributes(
+        QueueUrl=lanes["reports"]["queue_url"], AttributeNames=["All"]
+    )
+    assert attributes["Attributes"]["FifoQueue"] == "true"
+    assert "reports-dlq.fifo" in attributes["Attributes"]["RedrivePolicy"]
+    shared = {
+        "gates": [{"name": "g", "state_machine_arn": "m"}],
+        "lanes": [{"name": "l", "state_machine_arn": "m"}],
+    }
+    with pytest.raises(ConfigurationError, match=r"LANES: gates\[0\]\.state_machine_arn: it is lanes\[0\]'s"):
+        local_members(cli.stack, cli.endpoint_url, wait_seconds=1, document=shared)
+    with pytest.raises(ConfigurationError, match=r"LANES: lanes\[0\]\.pool: unknown pool 'nope'"):
+        local_members(
+            cli.stack, cli.endpoint_url, wait_seconds=1, document={"lanes": [{"name": "x", "pool": "nope"}]}
+        )
+
+
+def test_gated_interrupted_says_how_many_it_started_without_a_traceback(
+    cli: Cli, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while `gated 5` starts its executions: exit 130 and one line with the count started."""
+    name = f"gated-{cli.stack_name}"
+    with pointed_at(cli.endpoint_url):
+        stack = create_stack(name)
+        members = local_members(stack, cli.endpoint_url, wait_seconds=600, gate=True)
+        register_stack(name, stack, 3, lanes=members.lanes_variable)
+        boto3.setup_default_session()
+        calls = {"made": 0}
+
+        def ctrl_c_on_the_third(**_: Any) -> None:
+            calls["made"] += 1
+            if calls["made"] == 3:
+                raise KeyboardInterrupt
+
+        assert boto3.DEFAULT_SESSION is not None
+        boto3.DEFAULT_SESSION.events.register("before-call.sfn.StartExecution", ctrl_c_on_the_third)
+        try:
+            status = emulator_helpers.main(["gated", "5", "--stack", name])
+        finally:
+            boto3.setup_default_session()
+    assert status == 130
+    assert capsys.readouterr().err == (
+        f"interrupted: 2 of 5 execution(s) of {name}-gate-gated started; they run on, and ask at the gate\n"
+    )
