@@ -17,6 +17,7 @@ from dispatcher.core.lanes import Topology
 from dispatcher.settings import (
     DASHBOARD_OUTPUT,
     GATED_WORKFLOW_POLICY_OUTPUT,
+    LANES_OUTPUT,
     PRODUCER_OUTPUTS,
     RELEASE_QUEUE_OUTPUT,
 )
@@ -86,13 +87,15 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         }
         out.write(json.dumps(document) + "\n")
         return 0
+    laned = topology is not None and (len(topology.lanes) > 1 or bool(topology.gates))
     first = [key for key in (*PRODUCER_OUTPUTS, DASHBOARD_OUTPUT) if key in outputs]
-    keys = first + sorted(set(outputs) - set(first))
+    # With lanes or gates, their tables below say what LanesDocument holds, a line at a time.
+    shown = set(outputs) - {LANES_OUTPUT} if laned else set(outputs)
+    keys = first + sorted(shown - set(first))
     width = max((len(key) for key in keys), default=0)
     out.write(f"stack {args.stack} in {region} ({stack.status})\n")
     out.writelines(f"  {key.ljust(width)}  {outputs[key]}\n" for key in keys)
     queue, policy = PRODUCER_OUTPUTS
-    laned = topology is not None and (len(topology.lanes) > 1 or topology.gates)
     if not laned:
         if queue in outputs:
             attached = f", under a role with {policy} attached" if policy in outputs else ""

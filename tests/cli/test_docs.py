@@ -2,7 +2,8 @@
 
 Each page with console blocks gets a fresh emulator, started as the page says
 (``make local LOCAL_ARGS="..."``: a ``$ make local`` block's own, else the first the page
-names), and a shell holding only the exports it prints.
+names), and a shell holding only the exports it prints; a command that writes a file (a
+``--lanes`` file it reads, say) runs first, in the same folder.
 Every ``$`` command of the page's blocks runs there in order, as a user pastes it
 (stdout and stderr together, as a terminal shows them), and its output must be the
 lines printed under it. Masked, because they differ from run to run: times, ids, the
@@ -32,6 +33,7 @@ PAGES = sorted(
 DOCUMENTED_PORT = "127.0.0.1:4567"
 HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
 LOCAL_ARGS = re.compile(r'make local LOCAL_ARGS="([^"]*)"')
+WRITES_FILE = re.compile(r"cat > \S+ <<")
 MASKS = [
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"), "<time>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
@@ -124,9 +126,10 @@ def emulator_for(tmp_path: Path) -> Iterator[list[Emulator]]:
         assert emulator.process.returncode == 0, errors
 
 
-def start(arguments: list[str], started: list[Emulator]) -> Emulator:
+def start(arguments: list[str], started: list[Emulator], cwd: Path) -> Emulator:
     process = subprocess.Popen(
         [str(BIN / "dispatcher"), "local", "--port", "0", *arguments],
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -158,32 +161,53 @@ def test_the_pages_with_sessions_are_the_ones_users_follow() -> None:
         assert steps(page.read_text()), page.name
 
 
+def run_step(step: Step, cwd: Path, emulator: Emulator | None) -> list[str]:
+    """One ``$`` command as a user pastes it (with the emulator's exports once it runs): what it prints."""
+    command = step.command if emulator is None else step.command.replace(DOCUMENTED_PORT, emulator.endpoint)
+    result = subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=shell_environment({} if emulator is None else emulator.exports),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return result.stdout.splitlines()
+
+
+def session(page: Path, cwd: Path, started: list[Emulator]) -> Iterator[tuple[Step, list[str], str]]:
+    """Each step of the page, run, with what it printed and the emulator's endpoint.
+
+    A step that writes a file (``cat > FILE <<'EOF'``: a ``--lanes`` file, say) runs first,
+    in the folder the emulator then starts in, as the page says (its ``$ make local`` step,
+    else the first ``make local LOCAL_ARGS`` it names); the others run against it in order.
+    """
+    text = page.read_text()
+    every = steps(text)
+    files = [step for step in every if WRITES_FILE.match(step.command)]
+    for step in files:
+        yield step, run_step(step, cwd, None), DOCUMENTED_PORT
+    shown = [step.command for step in every if step.command.startswith("make local")]
+    arguments = LOCAL_ARGS.search(shown[0] if shown else text)
+    emulator = start(shlex.split(arguments.group(1)) if arguments else [], started, cwd)
+    for step in every:
+        if step in files:
+            continue
+        if step.command.startswith("make local"):
+            yield step, emulator.startup, emulator.endpoint
+        else:
+            yield step, run_step(step, cwd, emulator), emulator.endpoint
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
 def test_every_console_session_reproduces_against_the_emulator(
     page: Path, tmp_path: Path, emulator_for: list[Emulator]
 ) -> None:
     """Each command's output, run as the page says, is the output the page prints."""
-    text = page.read_text()
-    shown = [step.command for step in steps(text) if step.command.startswith("make local")]
-    arguments = LOCAL_ARGS.search(shown[0] if shown else text)
-    emulator = start(shlex.split(arguments.group(1)) if arguments else [], emulator_for)
-    for step in steps(text):
-        if step.command.startswith("make local"):
-            printed = emulator.startup
-        else:
-            command = step.command.replace(DOCUMENTED_PORT, emulator.endpoint)
-            result = subprocess.run(
-                ["bash", "-c", command],
-                cwd=tmp_path,
-                env=shell_environment(emulator.exports),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            printed = result.stdout.splitlines()
-        documented, got = masked(step.expected, emulator.endpoint), masked(printed, emulator.endpoint)
+    for step, printed, endpoint in session(page, tmp_path, emulator_for):
+        documented, got = masked(step.expected, endpoint), masked(printed, endpoint)
         difference = "\n".join(difflib.unified_diff(documented, got, "documented", "printed", lineterm=""))
         assert got == documented, f"{page.name}:{step.line}: $ {step.command.splitlines()[0]}\n{difference}"
 
