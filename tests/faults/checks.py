@@ -35,6 +35,7 @@ def check_end_state(run: ScenarioRun) -> None:
     for name in sorted(ours.keys() - expected - restarts.keys()):
         violations.append(f"duplicate: unexpected execution {name}")
     _check_reruns(run, ours, restarts)
+    _check_rerun_lanes(run, restarts)
     for job in jobs:
         execution = ours.get(job.execution_name)
         if job.poison is None and execution is not None and execution.input != job.body:
@@ -75,6 +76,29 @@ def _check_reruns(run: ScenarioRun, ours: dict[str, Execution], restarts: dict[s
     if RESTART not in run.modes_used:
         for name in sorted(restarts.keys() & ours.keys()):
             violations.append(f"rerun: {name} restarted, but no restart run")
+
+
+def _check_rerun_lanes(run: ScenarioRun, restarts: dict[str, Execution]) -> None:
+    """Every re-run job went back to the queue of the lane its execution came from, never another."""
+    queues = {
+        None: run.stack.queue_url,
+        **({} if run.lane is None else {run.lane["name"]: run.lane["queue_url"]}),
+    }
+    lanes: dict[str, str | None] = {job.execution_name: job.lane for job in run.scenario.jobs}
+
+    def origin(name: str) -> set[str]:
+        """The queue(s) the job that started ``name`` was on: its own, or its re-run job's."""
+        if name in lanes:
+            return {queues[lanes[name]]}
+        return run.rerun_queues.get(name, set())
+
+    for name, sent_to in run.rerun_queues.items():
+        failed = restarts[name].name if name in restarts else name
+        expected = origin(failed)
+        if sent_to != expected:
+            run.outcome.violations.append(
+                f"rerun: {name} was queued on {sorted(sent_to)}, not on its lane's {sorted(expected)}"
+            )
 
 
 def _check_dead_letters(run: ScenarioRun) -> None:

@@ -19,7 +19,9 @@ from typing import Any
 from dispatcher import cli
 from dispatcher.adapters import held_queue
 from dispatcher.cli.config import Aws
+from dispatcher.core.control import Override
 from dispatcher.local.account import ACCOUNT_ID, REGION
+from tests.faults.lanes import steer
 from tests.support.crashes import Crash, CrashPlan
 
 RERUN_CRASH_POINTS = (
@@ -59,7 +61,7 @@ def _hooked(crash: CrashPlan | None, sent: list[dict[str, Any]]) -> Iterator[Non
         seen: dict[str, int] = state["seen"]  # type: ignore[assignment]
         seen[operation] = seen.get(operation, 0) + 1
         if operation == "sqs.SendMessageBatch":
-            sent.extend(params.get("Entries", []))
+            sent.extend({**entry, "QueueUrl": params["QueueUrl"]} for entry in params.get("Entries", []))
         _maybe_crash(operation, "before", seen[operation])
 
     def after(event_name: str, **_: Any) -> None:
@@ -113,6 +115,26 @@ def run_rerun(mode: str, crash: CrashPlan | None = None) -> tuple[RerunResult, l
     result.queued = document.get("queued", [])
     result.skipped = document.get("skipped", [])
     return result, sent
+
+
+STALE_MEMBER = "retired"
+"""The member a stale key names: removed from ``LANES`` while the parameter still steered it."""
+
+
+def leave_stale_key(ssm: Any, parameter: str, kind: str) -> None:
+    """The operator paused (or set to MAX 0) a member later removed from ``LANES``: its key stays.
+
+    ``ssm``: the operator's own client (read, modify, write, as the CLI does).
+    """
+    override = Override(max_concurrency=0) if kind == "pools" else Override(paused=True)
+    steer(ssm, parameter, lambda current: {kind: {**getattr(current, kind), STALE_MEMBER: override}})
+
+
+def forget_stale_key(kind: str) -> tuple[int, str]:
+    """`dispatcher forget --KIND retired --json` in the function's environment: its exit status and output."""
+    out = io.StringIO()
+    status = cli.main(["forget", f"--{kind.removesuffix('s')}", STALE_MEMBER, "--json"], out=out)
+    return status, out.getvalue()
 
 
 def expire_holds(queue_url: str) -> None:

@@ -31,7 +31,13 @@ from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state
 from tests.faults.gates import GATE, GateRun
 from tests.faults.lanes import LANE, LaneRun
-from tests.faults.operator import expire_holds, run_rerun
+from tests.faults.operator import (
+    STALE_MEMBER,
+    expire_holds,
+    forget_stale_key,
+    leave_stale_key,
+    run_rerun,
+)
 from tests.faults.process import TICK_SECONDS, DispatcherProcess, on_virtual_time
 from tests.faults.scenario import (
     ADVICE,
@@ -101,6 +107,8 @@ class ScenarioRun:
         self.redrive_jobs: set[tuple[str, int]] = set()
         """(execution name, redriveCount) of every redrive job `rerun` sent."""
         self.restart_jobs: set[str] = set()
+        self.rerun_queues: dict[str, set[str]] = {}
+        """Execution name of each re-run job `rerun` sent → the queues it was sent to."""
         self.rerun_mode = scenario.rerun_mode
         """The mode the operator runs `rerun` in now (switched after a kill, with ``rerun_switch``)."""
         self.modes_used: set[str] = set()
@@ -150,6 +158,7 @@ class ScenarioRun:
             self._rerun_what_failed()
             if self.gate_run is not None:
                 self._settle_gate()
+            self._forget_stale_keys()
         check_end_state(self)
         if self.gate_run is not None:
             self.outcome.violations += self.gate_run.check()
@@ -244,6 +253,7 @@ class ScenarioRun:
             attributes = {
                 key: value["StringValue"] for key, value in entry.get("MessageAttributes", {}).items()
             }
+            self.rerun_queues.setdefault(attributes["ExecutionName"], set()).add(entry["QueueUrl"])
             if "RedriveCount" in attributes:
                 self.redrive_jobs.add((attributes["ExecutionName"], int(attributes["RedriveCount"])))
             else:
@@ -258,6 +268,14 @@ class ScenarioRun:
         for other in sorted(set(refusals) - {mode}):
             if mode == self.rerun_mode:  # not from inside an advised run
                 self._rerun(None, other)
+
+    def _forget_stale_keys(self) -> None:
+        """The operator removes each stale key `status` would list: `forget` takes it, once."""
+        for kind in self.scenario.stale.values():
+            status, printed = forget_stale_key(kind)
+            forgotten = json.loads(printed).get("forgotten", {}) if status == 0 else {}
+            if f"{kind}.{STALE_MEMBER}" not in forgotten:
+                self.outcome.violations.append(f"forget --{kind} {STALE_MEMBER}: exit {status}, {printed!r}")
 
     def _spooled(self) -> int:
         attributes = self.sqs.get_queue_attributes(
@@ -296,7 +314,13 @@ class ScenarioRun:
         self._tick(None, event=event)
 
     def _steer_lane(self, tick: int | None) -> None:
-        """The operator steers the lane or the gate, and the gate's executions go on, before this tick."""
+        """The operator steers the lane or the gate, and the gate's executions go on, before this tick.
+
+        Or leaves a stale key behind: one of a member no longer configured.
+        """
+        if tick in self.scenario.stale:
+            leave_stale_key(self.ssm, self.stack.control_parameter, self.scenario.stale[tick])
+            self.world.injected["stale control key (a member removed from LANES)"] += 1
         if self.lane_run is not None:
             self.lane_run.before_tick(self.ssm, self.stack.control_parameter, tick, self.world)
         if self.gate_run is not None and tick is not None:

@@ -140,6 +140,9 @@ class Scenario:
     """A second lane on the same state machine and pool (`tests.faults.lanes`)."""
     gate: GatePlan | None = None
     """A gate in pool default or a pool of its own (`tests.faults.gates`)."""
+    stale: dict[int, str] = field(default_factory=dict)
+    """Tick → the kind (``pools``, ``lanes``, ``gates``) of a stale key the operator leaves in the
+    control parameter before it: a member paused, then removed from ``LANES`` (`tests.faults.operator`)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -233,6 +236,7 @@ class Scenario:
             wide=wide is not None,
             lane=lane,
             gate=gate,
+            stale=_stale(random.Random(f"{seed}:stale"), fault_ticks),
         )
 
     @classmethod
@@ -254,7 +258,19 @@ class Scenario:
             f" switch={self.rerun_switch} wide={self.wide}"
             + ("" if self.lane is None else f" {self.lane.describe()}")
             + ("" if self.gate is None else f" {self.gate.describe()}")
+            + ("" if not self.stale else f" stale={self.stale}")
         )
+
+
+STALE_SHARE = 0.15
+"""Scenarios whose operator leaves a stale key in the control parameter."""
+
+
+def _stale(rng: random.Random, fault_ticks: int) -> dict[int, str]:
+    """Maybe one stale key, of a pool, a lane or a gate, written before a fault tick."""
+    if rng.random() >= STALE_SHARE:
+        return {}
+    return {rng.randrange(fault_ticks): rng.choice(["pools", "lanes", "gates"])}
 
 
 def _batch_deliveries(events: EventPlan, rng: random.Random, *, faults: bool) -> None:

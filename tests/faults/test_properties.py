@@ -121,6 +121,29 @@ def test_a_second_lane_with_its_own_state_machine_keeps_every_invariant_per_lane
     assert outcome.executions > 0
 
 
+def test_failures_of_two_lanes_on_one_machine_rerun_on_their_own_lanes_and_a_stale_key_stops_nothing(
+    faulty_aws: FaultyAws,
+) -> None:
+    """Both lanes' jobs fail in an outage: each re-run goes back to its own lane's queue.
+
+    As recorded at its start; a key the operator left for a removed lane is ignored, and
+    `forget` removes it.
+    """
+    scenario = next(
+        scenario
+        for scenario in map(Scenario.generate, range(2000, 6000))
+        if scenario.lane is not None
+        and scenario.lane.kind == "shared"
+        and scenario.outage_seconds >= 300
+        and scenario.stale
+        and any(job.lane is not None and '"downstream": true' in job.body for job in scenario.jobs)
+    )
+    outcome = run_scenario(scenario, faulty_aws)
+    assert outcome.violations == [], scenario.describe()
+    assert outcome.rerun_jobs > 0
+    assert outcome.injected["stale control key (a member removed from LANES)"] == 1
+
+
 def test_the_operator_pauses_a_lane_right_after_a_tick_died(faulty_aws: FaultyAws) -> None:
     """Seed 408: a tick dies, then the operator pauses the lane; the operator's own calls go on.
 
