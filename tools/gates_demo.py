@@ -84,19 +84,30 @@ def plot(timeline: Timeline, maximum: int, path: Path) -> None:
 
         matplotlib.use("Agg")
         from matplotlib import pyplot  # noqa: PLC0415
+        from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
     except ImportError:
         raise SystemExit(
             "gates demo: --plot needs matplotlib: pip install 'stepfunctions-dispatcher[bench]'"
         ) from None
-    figure, axes = pyplot.subplots(figsize=(8, 4))
+    figure, axes = pyplot.subplots(figsize=(10, 4))
     axes.step(timeline.seconds, timeline.running, where="post", color="lightgrey", label="RUNNING executions")
     axes.step(timeline.seconds, timeline.waiting, where="post", label="waiting at the gate (no cost)")
-    axes.step(timeline.seconds, timeline.inside, where="post", linewidth=2, label="inside the section")
-    axes.axhline(maximum, color="black", linestyle=":", zorder=1, label=f"MAX {maximum}")
+    # Inside is an area and MAX a line on top of it: at MAX (most of the time) both stay visible.
+    axes.fill_between(
+        timeline.seconds,
+        timeline.inside,
+        step="post",
+        alpha=0.45,
+        color="tab:orange",
+        label="inside the section",
+    )
+    axes.axhline(maximum, color="black", linestyle="--", linewidth=1.5, zorder=3, label=f"MAX {maximum}")
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))  # whole executions: no half steps
+    axes.set_ylim(bottom=0)
     axes.set_xlabel("seconds")
     axes.set_ylabel("executions")
     axes.set_title("A gate: executions wait for free, at most MAX inside")
-    axes.legend(loc="upper right")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside, over no data
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 

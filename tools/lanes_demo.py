@@ -67,20 +67,23 @@ def plot(timeline: Timeline, maximum: int, urgent_at: float, path: Path) -> None
 
         matplotlib.use("Agg")
         from matplotlib import pyplot  # noqa: PLC0415
+        from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
     except ImportError:
         raise SystemExit(
             "lanes demo: --plot needs matplotlib: pip install 'stepfunctions-dispatcher[bench]'"
         ) from None
-    figure, axes = pyplot.subplots(figsize=(8, 4))
+    figure, axes = pyplot.subplots(figsize=(10, 4))
     axes.stackplot(
         timeline.seconds, timeline.backfill, timeline.urgent, labels=["backfill", LANE], step="post"
     )
     axes.axhline(maximum, color="black", linestyle="--", label=f"pool MAX {maximum}")
     axes.axvline(urgent_at, color="grey", linestyle=":", label="urgent jobs arrive")
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))  # whole executions: no half steps
+    axes.set_ylim(0, maximum + 1)
     axes.set_xlabel("seconds")
     axes.set_ylabel("RUNNING executions")
     axes.set_title("Two lanes, one pool: the urgent lane takes each slot that frees")
-    axes.legend(loc="lower right")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside, over no data
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 
