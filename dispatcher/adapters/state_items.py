@@ -1,5 +1,7 @@
 """The state table's items of recent starts and ends: how records are packed, keyed and read back.
 
+A gate's admissions are items of their own (`dispatcher.adapters.inside_items`).
+
 Writes are packed, because DynamoDB bills a write unit per kilobyte *per item*: one
 item holds a batch of starts recorded together (up to 25), one the ends an invocation
 learned, one the starts that stopped counting (a *void*, naming their sort keys). A
@@ -20,16 +22,6 @@ a batch of starts takes its first start's key, ends and voids
 execution name can't contain ``#``), so one query reads the whole window. A void is
 written after the starts it names, so it is in every window they are in.
 
-A gate's admissions are items of their own, one an execution inside, under a partition
-key of the gate's (``inside#<gate>#<the default lane's state machine ARN>``: each gate's
-writes have a partition's units to themselves), keyed by the execution's name: admitting
-an execution again overwrites its item, and a release or an end deletes it. An item holds
-when it was admitted and a digest of the task token, and lives until its execution leaves
-(a year at most: the TTL is a backstop). Once a round's `SendTaskSuccess` calls are made,
-one item (``~confirmed#…``, after every name) names the admissions they took, before their
-requests are deleted: an admission no such item names may have its request back on the
-queue (its tick died, or its call failed), and the gate looks for it even with no free place.
-
 A batch of starts also keeps each job's message group, for 15 days (Step Functions'
 redrive window is 14): ``dispatcher rerun --restart`` finds it near the execution's
 start date; a void doesn't touch it. The table's items of one record each (an older
@@ -42,39 +34,24 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.table import (
-    INSIDE_RECORD_LIFETIME_SECONDS,
-    RECORD_LIFETIME_SECONDS,
-    START_RECORD_LIFETIME_SECONDS,
-)
+from dispatcher.adapters.item_keys import INSIDE_KIND, inside_key, number, sort_key, stored_time
+from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
 from dispatcher.core.batching import chunks
 from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.gates import Confirmation
 from dispatcher.core.rerun import Origin
 
 ENDED_KIND = "ended"
 """An older release's item of one end."""
-STARTS_KIND, ENDS_KIND, VOID_KIND, INSIDE_KIND = "starts", "ends", "void", "inside"
-CONFIRMED_KIND = "confirmed"
-"""A gate's item naming the admissions of one round that `SendTaskSuccess` took."""
+STARTS_KIND, ENDS_KIND, VOID_KIND = "starts", "ends", "void"
 PACK_LIMIT = 500
 """Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
 STARTS_PACK_LIMIT = 25
 """Starts an item holds at most (a few KB: the write units of a full item, no more)."""
 
 
-def sort_key(written_at: float, name: str) -> str:
-    """Sort key that orders records by time as strings (fixed width until year 2286)."""
-    return f"{written_at:017.6f}#{name}"
-
-
 def _optional_int(text: str | None) -> int | None:
     return None if text is None else int(text)
-
-
-def _stored_time(moment: float) -> float:
-    return float(f"{moment:.6f}")  # what DynamoDB stores, so a record reads back equal
 
 
 def partition(state_machine_arn: str) -> str:
@@ -99,7 +76,7 @@ def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[l
     ``own``: the state machine that keys the partition. A gate's admissions are keyed
     by the gate and the execution (`inside_key`).
     """
-    now = _stored_time(now)
+    now = stored_time(now)
     # Unique to this write: a void names exactly the records it voids, never a later
     # record of the same name at the same clock reading (a clock that stood still, or
     # stepped back), which would then not count.
@@ -125,88 +102,6 @@ def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[l
         ]
         for lane in starts
     ]
-
-
-def inside_partition(own: str, gate: str) -> str:
-    """The partition key of the executions inside one gate of a dispatcher (keyed by ``own``)."""
-    return f"{INSIDE_KIND}#{gate}#{own}"
-
-
-def inside_key(gate: str, name: str) -> str:
-    """What tells an admission record apart from any other record: its gate and its execution."""
-    return f"{INSIDE_KIND}#{gate}#{name}"
-
-
-def inside_item(own: str, record: RecordedStart) -> dict[str, Any]:
-    """An admission into a gate (``record.gate``), as one item: the execution's place until it leaves."""
-    if record.gate is None:
-        raise ValueError(f"{record.name} is a start, not an admission into a gate")
-    item: dict[str, Any] = {
-        "pk": {"S": inside_partition(own, record.gate)},
-        "sk": {"S": record.name},
-        "kind": {"S": INSIDE_KIND},
-        "gate": {"S": record.gate},
-        "recorded_at": _number(record.recorded_at),
-        "expires_at": {"N": str(int(record.recorded_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
-    }
-    if record.token is not None:
-        item["token"] = {"S": record.token}
-    if record.group is not None:
-        item["group"] = {"S": record.group}
-    return item
-
-
-def inside_item_key(own: str, record: RecordedStart) -> dict[str, Any]:
-    """The key of an admission's item."""
-    item = inside_item(own, record)
-    return {"pk": item["pk"], "sk": item["sk"]}
-
-
-def confirmation_item(own: str, gate: str, names: Sequence[str], now: float) -> dict[str, Any]:
-    """Admissions into ``gate`` that `SendTaskSuccess` took (one round's), as one item of its partition.
-
-    Its key begins with ``~``, which no execution name holds, so it sorts after every admission.
-    """
-    now = _stored_time(now)
-    return {
-        "pk": {"S": inside_partition(own, gate)},
-        "sk": {"S": f"~{CONFIRMED_KIND}#{sort_key(now, names[0])}#{uuid.uuid4().hex[:12]}"},
-        "kind": {"S": CONFIRMED_KIND},
-        "recorded_at": _number(now),
-        "expires_at": {"N": str(int(now) + INSIDE_RECORD_LIFETIME_SECONDS)},
-        "names": {"SS": sorted(set(names))},
-    }
-
-
-def read_inside(
-    items: Iterable[Mapping[str, Any]], gate: str, state_machine_arn: str
-) -> tuple[list[RecordedStart], list[Confirmation]]:
-    """The admissions a gate's items hold (its executions inside), and its confirmations."""
-    records: list[RecordedStart] = []
-    confirmations: list[Confirmation] = []
-    for item in items:
-        kind = item.get("kind", {}).get("S")
-        if kind == CONFIRMED_KIND:
-            confirmations.append(
-                Confirmation(
-                    key=item["sk"]["S"],
-                    confirmed_at=float(item["recorded_at"]["N"]),
-                    names=frozenset(item["names"]["SS"]),
-                )
-            )
-        elif kind == INSIDE_KIND:
-            records.append(
-                RecordedStart(
-                    name=item["sk"]["S"],
-                    recorded_at=float(item["recorded_at"]["N"]),
-                    sort_key=inside_key(gate, item["sk"]["S"]),
-                    group=item.get("group", {}).get("S"),
-                    state_machine_arn=state_machine_arn,
-                    gate=gate,
-                    token=item.get("token", {}).get("S"),
-                )
-            )
-    return records, confirmations
 
 
 def record_key(item: Mapping[str, Any]) -> str:
@@ -246,10 +141,6 @@ def _machine_of(item: Mapping[str, Any], count: int, own: str) -> list[str]:
     return [machines[int(value["N"])] for value in item["machine_of"]["L"]]
 
 
-def _number(value: float) -> dict[str, str]:
-    return {"N": f"{value:.6f}"}
-
-
 def starts_item(partition_key: str, records: Sequence[RecordedStart], own: str = "") -> dict[str, Any]:
     """Starts recorded together (one moment, one write, distinct keys), as one item of the table."""
     first = records[0]
@@ -257,7 +148,7 @@ def starts_item(partition_key: str, records: Sequence[RecordedStart], own: str =
         "pk": {"S": partition_key},
         "sk": {"S": first.sort_key},
         "kind": {"S": STARTS_KIND},
-        "recorded_at": _number(first.recorded_at),
+        "recorded_at": number(first.recorded_at),
         "expires_at": {"N": str(int(first.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
         "names": {"L": [{"S": record.name} for record in records]},
         "write": {"S": first.sort_key.rsplit("#", 1)[1]},
@@ -303,26 +194,26 @@ def ends_item(
     partition_key: str, ended: Sequence[EndedExecution], now: float, own: str = ""
 ) -> dict[str, Any]:
     """Ends status change events reported (distinct executions), as one item of the table."""
-    now = _stored_time(now)
+    now = stored_time(now)
     return _machines([end.state_machine_arn for end in ended], own) | {
         "pk": {"S": partition_key},
         "sk": {"S": sort_key(now, f"{ENDS_KIND}#{ended[0].name}")},
         "kind": {"S": ENDS_KIND},
-        "recorded_at": _number(now),
+        "recorded_at": number(now),
         "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
         "names": {"L": [{"S": end.name} for end in ended]},
-        "stopped_at": {"L": [_number(end.stopped_at) for end in ended]},
+        "stopped_at": {"L": [number(end.stopped_at) for end in ended]},
     }
 
 
 def void_item(partition_key: str, records: Sequence[RecordedStart], now: float) -> dict[str, Any]:
     """The starts that stopped counting (ended, superseded, never started), as one item of the table."""
-    now = _stored_time(max(now, *(record.recorded_at for record in records)))
+    now = stored_time(max(now, *(record.recorded_at for record in records)))
     return {
         "pk": {"S": partition_key},
         "sk": {"S": sort_key(now, f"{VOID_KIND}#{records[0].name}")},
         "kind": {"S": VOID_KIND},
-        "recorded_at": _number(now),
+        "recorded_at": number(now),
         "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
         "keys": {"SS": sorted({record.sort_key for record in records})},
     }

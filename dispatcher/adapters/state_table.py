@@ -18,22 +18,24 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from dispatcher.adapters.errors import translated
-from dispatcher.adapters.state_items import (
-    PACK_LIMIT,
+from dispatcher.adapters.inside_items import (
     confirmation_item,
-    end_packs,
-    ends_item,
     inside_item,
     inside_item_key,
     inside_partition,
+    read_inside,
+)
+from dispatcher.adapters.item_keys import sort_key
+from dispatcher.adapters.state_items import (
+    PACK_LIMIT,
+    end_packs,
+    ends_item,
     item_origins,
     partition,
-    read_inside,
     read_items,
     record_key,
     recorded_starts,
     records_of,
-    sort_key,
     start_packs,
     starts_item,
     void_item,

@@ -247,14 +247,8 @@ class LaneRound(MemberRound):
             part.admission = admit(part.messages, granted)
 
     def _starts(self, part: Prepared, clock: Callable[[], float]) -> LaneStarts:
-        return LaneStarts(
-            self._lane.admissions,
-            part.admission.starts,
-            part.outcome,
-            clock,
-            self._warm.start_latency,
-            lane=self._lane.name,
-        )
+        lane, latency = self._lane, self._warm.start_latency
+        return LaneStarts(lane.admissions, part.admission.starts, part.outcome, clock, latency, lane.name)
 
 
 @dataclass

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dispatcher.adapters.state_items import INSIDE_KIND, inside_partition
+from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.core.control import Override
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.lanes import DEFAULT

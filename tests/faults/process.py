@@ -28,7 +28,9 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
-from dispatcher.adapters.state_items import CONFIRMED_KIND, ENDS_KIND, INSIDE_KIND, VOID_KIND
+from dispatcher.adapters.inside_items import CONFIRMED_KIND
+from dispatcher.adapters.item_keys import INSIDE_KIND
+from dispatcher.adapters.state_items import ENDS_KIND, VOID_KIND
 from dispatcher.in_process import LocalContext
 from tests.faults.back_pressure import StartWaves
 from tests.support.crashes import Crash, CrashPlan

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from dispatcher.adapters.claims import RerunClaims
+from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
-from dispatcher.adapters.state_items import partition, sort_key
+from dispatcher.adapters.state_items import partition
 from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.admission import DeadLetter

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.adapters.lease import LEASE_SORT_KEY
-from dispatcher.adapters.state_items import INSIDE_KIND
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate, create_release_queue

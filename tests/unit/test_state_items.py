@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.adapters.state_items import (
+from dispatcher.adapters.inside_items import (
     confirmation_item,
-    end_packs,
-    ends_item,
     inside_item,
     inside_item_key,
     inside_partition,
+    read_inside,
+)
+from dispatcher.adapters.state_items import (
+    end_packs,
+    ends_item,
     item_origins,
     machine_suffix,
-    read_inside,
     read_items,
     record_key,
     records_of,

@@ -18,16 +18,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
     ends_item,
-    inside_partition,
     partition,
     read_items,
     recorded_starts,
     records_of,
-    sort_key,
     start_packs,
     starts_item,
     void_item,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from dispatcher.adapters.state_items import INSIDE_KIND, confirmation_item, inside_item, read_inside
+from dispatcher.adapters.inside_items import confirmation_item, inside_item, read_inside
+from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RecordedStart
 from dispatcher.core.errors import TransientError
