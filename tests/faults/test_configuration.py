@@ -45,6 +45,19 @@ def express_machine(run: ScenarioRun) -> dict[str, str]:
     return {"STATE_MACHINE_ARN": arn}
 
 
+def standard_queue_lane(run: ScenarioRun) -> dict[str, str]:
+    """A second lane whose queue is a standard one: FIFO order and deduplication would be lost."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue = sqs.create_queue(QueueName=f"{run.stack.state_table}-standard")["QueueUrl"]
+    lane = {
+        "name": "standard",
+        "queue_url": queue,
+        "dead_letter_queue_url": run.stack.dead_letter_queue_url,
+        "state_machine_arn": run.stack.state_machine_arn,
+    }
+    return {"LANES": json.dumps({"lanes": [lane]})}
+
+
 BROKEN_ENVIRONMENTS: dict[str, tuple[Callable[[ScenarioRun], dict[str, str]], str]] = {
     "missing state machine": (
         lambda run: {"STATE_MACHINE_ARN": run.stack.state_machine_arn + "-gone"},
@@ -62,6 +75,7 @@ BROKEN_ENVIRONMENTS: dict[str, tuple[Callable[[ScenarioRun], dict[str, str]], st
     "malformed MAX_CONCURRENCY": (lambda run: {"MAX_CONCURRENCY": "ten"}, "MAX_CONCURRENCY"),
     "negative MAX_CONCURRENCY": (lambda run: {"MAX_CONCURRENCY": "-1"}, "MAX_CONCURRENCY"),
     "malformed state machine ARN": (lambda run: {"STATE_MACHINE_ARN": "jobs"}, "STATE_MACHINE_ARN"),
+    "a lane's standard queue": (standard_queue_lane, r"LANES: lanes\[0\]\.queue_url: .* is not a FIFO queue"),
 }
 
 
