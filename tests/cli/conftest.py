@@ -50,10 +50,10 @@ class Cli:
             **extra,
         }
 
-    def run(
+    def spawn(
         self, *arguments: str, stdin: str | None = None, stack: bool = True, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """``dispatcher [--stack NAME] ARGUMENTS``; its exit status and output."""
+        """The installed `dispatcher` script in a process of its own, as a user runs it: status, output."""
         command = [str(SCRIPT), *(["--stack", self.stack_name] if stack else []), *arguments]
         result = subprocess.run(
             command,
@@ -67,18 +67,36 @@ class Cli:
         assert "Traceback" not in result.stderr, result.stderr
         return result
 
-    def call(self, *arguments: str, stack: bool = True) -> subprocess.CompletedProcess[str]:
-        """``dispatcher [--stack NAME] ARGUMENTS`` in this process: what `run` gives, without a process.
+    def run(
+        self, *arguments: str, stdin: str | None = None, stack: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``dispatcher [--stack NAME] ARGUMENTS`` in this process, in the environment `spawn` gives it.
 
-        For the many checks of one command's output; `run` is how a user runs it.
+        What `spawn` returns, without a process's start (a second with coverage): the
+        process's environment is the user's shell (``env``, else `environment`) while it
+        runs, standard input is ``stdin``, and what a process would leave behind (the
+        handler's clients, the variables a tick here sets) goes with it.
         """
         command = [*(["--stack", self.stack_name] if stack else []), *arguments]
         out, errors = io.StringIO(), io.StringIO()
-        with pointed_at(self.endpoint_url), contextlib.redirect_stderr(errors):
-            try:
-                status = cli_module.main(command, out=out)
-            except SystemExit as exit_status:  # argparse's own usage errors
-                status = int(exit_status.code or 0)
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env if env is not None else self.environment())
+        try:
+            with (
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(errors),
+                pytest.MonkeyPatch.context() as patch,
+            ):
+                patch.setattr("sys.stdin", io.StringIO(stdin or ""))
+                try:
+                    status = cli_module.main(command, out=out)
+                except SystemExit as exit_status:  # argparse's own usage errors, and --help
+                    status = int(exit_status.code or 0)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            handler.reset_clients()
         assert "Traceback" not in errors.getvalue(), errors.getvalue()
         return subprocess.CompletedProcess(command, status, out.getvalue(), errors.getvalue())
 

@@ -23,7 +23,7 @@ def test_cli_enqueue_one_job_with_name_and_from_stdin(cli: Cli, aws: dict[str, A
     assert first.returncode == 0
     assert "sent " in first.stdout
     assert "name order-42" in first.stdout
-    second = cli.run("enqueue", "-", "--group", "customer-7", stdin='{"order":  43}')
+    second = cli.spawn("enqueue", "-", "--group", "customer-7", stdin='{"order":  43}')  # a real stdin
     assert second.returncode == 0
     messages = read_all(cli.stack.queue_url, aws["sqs"])
     assert [message["Body"] for message in messages] == ['{"order": 42}', '{"order":  43}']
@@ -160,12 +160,12 @@ def test_cli_enqueue_sends_a_repeated_line_once_and_says_how_many_repeated(
     other = json.dumps({"input": {"n": 2}, "group": "a", "name": "two"}) + "\n"
     path = tmp_path / "jobs.jsonl"
     path.write_text(line + other + line + line)
-    result = cli.call("enqueue", "--file", str(path))
+    result = cli.run("enqueue", "--file", str(path))
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith(
         "sent 2 job(s); 2 line(s) repeated an earlier line's name and input: sent once\n"
     )
-    assert json.loads(cli.call("enqueue", "--file", str(path), "--json").stdout)["duplicates"] == 2
+    assert json.loads(cli.run("enqueue", "--file", str(path), "--json").stdout)["duplicates"] == 2
     assert [message["Body"] for message in read_all(cli.stack.queue_url, aws["sqs"])] == [
         '{"n": 1}',
         '{"n": 2}',
@@ -196,7 +196,7 @@ def test_cli_enqueue_ctrl_c_mid_batch_counts_exactly_what_is_on_the_queue(
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Aws, "client", client)
-        result = cli.call("enqueue", "--file", str(path))
+        result = cli.run("enqueue", "--file", str(path))
     assert result.returncode == 130
     assert result.stderr.splitlines()[-1] == (
         "dispatcher: interrupted: 10 of 25 job(s) sent;"

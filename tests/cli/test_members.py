@@ -110,7 +110,7 @@ def test_status_shows_each_gates_max_paused_state_and_dead_letters_and_max_0_rea
     cli = members.cli
     with pointed_at(cli.endpoint_url):
         dead_letter(members.gate["dead_letter_queue_url"], "{}", "poison", "not a gate request")
-    [gate] = ok(cli.call("status", "--json"))["gates"]
+    [gate] = ok(cli.run("status", "--json"))["gates"]
     assert gate == {
         "name": "crawl",
         "pool": "default",
@@ -120,16 +120,16 @@ def test_status_shows_each_gates_max_paused_state_and_dead_letters_and_max_0_rea
         "max_concurrency": 2,
         "dead_letters": 1,
     }
-    assert ok(cli.call("set-max", "0", "--gate", "crawl")).startswith("gate crawl: paused, MAX 0")
-    assert ok(cli.call("set-max", "0", "--lane", "glue")).startswith("lane glue: paused, MAX 0")
-    status = ok(cli.call("status", "--json"))
+    assert ok(cli.run("set-max", "0", "--gate", "crawl")).startswith("gate crawl: paused, MAX 0")
+    assert ok(cli.run("set-max", "0", "--lane", "glue")).startswith("lane glue: paused, MAX 0")
+    status = ok(cli.run("status", "--json"))
     assert status["gates"][0]["paused"] is True
     assert [(lane["name"], lane["paused"], lane["max_concurrency"]) for lane in status["lanes"]] == [
         ("default", False, None),
         ("urgent", False, None),
         ("glue", True, 0),
     ]
-    text = ok(cli.call("status"))
+    text = ok(cli.run("status"))
     assert any(line.split() == ["crawl", "default", "0", "yes", "0", "0", "1"] for line in text.splitlines())
     assert any(line.split()[:5] == ["glue", "glue", "0", "0", "yes"] for line in text.splitlines())
 
@@ -141,17 +141,17 @@ def test_status_of_one_pool_lane_or_gate_is_its_entry_and_an_unknown_name_is_a_u
     cli = members.cli
     with pointed_at(cli.endpoint_url):
         send_jobs(members.lanes["glue"]["queue_url"], [{"body": "{}", "group": "g"}])
-    assert ok(cli.call("status", "--pool", "glue", "--json")) == {
+    assert ok(cli.run("status", "--pool", "glue", "--json")) == {
         "name": "glue",
         "max_concurrency": 4,
         "running": 0,
         "free": 4,
         "paused": False,
     }
-    lane = ok(cli.call("status", "--lane", "glue", "--json"))
+    lane = ok(cli.run("status", "--lane", "glue", "--json"))
     assert (lane["name"], lane["queued"], lane["max_concurrency"]) == ("glue", 1, 2)
-    assert ok(cli.call("status", "--gate", "crawl", "--json"))["max_concurrency"] == 2
-    pool = ok(cli.call("status", "--pool", "default")).splitlines()
+    assert ok(cli.run("status", "--gate", "crawl", "--json"))["max_concurrency"] == 2
+    pool = ok(cli.run("status", "--pool", "default")).splitlines()
     assert pool[0].split() == ["POOL", "MAX", "PAUSED", "RUNNING", "FREE"]
     assert [
         line.split()[0] for line in pool[1:] if line and line.split()[0] in {"default", "urgent", "glue"}
@@ -161,12 +161,12 @@ def test_status_of_one_pool_lane_or_gate_is_its_entry_and_an_unknown_name_is_a_u
         "urgent",
     ]
     assert any(line.startswith("crawl") for line in pool)
-    only_gate = ok(cli.call("status", "--gate", "crawl")).splitlines()
+    only_gate = ok(cli.run("status", "--gate", "crawl")).splitlines()
     assert [line.split()[0] for line in only_gate] == ["GATE", "crawl"]
-    unknown = cli.call("status", "--lane", "nope")
+    unknown = cli.run("status", "--lane", "nope")
     assert (unknown.returncode, unknown.stdout) == (2, "")
     assert unknown.stderr == "dispatcher: error: --lane nope: no such lane (lanes: default, urgent, glue)\n"
-    both = cli.call("status", "--lane", "glue", "--gate", "crawl")
+    both = cli.run("status", "--lane", "glue", "--gate", "crawl")
     assert both.returncode == 2
     assert "not allowed with argument" in both.stderr
 
@@ -177,22 +177,22 @@ def test_status_shows_stale_keys_and_forget_removes_one_but_never_a_configured_m
     """A key of a member gone from LANES: listed by status (text and JSON), removed by forget, once."""
     cli = members.cli
     members.control({"max_concurrency": 3, "lanes": {"gone": {"paused": True}, "urgent": {"paused": False}}})
-    assert ok(cli.call("status", "--json"))["stale_keys"] == ["lanes.gone"]
-    text = ok(cli.call("status"))
+    assert ok(cli.run("status", "--json"))["stale_keys"] == ["lanes.gone"]
+    text = ok(cli.run("status"))
     assert "lanes.gone  remove it: dispatcher forget --lane gone" in text
-    forgot = ok(cli.call("forget", "--lane", "gone"))
+    forgot = ok(cli.run("forget", "--lane", "gone"))
     assert forgot.startswith('forgot lanes.gone (it held {"paused": true}; parameter ')
     assert members.control() == {"max_concurrency": 3, "lanes": {"urgent": {"paused": False}}}
-    assert "stale_keys" in ok(cli.call("status", "--json"))
-    assert ok(cli.call("status", "--json"))["stale_keys"] == []
-    again = ok(cli.call("forget", "--lane", "gone", "--json"))
+    assert "stale_keys" in ok(cli.run("status", "--json"))
+    assert ok(cli.run("status", "--json"))["stale_keys"] == []
+    again = ok(cli.run("forget", "--lane", "gone", "--json"))
     assert again["forgotten"] == {}
-    assert ok(cli.call("forget", "--pool", "old")).startswith("nothing to forget: parameter ")
-    configured = cli.call("forget", "--lane", "urgent")
+    assert ok(cli.run("forget", "--pool", "old")).startswith("nothing to forget: parameter ")
+    configured = cli.run("forget", "--lane", "urgent")
     assert configured.returncode == 2
     assert "lane urgent is configured, so lanes.urgent is not stale" in configured.stderr
     assert members.control()["lanes"] == {"urgent": {"paused": False}}
-    assert cli.call("forget").returncode == 2, "one of --pool, --lane, --gate is required"
+    assert cli.run("forget").returncode == 2, "one of --pool, --lane, --gate is required"
 
 
 # -- info ---------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def test_status_shows_stale_keys_and_forget_removes_one_but_never_a_configured_m
 def test_info_prints_every_url_a_producer_or_a_gated_workflow_needs(members: Members) -> None:
     """Each lane's queue and DLQ, each gate's request queue and DLQ, the release queue: text and JSON."""
     cli = members.cli
-    document = ok(cli.call("info", "--json"))
+    document = ok(cli.run("info", "--json"))
     assert [(lane["name"], lane["queue_url"]) for lane in document["lanes"]] == [
         ("default", cli.stack.queue_url),
         ("urgent", members.lanes["urgent"]["queue_url"]),
@@ -218,7 +218,7 @@ def test_info_prints_every_url_a_producer_or_a_gated_workflow_needs(members: Mem
             "release_queue_url": members.release_queue_url,
         }
     ]
-    text = ok(cli.call("info"))
+    text = ok(cli.run("info"))
     for url in (
         members.lanes["urgent"]["queue_url"],
         members.lanes["glue"]["dead_letter_queue_url"],
@@ -242,19 +242,19 @@ def test_dead_letters_and_their_redrive_act_on_the_named_lanes_or_gates_queues_o
     with pointed_at(cli.endpoint_url):
         dead_letter(urgent["dead_letter_queue_url"], '{"n": 1}', "u-1", "name collision")
         dead_letter(gate["dead_letter_queue_url"], '{"token": 1}', "r-1", "not a gate request")
-    assert ok(cli.call("dead-letters", "--json"))["total"] == 0
-    listed = ok(cli.call("dead-letters", "--lane", "urgent", "--json"))
+    assert ok(cli.run("dead-letters", "--json"))["total"] == 0
+    listed = ok(cli.run("dead-letters", "--lane", "urgent", "--json"))
     assert (listed["member"], listed["total"], listed["reasons"]) == ("lane urgent", 1, {"name collision": 1})
-    assert "1 dead letter(s) of gate crawl" in ok(cli.call("dead-letters", "--gate", "crawl"))
-    moved = ok(cli.call("redrive-dead-letters", "--lane", "urgent"))
+    assert "1 dead letter(s) of gate crawl" in ok(cli.run("dead-letters", "--gate", "crawl"))
+    moved = ok(cli.run("redrive-dead-letters", "--lane", "urgent"))
     assert moved.endswith("moved 1 dead letter(s) to the queue of lane urgent\n")
-    ok(cli.call("redrive-dead-letters", "--gate", "crawl"))
+    ok(cli.run("redrive-dead-letters", "--gate", "crawl"))
     with pointed_at(cli.endpoint_url):
         assert [message["Body"] for message in read_all(urgent["queue_url"])] == ['{"n": 1}']
         assert [message["Body"] for message in read_all(gate["queue_url"])] == ['{"token": 1}']
         assert read_all(cli.stack.queue_url) == []
         assert read_all(urgent["dead_letter_queue_url"]) == []
-    unknown = cli.call("redrive-dead-letters", "--gate", "nope")
+    unknown = cli.run("redrive-dead-letters", "--gate", "nope")
     assert (unknown.returncode, unknown.stderr) == (
         2,
         "dispatcher: error: --gate nope: no such gate (gates: crawl)\n",
@@ -289,17 +289,17 @@ def test_a_rerun_goes_back_to_the_lane_that_started_it_and_an_unknown_origin_wai
         )
     assert members.tick()["started"] == 2
     fail(members, ["from-default", "from-urgent", "by-hand"])
-    listed = {failure["name"]: failure["lane"] for failure in ok(cli.call("failed", "--json"))["failures"]}
+    listed = {failure["name"]: failure["lane"] for failure in ok(cli.run("failed", "--json"))["failures"]}
     assert listed == {"from-default": "default", "from-urgent": "urgent", "by-hand": None}
-    text = ok(cli.call("failed"))
+    text = ok(cli.run("failed"))
     assert "1 of them came from a lane that can't be known (LANE ?)" in text
     assert {
-        failure["name"] for failure in ok(cli.call("failed", "--lane", "urgent", "--json"))["failures"]
+        failure["name"] for failure in ok(cli.run("failed", "--lane", "urgent", "--json"))["failures"]
     } == {
         "from-urgent",
         "by-hand",
     }
-    rerun = ok(cli.call("rerun", "--restart", "--json"))
+    rerun = ok(cli.run("rerun", "--restart", "--json"))
     assert sorted((job["name"], job["lane"]) for job in rerun["queued"]) == [
         ("from-default", "default"),
         ("from-urgent", "urgent"),
@@ -310,10 +310,10 @@ def test_a_rerun_goes_back_to_the_lane_that_started_it_and_an_unknown_origin_wai
     with pointed_at(cli.endpoint_url):
         assert [message["Body"] for message in read_all(cli.stack.queue_url)] == ['{"n": 1}']
         assert [message["Body"] for message in read_all(urgent["queue_url"])] == ['{"n": 2}']
-    assert [failure["name"] for failure in ok(cli.call("failed", "--json"))["failures"]] == ["by-hand"]
-    chosen = ok(cli.call("rerun", "--restart", "--lane", "urgent"))
+    assert [failure["name"] for failure in ok(cli.run("failed", "--json"))["failures"]] == ["by-hand"]
+    chosen = ok(cli.run("rerun", "--restart", "--lane", "urgent"))
     assert "restart by-hand as by-hand-rerun-" in chosen
     assert "on lane urgent" in chosen
     with pointed_at(cli.endpoint_url):
         assert [message["Body"] for message in read_all(urgent["queue_url"])] == ['{"n": 3}']
-    assert ok(cli.call("failed", "--json"))["failures"] == []
+    assert ok(cli.run("failed", "--json"))["failures"] == []
