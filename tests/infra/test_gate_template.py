@@ -18,7 +18,13 @@ LISTED = [
     "arn:aws:states:us-east-1:123456789012:stateMachine:crawl",
     "arn:aws:states:eu-west-1:123456789012:stateMachine:api",
 ]
-GATE_REFS = {"SampleGatedWorkflow": GATED_ARN}
+QUEUES = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
+GATE_REFS = {
+    "SampleGatedWorkflow": GATED_ARN,
+    # A queue's Ref is its URL: the template names the gate's queues <stack>-gate[-dead-letters].fifo.
+    "GateQueue": f"{QUEUES}-gate.fifo",
+    "GateDeadLetterQueue": f"{QUEUES}-gate-dead-letters.fifo",
+}
 
 
 def with_gate(**parameters: Any) -> Any:
@@ -63,10 +69,13 @@ def test_lanes_is_the_templates_gate_with_gate_true_and_the_lanes_parameter_othe
         assert (gate.name, gate.pool, gate.queue_url, gate.state_machine_arn) == (
             "gate",
             DEFAULT,
-            "GateQueue",
+            GATE_REFS["GateQueue"],
             GATED_ARN,
         )
-        assert (gate.dead_letter_queue_url, gate.max_concurrency) == ("GateDeadLetterQueue", expected)
+        assert (gate.dead_letter_queue_url, gate.max_concurrency) == (
+            GATE_REFS["GateDeadLetterQueue"],
+            expected,
+        )
     own = json.dumps({"lanes": []})
     assert deployed({"Lanes": own})(environment["LANES"]) == own
     assert deployed({"Lanes": own})(transformed()["Outputs"][LANES_OUTPUT]["Value"]) == own
