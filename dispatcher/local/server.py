@@ -15,25 +15,53 @@ from dispatcher.local.emulation import Emulation
 _SQS_LOCK = threading.RLock()
 
 
+RECEIVE_POLL_SECONDS = 0.05
+"""How often a long-polling receive looks again, without the lock in between."""
+
+
 def atomic_sqs() -> None:
     """Make each of moto's SQS actions atomic, as each SQS request is in AWS (idempotent).
 
     moto's SQS backend isn't thread-safe: two receives at once can return the same
     message, or fail with "Set changed size during iteration". The dispatcher receives
-    in parallel, so every emulator here serialises SQS actions with one lock.
+    in parallel, so every emulator here serialises SQS actions with one lock. A receive
+    that long-polls holds it for one look at a time, not for its whole wait: held for the
+    wait, one empty queue's long poll (a second, the dispatcher's) held up every other
+    SQS call of every client, a `status` of ten queues took ten seconds.
     """
+    from moto.sqs.models import SQSBackend  # noqa: PLC0415 — local-only
     from moto.sqs.responses import SQSResponse  # noqa: PLC0415 — local-only
 
     call_action = SQSResponse.call_action
     if getattr(call_action, "atomic", False):
         return
+    receive = SQSBackend.receive_message
 
     def atomic(self: Any) -> Any:
+        if self._get_action() == "ReceiveMessage":
+            return call_action(self)  # it takes the lock for each look (`polling`)
         with _SQS_LOCK:
             return call_action(self)
 
+    def polling(  # noqa: PLR0913, PLR0917 — moto's own signature
+        self: Any,
+        queue_name: str,
+        count: int,
+        wait_seconds_timeout: int,
+        visibility_timeout: int,
+        message_attribute_names: list[str] | None = None,
+    ) -> Any:
+        deadline = time.monotonic() + wait_seconds_timeout
+        while True:
+            with _SQS_LOCK:
+                found = receive(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(RECEIVE_POLL_SECONDS)
+
     atomic.atomic = True  # type: ignore[attr-defined]
     SQSResponse.call_action = atomic  # type: ignore[method-assign]
+    SQSBackend.receive_message = polling  # type: ignore[method-assign]
 
 
 STARTING_WORKER_RETRIES, STARTING_WORKER_PAUSE_SECONDS = 50, 0.01
