@@ -43,8 +43,6 @@ class Cli:
         return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", str(Path.home())),
-            # coverage.py measures subprocesses through its own variables.
-            **{key: value for key, value in os.environ.items() if key.startswith("COVERAGE_")},
             **FAKE_CREDENTIALS,
             "AWS_ENDPOINT_URL": self.endpoint_url,
             **extra,

@@ -96,7 +96,6 @@ def shell_environment(exports: dict[str, str]) -> dict[str, str]:
         "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "HOME": os.environ.get("HOME", str(Path.home())),
         "PYTHONUNBUFFERED": "1",  # stdout and stderr in the order a terminal shows them
-        **{key: value for key, value in os.environ.items() if key.startswith("COVERAGE_")},
         **exports,
     }
 

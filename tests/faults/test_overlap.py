@@ -37,7 +37,6 @@ def _ticker(
 ) -> subprocess.Popen[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        **{key: value for key, value in os.environ.items() if key.startswith("COVERAGE_")},
         **FAKE_CREDENTIALS,
         "AWS_ENDPOINT_URL": endpoint_url,
         "POWERTOOLS_LOG_LEVEL": "ERROR",
