@@ -12,6 +12,9 @@ from dispatcher import handler
 from dispatcher.local.account import FAKE_CREDENTIALS
 from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.tally import FINISHED, Tally
+from tests.support.models import share_service_models
+
+share_service_models()
 
 
 @pytest.fixture(autouse=True)

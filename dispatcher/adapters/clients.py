@@ -6,11 +6,14 @@ itself, so the same code runs against AWS, an emulator or moto.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config
+from botocore.loaders import Loader
 
 from dispatcher.settings import MAX_START_CONCURRENCY
 
@@ -42,6 +45,28 @@ CLIENT_CONFIG = Config(
 START_CLIENT_CONFIG = CLIENT_CONFIG.merge(
     Config(retries={"mode": "standard", "max_attempts": START_ATTEMPTS})
 )
+
+
+class _SearchPaths(list[str]):
+    """The folders service models are looked up in, each once (boto3 adds its own for each session)."""
+
+    def append(self, path: str) -> None:
+        """Add ``path`` unless it is there already."""
+        if path not in self:
+            super().append(path)
+
+
+@cache
+def service_models() -> Loader:
+    """The service models of botocore, read from disk once a process and shared by its sessions.
+
+    A session made afresh (a command of the CLI, a cold start in a test) otherwise parses
+    the same model files again: a third of the time it takes to make its clients. The
+    folders of ``AWS_DATA_PATH`` are searched first, as botocore's own loader does.
+    """
+    extra = os.environ.get("AWS_DATA_PATH", "")
+    paths = [os.path.expanduser(os.path.expandvars(path)) for path in extra.split(os.pathsep) if path]
+    return Loader(extra_search_paths=_SearchPaths(paths))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -16,8 +15,8 @@ import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from botocore.loaders import Loader, create_loader
 
+from dispatcher.adapters.clients import service_models
 from dispatcher.adapters.control import ControlParameter
 from dispatcher.adapters.errors import error_code, error_message
 from dispatcher.cli.errors import CliError
@@ -146,26 +145,13 @@ RESOURCE_FIELDS = tuple(field.name for field in fields(Resources) if field.name 
 """The resources read from a variable or a stack output of the same field name."""
 
 
-@cache
-def _models() -> Loader:
-    """The service models of botocore, read from disk once a process.
-
-    A command's session is new (its credentials and region as the environment says now),
-    but the models are the same files: the commands one process runs (a script calling
-    `main`, the tests) don't each parse them again.
-    """
-    return create_loader()
-
-
 class Aws:
     """boto3 clients for the CLI, built on first use, honouring --region and --endpoint-url."""
 
     def __init__(self, region: str | None, endpoint_url: str | None) -> None:
         core = botocore.session.Session()
-        core.register_component("data_loader", _models())
+        core.register_component("data_loader", service_models())  # the models: read once a process
         self._session = boto3.session.Session(region_name=region, botocore_session=core)
-        paths = _models().search_paths  # boto3 adds its own folder for each session
-        paths[:] = list(dict.fromkeys(paths))
         self._endpoint_url = endpoint_url
         self._clients: dict[str, Any] = {}
 

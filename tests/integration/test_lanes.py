@@ -458,6 +458,7 @@ def test_a_lane_whose_rate_runs_out_mid_tick_says_its_jobs_wait_for_capacity(har
     assert harness.queue_counts(paced["queue_url"]) == (1, 0)
 
 
+@pytest.mark.no_cover  # scale, not coverage: the same lines run in smaller tests, measured (CONTRIBUTING)
 def test_twenty_state_machines_share_the_listing_pace_in_turn_and_the_cap_holds(harness: Harness) -> None:
     """`ListExecutions`' pace is the account's: each state machine is listed in turn, none read past it.
 

@@ -12,6 +12,8 @@ import contextlib
 import json
 import random
 
+import pytest
+
 from dispatcher.core import rate
 from dispatcher.core.lanes import DEFAULT
 from dispatcher.tick.invocation import dispatcher_for, steered
@@ -61,6 +63,7 @@ def every_lane_drained_once_in_order(aws: InMemoryAws) -> None:
         assert queue.depth() == (0, 0), lane
 
 
+@pytest.mark.no_cover  # scale, not coverage: the same lines run in smaller tests, measured (CONTRIBUTING)
 def test_lanes_in_several_pools_drain_under_each_pools_cap_with_lag_and_lossy_late_events() -> None:
     """Six lanes in three pools (one sharing a state machine): lists that lag, events lost and late."""
     aws = InMemoryAws(

@@ -35,6 +35,7 @@ def every_job_started_once_in_order(aws: InMemoryAws) -> None:
     assert aws.queue.depth() == (0, 0)
 
 
+@pytest.mark.no_cover  # scale, not coverage: the same lines run in smaller tests, measured (CONTRIBUTING)
 def test_a_large_backlog_drains_under_the_cap_with_lag_and_lossy_late_events() -> None:
     """MAX 200, 6,000 jobs: lists that lag and disagree, events lost, doubled and late; the cap holds."""
     aws = InMemoryAws(
