@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -16,7 +14,6 @@ from typing import Any
 import boto3
 import pytest
 
-from dispatcher import cli as cli_module
 from dispatcher import handler
 from dispatcher.core.events import failure_pattern
 from dispatcher.in_process import LocalContext
@@ -26,6 +23,7 @@ from dispatcher.local.events import Rule, to_queue
 from dispatcher.local.server import emulated_server
 from dispatcher.local.stack import Stack, create_stack, register_stack
 from dispatcher.telemetry import metrics
+from tests.support.in_process import run_cli
 
 SCRIPT = Path(sys.executable).parent / "dispatcher"
 
@@ -70,33 +68,14 @@ class Cli:
     ) -> subprocess.CompletedProcess[str]:
         """``dispatcher [--stack NAME] ARGUMENTS`` in this process, in the environment `spawn` gives it.
 
-        What `spawn` returns, without a process's start (a second with coverage): the
-        process's environment is the user's shell (``env``, else `environment`) while it
-        runs, standard input is ``stdin``, and what a process would leave behind (the
-        handler's clients, the variables a tick here sets) goes with it.
+        What `spawn` returns, without a process's start (tests/support/in_process.py): the
+        environment is the user's shell (``env``, else `environment`) and standard input
+        is ``stdin``.
         """
         command = [*(["--stack", self.stack_name] if stack else []), *arguments]
-        out, errors = io.StringIO(), io.StringIO()
-        saved = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(env if env is not None else self.environment())
-        try:
-            with (
-                contextlib.redirect_stdout(out),
-                contextlib.redirect_stderr(errors),
-                pytest.MonkeyPatch.context() as patch,
-            ):
-                patch.setattr("sys.stdin", io.StringIO(stdin or ""))
-                try:
-                    status = cli_module.main(command, out=out)
-                except SystemExit as exit_status:  # argparse's own usage errors, and --help
-                    status = int(exit_status.code or 0)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-            handler.reset_clients()
-        assert "Traceback" not in errors.getvalue(), errors.getvalue()
-        return subprocess.CompletedProcess(command, status, out.getvalue(), errors.getvalue())
+        result = run_cli(command, env if env is not None else self.environment(), stdin=stdin or "")
+        assert "Traceback" not in result.stderr, result.stderr
+        return result
 
     def tick_in_process(self) -> dict[str, Any]:
         """One tick of the real handler in this process, at MAX 3.

@@ -5,10 +5,11 @@ Each page with console blocks gets a fresh emulator, started as the page says
 names), and a shell holding only the exports it prints; a command that writes a file (a
 ``--lanes`` file it reads, say) runs first, in the same folder.
 Every ``$`` command of the page's blocks runs there in order, as a user pastes it
-(stdout and stderr together, as a terminal shows them), and its output must be the
-lines printed under it. Masked, because they differ from run to run: times, ids, the
-emulator's port and the age in `status`. Lines are compared as a sorted list: executions
-started together end, and are listed, in any order. A ``$ make local`` block is the
+(stdout and stderr together, as a terminal shows them; a plain ``dispatcher ...`` in
+this process, as `run_step` says), and its output must be the lines printed under it.
+Masked, because they differ from run to run: times, ids, the emulator's port and the age
+in `status`. Lines are compared as a sorted list: executions started together end, and
+are listed, in any order. A ``$ make local`` block is the
 emulator's own start-up output.
 """
 
@@ -26,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.in_process import run_cli
+
 ROOT = Path(__file__).parents[2]
 PAGES = sorted(
     path for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")] if "```console" in path.read_text()
@@ -34,6 +37,7 @@ DOCUMENTED_PORT = "127.0.0.1:4567"
 HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
 LOCAL_ARGS = re.compile(r'make local LOCAL_ARGS="([^"]*)"')
 WRITES_FILE = re.compile(r"cat > \S+ <<")
+PLAIN_DISPATCHER = re.compile(r"dispatcher [^|<>;&$`\n*?]*")
 MASKS = [
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"), "<time>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
@@ -161,12 +165,21 @@ def test_the_pages_with_sessions_are_the_ones_users_follow() -> None:
 
 
 def run_step(step: Step, cwd: Path, emulator: Emulator | None) -> list[str]:
-    """One ``$`` command as a user pastes it (with the emulator's exports once it runs): what it prints."""
+    """One ``$`` command as a user pastes it (with the emulator's exports once it runs): what it prints.
+
+    A plain ``dispatcher ARGUMENTS`` (no pipe, redirection, loop or variable) runs in this
+    process, in the shell's environment and folder (tests/support/in_process.py): the same
+    output, without a process's start. Any other command runs in bash.
+    """
     command = step.command if emulator is None else step.command.replace(DOCUMENTED_PORT, emulator.endpoint)
+    environment = shell_environment({} if emulator is None else emulator.exports)
+    if PLAIN_DISPATCHER.fullmatch(command):
+        ran = run_cli(shlex.split(command)[1:], environment, cwd=cwd)
+        return (ran.stdout + ran.stderr).splitlines()
     result = subprocess.run(
         ["bash", "-c", command],
         cwd=cwd,
-        env=shell_environment({} if emulator is None else emulator.exports),
+        env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
