@@ -135,8 +135,13 @@ class KnownWindow:
         What is older than the oldest of them is forgotten.
         """
         since = min(oldest.values(), default=math.inf)
-        self.starts = {key: record for key, record in self.starts.items() if record.recorded_at >= since}
-        self.ends = {end: seen for end, seen in self.ends.items() if seen >= since}
+        # Forgotten in place: an end is a pydantic model, slow to hash, and building new
+        # dicts every tick hashed each end of the window again (a twentieth of the sim's
+        # time draining 6,000 jobs under one lease).
+        for key in [key for key, record in self.starts.items() if record.recorded_at < since]:
+            del self.starts[key]
+        for end in [end for end, seen in self.ends.items() if seen < since]:
+            del self.ends[end]
         starts: dict[str, list[RecordedStart]] = {arn: [] for arn in oldest}
         ended: dict[str, list[EndedExecution]] = {arn: [] for arn in oldest}
         for record in self.starts.values():
