@@ -28,7 +28,7 @@ FAST_PROFILE_SCENARIOS = int(os.environ.get("FAULT_SCENARIOS", "16"))
 pytestmark = pytest.mark.no_cover
 """Whole scenarios under faults check behaviour, not which lines run: the tests of each part
 (tests/unit, tests/integration, the faults' focused tests) measure those, and tracing
-these took a third of the suite's time (CONTRIBUTING, "The suite's time")."""
+these added about 20 s to the suite's pytest time (CONTRIBUTING, "The suite's time")."""
 
 
 @pytest.mark.parametrize("seed", range(FAST_PROFILE_SCENARIOS))
