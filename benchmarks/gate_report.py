@@ -65,13 +65,16 @@ def lines(results: list[dict[str, Any]]) -> list[str]:
             if kind in kinds:
                 label = f"  {'write' if kind == 'WriteRequestUnits' else 'read'} units/s, {name}"
                 row(label, lambda r, name=name, kind=kind, quota=quota: _units(r, name, kind, quota.refill))
-    say.append("   an execution dead inside: to its place freed (to the next admission), p95 of the deaths")
+    say.append(
+        "   an execution dead inside: to its place freed (to the next admission), p95 of the deaths"
+        " (one never freed counts to the run's end)"
+    )
     for kind in KINDS:
         row(
             f"  {kind}",
             lambda r, kind=kind: (
                 f"{_leak(r, kind, 'freed'):.1f} s ({_leak(r, kind):.1f} s)"
-                f" of {len(r['leaks'][f'freed {kind}'])}"
+                f" of {len(r['leaks'][f'freed {kind}'])}, {len(r['leaks'][f'unfreed {kind}'])} never freed"
             ),
         )
     row(
