@@ -18,7 +18,9 @@ from dispatcher.core.lanes import PoolLimit, Topology
 LIST_PAGE_SIZE = 1000
 """Every ListExecutions page asks for the most AWS returns: a call costs one token of a
 small quota (5/s refill) whatever its size, and paging stops once MAX is counted."""
-RECENT_START_WINDOW_SECONDS = 90.0
+LIST_LAG_SECONDS = 60.0
+"""ListExecutions may omit an execution for up to this long after it started (AWS's own lag)."""
+RECENT_START_WINDOW_SECONDS = LIST_LAG_SECONDS + 30.0
 """ListExecutions may omit an execution for up to 60 s after it started; a start recorded by
 a process that died before StartExecution must not hold a slot for longer than this, so the
 window is the lag plus a margin for the start call itself. A record stops counting by its

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dispatcher.core.admission import DeadLetter, Start
-from dispatcher.core.counting import RecordedStart
+from dispatcher.core.counting import LIST_LAG_SECONDS, RecordedStart, RunningListing
 from dispatcher.core.events import EXECUTION_ARN, GATE_KEY, Release
 from dispatcher.core.executions import ACTIVE_STATUSES, execution_name, name_problem, state_machine_of
 from dispatcher.core.messages import QueuedMessage
@@ -34,6 +34,16 @@ CHECK_AFTER_SECONDS = 30.0
 """An execution inside this long since its admission (or since Step Functions last said it
 runs) is checked with Step Functions: one that ended without a release or an event that
 reached the dispatcher leaves within this, the check's pace and AWS's own lag."""
+RECONCILE_SECONDS = 30.0
+"""How often a gate's roster is reconciled with a whole listing of its state machine's RUNNING
+executions (when `ListExecutions`' pace allows): an execution inside that ended without a
+word is freed within AWS's list lag, this and the listing's own pace, however many are
+inside. Checks one at a time (`CHECK_AFTER_SECONDS`) are bounded by `DescribeExecution`'s
+quota, 15 a second: 3,000 inside for ten minutes need 100."""
+RECONCILE_MAX_AGE_SECONDS = 60.0
+"""A roster not reconciled for this long is listed whether the pace has tokens or not: every
+lane's count spends the same pace a page at a time, and would else keep a listing of many
+pages waiting. The pace then waits out what it owes (the lanes reuse their listings)."""
 
 
 def token_digest(token: str) -> str:
@@ -221,6 +231,24 @@ def due_checks(
         if max(record.recorded_at, checked.get(record.name, -math.inf)) + CHECK_AFTER_SECONDS <= now
     ]
     return [record for _, record in sorted(due, key=lambda pair: pair[0])]
+
+
+def absent_from(inside: Iterable[RecordedStart], listing: RunningListing) -> list[RecordedStart]:
+    """The executions inside that a whole listing of RUNNING should show and doesn't: they ended.
+
+    Only those admitted at least `LIST_LAG_SECONDS` before the listing was read: an
+    execution starts before it asks to enter, so by then the list shows it while it runs.
+    One the list still shows after it ended (the other lag) keeps its place until a later
+    listing, its event or a check. A redriven execution is listed again: it keeps its place.
+    """
+    if not listing.complete:
+        return []
+    return [
+        record
+        for record in inside
+        if record.name not in listing.executions
+        and record.recorded_at + LIST_LAG_SECONDS <= listing.listed_at
+    ]
 
 
 def still_inside(status: str | None) -> bool:

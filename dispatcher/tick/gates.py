@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 
 from dispatcher.core.admission import Admission, Start, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT
-from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
+from dispatcher.core.counting import LIST_PAGE_SIZE, RecordedStart, StartsToRecord, StateWindow, latest_ends
 from dispatcher.core.errors import ConfigurationError, TokenRefusedError, TransientError
 from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.gates import (
+    RECONCILE_MAX_AGE_SECONDS,
+    RECONCILE_SECONDS,
+    absent_from,
     admission_output,
     due_checks,
     oldest_inside_seconds,
@@ -42,7 +45,7 @@ from dispatcher.tick.ports import GatePorts, Runtime, StartThreads, StateStore, 
 from dispatcher.tick.report import Counts, GateFigures
 from dispatcher.tick.round import MemberRound, Prepared
 from dispatcher.tick.starts import GroupOutcome, RoundOutcome
-from dispatcher.tick.warm import WarmState
+from dispatcher.tick.warm import Reconciliation, WarmState
 
 PROBE_SECONDS = 10.0
 """How often a gate with pending admissions and no free place looks for their requests. Each
@@ -90,7 +93,9 @@ class GateCounter:
         now = self._clock()
         read = self._store.inside(self.name, self.state_machine_arn)
         planned = plan_inside(read.records, latest_ends([*window.ended, *ended]))
-        left = list(planned.ended) + self._checked_out(planned.inside, now)
+        left = list(planned.ended) + self._reconciled(planned.inside, now)
+        gone = {record.name for record in left}
+        left += self._checked_out([record for record in planned.inside if record.name not in gone], now)
         gone = {record.name for record in left}
         inside = [record for record in planned.inside if record.name not in gone]
         if left:
@@ -126,6 +131,36 @@ class GateCounter:
             record = self.inside.get(name)
             if record is not None:
                 self.inside[name] = record.model_copy(update={"confirmed": True})
+
+    def _reconciled(self, inside: Sequence[RecordedStart], now: float) -> list[RecordedStart]:
+        """The executions inside that a whole listing of RUNNING, read now, shows ended.
+
+        Every `RECONCILE_SECONDS` at most, within `ListExecutions`' pace, which every
+        lane's count shares: a listing of many pages is paid for over the next seconds.
+        It waits while the pace has no tokens for it, up to `RECONCILE_MAX_AGE_SECONDS`.
+        Those the listing shows count as seen running (no check for a while). A listing
+        that fails is tried on a later tick.
+        """
+        machine = self.state_machine_arn
+        last = self._warm.reconciled.get(self.name)
+        age = math.inf if last is None else now - last.at
+        if not inside or age < RECONCILE_SECONDS:
+            return []
+        pace = self._warm.paces_for(machine).list
+        if age < RECONCILE_MAX_AGE_SECONDS and last is not None and not pace.ready(now, last.pages):
+            return []
+        try:
+            listing = self._ports.state_machine.list_running(None, {}, listed_at=now)
+        except TransientError as error:
+            logger.warning("could not list the gate's executions", extra={"reason": str(error)})
+            return []
+        pages = max(1, math.ceil(len(listing.executions) / LIST_PAGE_SIZE))
+        pace.reserve(now, pages)
+        self._warm.reconciled[self.name] = Reconciliation(at=now, pages=pages)
+        for record in inside:
+            if record.name in listing.executions:
+                self._warm.saw_running(execution_arn(machine, record.name), now)
+        return absent_from(inside, listing)
 
     def _checked_out(self, inside: Sequence[RecordedStart], now: float) -> list[RecordedStart]:
         """The executions inside long enough for a check that `DescribeExecution` says ended, longest first.

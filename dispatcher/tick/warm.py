@@ -27,6 +27,14 @@ ADMITTED_TOKENS_LIMIT, ADMITTED_TOKENS_SECONDS = 50_000, 900.0
 again within its visibility timeout; one that comes later is asked about again, and refused)."""
 
 
+@dataclass(frozen=True)
+class Reconciliation:
+    """A whole listing of a gate's state machine: when it was read, and how many pages it took."""
+
+    at: float
+    pages: int
+
+
 @dataclass
 class WarmState:
     """Reads one container may reuse across invocations."""
@@ -47,6 +55,8 @@ class WarmState:
     """Ticks that spent slots: which lane a round's batches go to first turns with each."""
     probed: dict[str, float] = field(default_factory=dict)
     """Gate → when it last looked for the requests of its pending admissions."""
+    reconciled: dict[str, Reconciliation] = field(default_factory=dict)
+    """Gate → its roster's latest whole listing of RUNNING executions."""
     admitted_tokens: dict[str, float] = field(default_factory=dict)
     """Digest of a task token → when `SendTaskSuccess` accepted it here: a request that comes
     again with it is known inside without asking (Step Functions would refuse it anyway)."""
@@ -106,6 +116,7 @@ class WarmState:
         self.seen_running.clear()
         self.admitted_tokens.clear()
         self.probed.clear()
+        self.reconciled.clear()
         self.listings.clear()
         self.fan_outs.clear()
         self.paces.clear()

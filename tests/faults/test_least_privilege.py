@@ -97,7 +97,10 @@ def test_every_call_is_granted_on_its_resource_and_every_grant_is_used(faulty_aw
     """Each (action, resource) the runtime used is allowed by a statement; each granted action is used."""
     # The crash course reaches the rare paths (dead-lettering, releasing, describing, redriving).
     outcomes = [run_scenario(crash_course(CrashPlan(*CRASH_POINTS[0]), redrives=True), faulty_aws)]
-    outcomes += [run_scenario(Scenario.generate(seed), faulty_aws) for seed in range(2)]
+    # Seed 11 has a gated execution that dies inside within a minute of its admission, its
+    # event lost: a whole listing can't tell it from one the list doesn't show yet, so only
+    # `DescribeExecution` finds it (the other deaths inside are found by listing).
+    outcomes += [run_scenario(Scenario.generate(seed), faulty_aws) for seed in (0, 1, 11)]
     ungranted: list[str] = []
     used: set[tuple[str, str]] = set()
     granted: set[tuple[str, str]] = set()

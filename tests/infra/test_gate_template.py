@@ -85,7 +85,7 @@ def test_lanes_is_the_templates_gate_with_gate_true_and_the_lanes_parameter_othe
 
 
 def test_the_function_may_admit_and_check_the_gated_state_machines_and_nothing_more() -> None:
-    """SendTaskSuccess and DescribeStateMachine on each gated machine, DescribeExecution on its executions."""
+    """Admit, check STANDARD and list each gated machine (and nothing more); describe its executions."""
     assert not {"GatedStateMachines", "GatedExecutions", "GateQueue"} & deployed().statements().keys()
     for deploy, machines in (
         (with_gate(), [GATED_ARN]),
@@ -96,6 +96,7 @@ def test_the_function_may_admit_and_check_the_gated_state_machines_and_nothing_m
         by_sid = deploy.statements()
         assert by_sid["GatedStateMachines"]["Action"] == [
             "states:DescribeStateMachine",
+            "states:ListExecutions",
             "states:SendTaskSuccess",
         ]
         assert by_sid["GatedStateMachines"]["Resource"] == machines

@@ -11,6 +11,7 @@ import random
 
 from dispatcher.core.gates import CHECK_AFTER_SECONDS
 from dispatcher.core.lanes import DEFAULT
+from dispatcher.core.quotas import step_functions
 from tests.sim.conftest import settings
 from tests.support.sim.aws import InMemoryAws, SimGate
 from tests.support.sim.function import EventSourceMapping, Function
@@ -78,3 +79,34 @@ def test_a_place_held_by_an_execution_that_died_inside_comes_back_with_its_event
     assert max(loud) < 5.0
     assert max(silent) < CHECK_AFTER_SECONDS + 30.0
     assert DEFAULT in aws.world.pool_caps
+
+
+LOST_END_SECONDS = 120.0
+"""The contract: an execution that ends inside with no event and no release leaves within this."""
+
+
+def test_with_long_sections_and_many_inside_a_lost_end_is_freed_within_two_minutes() -> None:
+    """800 inside for 4-5 minutes, 2,000 waiting, deaths with no event: each freed within 120 s.
+
+    One check at a time can't keep up: 800 inside, each checked every 30 s, is 27
+    `DescribeExecution` calls a second against the dispatcher's share of 15. A whole listing
+    of the gate's RUNNING executions (a few pages) finds them all.
+    """
+    workload = GatedWorkload(section=(240.0, 300.0), dies_inside=0.05, silent=1.0)
+    aws, function, executions = gated(workload, max_concurrency=800)
+    assert step_functions(aws.region)["DescribeExecution"].refill < 800 / CHECK_AFTER_SECONDS
+    try:
+        end = aws.scheduler.now + 660
+        executions.keep_waiting(2000, end)
+        function.schedule(60.0, until=end)
+        aws.scheduler.run_until(end)
+    finally:
+        aws.scheduler.stop()
+    now = aws.scheduler.now
+    freed = aws.table.inside_partition(GATE).deleted
+    judged = [death for death in executions.deaths if death.at <= now - LOST_END_SECONDS]
+    assert len(judged) >= 20
+    waits = [freed.get(death.arn.rsplit(":", 1)[1], now) - death.at for death in judged]
+    assert max(waits) <= LOST_END_SECONDS
+    assert aws.world.violations == []
+    assert function.errors == []

@@ -9,13 +9,14 @@ from datetime import datetime
 import pytest
 
 from dispatcher.core.admission import DeadLetter, Start, admit
-from dispatcher.core.counting import RecordedStart
+from dispatcher.core.counting import LIST_LAG_SECONDS, RecordedStart, RunningListing
 from dispatcher.core.events import EndNews, Release, SkippedRecord, describe_trigger, end_news, read_release
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.gates import (
     CHECK_AFTER_SECONDS,
     Confirmation,
     GateRequest,
+    absent_from,
     admission_output,
     confirmed,
     due_checks,
@@ -196,6 +197,20 @@ def test_checks_are_due_for_those_inside_long_enough_longest_first_each_again_la
     assert [record.name for record in due_checks(inside, {}, NOW)] == ["old", "middle"]
     checked = {"old": NOW - 1, "middle": NOW - CHECK_AFTER_SECONDS}
     assert [record.name for record in due_checks(inside, checked, NOW)] == ["middle"]
+
+
+def test_a_whole_listing_frees_those_it_should_show_and_does_not_after_the_lists_lag() -> None:
+    """Absent from a whole listing read a lag after its admission: it ended. Else its place stays."""
+    inside = [
+        admission("ended", NOW - LIST_LAG_SECONDS),
+        admission("young", NOW - LIST_LAG_SECONDS + 1),
+        admission("runs", NOW - 600),
+        admission("redriven", NOW - 600),
+    ]
+    listing = RunningListing(executions={"runs": None, "redriven": NOW - 5}, complete=True, listed_at=NOW)
+    assert [record.name for record in absent_from(inside, listing)] == ["ended"]
+    partial = listing.model_copy(update={"complete": False})
+    assert absent_from(inside, partial) == []
 
 
 @pytest.mark.parametrize(
