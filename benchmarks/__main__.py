@@ -6,6 +6,7 @@
     make bench BENCH_ARGS="--only-full-scale" # sections 8 and 9: AWS's quotas, in the in-memory AWS
     make bench BENCH_ARGS="--only-lanes"      # section 9 alone: lanes and pools at AWS's quotas
     make bench BENCH_ARGS="--only-gates"      # section 10 alone: a gate at AWS's quotas, and its bill
+    make bench BENCH_ARGS="--only-rosters"    # section 11 alone: a lost end at long sections, gate and lane
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import footprint, full_scale, gate_report, gates, lanes, quota, refill, throughput
+from benchmarks import footprint, full_scale, gate_report, gates, lanes, quota, refill, rosters, throughput
 from benchmarks.plot import draw, draw_full_scale
 from benchmarks.report import (
     LATENCY,
@@ -142,6 +143,27 @@ def gates_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
     report_gates(runs, cost, report)
 
 
+def rosters_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 11: the gate and the lane at long sections, side by side; a lost end to its place freed."""
+    measured = 600.0 if quick else rosters.MEASURED_SECONDS
+    gate, lane = side_by_side(
+        rosters.call, [("gate_run", "us-east-1", measured), ("lane_run", "us-east-1", measured)]
+    )
+    results["rosters"] = {"gate": gate, "lane": lane}
+    report.say(
+        f"11. Who holds a place, at long sections (us-east-1 quotas, {measured:.0f} s measured after"
+        f" {full_scale.WARM_UP_SECONDS:.0f} s): section 10's gate with sections of 9–11 min and"
+        f" {rosters.GATE_DIES_INSIDE:.0%} dying inside (half without any event), and section 8's lane with"
+        f" executions of 9–11 min and {rosters.LANE_UNREPORTED:.0%} of ends unreported; a lost end, to its"
+        " place freed"
+    )
+    for line in rosters.lines(gate, lane):
+        report.say(line)
+    for name, met, figures in rosters.targets(gate, lane):
+        report.say(f"   {report.target(name, met, figures)}")
+    report.say()
+
+
 def emulator_sections(quick: bool, report: Report, results: dict[str, Any]) -> None:
     """Sections 1-7: the dispatcher and its baselines on the embedded emulator, and its footprint."""
     backlogs = [100, 1000] if quick else [100, 1000, 10_000]
@@ -207,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-gates", action="store_true", help="only section 10: a gate at AWS's quotas, and its bill"
     )
+    parser.add_argument(
+        "--only-rosters", action="store_true", help="only section 11: a lost end at long sections"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -214,17 +239,19 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     report.say(
         "dispatcher benchmark — sections 1-7 on the embedded emulator (moto behind the fault harness's"
-        " lag and a latency wire), 8 to 10 on the in-memory AWS;"
+        " lag and a latency wire), 8 to 11 on the in-memory AWS;"
         f" {multiprocessing.cpu_count()} cores, Python {platform.python_version()}"
     )
     report.say()
     results: dict[str, Any] = {}
 
-    only = arguments.only_full_scale or arguments.only_lanes or arguments.only_gates
+    only = arguments.only_full_scale or arguments.only_lanes or arguments.only_gates or arguments.only_rosters
     if not only:
         emulator_sections(quick, report, results)
 
-    if not (arguments.skip_full_scale or arguments.only_lanes or arguments.only_gates):
+    if not (
+        arguments.skip_full_scale or arguments.only_lanes or arguments.only_gates or arguments.only_rosters
+    ):
         measured = 120.0 if quick else 600.0
         results["full_scale"] = side_by_side(
             full_scale.run,
@@ -236,11 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         report_full_scale(results["full_scale"], report)
 
-    if not (arguments.skip_full_scale or arguments.only_gates):
+    if not (arguments.skip_full_scale or arguments.only_gates or arguments.only_rosters):
         lanes_section(quick, report, results)
 
     if not (arguments.skip_full_scale or arguments.only_full_scale or arguments.only_lanes):
-        gates_section(quick, report, results)
+        if not arguments.only_rosters:
+            gates_section(quick, report, results)
+        if not arguments.only_gates:
+            rosters_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

@@ -60,8 +60,10 @@ def template_settings(aws: InMemoryAws) -> Settings:
     )
 
 
-def keep_backlog(aws: InMemoryAws, rng: random.Random, until: float) -> None:
-    """A producer that keeps ``WAITING`` jobs queued, checked every second."""
+def keep_backlog(
+    aws: InMemoryAws, rng: random.Random, until: float, durations: tuple[float, float] = (SHORTEST, LONGEST)
+) -> None:
+    """A producer that keeps ``WAITING`` jobs queued, checked every second, each running ``durations`` s."""
     sequence = {"next": 0}
 
     def top_up() -> None:
@@ -69,7 +71,7 @@ def keep_backlog(aws: InMemoryAws, rng: random.Random, until: float) -> None:
         for _ in range(WAITING - visible):
             job = sequence["next"]
             sequence["next"] += 1
-            body = json.dumps({"job": job, "seconds": round(rng.uniform(SHORTEST, LONGEST), 3)})
+            body = json.dumps({"job": job, "seconds": round(rng.uniform(*durations), 3)})
             aws.queue.send(body, f"g{job % GROUPS}")
         if aws.scheduler.now + 1 < until:
             aws.scheduler.call_at(aws.scheduler.now + 1, top_up)

@@ -199,6 +199,8 @@ class World:
         self.on_delivery: Callable[[Delivery], None] | None = None
         """Told of every event delivery as it is planned (the in-memory AWS schedules it)."""
         self.injected: Counter[str] = Counter()
+        self.unreported: dict[str, float] = {}
+        """ARN → when it ended, of each execution whose status change event was lost."""
         self.violations: list[str] = []
         self.max_concurrency: int | None = None
         self.pool_caps: dict[str, tuple[frozenset[str], int]] = {}
@@ -337,6 +339,7 @@ class World:
             return
         if self.event_rng.random() < plan.lost:
             self.injected["status change event lost"] += 1
+            self.unreported[execution.arn] = self.now
             return
         copies = 2 if self.event_rng.random() < plan.duplicated else 1
         if copies == 2:

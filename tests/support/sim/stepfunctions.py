@@ -21,6 +21,7 @@ from dispatcher.core.executions import (
     execution_arn,
     name_problem,
     same_input,
+    state_machine_of,
 )
 from dispatcher.core.quotas import step_functions
 from tests.support.sim.api import Client, LiveBucket
@@ -41,6 +42,10 @@ class StepFunctions:
         self.region = region
         self._scheduler = scheduler
         self._on_run = on_run
+        self.unlisted: dict[str, float] = {}
+        """ARN → when a listing the dispatcher read first left it out, of each unreported end."""
+        self.watch_unreported = False
+        """Whether to fill `unlisted` (a benchmark's measure; each listing looks at every lost end)."""
         self._buckets = {
             operation: LiveBucket.of(bucket, scheduler.now)
             for operation, bucket in step_functions(region).items()
@@ -49,6 +54,24 @@ class StepFunctions:
     def admit(self, operation: str) -> bool:
         """Whether a call of ``operation`` is within its quota now."""
         return self._buckets[operation].take(self._scheduler.now) > 0
+
+    def note_unlisted(
+        self, machine: str, listed: Mapping[str, float | None], complete: bool, oldest: float | None
+    ) -> None:
+        """A listing the dispatcher read: when it first left out an execution whose end went unreported.
+
+        It leaves one out when its pages reach back to its start and don't show it: from
+        then on that listing counts it no more (`unlisted`: ARN → the moment).
+        """
+        if not self.watch_unreported:
+            return
+        for arn in self.world.unreported:
+            if arn in self.unlisted or state_machine_of(arn) != machine:
+                continue
+            execution = self.world.executions[arn]
+            reaches = complete or (oldest is not None and oldest <= execution.runs[-1].started_at)
+            if reaches and execution.name not in listed:
+                self.unlisted[arn] = self._scheduler.now
 
     def run_started(self, execution: Execution) -> None:
         """A run began (by a start or a redrive)."""
@@ -102,6 +125,7 @@ class ExecutionsView:
             if complete or (
                 max_concurrency is not None and len(counted_names(executions, ends)) >= max_concurrency
             ):
+                self._service.note_unlisted(self._arn, executions, complete, oldest)
                 return RunningListing(
                     executions=executions, complete=complete, listed_at=listed_at, oldest_started_at=oldest
                 )
