@@ -1,12 +1,12 @@
 """A gate in generated scenarios: gated executions, their requests and releases, under faults.
 
-A quarter of the scenarios with neither a second lane nor wide rounds add gate ``crawl``
-on a state machine of its own: in pool ``default`` with the default lane's jobs ("a gate
-and a lane in one pool"), or in a pool of its own, sometimes with a MAX of its own. Its
-executions are started by their own producer (not the dispatcher) and each, after a free
-part, sends its request and waits; the dispatcher admits it (`SendTaskSuccess`, which the
-fault middleware answers as AWS does, `tests.support.gate_world`); its section lasts a
-while; then it releases and ends. Drawn per execution:
+A quarter of the scenarios without wide rounds add gate ``crawl`` on a state machine of
+its own: in pool ``default`` with the default lane's jobs ("a gate and a lane in one
+pool", and with lane ``urgent`` too when the scenario has it there), or in a pool of its
+own, sometimes with a MAX of its own. Its executions are started by their own producer
+(not the dispatcher) and each, after a free part, sends its request and waits; the
+dispatcher admits it (`SendTaskSuccess`, which the fault middleware answers as AWS does,
+`tests.support.gate_world`); its section lasts a while; then it releases and ends. Drawn per execution:
 
 - its request doubled (sent again, later: a producer's retry);
 - its release lost, doubled, late, or sent early (before it was admitted, an earlier
@@ -53,7 +53,7 @@ GATE = "crawl"
 GATE_POOL = "api"
 """The pool of a gate of kind ``pool``."""
 GATE_SHARE = 0.25
-"""Of the scenarios with no second lane and no wide rounds."""
+"""Of the scenarios without wide rounds (with a second lane or not)."""
 GATE_CRASH_POINTS = (
     ("states.SendTaskSuccess", "before"),
     ("states.SendTaskSuccess", "after"),

@@ -11,6 +11,9 @@ operator who pauses and resumes the lane between ticks. The lane is one of three
 - ``pool``: a state machine of its own in a pool of its own, whose MAX the operator may
   change live (``pools.<pool>.max_concurrency`` in the control parameter).
 
+A lane of kind ``shared`` also takes some repeats of lane default's named jobs (same
+name, same input): two lanes admit the same execution name, and one execution comes of it.
+
 The checks are per pool and per lane: each pool's cap (and the lane's own MAX) at every
 start, by the world; no loss, no duplicates, order within each lane's groups, poison in
 its own lane's DLQ; and the lane's start rate, never more than ``b + r·t`` of its
@@ -60,6 +63,8 @@ class LanePlan:
     """The MAX of its own pool (kind ``pool``)."""
     pool_changes: dict[int, int] = field(default_factory=dict)
     """Tick → the pool's new MAX, set by the operator before it (kind ``pool``)."""
+    crossing: list[str] = field(default_factory=list)
+    """Keys of repeats of lane default's named jobs sent to this lane's queue (kind ``shared``)."""
 
     def burst(self) -> int:
         """Starts the lane's rate allows at once (its bucket's size)."""
@@ -70,12 +75,24 @@ class LanePlan:
         return (
             f"lane(kind={self.kind} priority={self.priority} max={self.max_concurrency}"
             f" rate={self.starts_per_second} pauses={self.pauses} pool_max={self.pool_max}"
-            f" pool_changes={self.pool_changes})"
+            f" pool_changes={self.pool_changes} crossing={len(self.crossing)})"
         )
 
 
-def plan_lane(rng: random.Random, jobs: Sequence[Job], fault_ticks: int, *, wide: bool) -> LanePlan | None:
-    """Maybe a lane, and which jobs go to it (``job.lane`` is set)."""
+def plan_lane(
+    rng: random.Random,
+    jobs: Sequence[Job],
+    fault_ticks: int,
+    *,
+    wide: bool,
+    crossing: random.Random | None = None,
+) -> LanePlan | None:
+    """Maybe a lane, and which jobs go to it (``job.lane`` is set).
+
+    ``crossing``: draws for a lane of kind ``shared`` only, which sends some repeats of a
+    named job of lane default to its own queue: two lanes then admit the same execution
+    name (same input), and only one execution may come of it.
+    """
     if wide or rng.random() >= LANE_SHARE:
         return None
     movable = [
@@ -105,6 +122,12 @@ def plan_lane(rng: random.Random, jobs: Sequence[Job], fault_ticks: int, *, wide
         plan.pool_max = rng.choice([1, 2, 4])
         if rng.random() < 0.5:
             plan.pool_changes = {rng.randrange(fault_ticks): rng.choice([0, 1, 3, 5])}
+    if plan.kind == "shared" and crossing is not None:
+        for job in jobs:
+            if job.duplicate_of is not None and job.lane is None and crossing.random() < 0.5:
+                job.lane = LANE
+                job.group = f"{LANE}-{job.group}"
+                plan.crossing.append(job.key)
     return plan
 
 

@@ -137,9 +137,9 @@ class Scenario:
     wide: bool = False
     """A wide round: MAX above one receive batch and about one job a group (`_widen`)."""
     lane: LanePlan | None = None
-    """A second lane on the same state machine and pool (`tests.faults.lanes`)."""
+    """A second lane (`tests.faults.lanes`)."""
     gate: GatePlan | None = None
-    """A gate in pool default or a pool of its own (`tests.faults.gates`)."""
+    """A gate in pool default or a pool of its own (`tests.faults.gates`), beside a second lane or not."""
     stale: dict[int, str] = field(default_factory=dict)
     """Tick → the kind (``pools``, ``lanes``, ``gates``) of a stale key the operator leaves in the
     control parameter before it: a member paused, then removed from ``LANES`` (`tests.faults.operator`)."""
@@ -197,9 +197,15 @@ class Scenario:
             if faults and rng.random() < 0.1
         }
         redrives = {tick: rng.choice([1.0, 20.0]) for tick in external if rng.random() < 0.5}
-        lane = plan_lane(random.Random(f"{seed}:lane"), jobs, fault_ticks, wide=wide is not None)
+        lane = plan_lane(
+            random.Random(f"{seed}:lane"),
+            jobs,
+            fault_ticks,
+            wide=wide is not None,
+            crossing=random.Random(f"{seed}:crossing"),
+        )
         gate = None
-        if lane is None and wide is None:
+        if wide is None:
             gate = plan_gate(random.Random(f"{seed}:gate"), fault_ticks, faults=faults)
             if gate is not None:
                 gate.add_faults(plan)

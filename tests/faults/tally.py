@@ -91,6 +91,11 @@ class Tally:
     gate_shared: int = 0
     """Of those, in pool default with the default lane's jobs; the others in a pool of their own."""
     gate_max: int = 0
+    gate_and_lane: int = 0
+    """Scenarios with a gate and a second lane; of those, with both in pool default."""
+    gate_and_lane_one_pool: int = 0
+    crossing: int = 0
+    """Repeats of a named job sent to the second lane: two lanes admit one execution name."""
     gated_executions: int = 0
     admissions: int = 0
     refused_tokens: int = 0
@@ -129,11 +134,15 @@ class Tally:
             self.own_pool += lane.kind == "pool"
             self.lane_max += lane.max_concurrency is not None
             self.pool_changes += len(lane.pool_changes)
+            self.crossing += len(lane.crossing)
         gate = outcome.scenario.gate
         if gate is not None:
             self.gated += 1
             self.gate_shared += gate.kind == "shared"
             self.gate_max += gate.max_concurrency is not None
+            if lane is not None:
+                self.gate_and_lane += 1
+                self.gate_and_lane_one_pool += gate.kind == "shared" and lane.kind != "pool"
             self.gated_executions += len(gate.executions)
             self.admissions += outcome.admissions
             self.refused_tokens += outcome.refused_tokens
@@ -185,6 +194,9 @@ class Tally:
             "gated",
             "gate_shared",
             "gate_max",
+            "gate_and_lane",
+            "gate_and_lane_one_pool",
+            "crossing",
             "gated_executions",
             "admissions",
             "refused_tokens",
@@ -224,10 +236,13 @@ class Tally:
             f"    {'with a start rate':<44} {self.rated:>9,}",
             f"    {'paused, then resumed, by the operator':<44} {self.lane_pauses:>9,}",
             f"    {'its pool' + chr(39) + 's MAX changed live by the operator':<44} {self.pool_changes:>9,}",
+            f"    {'a named job' + chr(39) + 's repeat sent to it':<44} {self.crossing:>9,}",
             f"  scenarios with a gate{'':<28} {self.gated:>9,}",
             f"    {'in pool default, with the default lane' + chr(39) + 's jobs':<44} {self.gate_shared:>9,}",
             f"    {'in a pool of its own':<44} {self.gated - self.gate_shared:>9,}",
             f"    {'with a MAX of its own':<44} {self.gate_max:>9,}",
+            f"    {'with a second lane too':<44} {self.gate_and_lane:>9,}",
+            f"    {'  the gate and both lanes in pool default':<44} {self.gate_and_lane_one_pool:>9,}",
             f"    {'gated executions':<44} {self.gated_executions:>9,}",
             f"    {'admitted (SendTaskSuccess taken)':<44} {self.admissions:>9,}",
             f"    {'SendTaskSuccess refused (used, or closed)':<44} {self.refused_tokens:>9,}",
