@@ -41,7 +41,7 @@ from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import Pace
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Records
-from dispatcher.tick.ports import GatePorts, Runtime, StartThreads, StateStore, TaskTokens
+from dispatcher.tick.ports import GatePorts, Roster, Runtime, StartThreads, TaskTokens
 from dispatcher.tick.report import Counts, GateFigures
 from dispatcher.tick.round import MemberRound, Prepared
 from dispatcher.tick.starts import GroupOutcome, RoundOutcome
@@ -61,13 +61,13 @@ class GateCounter:
         self,
         ports: GatePorts,
         records: Records,
-        store: StateStore,
+        roster: Roster,
         warm: WarmState,
         clock: Callable[[], float],
     ) -> None:
         self._ports = ports
         self._records = records
-        self._store = store
+        self._roster = roster
         self._warm = warm
         self._clock = clock
         self.state_machine_arn = ports.state_machine.arn
@@ -91,7 +91,7 @@ class GateCounter:
         ``window``: its state machine's, as `Records.windows` read it a moment before (its ends).
         """
         now = self._clock()
-        read = self._store.inside(self.name, self.state_machine_arn)
+        read = self._roster.inside(self.name, self.state_machine_arn)
         planned = plan_inside(read.records, latest_ends([*window.ended, *ended]))
         left = list(planned.ended) + self._reconciled(planned.inside, now)
         gone = {record.name for record in left}
@@ -102,7 +102,7 @@ class GateCounter:
             logger.info("left the gate", extra={"gate": self.name, "executions": [r.name for r in left]})
             self._records.forget(left, now)
         if read.stale:
-            self._store.tidy(self.name, read.stale)
+            self._roster.tidy(self.name, read.stale)
         self.inside = {record.name: record for record in inside}
         return GateFigures(inside=len(inside), oldest_inside_seconds=oldest_inside_seconds(inside, now))
 
@@ -126,7 +126,7 @@ class GateCounter:
     def confirm(self, names: Sequence[str]) -> None:
         """Note that `SendTaskSuccess` took these admissions (raises when it can't be written)."""
         now = self._clock()
-        self._store.confirm(self.name, names, now)
+        self._roster.confirm(self.name, names, now)
         for name in names:
             record = self.inside.get(name)
             if record is not None:
@@ -208,7 +208,6 @@ class GateRound(MemberRound):
         self._gate = ports
         self._counter = counter
         self._probing = probing
-        self._starts_of_round: GateStarts | None = None
 
     def receive(
         self, free: int, *, wait: bool = True, now: float = 0.0
@@ -237,7 +236,7 @@ class GateRound(MemberRound):
         )
 
     def _starts(self, part: Prepared, clock: Callable[[], float]) -> GateStarts:
-        self._starts_of_round = GateStarts(
+        return GateStarts(
             gate=self.name,
             tokens=self._gate.tokens,
             counter=self._counter,
@@ -246,17 +245,16 @@ class GateRound(MemberRound):
             outcome=part.outcome,
             clock=clock,
         )
-        return self._starts_of_round
 
-    def settle(self, outcome: RoundOutcome) -> Counts:
+    def settle(self, part: Prepared) -> Counts:
         """Confirm the admissions `SendTaskSuccess` took, then delete what is done and release the rest.
 
         Confirmed before their requests are deleted: a request deleted is an admission
         confirmed. When the confirmation can't be written, those requests stay on the
         queue: they come back, are known inside, and are confirmed then.
         """
-        starts, self._starts_of_round = self._starts_of_round, None
-        if starts is not None and starts.to_confirm:
+        starts, outcome = part.starts, part.outcome
+        if isinstance(starts, GateStarts) and starts.to_confirm:
             try:
                 self._counter.confirm([name for name, _ in starts.to_confirm])
             except (TransientError, ConfigurationError) as error:
@@ -264,7 +262,7 @@ class GateRound(MemberRound):
                     "could not confirm admissions: their requests stay", extra={"reason": str(error)}
                 )
                 outcome.unsettled += [message for _, message in starts.to_confirm]
-        return super().settle(outcome)
+        return super().settle(part)
 
     @staticmethod
     def _counts(outcome: RoundOutcome, *, delete_failures: int) -> Counts:
@@ -388,7 +386,7 @@ RELEASE_THREADS = 32
 """Releases of one invocation deleted at once (each a conditional `DeleteItem`)."""
 
 
-def release(releases: Sequence[Release], topology: Topology, store: StateStore, runtime: Runtime) -> None:
+def release(releases: Sequence[Release], topology: Topology, roster: Roster, runtime: Runtime) -> None:
     """Free the places of the executions that say they left a gate, each one a conditional delete, at once.
 
     A release of an unknown gate or of another state machine's execution, one for an
@@ -407,7 +405,7 @@ def release(releases: Sequence[Release], topology: Topology, store: StateStore, 
     if not valid:
         return
     with runtime.pool(min(len(valid), RELEASE_THREADS)) as threads:
-        freed = threads.settle(lambda each: store.release(each.gate, each.name, each.sent_at), valid)
+        freed = threads.settle(lambda each: roster.release(each.gate, each.name, each.sent_at), valid)
     for each, result in zip(valid, freed, strict=True):
         if isinstance(result, TransientError):
             logger.warning(

@@ -114,7 +114,7 @@ class StateMachine(Executions, Admissions, Protocol):
     """A state machine: its executions counted, and started (one adapter does both)."""
 
 
-class StateStore(Protocol):
+class StartLedger(Protocol):
     """The state table's recent starts and ends, every state machine's of one dispatcher."""
 
     def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
@@ -137,6 +137,10 @@ class StateStore(Protocol):
         """Void records that no longer count, now (an admission's: its place is free); how many were left."""
         ...
 
+
+class Roster(Protocol):
+    """Who holds a place in a gate: its admissions, kept until the execution is known to have left."""
+
     def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
         """The admissions into ``gate`` (of ``state_machine_arn``'s executions) not deleted yet."""
         ...
@@ -152,6 +156,10 @@ class StateStore(Protocol):
     def release(self, gate: str, name: str, sent_at: float) -> bool:
         """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was."""
         ...
+
+
+class StateStore(StartLedger, Roster, Protocol):
+    """The state table in both roles: the lanes' start ledger and the gates' rosters."""
 
 
 class StartRate(Protocol):

@@ -146,8 +146,9 @@ class MemberRound:
             # Released poison would be received again at once: stop until the next tick.
             outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
 
-    def settle(self, outcome: RoundOutcome) -> Counts:
+    def settle(self, part: Prepared) -> Counts:
         """Delete what is done, release what waits; the member's counts of the round."""
+        outcome = part.outcome
         queue = self._ports.queue
         for letter in outcome.dead_letters:
             logger.warning(
@@ -339,7 +340,7 @@ class Round:
             for part in prepared:
                 part.lane.release(part.messages)
             raise
-        counts = self._each(lambda part: part.lane.settle(part.outcome), prepared)
+        counts = self._each(lambda part: part.lane.settle(part), prepared)
         self._raise_first(counts)
         self._forget_never_started(prepared)
         return {
