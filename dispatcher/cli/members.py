@@ -10,7 +10,7 @@ import argparse
 
 from dispatcher.cli.config import Resources
 from dispatcher.cli.errors import UsageError
-from dispatcher.core.lanes import Gate, Lane, PoolLimit, Topology
+from dispatcher.core.lanes import Member, PoolLimit, Topology
 
 KINDS = ("pool", "lane", "gate")
 
@@ -58,10 +58,10 @@ def unknown_member(kind: str, name: str, topology: Topology) -> UsageError:
     return UsageError(f"--{kind} {name}: no such {kind} ({kind}s: {listed})")
 
 
-def member(resources: Resources, kind: str, name: str) -> PoolLimit | Lane | Gate:
+def member(resources: Resources, kind: str, name: str) -> PoolLimit | Member:
     """The configured pool, lane or gate of that name; an unknown name is a usage error."""
     topology = resources.topology()
-    found: dict[str, PoolLimit | Lane | Gate] = {pool.name: pool for pool in topology.pools}
+    found: dict[str, PoolLimit | Member] = {pool.name: pool for pool in topology.pools}
     if kind != "pool":
         found = {each.name: each for each in (topology.lanes if kind == "lane" else topology.gates)}
     if name not in found:
@@ -69,7 +69,7 @@ def member(resources: Resources, kind: str, name: str) -> PoolLimit | Lane | Gat
     return found[name]
 
 
-def lane_or_gate(args: argparse.Namespace, resources: Resources) -> Lane | Gate | None:
+def lane_or_gate(args: argparse.Namespace, resources: Resources) -> Member | None:
     """The lane or gate ``--lane``/``--gate`` names (None: neither given, lane ``default``)."""
     chosen = chosen_member(args)
     if chosen is None:

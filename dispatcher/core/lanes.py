@@ -73,43 +73,44 @@ class LanesDocument(_Strict):
 
 
 @dataclass(frozen=True)
-class Lane:
-    """A queue whose jobs start executions of one state machine, in one pool."""
+class Member:
+    """What holds a pool's slots: a lane, or a gate.
 
-    name: str
-    pool: str
-    queue_url: str
-    dead_letter_queue_url: str
-    state_machine_arn: str
-    priority: int = 0
-    max_concurrency: int | None = None
-    """The lane's own ceiling inside its pool's (None: the pool's alone)."""
-    starts_per_second: float | None = None
-    """At most ``b + r·t`` starts in any t seconds, b = max(1, r) (None: no rate cap)."""
-    paused: bool = False
-    """The operator paused the lane: it receives nothing, its pool's slots go to the others."""
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A section of one state machine's workflow that executions enter with a task token, in one pool.
-
-    Its executions inside the section count in its pool; those waiting at it, or past it,
-    count nowhere. It shares its pool's slots with the pool's lanes of priority 0.
+    Its queue, its dead-letter queue, its state machine, its own ceiling and the operator's
+    pause; every member of a pool is counted in it.
     """
 
     name: str
     pool: str
     queue_url: str
-    """The FIFO queue its requests come on (a ``{"token", "execution"}`` each)."""
+    """Its FIFO queue: a lane's jobs, a gate's requests."""
     dead_letter_queue_url: str
     state_machine_arn: str
+    """The state machine a lane starts, or whose section a gate guards."""
     max_concurrency: int | None = None
-    """The gate's own ceiling inside its pool's (None: the pool's alone)."""
+    """The member's own ceiling inside its pool's (None: the pool's alone)."""
     paused: bool = False
-    """The operator paused the gate: it admits nothing, its executions wait."""
+    """The operator paused it (a lane receives nothing, a gate admits nothing): its slots go to the others."""
     priority: int = 0
-    """Gates share a pool's slots with its lanes of priority 0 (the contract gives a gate none)."""
+    """Higher first within a pool (the contract gives a gate none: it shares with priority 0)."""
+
+
+@dataclass(frozen=True)
+class Lane(Member):
+    """A queue whose jobs start executions of one state machine, in one pool."""
+
+    starts_per_second: float | None = None
+    """At most ``b + r·t`` starts in any t seconds, b = max(1, r) (None: no rate cap)."""
+
+
+@dataclass(frozen=True)
+class Gate(Member):
+    """A section of one state machine's workflow that executions enter with a task token, in one pool.
+
+    Its executions inside the section count in its pool; those waiting at it, or past it,
+    count nowhere. It shares its pool's slots with the pool's lanes of priority 0. Its
+    queue takes requests (a ``{"token", "execution"}`` each).
+    """
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,14 @@ class Topology:
         """The gates counted in ``pool``, in configuration order."""
         return tuple(gate for gate in self.gates if gate.pool == pool)
 
-    def members_of(self, pool: str) -> tuple[Lane | Gate, ...]:
+    @property
+    def members(self) -> tuple[Member, ...]:
+        """Every lane, then every gate."""
+        return (*self.lanes, *self.gates)
+
+    def members_of(self, pool: str) -> tuple[Member, ...]:
         """What holds ``pool``'s slots: its lanes, then its gates."""
-        return (*self.lanes_of(pool), *self.gates_of(pool))
+        return tuple(member for member in self.members if member.pool == pool)
 
     @property
     def watched_machines(self) -> tuple[str, ...]:
