@@ -70,7 +70,6 @@ def read_limits(settings: Settings, configured: Topology) -> tuple[Limits, Topol
 
 def build_dispatcher(
     settings: Settings,
-    limits: Limits,
     topology: Topology,
     context: LambdaContext,
     configured: Topology | None = None,
@@ -86,7 +85,6 @@ def build_dispatcher(
     name = settings.control_parameter
     return dispatcher_for(
         settings,
-        limits=limits,
         topology=topology,
         resources=resources,
         runtime=runtime,
@@ -196,9 +194,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
             gates = {gate.name: Counts() for gate in configured.gates}
             return TickReport(stopped=StopReason.THROTTLED, gates=gates).as_dict()
-        report = build_dispatcher(settings, limits, topology, context, configured).run(
-            news.ended, news.releases
-        )
+        report = build_dispatcher(settings, topology, context, configured).run(news.ended, news.releases)
     except ConfigurationError as error:
         # Raised on purpose: Lambda records an error (with its stack), and this metric can alarm.
         # The log line says what is wrong in a line: a traceback would add nothing the message lacks.

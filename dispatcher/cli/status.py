@@ -24,7 +24,7 @@ from dispatcher.cli.members import member as find_member
 from dispatcher.cli.output import age, table
 from dispatcher.core.control import combine, stale_keys, steer
 from dispatcher.core.counting import pool_count
-from dispatcher.core.lanes import Gate, Lane, Topology
+from dispatcher.core.lanes import DEFAULT, Gate, Lane, Topology
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,8 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         pools.append(PoolStatus(pool.name, pool.max_concurrency, count.running, count.free, pool.halted))
     lanes = [_lane(aws, lane, topology) for lane in topology.lanes]
     oldest = listings[topology.default_lane.state_machine_arn].oldest_started_at
-    default_pool, default_lane = pools[0], lanes[0]
+    default_pool = next(pool for pool in pools if pool.name == DEFAULT)
+    default_lane = next(lane for lane in lanes if lane.name == DEFAULT)
     return Status(
         max_concurrency=limits.max_concurrency,
         paused=limits.halted,

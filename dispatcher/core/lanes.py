@@ -143,8 +143,13 @@ class Topology:
 
     @property
     def default_lane(self) -> Lane:
-        """The lane of the five contract variables."""
-        return self.lanes[0]
+        """The lane of the five contract variables (lane ``default``)."""
+        return self.lane(DEFAULT)
+
+    @property
+    def default_pool(self) -> PoolLimit:
+        """Pool ``default``: its MAX is ``MAX_CONCURRENCY``'s (and the control parameter's top-level keys)."""
+        return self.pool(DEFAULT)
 
     def pool(self, name: str) -> PoolLimit:
         """The pool called ``name``."""

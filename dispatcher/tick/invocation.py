@@ -32,12 +32,10 @@ def steered(
     return combine(settings.max_concurrency, control, name), steer(topology, control, name)
 
 
-def policy(settings: Settings, limits: Limits, topology: Topology | None = None) -> TickPolicy:
+def policy(settings: Settings, topology: Topology) -> TickPolicy:
     """What one invocation works within."""
     return TickPolicy(
         topology=topology,
-        max_concurrency=limits.max_concurrency,
-        paused=limits.paused,
         time_margin_seconds=settings.time_margin_seconds,
         start_concurrency=settings.start_concurrency,
         list_reuse_seconds=settings.list_reuse_seconds,
@@ -48,7 +46,6 @@ def policy(settings: Settings, limits: Limits, topology: Topology | None = None)
 def dispatcher_for(  # noqa: PLR0913 — each is one input of an invocation
     settings: Settings,
     *,
-    limits: Limits,
     topology: Topology,
     resources: Resources,
     runtime: Runtime,
@@ -67,4 +64,4 @@ def dispatcher_for(  # noqa: PLR0913 — each is one input of an invocation
     if control is not None:
         base = settings.topology() if configured is None else configured
         steer = lambda: steered(settings, control(), base)[1]  # noqa: E731 — one line, one closure
-    return Dispatcher(policy(settings, limits, topology), wire(topology, resources), runtime, warm, steer)
+    return Dispatcher(policy(settings, topology), wire(topology, resources), runtime, warm, steer)

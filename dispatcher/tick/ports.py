@@ -17,7 +17,7 @@ from dispatcher.core.counting import RecordedStart, RunningListing, StartsToReco
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
 from dispatcher.core.gates import InsideRead
-from dispatcher.core.lanes import Topology
+from dispatcher.core.lanes import DEFAULT, Topology
 from dispatcher.core.messages import QueuedMessage
 
 Item = TypeVar("Item")
@@ -261,8 +261,8 @@ class Ports:
 
     @property
     def default(self) -> LanePorts:
-        """The environment's lane."""
-        return self.lanes[0]
+        """The environment's lane (lane ``default``)."""
+        return next(lane for lane in self.lanes if lane.name == DEFAULT)
 
 
 class Resources(Protocol):

@@ -16,7 +16,7 @@ from dispatcher.core.allocation import Allocation, Claim, room_of
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, PoolCount, pool_count
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
-from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
+from dispatcher.core.lanes import PoolLimit, Topology
 from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter, Records
@@ -38,9 +38,8 @@ LANE_THREADS = 32
 class TickPolicy:
     """The limits one invocation works within (from the settings and the control parameter)."""
 
-    max_concurrency: int
-    paused: bool = False
-    """The operator paused the dispatcher: nothing starts, nothing is lost."""
+    topology: Topology
+    """Every pool, lane and gate with its live limits (pool ``default`` is the environment's)."""
     time_margin_seconds: float = 10.0
     """Stop admitting when less Lambda time than this remains (one round of starts)."""
     start_concurrency: int = 0
@@ -49,15 +48,6 @@ class TickPolicy:
     """A `ListExecutions` read is reused by later ticks of a warm container for this long."""
     loop_seconds: float = 0.0
     """Keep ticking for up to this long while jobs wait for slots; 0 is one tick."""
-    topology: Topology | None = None
-    """Every pool and lane with its live limits; None: the ports' lanes in one pool of ``max_concurrency``."""
-
-
-def _one_pool(policy: TickPolicy, ports: Ports) -> Topology:
-    """Without a topology: the ports' lanes, all in pool ``default`` of the policy's MAX."""
-    lanes = tuple(Lane(lane.name, DEFAULT, "", "", lane.state_machine.arn) for lane in ports.lanes)
-    pool = PoolLimit(DEFAULT, policy.max_concurrency, policy.paused)
-    return Topology(pools=(pool,), lanes=lanes)
 
 
 class Dispatcher:
@@ -82,7 +72,7 @@ class Dispatcher:
         self._ports = ports
         self._runtime = runtime
         self._warm = warm or WarmState()
-        self._topology = policy.topology or _one_pool(policy, ports)
+        self._topology = policy.topology
         self._lanes = {lane.name: lane for lane in ports.lanes}
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._records = Records(ports.state_table)
@@ -133,7 +123,7 @@ class Dispatcher:
         """
         release(releases, self._topology, self._ports.state_table, self._runtime)
         if not self._active_pools:
-            default = self._topology.pools[0]
+            default = self._topology.default_pool
             logger.info(
                 "paused: nothing starts",
                 extra={"max": default.max_concurrency, "paused": default.paused},

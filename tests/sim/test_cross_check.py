@@ -62,10 +62,9 @@ def in_memory() -> tuple[Counter[str], int]:
             remaining_seconds=lambda: deadline - scheduler.now,
             pool=lambda width: contextlib.nullcontext(SimPool(scheduler, width)),
         )
-        limits, topology = steered(function_settings, None)
+        _, topology = steered(function_settings, None)
         dispatcher_for(
             function_settings,
-            limits=limits,
             topology=topology,
             resources=aws.resources(aws.clients()),
             runtime=runtime,

@@ -215,7 +215,7 @@ def test_a_rate_capped_lane_takes_its_tokens_after_the_start_pace_and_starts_at_
     send(paced, "paced", 10, groups=10, rng=rng)
     send(paced, DEFAULT, 10, groups=10, rng=rng)
     fields = settings(paced, 20, lanes=paced.lanes_document())
-    limits, topology = steered(fields, None)
+    _, topology = steered(fields, None)
     warm = WarmState()
     pace = warm.paces_for(paced.state_machine_arn).start
     began = paced.scheduler.now
@@ -227,9 +227,7 @@ def test_a_rate_capped_lane_takes_its_tokens_after_the_start_pace_and_starts_at_
         pool=lambda width: contextlib.nullcontext(SimPool(paced.scheduler, width)),
     )
     resources = paced.resources(paced.clients())
-    dispatcher = dispatcher_for(
-        fields, limits=limits, topology=topology, resources=resources, runtime=runtime, warm=warm
-    )
+    dispatcher = dispatcher_for(fields, topology=topology, resources=resources, runtime=runtime, warm=warm)
     reports: list[dict[str, object]] = []
     paced.scheduler.spawn(lambda: reports.append(dispatcher.run().as_dict()), "invocation")
     paced.scheduler.run_until(began + 30)

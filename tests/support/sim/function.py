@@ -197,7 +197,7 @@ class Function:
         process.plan, process.seen = self.crash_plan(trigger), Counter()
         try:
             self._read_control(container)
-            limits, topology = steered(self.settings, container.control)
+            _, topology = steered(self.settings, container.control)
             runtime = Runtime(
                 clock=lambda: scheduler.now,
                 sleep=scheduler.sleep,
@@ -206,7 +206,6 @@ class Function:
             )
             dispatcher = dispatcher_for(
                 self.settings,
-                limits=limits,
                 topology=topology,
                 resources=self._aws.resources(
                     container.clients, wait_seconds=self.settings.receive_wait_seconds
