@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from dispatcher.core.counting import (
     LIST_PAGE_SIZE,
@@ -102,6 +103,19 @@ class Records:
         self._store.forget(records, now)
         if self._known is not None:
             self._known.drop(records)
+
+
+class MemberCounter(Protocol):
+    """What counts a pool's members: a lane's state machine (`Counter`) or a gate (`GateCounter`)."""
+
+    @property
+    def state_machine_arn(self) -> str:
+        """The state machine whose executions it counts (a gate: those inside its section)."""
+        ...
+
+    def ensure_standard(self) -> None:
+        """Refuse an EXPRESS (or missing) state machine; a warm container checks once."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,11 @@ class GateCounter:
         """The gate's name."""
         return self._ports.name
 
+    @property
+    def ports(self) -> GatePorts:
+        """The gate's queue, dead-letter queue, state machine and task tokens."""
+        return self._ports
+
     def ensure_standard(self) -> None:
         """Refuse an EXPRESS (or missing) state machine; a warm container checks once."""
         if self.state_machine_arn not in self._warm.standard:

@@ -19,7 +19,7 @@ from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.lanes import PoolLimit, Topology
 from dispatcher.core.pacing import start_threads
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Count, Counter, Records
+from dispatcher.tick.count import Count, Counter, MemberCounter, Records
 from dispatcher.tick.gates import GateCounter, GateRound, release
 from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
@@ -84,7 +84,6 @@ class Dispatcher:
         members: dict[str, MemberRounds] = {
             name: functools.partial(LaneRound, lane, warm=self._warm) for name, lane in self._lanes.items()
         }
-        self._gate_ports = {gate.name: gate for gate in ports.gates}
         for gate in ports.gates:
             members[gate.name] = functools.partial(
                 GateRound, gate, warm=self._warm, counter=self._gates[gate.name]
@@ -225,10 +224,9 @@ class Dispatcher:
         gates = [self._gates[gate.name] for pool in pools for gate in self._topology.gates_of(pool.name)]
         by_machine = self._ends_by_machine(ended)
         try:
-            for arn in machines:
-                self._counters[arn].ensure_standard()
-            for gate in gates:
-                gate.ensure_standard()
+            counters: list[MemberCounter] = [*(self._counters[arn] for arn in machines), *gates]
+            for counter in counters:
+                counter.ensure_standard()
             now = self._runtime.clock()
             oldest = {arn: self._counters[arn].review_from(now) for arn in machines}
             for gate in gates:
@@ -306,9 +304,7 @@ class Dispatcher:
         ]
         for gate in due:
             logger.info("looking for pending admissions' requests", extra={"gate": gate.name})
-            probe = GateRound(
-                self._gate_ports[gate.name], threads, warm=self._warm, counter=gate, probing=True
-            )
+            probe = GateRound(gate.ports, threads, warm=self._warm, counter=gate, probing=True)
             for name, (counts, _) in rounds.run({gate.name: (probe, 0)}).items():
                 report.settle(name, counts)
 
