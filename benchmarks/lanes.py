@@ -25,7 +25,7 @@ from typing import Any
 
 from benchmarks import full_scale
 from dispatcher.core import rate
-from dispatcher.core.lanes import DEFAULT
+from dispatcher.core.topology import DEFAULT
 from tests.support.rate_bound import worst_window_excess
 from tests.support.sim.aws import InMemoryAws, SimLane
 from tests.support.sim.function import EventSourceMapping, Function, counted_logs

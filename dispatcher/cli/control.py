@@ -13,7 +13,7 @@ from dispatcher.cli.errors import CliError, UsageError
 from dispatcher.cli.members import add_member_options, chosen_member, lanes_needs, member, names_of
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control, Override, steer
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.lanes import DEFAULT
+from dispatcher.core.topology import DEFAULT
 
 
 def change_control(

@@ -24,7 +24,6 @@ from dispatcher.cli.origins import configured_lanes, destination_of, read_origin
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
-from dispatcher.core.lanes import DEFAULT
 from dispatcher.core.messages import Job, group_problem
 from dispatcher.core.rerun import (
     REDRIVE,
@@ -39,6 +38,7 @@ from dispatcher.core.rerun import (
     counts,
     plan_rerun,
 )
+from dispatcher.core.topology import DEFAULT
 from dispatcher.producer import Producer
 
 

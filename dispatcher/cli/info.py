@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources, describe_stack
 from dispatcher.cli.output import table
-from dispatcher.core.lanes import Topology
+from dispatcher.core.topology import Topology
 from dispatcher.settings import (
     DASHBOARD_OUTPUT,
     GATED_WORKFLOW_POLICY_OUTPUT,

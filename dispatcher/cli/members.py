@@ -10,7 +10,7 @@ import argparse
 
 from dispatcher.cli.config import Resources
 from dispatcher.cli.errors import UsageError
-from dispatcher.core.lanes import Member, PoolLimit, Topology
+from dispatcher.core.topology import Member, PoolLimit, Topology
 
 KINDS = ("pool", "lane", "gate")
 

@@ -15,8 +15,8 @@ from dispatcher.adapters.state_table import StateTable
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.errors import DispatcherError
 from dispatcher.core.executions import state_machine_of
-from dispatcher.core.lanes import DEFAULT
 from dispatcher.core.rerun import Destination, Origin, Spooled, destination
+from dispatcher.core.topology import DEFAULT
 
 LANE_SETTINGS = ("queue_url", "dead_letter_queue_url", "state_machine_arn")
 

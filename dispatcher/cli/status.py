@@ -24,7 +24,7 @@ from dispatcher.cli.members import member as find_member
 from dispatcher.cli.output import age, table
 from dispatcher.core.control import combine, stale_keys, steer
 from dispatcher.core.counting import pool_count
-from dispatcher.core.lanes import DEFAULT, Gate, Lane, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Topology
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from dispatcher.core.errors import ConfigurationError, problems
-from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 CONTROL_MAX_AGE_SECONDS = 5
 """How long a read of the parameter is reused (Powertools' own default would be 300 s)."""

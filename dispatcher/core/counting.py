@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
-from dispatcher.core.lanes import PoolLimit, Topology
+from dispatcher.core.topology import PoolLimit, Topology
 
 LIST_PAGE_SIZE = 1000
 """Every ListExecutions page asks for the most AWS returns: a call costs one token of a

@@ -36,9 +36,9 @@ from dispatcher.core.gates import (
     still_inside,
     token_digest,
 )
-from dispatcher.core.lanes import Topology
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import Pace
+from dispatcher.core.topology import Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Records
 from dispatcher.tick.ports import GatePorts, Roster, Runtime, StartThreads, TaskTokens

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dispatcher.core.control import Control, Limits, combine, steer
-from dispatcher.core.lanes import Topology
+from dispatcher.core.topology import Topology
 from dispatcher.settings import Settings
 from dispatcher.tick.ports import Resources, Runtime, wire
 from dispatcher.tick.service import Dispatcher, TickPolicy

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
-from dispatcher.core.lanes import Topology
+from dispatcher.core.topology import Topology
 from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
 from dispatcher.tick.round import MemberRound, Round

@@ -17,8 +17,8 @@ from dispatcher.core.counting import RecordedStart, RunningListing, StartsToReco
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
 from dispatcher.core.gates import InsideRead
-from dispatcher.core.lanes import DEFAULT, Topology
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.topology import DEFAULT, Topology
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

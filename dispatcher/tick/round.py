@@ -23,10 +23,10 @@ from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import Pace
 from dispatcher.telemetry import logger
-from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import LanePorts, MemberPorts, Runtime, StartThreads, StateStore
 from dispatcher.tick.report import Counts, StopReason
 from dispatcher.tick.starts import LaneStarts, MemberStarts, RoundOutcome, Starter
+from dispatcher.tick.threads import first_failure
 from dispatcher.tick.warm import WarmState
 
 Item = TypeVar("Item")

@@ -16,8 +16,8 @@ from dispatcher.core.allocation import Allocation, Claim, room_of
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, PoolCount, pool_count
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
-from dispatcher.core.lanes import PoolLimit, Topology
 from dispatcher.core.pacing import start_threads
+from dispatcher.core.topology import PoolLimit, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter, MemberCounter, Records
 from dispatcher.tick.gates import GateCounter, GateRound, release

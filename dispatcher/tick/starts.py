@@ -21,8 +21,8 @@ from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import Latency
 from dispatcher.core.redrive import RedriveVerdict, redrive_decision, redrive_token
 from dispatcher.telemetry import logger
-from dispatcher.tick.pool import first_failure
 from dispatcher.tick.ports import Admissions, StartThreads, StateStore
+from dispatcher.tick.threads import first_failure
 
 
 @dataclass

@@ -38,7 +38,7 @@ from dispatcher.adapters.inside_items import inside_partition
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.core.control import Override
 from dispatcher.core.executions import execution_arn
-from dispatcher.core.lanes import DEFAULT
+from dispatcher.core.topology import DEFAULT
 from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import read_all
 from tests.faults.lanes import steer

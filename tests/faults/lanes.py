@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from dispatcher.core import rate
 from dispatcher.core.control import Control, Override, parse_control
-from dispatcher.core.lanes import DEFAULT
+from dispatcher.core.topology import DEFAULT
 from dispatcher.local.stack import create_lane
 from tests.support.rate_bound import worst_window_excess
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from dispatcher.core.events import refill_pattern
 from dispatcher.core.executions import execution_arn
-from dispatcher.core.lanes import DEFAULT, Lane, parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
 from dispatcher.local.gates import ENTER, LEAVE, SECTION, gated_workflow
 from dispatcher.settings import LANES_OUTPUT
 from tests.infra.template import SAMPLE_WORKFLOW_ARN, deployed, sam_template, statements, transformed

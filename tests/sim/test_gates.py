@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 
 from dispatcher.core.gates import CHECK_AFTER_SECONDS
-from dispatcher.core.lanes import DEFAULT
 from dispatcher.core.quotas import step_functions
+from dispatcher.core.topology import DEFAULT
 from tests.sim.conftest import settings
 from tests.support.sim.aws import InMemoryAws, SimGate
 from tests.support.sim.function import EventSourceMapping, Function

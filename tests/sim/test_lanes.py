@@ -15,7 +15,7 @@ import random
 import pytest
 
 from dispatcher.core import rate
-from dispatcher.core.lanes import DEFAULT
+from dispatcher.core.topology import DEFAULT
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.warm import WarmState

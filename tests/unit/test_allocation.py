@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from dispatcher.core.allocation import UNBOUNDED, Allocation, Claim, room_of, round_parts, share
 from dispatcher.core.batching import ROUND_SIZE
 from dispatcher.core.counting import PoolCount, pool_count
-from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 
 def test_equal_lanes_share_equally_and_the_first_take_the_indivisible_rest() -> None:

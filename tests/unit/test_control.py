@@ -6,8 +6,8 @@ import pytest
 
 from dispatcher.core.control import Control, Override, combine, parse_control, stale_keys, steer
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, Topology
 from dispatcher.core.messages import group_problem, job_problem
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 
 @pytest.mark.parametrize(

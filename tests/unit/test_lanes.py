@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.lanes import DEFAULT, Gate, Lane, PoolLimit, location, parse_lanes
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, location, parse_lanes
 from dispatcher.settings import load_settings
 
 ACCOUNT = "123456789012"

@@ -21,8 +21,8 @@ from typing import Any
 
 from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
 from dispatcher.core.control import Control
-from dispatcher.core.lanes import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.core.quotas import SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION
+from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.tick.ports import Ports, wire
 from tests.support.gate_world import Gates, GateSpec
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
