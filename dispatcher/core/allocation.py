@@ -83,7 +83,14 @@ class Allocation:
                 for claim in self.claims
                 if claim.priority == priority and claim.lane not in self.spent
             }
-            rooms = {lane: room for lane, room in rooms.items() if room > 0}
+            # The indivisible rest goes to the lanes that started least this tick first: a
+            # lane left out of an earlier pass's rest is not left out again behind one
+            # whose share the queue filled.
+            rooms = {
+                lane: room
+                for lane, room in sorted(rooms.items(), key=lambda item: self.used.get(item[0], 0))
+                if room > 0
+            }
             if rooms:
                 shares = share(self.free, rooms)
                 return {lane: given for lane, given in shares.items() if given > 0}

@@ -71,6 +71,19 @@ def test_what_a_drained_lane_leaves_goes_to_its_equals_first() -> None:
     assert allocation.next_pass() == {}  # nothing free: low never starts
 
 
+def test_the_rest_of_a_pass_goes_to_the_lanes_that_started_least_so_each_gets_its_share() -> None:
+    """F 2, three equal lanes, the first with nothing visible: each of the other two starts one.
+
+    The first pass's rest (2 of 3) goes to the first two; the empty one's slot then goes to
+    the one that started nothing yet, not again to the one that already started.
+    """
+    allocation = Allocation(free=2, claims=[Claim("empty", 0), Claim("lane", 0), Claim("gate", 0)])
+    assert allocation.next_pass() == {"empty": 1, "lane": 1}
+    allocation.took("empty", 1, 0)
+    allocation.took("lane", 1, 1)
+    assert allocation.next_pass() == {"gate": 1}
+
+
 def test_a_stopped_pool_offers_nothing_more_and_a_spent_lane_is_skipped() -> None:
     allocation = Allocation(free=4, claims=[Claim("a", 0), Claim("b", 0)])
     allocation.took("a", 2, 2, spent=True)
