@@ -25,12 +25,14 @@ from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate, create_release_queue
 from dispatcher.local.server import patient_task_tokens
-from dispatcher.local.stack import read_all
+from dispatcher.local.stack import create_lane, read_all
 from tests.integration.conftest import Harness
 from tests.support.crashes import Crash
 
 GATE = "crawl"
 SETTLE_SECONDS = 20.0
+LONG_SECONDS = 300
+"""A Wait that outlasts a test: what holds a place keeps it."""
 
 
 @dataclass
@@ -42,6 +44,8 @@ class Gated:
     release_queue_url: str
     admissions: list[tuple[float, str]] = field(default_factory=list)
     """(when, execution ARN) of every `SendTaskSuccess` the dispatcher made, accepted or not."""
+    gates: set[str] = field(default_factory=lambda: {GATE})
+    """The gates an admission may name (a test may configure one more)."""
 
     @property
     def machine(self) -> str:
@@ -95,7 +99,7 @@ class Gated:
 
         def hook(params: dict[str, Any], **_: Any) -> None:
             output = json.loads(params["output"])
-            assert output["gate"] == GATE
+            assert output["gate"] in self.gates
             assert output["admitted_at"].endswith("Z")
             self.admissions.append((time.time(), params["taskToken"]))
 
@@ -286,14 +290,30 @@ def test_a_poison_request_is_dead_lettered_with_a_reason(gated: Gated) -> None:
 
 
 def test_a_gate_and_a_lane_in_one_pool_share_its_max(gated: Gated) -> None:
-    """Pool default of MAX 2, jobs queued and executions waiting: one start and one admission, then none."""
+    """Pool default of MAX 2, jobs queued and executions waiting: one start and one admission, then none.
+
+    The lane's executions and the gate's sections last minutes, so nothing leaves between
+    the two ticks however slowly they follow each other (a busy machine).
+    """
     harness = gated.harness
-    gated.configure(2)
+    stack = harness.stack.name
+    lane = create_lane(stack, "slow", wait_seconds=LONG_SECONDS)
+    gate = create_gate(
+        stack, "held", release_queue_url=gated.release_queue_url, free_seconds=0, section_seconds=LONG_SECONDS
+    )
+    held = Gated(harness, gate, gated.release_queue_url)
+    gated.gates.add("held")
+    harness.configure(2, lanes=json.dumps({"lanes": [lane], "gates": [gate]}))
     for job in range(3):
-        harness.send(json.dumps({"job": job}), group=f"g{job}")
+        harness.sqs.send_message(
+            QueueUrl=lane["queue_url"],
+            MessageBody=json.dumps({"job": job}),
+            MessageGroupId=f"g{job}",
+            MessageDeduplicationId=uuid.uuid4().hex,
+        )
     for name in ("w1", "w2", "w3"):
-        gated.start(name)
-    gated.wait_for_requests(3)
+        held.start(name)
+    held.wait_for_requests(3)
     report = harness.tick()
     assert (report["started"], report["admitted"]) == (1, 1)
     assert report["pools"]["default"]["running"] == 0
