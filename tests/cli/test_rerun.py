@@ -29,7 +29,8 @@ EXECUTE = True
 WAIT_SECONDS = 0
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """``condition``'s first truthy value; an error after ``timeout`` (a bound for a busy machine, not a speed)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
