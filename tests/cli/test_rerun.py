@@ -30,7 +30,7 @@ WAIT_SECONDS = 0
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """``condition``'s first truthy value; an error after ``timeout`` (a bound for a busy machine, not a speed)."""
+    """``condition``'s first truthy value; an error after ``timeout`` (a bound for a busy machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
