@@ -74,9 +74,13 @@ def lines(results: list[dict[str, Any]]) -> list[str]:
             f"  {kind}",
             lambda r, kind=kind: (
                 f"{_leak(r, kind, 'freed'):.1f} s ({_leak(r, kind):.1f} s)"
-                f" of {len(r['leaks'][f'freed {kind}'])}, {len(r['leaks'][f'unfreed {kind}'])} never freed"
+                f" of {len(r['leaks'][f'freed {kind}'])}"
             ),
         )
+    row(
+        "  never freed by the run's end, with / without",
+        lambda r: " / ".join(str(len(r["leaks"][f"unfreed {kind}"])) for kind in KINDS),
+    )
     row(
         "over the cap, taken twice, skipped",
         lambda r: f"{len(r['violations'])}, {r['taken_twice']}, {r['never_admitted']}",
