@@ -20,7 +20,7 @@ from dispatcher.core.admission import Admission, Start, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT
 from dispatcher.core.counting import LIST_PAGE_SIZE, RecordedStart, StartsToRecord, StateWindow, latest_ends
 from dispatcher.core.errors import ConfigurationError, TokenRefusedError, TransientError
-from dispatcher.core.events import EndedExecution, Release
+from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.gates import (
     RECONCILE_MAX_AGE_SECONDS,
@@ -32,16 +32,14 @@ from dispatcher.core.gates import (
     once_a_round,
     plan_inside,
     plan_request,
-    release_problem,
     still_inside,
     token_digest,
 )
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import Pace
-from dispatcher.core.topology import Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Records
-from dispatcher.tick.ports import GatePorts, Roster, Runtime, StartThreads, TaskTokens
+from dispatcher.tick.ports import GatePorts, Roster, StartThreads, TaskTokens
 from dispatcher.tick.report import Counts, GateFigures
 from dispatcher.tick.round import MemberRound, Prepared
 from dispatcher.tick.starts import GroupOutcome, RoundOutcome
@@ -385,41 +383,3 @@ class GateStarts:
             "task token refused: the request is dropped",
             extra={"gate": self.gate, "execution": start.name, "reason": str(error)},
         )
-
-
-RELEASE_THREADS = 32
-"""Releases of one invocation deleted at once (each a conditional `DeleteItem`)."""
-
-
-def release(releases: Sequence[Release], topology: Topology, roster: Roster, runtime: Runtime) -> None:
-    """Free the places of the executions that say they left a gate, each one a conditional delete, at once.
-
-    A release of an unknown gate or of another state machine's execution, one for an
-    execution not inside, or sent before its admission (an earlier entry's) frees nothing.
-    One that fails after retries leaves the place until the execution's end or a check
-    with Step Functions frees it.
-    """
-    machines = {gate.name: gate.state_machine_arn for gate in topology.gates}
-    valid = []
-    for each in releases:
-        problem = release_problem(each, machines)
-        if problem is None:
-            valid.append(each)
-        else:
-            logger.warning("skipped a release", extra={"execution": each.execution_arn, "reason": problem})
-    if not valid:
-        return
-    with runtime.pool(min(len(valid), RELEASE_THREADS)) as threads:
-        freed = threads.settle(lambda each: roster.release(each.gate, each.name, each.sent_at), valid)
-    for each, result in zip(valid, freed, strict=True):
-        if isinstance(result, TransientError):
-            logger.warning(
-                "could not release", extra={"execution": each.execution_arn, "reason": str(result)}
-            )
-        elif isinstance(result, BaseException):
-            raise result
-        else:
-            logger.info(
-                "released" if result else "released nothing: not inside, or admitted after the release",
-                extra={"gate": each.gate, "execution": each.execution_arn},
-            )
