@@ -22,12 +22,13 @@ from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter, MemberCounter, Records
 from dispatcher.tick.gates import GateCounter, GateRound
 from dispatcher.tick.holder import LeaseHolder
+from dispatcher.tick.lane_round import LaneRound
 from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import WAITING_STOPS, Counts, GateFigures, PoolFigures, StopReason, TickReport
-from dispatcher.tick.round import LaneRound, Round
+from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
 LOOP_INTERVAL_SECONDS = 1.0
