@@ -140,6 +140,15 @@ def _emit(report: TickReport, limits: Limits) -> None:
             )
     if report.gates:
         _emit_gates(report)
+    if report.tenants is not None:
+        metrics.add_metric(name="HeldJobs", unit=MetricUnit.Count, value=report.tenants.held)
+        metrics.add_metric(name="GroupsAtLimit", unit=MetricUnit.Count, value=report.tenants.groups_at_limit)
+        if report.tenants.largest_group_share is not None:
+            metrics.add_metric(
+                name="LargestGroupShare",
+                unit=MetricUnit.Percent,
+                value=100 * report.tenants.largest_group_share,
+            )
 
 
 def _emit_gates(report: TickReport) -> None:

@@ -78,6 +78,16 @@ class Settings(BaseModel):
         description="Keep ticking in one invocation for up to this long while jobs wait (0: one tick).",
     )
 
+    max_per_group: int | None = Field(
+        default=None,
+        ge=1,
+        description="Lane default: at most this many RUNNING executions of one message group (absent: none).",
+    )
+    fair_share: bool = Field(
+        default=False,
+        description="Lane default: free slots go first to the message groups with fewest RUNNING.",
+    )
+
     lanes: str | None = Field(
         default=None,
         description=(
@@ -94,6 +104,8 @@ class Settings(BaseModel):
             queue_url=self.queue_url,
             dead_letter_queue_url=self.dead_letter_queue_url,
             state_machine_arn=self.state_machine_arn,
+            max_per_group=self.max_per_group,
+            fair_share=self.fair_share,
         )
         return parse_lanes(self.lanes, default, self.max_concurrency)
 

@@ -21,9 +21,12 @@ from dispatcher.adapters.item_keys import INSIDE_KIND, inside_key, number, sort_
 from dispatcher.adapters.table import INSIDE_RECORD_LIFETIME_SECONDS
 from dispatcher.core.counting import RecordedStart
 from dispatcher.core.gates import Confirmation
+from dispatcher.core.tenants import Hold, held_key
 
 CONFIRMED_KIND = "confirmed"
 """A gate's item naming the admissions of one round that `SendTaskSuccess` took."""
+HELD_KIND = "held"
+"""A member's item naming its job held for its group's limit (one a group): how to show it again."""
 
 
 def inside_partition(own: str, gate: str) -> str:
@@ -32,9 +35,12 @@ def inside_partition(own: str, gate: str) -> str:
 
 
 def inside_item(own: str, record: RecordedStart) -> dict[str, Any]:
-    """An admission into a gate (``record.gate``), as one item: the execution's place until it leaves."""
+    """A roster's record (of ``record.gate``: a gate's admission, a tenant lane's start), as one item.
+
+    The execution's place until it leaves.
+    """
     if record.gate is None:
-        raise ValueError(f"{record.name} is a start, not an admission into a gate")
+        raise ValueError(f"{record.name} is a start, not an admission (nor a start a roster keeps)")
     item: dict[str, Any] = {
         "pk": {"S": inside_partition(own, record.gate)},
         "sk": {"S": record.name},
@@ -47,6 +53,8 @@ def inside_item(own: str, record: RecordedStart) -> dict[str, Any]:
         item["token"] = {"S": record.token}
     if record.group is not None:
         item["group"] = {"S": record.group}
+    if record.lane is not None:
+        item["lane"] = {"S": record.lane}
     return item
 
 
@@ -72,15 +80,39 @@ def confirmation_item(own: str, gate: str, names: Sequence[str], now: float) -> 
     }
 
 
+def held_item(own: str, member: str, hold: Hold) -> dict[str, Any]:
+    """A job held for its group's limit, as one item of ``member``'s roster (a later hold replaces it)."""
+    return {
+        "pk": {"S": inside_partition(own, member)},
+        "sk": {"S": held_key(hold.group)},
+        "kind": {"S": HELD_KIND},
+        "group": {"S": hold.group},
+        "message_id": {"S": hold.message_id},
+        "receipt_handle": {"S": hold.receipt_handle},
+        "recorded_at": number(hold.held_at),
+        "expires_at": {"N": str(int(hold.held_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
+    }
+
+
 def read_inside(
     items: Iterable[Mapping[str, Any]], gate: str, state_machine_arn: str
-) -> tuple[list[RecordedStart], list[Confirmation]]:
-    """The admissions a gate's items hold (its executions inside), and its confirmations."""
+) -> tuple[list[RecordedStart], list[Confirmation], list[Hold]]:
+    """A member's roster as read: its records (a gate's executions inside, a lane's), confirmations, holds."""
     records: list[RecordedStart] = []
     confirmations: list[Confirmation] = []
+    holds: list[Hold] = []
     for item in items:
         kind = item.get("kind", {}).get("S")
-        if kind == CONFIRMED_KIND:
+        if kind == HELD_KIND:
+            holds.append(
+                Hold(
+                    group=item["group"]["S"],
+                    message_id=item["message_id"]["S"],
+                    receipt_handle=item["receipt_handle"]["S"],
+                    held_at=float(item["recorded_at"]["N"]),
+                )
+            )
+        elif kind == CONFIRMED_KIND:
             confirmations.append(
                 Confirmation(
                     key=item["sk"]["S"],
@@ -98,6 +130,7 @@ def read_inside(
                     state_machine_arn=state_machine_arn,
                     gate=gate,
                     token=item.get("token", {}).get("S"),
+                    lane=item.get("lane", {}).get("S"),
                 )
             )
-    return records, confirmations
+    return records, confirmations, holds

@@ -93,16 +93,16 @@ class SourceQueue:
         """
         return self._in_batches(messages, self._client.delete_message_batch, {}, "DeleteMessageBatch")
 
-    def release(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
-        """Make messages visible again at once (visibility 0); return those that failed.
+    def release(self, messages: Sequence[QueuedMessage], visibility_seconds: int = 0) -> list[QueuedMessage]:
+        """Make messages visible again at once (or after ``visibility_seconds``); return those that failed.
 
         A message that fails to release simply reappears when its visibility timeout
-        ends, so nothing is lost.
+        ends, so nothing is lost. A held job stays in flight for longer: its group waits.
         """
         return self._in_batches(
             messages,
             self._client.change_message_visibility_batch,
-            {"VisibilityTimeout": 0},
+            {"VisibilityTimeout": visibility_seconds},
             "ChangeMessageVisibilityBatch",
         )
 

@@ -74,7 +74,8 @@ def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[l
     """The records of starting these executions now, each member's apart, keys known before writing.
 
     ``own``: the state machine that keys the partition. A gate's admissions are keyed
-    by the gate and the execution (`inside_key`).
+    by the gate and the execution (`inside_key`); a lane that counts by message group
+    has each start kept in its roster too, keyed the same way by the lane.
     """
     now = stored_time(now)
     # Unique to this write: a void names exactly the records it voids, never a later
@@ -99,6 +100,19 @@ def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[l
                 lane=lane.lane,
             )
             for name, group in lane.groups.items()
+        ]
+        + [
+            RecordedStart(
+                name=name,
+                recorded_at=now,
+                sort_key=inside_key(lane.lane, name),
+                group=group,
+                state_machine_arn=lane.state_machine_arn or own,
+                gate=lane.lane,
+                lane=lane.lane,
+            )
+            for name, group in lane.groups.items()
+            if lane.roster and lane.lane is not None
         ]
         for lane in starts
     ]

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.inside_items import (
     confirmation_item,
+    held_item,
     inside_item,
     inside_item_key,
     inside_partition,
@@ -47,6 +48,7 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.gates import InsideRead, confirmed
 from dispatcher.core.rerun import Origin
+from dispatcher.core.tenants import Hold
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -277,8 +279,19 @@ class StateTable:
             "ExpressionAttributeValues": {":pk": {"S": inside_partition(self._own, gate)}},
             "ConsistentRead": True,
         }
-        records, confirmations = read_inside(self._query(request), gate, state_machine_arn)
-        return InsideRead(*confirmed(records, confirmations))
+        records, confirmations, holds = read_inside(self._query(request), gate, state_machine_arn)
+        return InsideRead(*confirmed(records, confirmations), held=tuple(holds))
+
+    def hold(self, member: str, holds: Sequence[Hold]) -> None:
+        """Note held jobs in ``member``'s roster, 25 a `BatchWriteItem`; raises unless each is written."""
+        for chunk in chunks(holds, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"PutRequest": {"Item": held_item(self._own, member, hold)}} for hold in chunk
+            ]
+            with translated(f"BatchWriteItem on state table {self.table}"):
+                response = self._client.batch_write_item(RequestItems={self.table: requests})
+            if response.get("UnprocessedItems", {}).get(self.table):
+                raise TransientError(f"the state table left held jobs of {member} unprocessed")
 
     def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
         """Note that `SendTaskSuccess` took these admissions (one item); raises when it can't be written."""

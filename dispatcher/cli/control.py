@@ -11,7 +11,14 @@ from dispatcher.cli.args import AddCommand, non_negative
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.errors import CliError, UsageError
 from dispatcher.cli.members import add_member_options, chosen_member, lanes_needs, member, names_of
-from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control, Override, steer
+from dispatcher.core.control import (
+    CONTROL_MAX_AGE_SECONDS,
+    Control,
+    GateOverride,
+    LaneOverride,
+    Override,
+    steer,
+)
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.topology import DEFAULT
 
@@ -53,6 +60,10 @@ def _target(args: argparse.Namespace, resources: Resources) -> tuple[str, str] |
     return f"{kind}s", name
 
 
+ENTRY_KINDS: dict[str, type[Override]] = {"pools": Override, "lanes": LaneOverride, "gates": GateOverride}
+"""Each kind of entry of the parameter (a lane's and a gate's also share slots among message groups)."""
+
+
 def _changed(args: argparse.Namespace, resources: Resources, **keys: object) -> Callable[[Control], Control]:
     """The change to the parameter: ``keys`` at the top level (pool default), or in the named entry."""
     target = _target(args, resources)
@@ -62,7 +73,7 @@ def _changed(args: argparse.Namespace, resources: Resources, **keys: object) -> 
             return current.model_copy(update=keys)
         kind, name = target
         entries: dict[str, Override] = dict(getattr(current, kind))
-        entries[name] = entries.get(name, Override()).model_copy(update=keys)
+        entries[name] = entries.get(name, ENTRY_KINDS[kind]()).model_copy(update=keys)
         updated = current.model_copy(update={kind: entries})
         # What the next tick would refuse (a lane MAX on a shared state machine) is refused now.
         try:

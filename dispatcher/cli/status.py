@@ -19,6 +19,8 @@ from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, seconds
 from dispatcher.cli.config import Aws, Resources, control_parameter
+from dispatcher.cli.errors import UsageError
+from dispatcher.cli.groups import print_groups, top
 from dispatcher.cli.members import add_member_options, chosen_member
 from dispatcher.cli.members import member as find_member
 from dispatcher.cli.output import age, table
@@ -315,6 +317,10 @@ def command_status(args: argparse.Namespace, aws: Aws, resources: Resources, out
     member = chosen_member(args)
     if member is not None:
         find_member(resources, *member)  # an unknown name is a usage error, before any count
+    if args.groups:
+        return print_groups(args, aws, resources, out)
+    if args.top is not None:
+        raise UsageError("--top goes with --groups")
     shown = 0
     while True:
         status = read_status(aws, resources, time.time())
@@ -348,11 +354,19 @@ def register(command: AddCommand) -> None:
         "  dispatcher status --json\n"
         "  dispatcher --stack jobs status --watch 5\n"
         "  dispatcher --stack jobs status --pool glue      # the pool, its lanes and its gates\n"
-        "  dispatcher --stack jobs status --gate crawl --json\n",
+        "  dispatcher --stack jobs status --gate crawl --json\n"
+        "  dispatcher --stack jobs status --groups --top 10   # the tenants holding most\n"
+        "  dispatcher status --groups --gate crawl --json\n",
         needs=status_needs,
     )
     status.add_argument(
         "--watch", nargs="?", const=2.0, type=seconds, metavar="SECONDS", help="refresh every SECONDS (2)"
     )
     status.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N refreshes")
+    status.add_argument(
+        "--groups",
+        action="store_true",
+        help="per member and message group: RUNNING as the dispatcher counts it, and held jobs",
+    )
+    status.add_argument("--top", type=top, metavar="N", help="with --groups: the N groups holding most")
     add_member_options(status, "show", pool=True)

@@ -12,7 +12,7 @@ import json
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from dispatcher.core.errors import ConfigurationError, problems
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
@@ -32,6 +32,21 @@ class Override(BaseModel):
     """True: nothing starts and nothing is lost."""
 
 
+class LaneOverride(Override):
+    """A lane's overrides: its MAX and pause, and how it shares its slots among message groups."""
+
+    max_per_group: StrictInt | None = Field(default=None, ge=1)
+    """At most this many RUNNING executions of one message group (a JSON boolean is not an integer)."""
+    fair_share: StrictBool | None = None
+    """Free slots go first to the groups with fewest RUNNING."""
+
+
+class GateOverride(Override):
+    """A gate's overrides: its MAX and pause, and its limit per message group."""
+
+    max_per_group: StrictInt | None = Field(default=None, ge=1)
+
+
 class Control(Override):
     """The operator's overrides; a key left out keeps the environment's (or ``LANES``') value.
 
@@ -40,8 +55,19 @@ class Control(Override):
     """
 
     pools: dict[str, Override] = Field(default_factory=dict)
-    lanes: dict[str, Override] = Field(default_factory=dict)
-    gates: dict[str, Override] = Field(default_factory=dict)
+    lanes: dict[str, LaneOverride] = Field(default_factory=dict)
+    gates: dict[str, GateOverride] = Field(default_factory=dict)
+
+    @field_validator("lanes", "gates", mode="before")
+    @classmethod
+    def _entries(cls, value: Any) -> Any:
+        """An entry given as any kind of override (a plain `Override`) is read as a lane's or a gate's."""
+        if isinstance(value, dict):
+            return {
+                key: entry.model_dump(exclude_none=True) if isinstance(entry, Override) else entry
+                for key, entry in value.items()
+            }
+        return value
 
     def document(self) -> dict[str, Any]:
         """Only the keys that are set (no empty ``pools``, ``lanes`` or ``gates``)."""
@@ -121,14 +147,18 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
         pools.append(_overridden(pool, override))
     lanes = []
     for lane in topology.lanes:
-        override = control.lanes.get(lane.name, Override())
+        override = control.lanes.get(lane.name, LaneOverride())
         if override.max_concurrency is not None and not topology.has_own_counts(lane):
             raise ConfigurationError(
                 f"control parameter {name}: lanes.{lane.name}.max_concurrency: another lane starts"
                 " the same state machine, so this lane's RUNNING can't be told apart"
             )
-        lanes.append(_overridden(lane, override))
-    gates = tuple(_overridden(gate, control.gates.get(gate.name, Override())) for gate in topology.gates)
+        lanes.append(_shared(_overridden(lane, override), override))
+    gates = tuple(
+        _shared(_overridden(gate, override), override)
+        for gate in topology.gates
+        for override in [control.gates.get(gate.name, GateOverride())]
+    )
     return replace(topology, pools=tuple(pools), lanes=tuple(lanes), gates=gates)
 
 
@@ -143,6 +173,19 @@ def _overridden(limited: Limited, override: Override) -> Limited:
         ),
         paused=limited.paused if override.paused is None else override.paused,
     )
+
+
+Member = TypeVar("Member", Lane, Gate)
+
+
+def _shared(member: Member, override: LaneOverride | GateOverride) -> Member:
+    """``member`` with the overrides of how it shares its slots among message groups."""
+    changes: dict[str, Any] = {}
+    if override.max_per_group is not None:
+        changes["max_per_group"] = override.max_per_group
+    if isinstance(override, LaneOverride) and override.fair_share is not None:
+        changes["fair_share"] = override.fair_share
+    return replace(member, **changes)
 
 
 def combine(environment_max: int, control: Control | None, name: str | None) -> Limits:

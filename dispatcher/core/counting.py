@@ -44,7 +44,11 @@ class RecordedStart(BaseModel):
         default="", description="Whose execution it is (empty: the state machine that keys the records)."
     )
     gate: str | None = Field(
-        default=None, description="For an admission into a gate: the gate's name (None for a start)."
+        default=None,
+        description=(
+            "The member whose roster holds it: for an admission, the gate; for a start of a lane that"
+            " counts by message group, the lane (None: a start of the window)."
+        ),
     )
     token: str | None = Field(
         default=None, description="For an admission: a digest of the task token it was admitted with."
@@ -77,6 +81,8 @@ class StartsToRecord:
     """For a gate: name → the digest of the task token it is admitted with."""
     lane: str | None = None
     """The lane that starts these (a re-run of one goes back to it; None for a gate)."""
+    roster: bool = False
+    """A lane's starts that its roster keeps too, until each ends (the lane counts by message group)."""
 
 
 class StateWindow(BaseModel):

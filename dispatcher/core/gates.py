@@ -25,6 +25,7 @@ from dispatcher.core.counting import LIST_LAG_SECONDS, RecordedStart, RunningLis
 from dispatcher.core.events import EXECUTION_ARN, GATE_KEY, Release
 from dispatcher.core.executions import ACTIVE_STATUSES, execution_name, name_problem, state_machine_of
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.tenants import Hold
 
 TOKEN_KEY, EXECUTION_KEY = "token", "execution"
 """A request's keys: the task token (``$$.Task.Token``) and the execution ARN (``$$.Execution.Id``)."""
@@ -189,6 +190,8 @@ class InsideRead:
     records: list[RecordedStart]
     stale: list[str]
     """Keys of confirmations that confirm no admission any more."""
+    held: tuple[Hold, ...] = ()
+    """The member's jobs held for their group's limit, one a group at most."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 from dispatcher.core.errors import ConfigurationError
 
@@ -51,6 +60,8 @@ class LaneDocument(_Strict):
     priority: StrictInt = 0
     max_concurrency: StrictInt | None = Field(default=None, ge=0)
     starts_per_second: StrictFloat | None = Field(default=None, gt=0)
+    max_per_group: StrictInt | None = Field(default=None, ge=1)
+    fair_share: StrictBool = False
 
 
 class GateDocument(_Strict):
@@ -62,6 +73,7 @@ class GateDocument(_Strict):
     state_machine_arn: StateMachineArn
     pool: Name = DEFAULT
     max_concurrency: StrictInt | None = Field(default=None, ge=0)
+    max_per_group: StrictInt | None = Field(default=None, ge=1)
 
 
 class LanesDocument(_Strict):
@@ -93,6 +105,15 @@ class Member:
     """The operator paused it (a lane receives nothing, a gate admits nothing): its slots go to the others."""
     priority: int = 0
     """Higher first within a pool (the contract gives a gate none: it shares with priority 0)."""
+    max_per_group: int | None = None
+    """At most this many of one message group's executions hold its slots (None: no group limit)."""
+    fair_share: bool = False
+    """Free slots go first to the groups holding fewest (a lane's; a gate has none)."""
+
+    @property
+    def tenants(self) -> bool:
+        """Whether it counts its executions by message group (a group limit, or fair share)."""
+        return self.max_per_group is not None or self.fair_share
 
 
 @dataclass(frozen=True)
@@ -239,6 +260,8 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
             priority=lane.priority,
             max_concurrency=lane.max_concurrency,
             starts_per_second=lane.starts_per_second,
+            max_per_group=lane.max_per_group,
+            fair_share=lane.fair_share,
         )
         for lane in document.lanes
     ]
@@ -251,6 +274,7 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
             dead_letter_queue_url=gate.dead_letter_queue_url,
             state_machine_arn=gate.state_machine_arn,
             max_concurrency=gate.max_concurrency,
+            max_per_group=gate.max_per_group,
         )
         for gate in document.gates
     )

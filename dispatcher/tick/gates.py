@@ -13,19 +13,16 @@ group per thread, in send order), and deletes what is done, as a lane's round do
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dispatcher.core.admission import Admission, Start, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT
-from dispatcher.core.counting import LIST_PAGE_SIZE, RecordedStart, StartsToRecord, StateWindow, latest_ends
+from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
 from dispatcher.core.errors import ConfigurationError, TokenRefusedError, TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.gates import (
-    RECONCILE_MAX_AGE_SECONDS,
-    RECONCILE_SECONDS,
-    absent_from,
     admission_output,
     due_checks,
     oldest_inside_seconds,
@@ -37,13 +34,15 @@ from dispatcher.core.gates import (
 )
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import Pace
+from dispatcher.core.tenants import Hold, admit_shared
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Records
+from dispatcher.tick.groups import GroupBook, reconciled
 from dispatcher.tick.ports import GatePorts, Roster, StartThreads, TaskTokens
 from dispatcher.tick.report import Counts, GateFigures
 from dispatcher.tick.round import MemberRound, Prepared
 from dispatcher.tick.starts import GroupOutcome, RoundOutcome
-from dispatcher.tick.warm import Reconciliation, WarmState
+from dispatcher.tick.warm import WarmState
 
 PROBE_SECONDS = 10.0
 """How often a gate with pending admissions and no free place looks for their requests. Each
@@ -71,6 +70,8 @@ class GateCounter:
         self.state_machine_arn = ports.state_machine.arn
         self.inside: dict[str, RecordedStart] = {}
         """Execution name → its admission, as of this tick's count and the rounds since."""
+        self.holds: dict[str, Hold] = {}
+        """Group → its request held for the gate's limit per group, as of this tick's count."""
 
     @property
     def name(self) -> str:
@@ -107,6 +108,7 @@ class GateCounter:
         if read.stale:
             self._roster.tidy(self.name, read.stale)
         self.inside = {record.name: record for record in inside}
+        self.holds = {hold.group: hold for hold in read.held}
         return GateFigures(inside=len(inside), oldest_inside_seconds=oldest_inside_seconds(inside, now))
 
     @property
@@ -136,34 +138,8 @@ class GateCounter:
                 self.inside[name] = record.model_copy(update={"confirmed": True})
 
     def _reconciled(self, inside: Sequence[RecordedStart], now: float) -> list[RecordedStart]:
-        """The executions inside that a whole listing of RUNNING, read now, shows ended.
-
-        Every `RECONCILE_SECONDS` at most, within `ListExecutions`' pace, which every
-        lane's count shares: a listing of many pages is paid for over the next seconds.
-        It waits while the pace has no tokens for it, up to `RECONCILE_MAX_AGE_SECONDS`.
-        Those the listing shows count as seen running (no check for a while). A listing
-        that fails is tried on a later tick.
-        """
-        machine = self.state_machine_arn
-        last = self._warm.reconciled.get(self.name)
-        age = math.inf if last is None else now - last.at
-        if not inside or age < RECONCILE_SECONDS:
-            return []
-        pace = self._warm.paces_for(machine).list
-        if age < RECONCILE_MAX_AGE_SECONDS and last is not None and not pace.ready(now, last.pages):
-            return []
-        try:
-            listing = self._ports.state_machine.list_running(None, {}, listed_at=now)
-        except TransientError as error:
-            logger.warning("could not list the gate's executions", extra={"reason": str(error)})
-            return []
-        pages = max(1, math.ceil(len(listing.executions) / LIST_PAGE_SIZE))
-        pace.reserve(now, pages)
-        self._warm.reconciled[self.name] = Reconciliation(at=now, pages=pages)
-        for record in inside:
-            if record.name in listing.executions:
-                self._warm.saw_running(execution_arn(machine, record.name), now)
-        return absent_from(inside, listing)
+        """The executions inside that a whole listing of RUNNING, read now, shows ended (`reconciled`)."""
+        return reconciled(self.name, self._ports.state_machine, self._warm, inside, now)
 
     def _checked_out(self, inside: Sequence[RecordedStart], now: float) -> list[RecordedStart]:
         """The executions inside long enough for a check that `DescribeExecution` says ended, longest first.
@@ -197,7 +173,7 @@ class GateCounter:
 class GateRound(MemberRound):
     """One gate's side of its rounds in one tick: its requests, admitted into its pool with task tokens."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 — its ports, threads, warm state, counter, probe and groups
         self,
         ports: GatePorts,
         pool: StartThreads,
@@ -205,9 +181,10 @@ class GateRound(MemberRound):
         warm: WarmState,
         counter: GateCounter,
         probing: bool = False,
+        books: Mapping[str, GroupBook] | None = None,
     ) -> None:
         """``probing``: a round with no free place, for the requests of pending admissions (`probe_due`)."""
-        super().__init__(ports, pool, warm=warm)
+        super().__init__(ports, pool, warm=warm, books=books)
         self._gate = ports
         self._counter = counter
         self._probing = probing
@@ -231,12 +208,17 @@ class GateRound(MemberRound):
         """
         machine = self._counter.state_machine_arn
         inside = self._counter.inside
-        return admit(
-            messages,
-            free,
-            once_a_round(lambda message: plan_request(message, machine)),
-            takes_slot=lambda start: start.name not in inside,
-        )
+        plan = once_a_round(lambda message: plan_request(message, machine))
+        if self.book is not None:
+            return admit_shared(
+                messages,
+                free,
+                self.book.share,
+                self.book.running,
+                plan=plan,
+                takes_slot=lambda start: start.name not in inside,
+            )
+        return admit(messages, free, plan, takes_slot=lambda start: start.name not in inside)
 
     def _starts(self, part: Prepared, clock: Callable[[], float]) -> GateStarts:
         return GateStarts(
@@ -266,6 +248,11 @@ class GateRound(MemberRound):
                 )
                 outcome.unsettled += [message for _, message in starts.to_confirm]
         return super().settle(part)
+
+    @staticmethod
+    def _also_counted(outcome: RoundOutcome) -> list[QueuedMessage]:
+        """None: a request for an execution inside is counted in its group already."""
+        return []
 
     @staticmethod
     def _counts(outcome: RoundOutcome, *, delete_failures: int) -> Counts:

@@ -18,6 +18,7 @@ from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
 from dispatcher.core.gates import InsideRead
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.tenants import Hold
 from dispatcher.core.topology import DEFAULT, Topology
 
 Item = TypeVar("Item")
@@ -35,8 +36,8 @@ class JobQueue(Protocol):
         """Delete done messages; those that failed to delete (they come back)."""
         ...
 
-    def release(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
-        """Make messages visible again now; those that failed (they come back later)."""
+    def release(self, messages: Sequence[QueuedMessage], visibility_seconds: int = 0) -> list[QueuedMessage]:
+        """Make messages visible again now (or in ``visibility_seconds``: a held job); those that failed."""
         ...
 
 
@@ -139,10 +140,13 @@ class StartLedger(Protocol):
 
 
 class Roster(Protocol):
-    """Who holds a place in a gate: its admissions, kept until the execution is known to have left."""
+    """Who holds a member's places: a gate's admissions, a tenant lane's starts, kept until each left.
+
+    A member's roster also keeps its jobs held for their group's limit (`Hold`).
+    """
 
     def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
-        """The admissions into ``gate`` (of ``state_machine_arn``'s executions) not deleted yet."""
+        """The roster of member ``gate`` (of ``state_machine_arn``'s executions): records and holds."""
         ...
 
     def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
@@ -150,7 +154,11 @@ class Roster(Protocol):
         ...
 
     def tidy(self, gate: str, keys: Sequence[str]) -> int:
-        """Delete stale confirmations of ``gate``; how many were left (best effort)."""
+        """Delete items of ``gate``'s roster by key (stale confirmations, shown holds); how many were left."""
+        ...
+
+    def hold(self, member: str, holds: Sequence[Hold]) -> None:
+        """Note jobs held for their group's limit in ``member``'s roster (raises when not written)."""
         ...
 
     def release(self, gate: str, name: str, sent_at: float) -> bool:

@@ -91,6 +91,17 @@ class GateFigures:
 
 
 @dataclass(kw_only=True)
+class TenantFigures:
+    """Message groups as a tick left them, over every member that counts by group."""
+
+    held: int
+    """Jobs held for their group's limit (one a group at most)."""
+    groups_at_limit: int
+    largest_group_share: float | None = None
+    """The share of a member's executions that its largest group holds (the largest such share)."""
+
+
+@dataclass(kw_only=True)
 class TickReport(Counts):
     """What one invocation saw and did; its dict is the handler's return value.
 
@@ -114,6 +125,8 @@ class TickReport(Counts):
     """Gate → what became of its requests."""
     inside: dict[str, GateFigures] = field(default_factory=dict)
     """Gate → who was inside (by the first tick; a gate the tick did not count has none)."""
+    tenants: TenantFigures | None = None
+    """Message groups, when a member counts by group (by the latest tick)."""
 
     @property
     def laned(self) -> bool:
@@ -140,6 +153,8 @@ class TickReport(Counts):
         if self.laned:
             document["lanes"] = {name: counts.counts() for name, counts in self.lanes.items()}
             document["pools"] = {name: asdict(figures) for name, figures in self.pools.items()}
+        if self.tenants is not None:
+            document["tenants"] = asdict(self.tenants)
         if self.gates:
             document["gates"] = {
                 name: {**counts.gate_counts(), **(asdict(self.inside[name]) if name in self.inside else {})}
@@ -155,6 +170,7 @@ class TickReport(Counts):
         for gate, counts in later.gates.items():
             self.gates.setdefault(gate, Counts()).plus(counts)
         self.stopped = later.stopped
+        self.tenants = later.tenants or self.tenants
         self.ticks += later.ticks
         if later.oldest_running_seconds is not None:
             self.oldest_running_seconds = later.oldest_running_seconds

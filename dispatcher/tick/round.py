@@ -22,7 +22,9 @@ from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, roun
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import Pace
+from dispatcher.core.tenants import FAIR_SHARE_LOOK_AHEAD, SharedAdmission
 from dispatcher.telemetry import logger
+from dispatcher.tick.groups import GroupBook
 from dispatcher.tick.ports import MemberPorts, Runtime, StartThreads, StateStore
 from dispatcher.tick.report import Counts, StopReason
 from dispatcher.tick.starts import MemberStarts, RoundOutcome, Starter
@@ -44,11 +46,21 @@ class MemberRound:
     the rest. What it admits, how it is paced and what its call is are the member's own.
     """
 
-    def __init__(self, ports: MemberPorts, pool: StartThreads, *, warm: WarmState) -> None:
+    def __init__(
+        self,
+        ports: MemberPorts,
+        pool: StartThreads,
+        *,
+        warm: WarmState,
+        books: Mapping[str, GroupBook] | None = None,
+    ) -> None:
+        """``books``: each tenant member's message groups this tick (`GroupBook`)."""
         self._ports = ports
         self._pool = pool
         self._warm = warm
         self._fan_out = warm.fan_out(ports.name)
+        self.book = None if books is None else books.get(ports.name)
+        """Its message groups this tick, when it counts by group (None: groups don't matter)."""
 
     @property
     def name(self) -> str:
@@ -82,16 +94,19 @@ class MemberRound:
         back full, more of the round is received at once, in parallel and without waiting:
         FIFO never hands the same group to two receives, so each group's messages still
         arrive in send order. How many follows what such receives returned before
-        (`FanOut`): with one group in flight at a time they come back empty.
+        (`FanOut`): with one group in flight at a time they come back empty. A fair-share
+        member receives one batch beyond its free slots, always: FIFO hands out a deep
+        group first, and the batch after it shows the others (`FAIR_SHARE_LOOK_AHEAD`).
         """
         queue = self._ports.queue
-        wanted = round_size(free)
+        look_ahead = FAIR_SHARE_LOOK_AHEAD if self.book is not None and self.book.share.fair_share else 0
+        wanted = round_size(free + look_ahead)
         first = queue.receive(receive_size(wanted), wait=wait)
         self._fan_out.first_came(len(first), waited=wait, now=now)
         if len(first) < receive_size(wanted) or len(first) == wanted:
             return first, None
         sizes = [receive_size(wanted - taken) for taken in range(len(first), wanted, SQS_BATCH_LIMIT)]
-        sizes = sizes[: self._fan_out.receives(len(sizes))]
+        sizes = sizes[: max(1 if look_ahead else 0, self._fan_out.receives(len(sizes)))]
         if not sizes:
             return first, None
         batches = self._pool.settle(lambda size: queue.receive(size, wait=False), sizes)
@@ -130,6 +145,8 @@ class MemberRound:
         """The part's calls, its admission decided: its poison and what waits go to its outcome."""
         part.outcome.dead_letters += part.admission.dead_letters
         part.outcome.held_back += part.admission.held_back
+        if isinstance(part.admission, SharedAdmission):
+            part.outcome.held_for_group += part.admission.held_for_group
         part.starts = self._starts(part, clock)
         return part.starts
 
@@ -180,8 +197,22 @@ class MemberRound:
                 "delete failed; the messages will be redelivered and found already started",
                 extra={"message_ids": [message.message_id for message in failed_deletes]},
             )
-        queue.release(outcome.held_back + outcome.unsettled)
+        waiting = outcome.held_back + outcome.unsettled
+        if outcome.held_for_group and self.book is not None:
+            held = {message.message_id for message in outcome.held_for_group}
+            waiting = [message for message in waiting if message.message_id not in held]
+            not_held = self.book.hold(queue, outcome.held_for_group)
+            outcome.held_for_group = [m for m in outcome.held_for_group if m not in not_held]
+            waiting += not_held
+        queue.release(waiting)
+        if self.book is not None:
+            self.book.started(outcome.started + self._also_counted(outcome))
         return self._counts(outcome, delete_failures=len(failed_deletes))
+
+    @staticmethod
+    def _also_counted(outcome: RoundOutcome) -> list[QueuedMessage]:
+        """Of the round's jobs not started now, those counted in their group from now on (already started)."""
+        return outcome.already_started
 
     @staticmethod
     def _counts(outcome: RoundOutcome, *, delete_failures: int) -> Counts:
@@ -340,7 +371,13 @@ def _stop_after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason |
     if outcome.rate_spent:
         # The lane's rate is spent for now: its jobs wait for tokens as others wait for slots.
         return StopReason.CAPACITY
-    if not (outcome.started or outcome.already_started or outcome.dead_letters or outcome.dropped):
+    if not (
+        outcome.started
+        or outcome.already_started
+        or outcome.dead_letters
+        or outcome.dropped
+        or outcome.held_for_group
+    ):
         # Everything received waits (e.g. a redrive job whose execution no read
         # shows yet, and its group): receiving again would hand back the same.
         return StopReason.WAITING

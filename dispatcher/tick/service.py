@@ -21,13 +21,22 @@ from dispatcher.core.topology import PoolLimit, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter, MemberCounter, Records
 from dispatcher.tick.gates import GateCounter, GateRound
+from dispatcher.tick.groups import Tenants, books_total
 from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.lane_round import LaneRound
 from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
-from dispatcher.tick.report import WAITING_STOPS, Counts, GateFigures, PoolFigures, StopReason, TickReport
+from dispatcher.tick.report import (
+    WAITING_STOPS,
+    Counts,
+    GateFigures,
+    PoolFigures,
+    StopReason,
+    TenantFigures,
+    TickReport,
+)
 from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
@@ -83,12 +92,15 @@ class Dispatcher:
             for gate in ports.gates
         }
         """Gate name → its counter (who is inside, for its rounds too)."""
+        self._tenants = Tenants(ports, self._records, self._warm, runtime.clock)
+        books = self._tenants.books
         members: dict[str, MemberRounds] = {
-            name: functools.partial(LaneRound, lane, warm=self._warm) for name, lane in self._lanes.items()
+            name: functools.partial(LaneRound, lane, warm=self._warm, books=books)
+            for name, lane in self._lanes.items()
         }
         for gate in ports.gates:
             members[gate.name] = functools.partial(
-                GateRound, gate, warm=self._warm, counter=self._gates[gate.name]
+                GateRound, gate, warm=self._warm, counter=self._gates[gate.name], books=books
             )
         self._passes = Passes(members, self._warm)
         self._counters: dict[str, Counter] = {}
@@ -245,6 +257,13 @@ class Dispatcher:
                 )
                 for gate in gates
             }
+            self._tenants.read(
+                self._topology,
+                (pool.name for pool in pools),
+                windows,
+                by_machine,
+                {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
+            )
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.
             logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
@@ -290,6 +309,9 @@ class Dispatcher:
             if report.stopped not in HALTING_STOPS:
                 self._probe(gates, rounds, threads, report)
         self._rates.settle(self._passes.lane_stops)
+        if self._tenants.books:
+            held, at_limit, largest = books_total(self._tenants.books)
+            report.tenants = TenantFigures(held=held, groups_at_limit=at_limit, largest_group_share=largest)
         return report
 
     def _probe(

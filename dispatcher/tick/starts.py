@@ -51,6 +51,8 @@ class RoundOutcome(GroupOutcome):
     """The lane's start rate granted fewer starts than the round had: its jobs wait for it."""
     unsettled: list[QueuedMessage] = field(default_factory=list)
     """Of the done messages, those to leave on the queue (released, not deleted): they come back."""
+    held_for_group: list[QueuedMessage] = field(default_factory=list)
+    """Of ``held_back``: the first job of each group at its limit, to hold in flight (`GroupBook.hold`)."""
 
     def merge(self, group: GroupOutcome) -> None:
         """Add one group's outcome."""
@@ -108,6 +110,8 @@ class LaneStarts:
     """`StartExecution`'s round trip, measured here."""
     lane: str | None = None
     """The lane's name, recorded with each start (where a re-run of it goes back)."""
+    roster: bool = False
+    """The lane counts by message group: its roster keeps each start until it ends."""
     recorded: set[str] = field(default_factory=set)
     """Names whose start record was written: only these may start."""
 
@@ -127,7 +131,7 @@ class LaneStarts:
             groups.setdefault(start.name, start.message.group_id)
             if start.redrive_count is not None:
                 redrives.setdefault(start.name, start.redrive_count)
-        return StartsToRecord(arn, groups, redrives, lane=self.lane)
+        return StartsToRecord(arn, groups, redrives, lane=self.lane, roster=self.roster)
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
         """Start (or redrive) one execution; what became of its message goes to ``outcome``."""
@@ -245,14 +249,13 @@ class Starter:
                 lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
             return
         for lane in lanes:
-            left = [record for record in lane.outcome.recorded if record.sort_key in unprocessed]
+            left = {record.name for record in lane.outcome.recorded if record.sort_key in unprocessed}
             if left:
                 lane.outcome.stop_reason = lane.outcome.stop_reason or (
                     f"the state table left {len(left)} start record(s) unprocessed"
                 )
-            lane.recorded.update(
-                record.name for record in lane.outcome.recorded if record.sort_key not in unprocessed
-            )
+            # A start may go once each of its records is written (a tenant lane's roster has one too).
+            lane.recorded.update(record.name for record in lane.outcome.recorded if record.name not in left)
 
     @staticmethod
     def _unprocessed(

@@ -100,7 +100,7 @@ def test_an_admission_is_an_item_of_its_gates_partition_keyed_by_the_execution()
     assert int(item["expires_at"]["N"]) > 1_000 + 365 * 24 * 3600
     assert record_key(item) == record.sort_key
     assert inside_item_key(OWN, record) == {"pk": item["pk"], "sk": item["sk"]}
-    [read], confirmations = read_inside([item], "crawl", GLUE)
+    [read], confirmations, _ = read_inside([item], "crawl", GLUE)
     assert read == record
     assert confirmations == []
 
@@ -109,7 +109,7 @@ def test_a_confirmation_sorts_after_every_admission_and_reads_back_its_names() -
     item = confirmation_item(OWN, "crawl", ["b", "a", "b"], 2_000.0)
     assert item["sk"]["S"].startswith("~confirmed#")
     assert item["sk"]["S"] > "zzzz"  # after any execution name: "~" is no name's character
-    records, [confirmation] = read_inside([item], "crawl", GLUE)
+    records, [confirmation], _ = read_inside([item], "crawl", GLUE)
     assert records == []
     assert confirmation == Confirmation(item["sk"]["S"], 2_000.0, frozenset({"a", "b"}))
 

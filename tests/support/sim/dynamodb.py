@@ -39,6 +39,7 @@ from dispatcher.core.events import EndedExecution
 from dispatcher.core.gates import InsideRead
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
+from dispatcher.core.tenants import Hold
 from tests.support.sim.api import Client, LiveBucket, Usage
 from tests.support.sim.inside import AdmissionsView, InsidePartition
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES, Stored, write_units
@@ -189,8 +190,12 @@ class StateStoreView:
         self._admissions.confirm(gate, names, now)
 
     def tidy(self, gate: str, keys: Sequence[str]) -> int:
-        """Delete stale confirmations; how many were left."""
+        """Delete stale confirmations and shown holds; how many were left."""
         return self._admissions.tidy(gate, keys)
+
+    def hold(self, member: str, holds: Sequence[Hold]) -> None:
+        """`BatchWriteItem` of held jobs in the member's roster."""
+        self._admissions.hold(member, holds)
 
     def release(self, gate: str, name: str, sent_at: float) -> bool:
         """Conditional `DeleteItem`: the admission goes if recorded before ``sent_at``."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from dispatcher.adapters.inside_items import confirmation_item, inside_item, read_inside
+from dispatcher.adapters.inside_items import confirmation_item, held_item, inside_item, read_inside
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RecordedStart
 from dispatcher.core.errors import TransientError
 from dispatcher.core.gates import InsideRead, confirmed
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
+from dispatcher.core.tenants import Hold
 from tests.support.sim.api import Client, LiveBucket, Usage
 from tests.support.sim.items import READ_UNIT_BYTES, Stored, write_units
 from tests.support.sim.scheduler import Scheduler
@@ -110,8 +111,25 @@ class AdmissionsView:
             partition.read,
             lambda: [stored.item for stored in partition.items.values()],
         )
-        records, confirmations = read_inside(items, gate, state_machine_arn)
-        return InsideRead(*confirmed(records, confirmations))
+        records, confirmations, holds = read_inside(items, gate, state_machine_arn)
+        return InsideRead(*confirmed(records, confirmations), held=tuple(holds))
+
+    def hold(self, member: str, holds: Sequence[Hold]) -> None:
+        """`BatchWriteItem` of held jobs (one call: a round holds at most a few); raises when throttled."""
+        partition = self._partition(member)
+        items = [held_item(self._own, member, hold) for hold in holds]
+
+        def put() -> None:
+            for item in items:
+                partition.items[item["sk"]["S"]] = Stored(item)
+
+        self._client.call(
+            "BatchWriteItem",
+            "BatchWriteItem on state table",
+            lambda: partition.write(sum(write_units(item) for item in items)) > 0,
+            put,
+            role="record",
+        )
 
     def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
         """`PutItem` of one confirmation."""

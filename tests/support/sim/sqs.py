@@ -149,6 +149,15 @@ class FifoQueue:
             self._enqueue(message)
         return True
 
+    def hide(self, receipt: str, seconds: float) -> bool:
+        """Keep a message in flight ``seconds`` from now (its group blocked); False for a stale handle."""
+        message = self._in_flight.get(receipt)
+        if message is None:
+            return False
+        message.hidden_until = self._scheduler.now + seconds
+        heapq.heappush(self._expiry, (message.hidden_until, receipt))
+        return True
+
     def _enqueue(self, message: Message) -> None:
         """Put a message in its group's place (a new one at the end, a released one before later ones)."""
         messages = self._waiting.setdefault(message.group, deque())
@@ -235,12 +244,14 @@ class JobQueueView:
         """``DeleteMessageBatch`` in chunks of 10; the messages not deleted."""
         return self._in_batches(messages, "DeleteMessageBatch", delete=True)
 
-    def release(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
-        """``ChangeMessageVisibilityBatch`` to 0 in chunks of 10; the messages not released."""
-        return self._in_batches(messages, "ChangeMessageVisibilityBatch", delete=False)
+    def release(self, messages: Sequence[QueuedMessage], visibility_seconds: int = 0) -> list[QueuedMessage]:
+        """``ChangeMessageVisibilityBatch`` (to 0, or to hold) in chunks of 10; the messages not changed."""
+        return self._in_batches(
+            messages, "ChangeMessageVisibilityBatch", delete=False, visibility_seconds=visibility_seconds
+        )
 
     def _in_batches(
-        self, messages: Sequence[QueuedMessage], action: str, *, delete: bool
+        self, messages: Sequence[QueuedMessage], action: str, *, delete: bool, visibility_seconds: int = 0
     ) -> list[QueuedMessage]:
         failed: list[QueuedMessage] = []
         for chunk in chunks(messages, SQS_BATCH_LIMIT):
@@ -250,7 +261,11 @@ class JobQueueView:
                     message
                     for message in chunk
                     if (delete and self._faults.delete_fails())
-                    or not self._queue.settle(message.receipt_handle, delete=delete)
+                    or not (
+                        self._queue.hide(message.receipt_handle, visibility_seconds)
+                        if visibility_seconds
+                        else self._queue.settle(message.receipt_handle, delete=delete)
+                    )
                 ]
 
             try:

@@ -1,0 +1,97 @@
+"""`dispatcher status --groups`: each member's message groups, RUNNING as the tick counts it, held jobs.
+
+A lane that counts by group (``max_per_group`` or ``fair_share``) and every gate keep a
+roster in the state table: an item per execution (started from the lane, or inside the
+gate) until it ends, and an item per group whose job is held for the group's limit. This
+reads those rosters: what the tick counts, not a listing of Step Functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import TextIO
+
+from dispatcher.adapters.state_table import StateTable
+from dispatcher.cli.config import Aws, Resources, control_parameter
+from dispatcher.cli.members import chosen_member
+from dispatcher.cli.output import table
+from dispatcher.core.control import steer
+from dispatcher.core.tenants import group_counts
+from dispatcher.core.topology import Member, Topology
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One member's message group: its executions holding the member's places, its held jobs."""
+
+    member: str
+    group: str
+    running: int
+    held: int
+
+
+def members_with_groups(topology: Topology, chosen: tuple[str, str] | None) -> list[Member]:
+    """The members whose groups are counted (tenant lanes and every gate), or the one chosen."""
+    members: list[Member] = [lane for lane in topology.lanes if lane.tenants]
+    members += list(topology.gates)
+    if chosen is None:
+        return members
+    kind, name = chosen
+    if kind == "pool":
+        return [member for member in members if member.pool == name]
+    return [member for member in members if member.name == name]
+
+
+def read_groups(aws: Aws, resources: Resources, chosen: tuple[str, str] | None) -> list[GroupRow]:
+    """Every counted member's groups, most running first (then most held, then by name)."""
+    control = control_parameter(aws, resources)
+    read = None if control is None else control.read()
+    environment_max = resources.max_concurrency or 0  # MAX doesn't matter here
+    topology = steer(resources.topology(environment_max), read, resources.control_parameter)
+    state_table = StateTable(
+        aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
+    )
+    rows: list[GroupRow] = []
+    for member in members_with_groups(topology, chosen):
+        roster = state_table.inside(member.name, member.state_machine_arn)
+        running = group_counts(roster.records)
+        held = Counter(hold.group for hold in roster.held)
+        rows += [
+            GroupRow(member.name, group, running.get(group, 0), held.get(group, 0))
+            for group in sorted(running.keys() | held.keys())
+        ]
+    return sorted(rows, key=lambda row: (-row.running, -row.held, row.member, row.group))
+
+
+def top(text: str) -> int:
+    """``--top N``: a whole number of rows, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("--top takes 1 or more")
+    return value
+
+
+def print_groups(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
+    """Print the groups once (``--top N``: the first N), as a table or ``--json``."""
+    rows = read_groups(aws, resources, chosen_member(args))
+    if args.top is not None:
+        rows = rows[: args.top]
+    if args.json:
+        out.write(json.dumps({"groups": [asdict(row) for row in rows]}) + "\n")
+        return 0
+    if not rows:
+        out.write(
+            "no message group holds a place or waits (members that count by group: tenant lanes, gates)\n"
+        )
+        return 0
+    headers = ["MEMBER", "GROUP", "RUNNING", "HELD"]
+    out.write(
+        table(headers, [[row.member, row.group, str(row.running), str(row.held)] for row in rows]) + "\n"
+    )
+    return 0

@@ -1,0 +1,186 @@
+"""Tenants: a member's slots shared among message groups — a limit per group, and fair share.
+
+In a FIFO lane a message group is a tenant. A member with ``max_per_group`` never has more
+than that many executions of one group holding its slots (for a gate: inside it); one
+with ``fair_share`` hands scarce free slots first to the groups holding fewest. Each group's
+count comes from the member's roster (its executions, kept until Step Functions or an
+event says they ended), never from a window that expires.
+
+A job whose group is at its limit is *held*: its message stays in flight for
+`HOLD_SECONDS`, which blocks its group (FIFO hands out nothing of a group while one of its
+messages is in flight) without touching the others, and is made visible again as soon as
+its group is below its limit. So its receive count grows by one per `HOLD_SECONDS` at
+most while its group stays at its limit. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dispatcher.core.admission import Admission, DeadLetter, GroupOrder, Plan, Start, admit, plan_message
+from dispatcher.core.counting import RecordedStart
+from dispatcher.core.messages import QueuedMessage
+
+HOLD_SECONDS = 4 * 3600
+"""How long a held job stays in flight before SQS hands it out again (if its group is still at
+its limit, it is held again): at most one receive per 4 hours of waiting, 84 in the queue's
+14 days of retention, below the template's `MaxReceiveCount` of 100. It is shown again at
+once when its group drops below its limit."""
+PASSED_OVER_RECEIVES = 30
+"""A job fair share passed over this many times (its receive count) goes first, whatever its group
+holds: each pass is a receive, and SQS would move a job received `MaxReceiveCount` (100) times
+to the DLQ without a reason. Aging, as schedulers do against starvation."""
+FAIR_SHARE_LOOK_AHEAD = 10
+"""A fair-share lane receives one batch beyond its free slots: FIFO hands out a deep group's
+messages first, and the batch after them (that group in flight) shows the other groups."""
+
+
+@dataclass(frozen=True)
+class Share:
+    """How a member shares its slots among message groups."""
+
+    max_per_group: int | None = None
+    fair_share: bool = False
+
+    @property
+    def active(self) -> bool:
+        """Whether groups matter at all (else admission is the plain one)."""
+        return self.max_per_group is not None or self.fair_share
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A job held because its group is at its limit: the message in flight, and how to show it again."""
+
+    group: str
+    message_id: str
+    receipt_handle: str
+    held_at: float
+
+
+def held_key(group: str) -> str:
+    """A held job's key in its member's roster (``~`` sorts after every execution name)."""
+    return f"~held#{group}"
+
+
+def group_counts(records: Iterable[RecordedStart]) -> Counter[str]:
+    """Each message group's executions in a roster (a record without a group counts for none)."""
+    return Counter(record.group for record in records if record.group is not None)
+
+
+def due_to_show(holds: Iterable[Hold], running: Mapping[str, int], share: Share) -> list[Hold]:
+    """The held jobs whose group is below its limit now (or has no limit any more): show them again."""
+    limit = share.max_per_group
+    return [hold for hold in holds if limit is None or running.get(hold.group, 0) < limit]
+
+
+@dataclass(frozen=True)
+class SharedAdmission(Admission):
+    """An admission that shares slots among groups: also the jobs held for their group's limit."""
+
+    held_for_group: tuple[QueuedMessage, ...] = ()
+    """Of ``held_back``: the first job of each group at its limit (to hold in flight)."""
+
+
+def admit_shared(  # noqa: PLR0913 — each is one input of the decision
+    messages: Sequence[QueuedMessage],
+    free: int,
+    share: Share,
+    running: Mapping[str, int],
+    *,
+    plan: Plan = plan_message,
+    takes_slot: Callable[[Start], bool] = lambda start: True,
+) -> SharedAdmission:
+    """`admit`, with each group's limit, and with fair share the free slots to the groups holding fewest.
+
+    ``running``: each group's executions holding the member's slots now (this tick's
+    starts included). The messages of one group keep their receive (send) order: a
+    group's job that waits holds back its later ones. Without fair share, the slots go
+    in receive order; with it, one at a time to the group with fewest (running and given
+    this round), ties to the group received first; a job passed over `PASSED_OVER_RECEIVES`
+    times goes first. Work-conserving: a slot no group
+    below its limit can use is left only when none can.
+    """
+    if not share.active:
+        return SharedAdmission(*_fields(admit(messages, free, plan, takes_slot)))
+    order = GroupOrder()
+    queues: dict[str, list[tuple[int, QueuedMessage, Start | DeadLetter]]] = {}
+    held: set[int] = set()
+    for index, message in enumerate(messages):
+        decision = plan(message) if order.may_start(message) else None
+        if decision is None:
+            order.hold_back(message)
+            held.add(index)
+            continue
+        queues.setdefault(message.group_id, []).append((index, message, decision))
+    given: Counter[str] = Counter()
+    chosen: set[int] = set()
+    held_for_group: list[QueuedMessage] = []
+    slots = 0
+    heads = dict.fromkeys(queues, 0)
+    while heads:
+        group = _next_group(heads, queues, running, given, fair=share.fair_share)
+        index, message, decision = queues[group][heads[group]]
+        needs = not isinstance(decision, Start) or takes_slot(decision)
+        at_limit = (
+            isinstance(decision, Start)
+            and needs
+            and share.max_per_group is not None
+            and running.get(group, 0) + given[group] >= share.max_per_group
+        )
+        if at_limit or (needs and slots >= free):
+            if at_limit:
+                held_for_group.append(message)
+            del heads[group]  # the group's later jobs wait behind this one
+            continue
+        chosen.add(index)
+        slots += needs
+        if isinstance(decision, Start) and needs:
+            given[group] += 1
+        heads[group] += 1
+        if heads[group] == len(queues[group]):
+            del heads[group]
+    decisions = {index: decision for queue in queues.values() for index, _, decision in queue}
+    starts = tuple(
+        decision
+        for index, decision in sorted(decisions.items())
+        if index in chosen and isinstance(decision, Start)
+    )
+    dead_letters = tuple(
+        decision
+        for index, decision in sorted(decisions.items())
+        if index in chosen and isinstance(decision, DeadLetter)
+    )
+    held_back = tuple(message for index, message in enumerate(messages) if index not in chosen)
+    return SharedAdmission(starts, dead_letters, held_back, tuple(held_for_group))
+
+
+def _next_group(
+    heads: Mapping[str, int],
+    queues: Mapping[str, Sequence[tuple[int, QueuedMessage, Start | DeadLetter]]],
+    running: Mapping[str, int],
+    given: Mapping[str, int],
+    *,
+    fair: bool,
+) -> str:
+    """Whose job is decided next: the group received first, or with fair share the one holding fewest."""
+
+    def position(group: str) -> int:
+        return queues[group][heads[group]][0]
+
+    if not fair:
+        return min(heads, key=position)
+
+    def fewest(group: str) -> tuple[bool, int, int]:
+        aged = queues[group][heads[group]][1].receive_count >= PASSED_OVER_RECEIVES
+        return not aged, running.get(group, 0) + given.get(group, 0), position(group)
+
+    return min(heads, key=fewest)
+
+
+def _fields(
+    admission: Admission,
+) -> tuple[tuple[Start, ...], tuple[DeadLetter, ...], tuple[QueuedMessage, ...]]:
+    return admission.starts, admission.dead_letters, admission.held_back

@@ -1,0 +1,286 @@
+"""Tenants in a tick: each member's roster read as counts per message group, and its held jobs.
+
+A lane that counts by message group (``max_per_group`` or ``fair_share``) keeps a roster
+as a gate does: an item per execution it started, written with the start's record and
+kept until the execution is known to have ended — by its status change event, by a whole
+listing of RUNNING that no longer shows it (read at least AWS's list lag after the start),
+never by age. So an execution that runs for days still counts in its group. A gate's
+roster is the one it counts its executions inside with.
+
+Each member's `GroupBook` for the tick holds each group's count (this tick's starts
+added as they happen) and its held jobs: those whose group dropped below its limit are
+shown again first, so they start in this very tick.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dispatcher.core.counting import LIST_PAGE_SIZE, RecordedStart, RunningListing, StateWindow, latest_ends
+from dispatcher.core.errors import TransientError
+from dispatcher.core.events import EndedExecution
+from dispatcher.core.executions import execution_arn
+from dispatcher.core.gates import RECONCILE_MAX_AGE_SECONDS, RECONCILE_SECONDS, absent_from, plan_inside
+from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
+from dispatcher.core.tenants import HOLD_SECONDS, Hold, Share, due_to_show, group_counts, held_key
+from dispatcher.core.topology import Topology
+from dispatcher.telemetry import logger
+from dispatcher.tick.count import Records
+from dispatcher.tick.ports import Executions, JobQueue, Ports, Roster
+from dispatcher.tick.warm import Reconciliation, WarmState
+
+
+def reconciled(  # noqa: PLR0913 — each is one input of the reconciliation
+    member: str,
+    executions: Executions,
+    warm: WarmState,
+    inside: Sequence[RecordedStart],
+    now: float,
+    *,
+    listing: RunningListing | None = None,
+) -> list[RecordedStart]:
+    """The records of a roster that a whole listing of RUNNING, read now, shows ended.
+
+    ``listing``: a whole listing read since the roster's last reconciliation, if the
+    count has one (a lane's count lists its state machine anyway): it is used instead.
+    Else every `RECONCILE_SECONDS` at most, within `ListExecutions`' pace, which every
+    lane's count shares: a listing of many pages is paid for over the next seconds. It
+    waits while the pace has no tokens for it, up to `RECONCILE_MAX_AGE_SECONDS`. Those
+    the listing shows count as seen running (no check for a while). A listing that fails
+    is tried on a later tick.
+    """
+    machine = executions.arn
+    last = warm.reconciled.get(member)
+    if listing is not None and listing.complete and (last is None or listing.listed_at > last.at):
+        warm.reconciled[member] = Reconciliation(at=listing.listed_at, pages=0)
+        return absent_from(inside, listing)
+    age = math.inf if last is None else now - last.at
+    if not inside or age < RECONCILE_SECONDS:
+        return []
+    pace = warm.paces_for(machine).list
+    if age < RECONCILE_MAX_AGE_SECONDS and last is not None and not pace.ready(now, max(1, last.pages)):
+        return []
+    try:
+        listing = executions.list_running(None, {}, listed_at=now)
+    except TransientError as error:
+        logger.warning("could not list a roster's executions", extra={"member": member, "reason": str(error)})
+        return []
+    pages = max(1, math.ceil(len(listing.executions) / LIST_PAGE_SIZE))
+    pace.reserve(now, pages)
+    warm.reconciled[member] = Reconciliation(at=now, pages=pages)
+    for record in inside:
+        if record.name in listing.executions:
+            warm.saw_running(execution_arn(machine, record.name), now)
+    return absent_from(inside, listing)
+
+
+@dataclass
+class GroupBook:
+    """One member's message groups in one tick: how many each holds, and its held jobs."""
+
+    member: str
+    share: Share
+    running: Counter[str]
+    """Group → its executions holding the member's places (this tick's starts added)."""
+    holds: dict[str, Hold] = field(default_factory=dict)
+    """Group → its job held for the group's limit."""
+    roster: Roster | None = None
+    clock: Callable[[], float] = lambda: 0.0
+
+    @property
+    def at_limit(self) -> int:
+        """Groups at the member's limit now."""
+        limit = self.share.max_per_group
+        return 0 if limit is None else sum(1 for count in self.running.values() if count >= limit)
+
+    @property
+    def largest_share(self) -> float | None:
+        """The share of the member's executions that its largest group holds (None: it holds none)."""
+        total = sum(self.running.values())
+        return None if not total else round(max(self.running.values()) / total, 4)
+
+    def started(self, messages: Iterable[QueuedMessage]) -> None:
+        """Executions of these jobs hold places from now on."""
+        self.running.update(message.group_id for message in messages)
+
+    def show_due(self, queue: JobQueue) -> int:
+        """Show again the held jobs whose group is below its limit now; how many (best effort).
+
+        A job shown whose item can't be deleted is shown again next tick: by then its
+        receipt handle is stale, which changes nothing.
+        """
+        due = due_to_show(self.holds.values(), self.running, self.share)
+        if not due or self.roster is None:
+            return 0
+        messages = [
+            QueuedMessage(
+                message_id=hold.message_id, receipt_handle=hold.receipt_handle, body="", group_id=hold.group
+            )
+            for hold in due
+        ]
+        try:
+            queue.release(messages)
+        except TransientError as error:
+            logger.warning("could not show held jobs", extra={"member": self.member, "reason": str(error)})
+            return 0
+        for hold in due:
+            del self.holds[hold.group]
+        self.roster.tidy(self.member, [held_key(hold.group) for hold in due])
+        logger.info(
+            "held jobs shown again", extra={"member": self.member, "groups": [hold.group for hold in due]}
+        )
+        return len(due)
+
+    def hold(self, queue: JobQueue, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """Hold jobs whose group is at its limit: noted in the roster, then in flight for `HOLD_SECONDS`.
+
+        Those that could not be held (the note or the call failed); they are released as any
+        other job that waits. Noted first: a tick that dies after the call leaves the note,
+        so the job is shown again when its group drops below its limit.
+        """
+        if not messages or self.roster is None:
+            return list(messages)
+        now = self.clock()
+        holds = [
+            Hold(message.group_id, message.message_id, message.receipt_handle, now) for message in messages
+        ]
+        try:
+            self.roster.hold(self.member, holds)
+        except TransientError as error:
+            logger.warning("could not note held jobs", extra={"member": self.member, "reason": str(error)})
+            return list(messages)
+        failed = queue.release(messages, visibility_seconds=HOLD_SECONDS)
+        failed_ids = {message.message_id for message in failed}
+        for hold in holds:
+            if hold.message_id not in failed_ids:
+                self.holds[hold.group] = hold
+        logger.info(
+            "jobs held for their group's limit",
+            extra={"member": self.member, "groups": [hold.group for hold in holds]},
+        )
+        return list(failed)
+
+
+class LaneRoster:
+    """A tenant lane's roster in a tick: its executions still running, by message group."""
+
+    def __init__(  # noqa: PLR0913, PLR0917 — each is one input of the roster's count
+        self,
+        lane: str,
+        executions: Executions,
+        records: Records,
+        roster: Roster,
+        warm: WarmState,
+        clock: Callable[[], float],
+    ) -> None:
+        self._lane = lane
+        self._executions = executions
+        self._records = records
+        self._roster = roster
+        self._warm = warm
+        self._clock = clock
+
+    def book(self, share: Share, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> GroupBook:
+        """The lane's groups now: its roster, less what ended (an event; a listing without it).
+
+        ``window``: its state machine's, as the tick's count read it (its ends).
+        """
+        now = self._clock()
+        read = self._roster.inside(self._lane, self._executions.arn)
+        planned = plan_inside(read.records, latest_ends([*window.ended, *ended]))
+        listing = self._warm.listing(self._executions.arn, now, LISTING_MAX_AGE_SECONDS)
+        left = list(planned.ended) + reconciled(
+            self._lane, self._executions, self._warm, planned.inside, now, listing=listing
+        )
+        if left:
+            logger.info(
+                "ended: left the lane's roster",
+                extra={"lane": self._lane, "executions": [r.name for r in left]},
+            )
+            self._records.forget(left, now)
+        gone = {record.name for record in left}
+        running = group_counts(record for record in planned.inside if record.name not in gone)
+        return GroupBook(
+            self._lane,
+            share,
+            running,
+            {hold.group: hold for hold in read.held},
+            self._roster,
+            self._clock,
+        )
+
+
+def books_total(books: Mapping[str, GroupBook]) -> tuple[int, int, float | None]:
+    """Held jobs, groups at their limit, and the largest group's share over every member's book."""
+    held = sum(len(book.holds) for book in books.values())
+    at_limit = sum(book.at_limit for book in books.values())
+    shares = [share for book in books.values() if (share := book.largest_share) is not None]
+    return held, at_limit, max(shares, default=None)
+
+
+class Tenants:
+    """Every tenant member's `GroupBook`, read again each tick: its lanes' rosters, its gates' admissions."""
+
+    def __init__(self, ports: Ports, records: Records, warm: WarmState, clock: Callable[[], float]) -> None:
+        self._ports = ports
+        self._records = records
+        self._warm = warm
+        self._clock = clock
+        self._rosters: dict[str, LaneRoster] = {}
+        self.books: dict[str, GroupBook] = {}
+        """Member → its groups this tick (a member that doesn't count by group has none)."""
+
+    def read(
+        self,
+        topology: Topology,
+        pools: Iterable[str],
+        windows: Mapping[str, StateWindow],
+        ends: Mapping[str, Sequence[EndedExecution]],
+        gates: Mapping[str, tuple[Iterable[RecordedStart], Mapping[str, Hold]]],
+    ) -> None:
+        """Each tenant member's groups now, and its held jobs whose group dropped below its limit shown again.
+
+        ``gates``: each counted gate's executions inside and its held requests.
+        """
+        self.books.clear()
+        counted = set(pools)
+        queues: dict[str, JobQueue] = {}
+        for lane in topology.lanes:
+            if not lane.tenants or lane.pool not in counted:
+                continue
+            ports = next(each for each in self._ports.lanes if each.name == lane.name)
+            roster = self._rosters.setdefault(
+                lane.name,
+                LaneRoster(
+                    lane.name,
+                    ports.state_machine,
+                    self._records,
+                    self._ports.state_table,
+                    self._warm,
+                    self._clock,
+                ),
+            )
+            arn = lane.state_machine_arn
+            self.books[lane.name] = roster.book(
+                Share(lane.max_per_group, lane.fair_share), windows[arn], ends.get(arn, ())
+            )
+            queues[lane.name] = ports.queue
+        for gate in topology.gates:
+            if gate.max_per_group is None or gate.name not in gates:
+                continue
+            inside, holds = gates[gate.name]
+            self.books[gate.name] = GroupBook(
+                gate.name,
+                Share(gate.max_per_group),
+                group_counts(inside),
+                dict(holds),
+                self._ports.state_table,
+                self._clock,
+            )
+            queues[gate.name] = next(each.queue for each in self._ports.gates if each.name == gate.name)
+        for name, book in self.books.items():
+            book.show_due(queues[name])

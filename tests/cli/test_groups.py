@@ -1,0 +1,67 @@
+"""`dispatcher status --groups`: per member and group, RUNNING as the tick counts it, and held jobs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import boto3
+
+from dispatcher.local.account import REGION, pointed_at
+from dispatcher.local.stack import send_jobs
+from tests.cli.conftest import Cli
+
+
+def limit_groups(cli: Cli, limit: int) -> None:
+    with pointed_at(cli.endpoint_url):
+        boto3.client("ssm", region_name=REGION).put_parameter(
+            Name=cli.stack.control_parameter,
+            Value=json.dumps({"lanes": {"default": {"max_per_group": limit}}}),
+            Type="String",
+            Overwrite=True,
+        )
+
+
+def send(cli: Cli, group: str, count: int) -> None:
+    with pointed_at(cli.endpoint_url):
+        send_jobs(
+            cli.stack.queue_url, [{"body": json.dumps({"job": uuid.uuid4().hex}), "group": group}] * count
+        )
+
+
+def test_status_groups_shows_running_and_held_per_group_most_running_first(cli: Cli) -> None:
+    limit_groups(cli, 2)
+    send(cli, "noisy", 4)
+    send(cli, "quiet", 1)
+    report = cli.tick_in_process()
+    assert report["started"] == 3
+    assert report["tenants"]["held"] == 1
+
+    result = cli.run("status", "--groups", "--json")
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "groups": [
+            {"member": "default", "group": "noisy", "running": 2, "held": 1},
+            {"member": "default", "group": "quiet", "running": 1, "held": 0},
+        ]
+    }
+    text = cli.run("status", "--groups").stdout.splitlines()
+    assert text[0].split() == ["MEMBER", "GROUP", "RUNNING", "HELD"]
+    assert text[1].split() == ["default", "noisy", "2", "1"]
+    top = json.loads(cli.run("status", "--groups", "--top", "1", "--lane", "default", "--json").stdout)
+    assert [row["group"] for row in top["groups"]] == ["noisy"]
+
+
+def test_status_groups_with_no_member_counting_by_group_says_so(cli: Cli) -> None:
+    result = cli.run("status", "--groups")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("no message group holds a place")
+    assert json.loads(cli.run("status", "--groups", "--json").stdout) == {"groups": []}
+
+
+def test_top_is_a_usage_error_without_groups_or_below_one(cli: Cli) -> None:
+    for arguments in (["status", "--top", "3"], ["status", "--groups", "--top", "0"]):
+        result = cli.run(*arguments)
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -1,0 +1,154 @@
+"""Tenants through the real handler and boto3 against moto: a group's limit, held jobs, fair share."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.core.tenants import HOLD_SECONDS, held_key
+from tests.integration.conftest import Harness
+
+
+def send_jobs(harness: Harness, group: str, count: int, prefix: str | None = None) -> list[str]:
+    """``count`` jobs of ``group``, each named ``<prefix>-<i>`` in its body."""
+    jobs = [f"{prefix or group}-{index}" for index in range(count)]
+    for job in jobs:
+        harness.send(json.dumps({"job": job}), group=group)
+    return jobs
+
+
+def group_of(job: str) -> str:
+    return job.rsplit("-", 1)[0]
+
+
+def roster_items(harness: Harness, member: str = "default") -> list[dict[str, Any]]:
+    partition = inside_partition(harness.stack.state_machine_arn, member)
+    response = harness.dynamodb.query(
+        TableName=harness.stack.state_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": partition}},
+        ConsistentRead=True,
+    )
+    return list(response["Items"])
+
+
+def end(harness: Harness, job: str) -> dict[str, Any]:
+    """Stop the execution of ``job`` and return its status change event."""
+    execution = next(
+        execution
+        for execution in harness.executions("RUNNING")
+        if json.loads(harness.input_of(execution["name"]))["job"] == job
+    )
+    harness.sfn.stop_execution(executionArn=execution["executionArn"])
+    return harness.status_change(execution["name"], "ABORTED")
+
+
+def test_a_group_at_its_limit_waits_while_the_others_start_and_its_held_job_is_received_once(
+    harness: Harness,
+) -> None:
+    harness.configure(10, max_per_group=2)
+    noisy = send_jobs(harness, "noisy", 5)
+    quiet = send_jobs(harness, "quiet", 2)
+
+    first = harness.tick()
+
+    assert harness.started_by_group(group_of) == {"noisy": noisy[:2], "quiet": quiet}
+    assert first["tenants"]["held"] == 1
+    assert first["tenants"]["groups_at_limit"] == 2
+    # The held job's item names it: the group's third job, in flight for the hold.
+    [held] = [item for item in roster_items(harness) if item["sk"]["S"] == held_key("noisy")]
+    assert harness.queue_counts()[1] == 1
+    for _ in range(4):
+        assert harness.tick()["started"] == 0
+    assert len(harness.starts.calls) == 4
+    # Held in flight, it was received once in five ticks (SQS counts each receive: this one is the second).
+    harness.sqs.change_message_visibility(
+        QueueUrl=harness.stack.queue_url, ReceiptHandle=held["receipt_handle"]["S"], VisibilityTimeout=0
+    )
+    [message] = harness.sqs.receive_message(
+        QueueUrl=harness.stack.queue_url, MessageSystemAttributeNames=["ApproximateReceiveCount"]
+    )["Messages"]
+    assert json.loads(message["Body"])["job"] == noisy[2]
+    assert message["Attributes"]["ApproximateReceiveCount"] == "2"
+    harness.redeliver([message["ReceiptHandle"]])
+
+
+def test_a_held_job_starts_in_the_tick_its_groups_end_frees_a_place_in_send_order(harness: Harness) -> None:
+    harness.configure(10, max_per_group=1)
+    noisy = send_jobs(harness, "noisy", 3)
+    harness.tick()
+    assert harness.started_jobs() == noisy[:1]
+    hold_items = [item for item in roster_items(harness) if item["kind"]["S"] == "held"]
+    assert len(hold_items) == 1
+
+    report = harness.tick(end(harness, noisy[0]))
+
+    assert harness.started_jobs() == noisy[:2]
+    assert report["started"] == 1
+    # Still at its limit: the group's third job is held in turn.
+    assert report["tenants"]["held"] == 1
+    harness.tick(end(harness, noisy[1]))
+    assert harness.started_jobs() == noisy
+    assert harness.queue_counts() == (0, 0)
+    assert [item for item in roster_items(harness) if item["kind"]["S"] == "held"] == []
+
+
+def test_an_execution_running_for_days_still_counts_in_its_group(harness: Harness) -> None:
+    harness.configure(10, max_per_group=1)
+    send_jobs(harness, "noisy", 2)
+    harness.tick()
+    # As if the execution had started three days ago: every window the dispatcher keeps is long past.
+    for item in roster_items(harness):
+        if item["kind"]["S"] == "inside":
+            item["recorded_at"] = {"N": str(time.time() - 3 * 86400)}
+            harness.dynamodb.put_item(TableName=harness.stack.state_table, Item=item)
+    assert harness.tick()["started"] == 0
+    assert harness.running() == 1
+
+
+def test_the_hold_keeps_the_job_in_flight_for_four_hours_at_most() -> None:
+    assert HOLD_SECONDS == 4 * 3600
+    # 14 days of retention, one receive per hold: below the template's MaxReceiveCount of 100.
+    assert 14 * 86400 // HOLD_SECONDS == 84
+
+
+def test_with_fair_share_a_newcomer_takes_the_next_free_slot_ahead_of_a_backlog(harness: Harness) -> None:
+    harness.configure(3, fair_share=True)
+    noisy = send_jobs(harness, "noisy", 12)
+    harness.tick()
+    assert harness.started_jobs() == noisy[:3]
+    quiet = send_jobs(harness, "quiet", 1)
+
+    harness.tick(end(harness, noisy[0]))
+
+    assert harness.started_jobs() == [*noisy[:3], *quiet]
+    harness.tick(end(harness, noisy[1]))
+    # Alone, the noisy group takes every slot again, in order (work-conserving).
+    assert harness.started_jobs() == [*noisy[:3], *quiet, noisy[3]]
+
+
+def test_without_fair_share_the_backlog_keeps_the_free_slot(harness: Harness) -> None:
+    harness.configure(3)
+    noisy = send_jobs(harness, "noisy", 12)
+    harness.tick()
+    send_jobs(harness, "quiet", 1)
+
+    harness.tick(end(harness, noisy[0]))
+
+    assert harness.started_jobs() == noisy[:4]
+
+
+def test_a_group_limit_from_lanes_and_the_control_parameter(harness: Harness) -> None:
+    harness.configure(10)
+    harness.ssm.put_parameter(
+        Name=harness.stack.control_parameter,
+        Value=json.dumps({"lanes": {"default": {"max_per_group": 1}}}),
+        Type="String",
+        Overwrite=True,
+    )
+    noisy = send_jobs(harness, "noisy", 3)
+    report = harness.tick()
+    assert harness.started_jobs() == noisy[:1]
+    assert report["tenants"]["held"] == 1

@@ -1,0 +1,232 @@
+"""Tenants, pure: a group's limit, fair share, held jobs shown again, and their configuration errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dispatcher.core.admission import admit
+from dispatcher.core.control import parse_control, steer
+from dispatcher.core.counting import RecordedStart
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.tenants import PASSED_OVER_RECEIVES, Hold, Share, admit_shared, due_to_show, group_counts
+from dispatcher.settings import load_settings
+from tests.unit.test_lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
+
+
+def jobs(*groups: str) -> list[QueuedMessage]:
+    """One job per group named, in this receive order (``a`` twice: a's first and second)."""
+    seen: dict[str, int] = {}
+    messages = []
+    for group in groups:
+        seen[group] = seen.get(group, 0) + 1
+        messages.append(
+            QueuedMessage(
+                message_id=f"{group}{seen[group]}",
+                receipt_handle=f"r-{group}{seen[group]}",
+                body="{}",
+                group_id=group,
+            )
+        )
+    return messages
+
+
+def ids(messages: Any) -> list[str]:
+    return [getattr(each, "message", each).message_id for each in messages]
+
+
+def test_a_group_at_its_limit_is_held_and_its_later_jobs_wait_behind_it() -> None:
+    admission = admit_shared(jobs("a", "a", "b", "a"), 10, Share(max_per_group=2), {"a": 1})
+    assert ids(admission.starts) == ["a1", "b1"]
+    assert ids(admission.held_for_group) == ["a2"]
+    assert ids(admission.held_back) == ["a2", "a3"]
+
+
+def test_the_round_s_own_starts_count_toward_the_limit() -> None:
+    admission = admit_shared(jobs("a", "a", "a", "b"), 10, Share(max_per_group=2), {})
+    assert ids(admission.starts) == ["a1", "a2", "b1"]
+    assert ids(admission.held_for_group) == ["a3"]
+
+
+def test_a_group_below_its_limit_waits_for_a_slot_without_being_held() -> None:
+    admission = admit_shared(jobs("a", "b"), 1, Share(max_per_group=5), {})
+    assert ids(admission.starts) == ["a1"]
+    assert admission.held_for_group == ()
+    assert ids(admission.held_back) == ["b1"]
+
+
+def test_fair_share_gives_the_slot_to_the_group_holding_fewest_ahead_of_older_jobs() -> None:
+    admission = admit_shared(
+        jobs("noisy", "noisy", "noisy", "quiet"), 1, Share(fair_share=True), {"noisy": 9}
+    )
+    assert ids(admission.starts) == ["quiet1"]
+    assert ids(admission.held_back) == ["noisy1", "noisy2", "noisy3"]
+
+
+def test_fair_share_levels_the_groups_and_keeps_each_group_s_order() -> None:
+    admission = admit_shared(
+        jobs("a", "a", "a", "a", "b", "b", "c"), 4, Share(fair_share=True), {"a": 1, "b": 0, "c": 2}
+    )
+    # b (0) takes one; a and b hold 1 each: a, received first; then b (1) before a and c (2);
+    # then a (2), received before c (2).
+    assert ids(admission.starts) == ["a1", "a2", "b1", "b2"]
+    assert ids(admission.held_back) == ["a3", "a4", "c1"]
+
+
+def test_fair_share_serves_a_job_passed_over_too_often_first_before_sqs_would_dead_letter_it() -> None:
+    noisy = jobs("noisy", "quiet")
+    aged = [noisy[0].model_copy(update={"receive_count": PASSED_OVER_RECEIVES}), noisy[1]]
+    assert ids(admit_shared(noisy, 1, Share(fair_share=True), {"noisy": 9}).starts) == ["quiet1"]
+    assert ids(admit_shared(aged, 1, Share(fair_share=True), {"noisy": 9}).starts) == ["noisy1"]
+
+
+def test_fair_share_alone_uses_every_slot_in_order() -> None:
+    admission = admit_shared(jobs("a", "a", "a", "a"), 3, Share(fair_share=True), {"a": 50})
+    assert ids(admission.starts) == ["a1", "a2", "a3"]
+
+
+def test_fair_share_ties_go_to_the_group_received_first() -> None:
+    admission = admit_shared(jobs("b", "a"), 1, Share(fair_share=True), {})
+    assert ids(admission.starts) == ["b1"]
+
+
+def test_poison_is_dead_lettered_with_a_slot_and_does_not_count_in_its_group() -> None:
+    poison = QueuedMessage(message_id="p", receipt_handle="r", body="not json", group_id="a")
+    admission = admit_shared([poison, *jobs("a")], 2, Share(max_per_group=1), {})
+    assert ids(admission.dead_letters) == ["p"]
+    assert ids(admission.starts) == ["a1"]
+
+
+def test_without_a_share_admission_is_the_plain_one() -> None:
+    messages = jobs("a", "a", "b", "c")
+    plain = admit(messages, 2)
+    shared = admit_shared(messages, 2, Share(), {"a": 100})
+    assert (shared.starts, shared.dead_letters, shared.held_back) == (
+        plain.starts,
+        plain.dead_letters,
+        plain.held_back,
+    )
+    assert shared.held_for_group == ()
+
+
+def test_held_jobs_are_shown_once_their_group_is_below_its_limit_or_has_none() -> None:
+    holds = [Hold("a", "a1", "r", 0.0), Hold("b", "b1", "r", 0.0)]
+    assert due_to_show(holds, {"a": 2, "b": 1}, Share(max_per_group=2)) == [holds[1]]
+    assert due_to_show(holds, {"a": 2, "b": 2}, Share(fair_share=True)) == holds
+
+
+def test_group_counts_come_from_the_roster_records() -> None:
+    records = [
+        RecordedStart(name=name, recorded_at=0.0, sort_key=name, group=group)
+        for name, group in (("x", "a"), ("y", "a"), ("z", "b"))
+    ]
+    assert group_counts([*records, RecordedStart(name="w", recorded_at=0.0, sort_key="w")]) == {
+        "a": 2,
+        "b": 1,
+    }
+
+
+def test_lanes_and_gates_read_their_group_settings() -> None:
+    topology = parse(
+        {
+            "lanes": [lane("tenants", max_per_group=3, fair_share=True)],
+            "gates": [lane("crawl", "gated", max_per_group=2)],
+        }
+    )
+    tenants = topology.lane("tenants")
+    assert (tenants.max_per_group, tenants.fair_share, tenants.tenants) == (3, True, True)
+    assert topology.gate("crawl").max_per_group == 2
+    assert not topology.default_lane.tenants
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"lanes": [lane("a", max_per_group=0)]}, "LANES: lanes[0].max_per_group: input should be"),
+        (
+            {"lanes": [lane("a", max_per_group=True)]},
+            "LANES: lanes[0].max_per_group: input should be a valid",
+        ),
+        ({"lanes": [lane("a", max_per_group="2")]}, "LANES: lanes[0].max_per_group: input should be a valid"),
+        (
+            {"lanes": [lane("a", fair_share="yes")]},
+            "LANES: lanes[0].fair_share: input should be a valid boolean",
+        ),
+        ({"lanes": [lane("a", fair_share=1)]}, "LANES: lanes[0].fair_share: input should be a valid boolean"),
+        ({"gates": [lane("g", max_per_group=-1)]}, "LANES: gates[0].max_per_group: input should be"),
+        (
+            {"gates": [lane("g", fair_share=True)]},
+            "LANES: gates[0].fair_share: extra inputs are not permitted",
+        ),
+    ],
+)
+def test_a_malformed_group_setting_names_its_field(document: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse(document)
+
+
+def environment(**more: str) -> dict[str, str]:
+    return {
+        "QUEUE_URL": queue("jobs"),
+        "DEAD_LETTER_QUEUE_URL": queue("dead-letters"),
+        "STATE_MACHINE_ARN": arn("jobs"),
+        "MAX_CONCURRENCY": "5",
+        "STATE_TABLE": "state",
+        **more,
+    }
+
+
+def test_the_environment_s_lane_takes_max_per_group_and_fair_share() -> None:
+    default = load_settings(environment(MAX_PER_GROUP="2", FAIR_SHARE="true")).topology().default_lane
+    assert (default.max_per_group, default.fair_share) == (2, True)
+    assert load_settings(environment()).topology().default_lane == ENVIRONMENT_LANE
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
+def test_a_bad_max_per_group_names_the_variable(value: str) -> None:
+    with pytest.raises(ConfigurationError, match="MAX_PER_GROUP"):
+        load_settings(environment(MAX_PER_GROUP=value))
+
+
+def test_the_control_parameter_steers_a_lane_s_and_a_gate_s_share_live() -> None:
+    topology = parse({"lanes": [lane("tenants", max_per_group=3)], "gates": [lane("crawl", "gated")]})
+    control = parse_control(
+        "/p",
+        json.dumps(
+            {
+                "lanes": {
+                    "tenants": {"max_per_group": 1, "fair_share": True},
+                    "default": {"max_per_group": 4},
+                },
+                "gates": {"crawl": {"max_per_group": 2}},
+            }
+        ),
+    )
+    steered = steer(topology, control, "/p")
+    assert (steered.lane("tenants").max_per_group, steered.lane("tenants").fair_share) == (1, True)
+    assert steered.default_lane.max_per_group == 4
+    assert steered.gate("crawl").max_per_group == 2
+    # A key left out keeps LANES' value.
+    assert (
+        steer(topology, parse_control("/p", '{"lanes": {"tenants": {"paused": true}}}'), "/p")
+        .lane("tenants")
+        .max_per_group
+        == 3
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"lanes": {"a": {"max_per_group": 0}}}, "lanes.a.max_per_group"),
+        ({"lanes": {"a": {"max_per_group": True}}}, "lanes.a.max_per_group"),
+        ({"lanes": {"a": {"fair_share": "no"}}}, "lanes.a.fair_share"),
+        ({"gates": {"g": {"fair_share": True}}}, "gates.g.fair_share"),
+    ],
+)
+def test_a_malformed_group_override_is_a_configuration_error_naming_it(value: Any, field: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"control parameter /p is malformed: {field}"):
+        parse_control("/p", json.dumps(value))
