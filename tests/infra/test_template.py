@@ -16,7 +16,13 @@ from dispatcher.core.events import failure_pattern, refill_pattern
 from dispatcher.core.executions import CLOSED_STATUSES, execution_arn
 from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 from dispatcher.local.events import event_from_description, matches
-from dispatcher.settings import MAX_CONCURRENCY_PARAMETER, MAX_START_CONCURRENCY, STACK_OUTPUTS, Settings
+from dispatcher.settings import (
+    MAX_CONCURRENCY_PARAMETER,
+    MAX_START_CONCURRENCY,
+    STACK_OUTPUTS,
+    Settings,
+    load_settings,
+)
 from tests.infra.template import (
     SAMPLE_WORKFLOW_ARN,
     TEMPLATE,
@@ -489,3 +495,29 @@ def test_the_deploy_page_lists_a_permission_for_every_service_the_stack_creates_
     assert services <= SERVICE_NAMES.keys(), services - SERVICE_NAMES.keys()
     listed = {name for row in rows for name in re.split(r" and ", row)}
     assert {SERVICE_NAMES[service] for service in services} <= listed
+
+
+def test_tenant_parameters_reach_lane_default_and_every_allowed_value_is_a_valid_setting() -> None:
+    """MaxPerGroup (empty: no limit) and FairShare become MAX_PER_GROUP and FAIR_SHARE, as settings read."""
+    template = sam_template()
+    variables = template["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["MAX_PER_GROUP"] == {
+        "Fn::If": ["HasMaxPerGroup", {"Ref": "MaxPerGroup"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert variables["FAIR_SHARE"] == {"Ref": "FairShare"}
+    pattern = re.compile(template["Parameters"]["MaxPerGroup"]["AllowedPattern"])
+    assert template["Parameters"]["MaxPerGroup"]["Default"] == ""
+    for value, allowed in (("", True), ("1", True), ("250", True), ("0", False), ("-1", False), ("x", False)):
+        assert bool(pattern.fullmatch(value)) is allowed, value
+    environment = {
+        "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo",
+        "DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo",
+        "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:jobs",
+        "MAX_CONCURRENCY": "5",
+        "STATE_TABLE": "state",
+    }
+    for fair in template["Parameters"]["FairShare"]["AllowedValues"]:
+        lane = (
+            load_settings({**environment, "MAX_PER_GROUP": "250", "FAIR_SHARE": fair}).topology().default_lane
+        )
+        assert (lane.max_per_group, lane.fair_share) == (250, fair == "true")
