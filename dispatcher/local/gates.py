@@ -24,19 +24,21 @@ ENTER, SECTION, LEAVE = "Enter gate", "Section", "Leave gate"
 """The sample's states around the section: the request, the scarce step, the release."""
 
 
-def gated_workflow(
+def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's options
     gate: str,
     gate_queue_url: str,
     release_queue_url: str,
     *,
     free_seconds: float = 1,
     section_seconds: float = 1,
+    group_path: str = "$$.Execution.Name",
 ) -> str:
     """The sample gated workflow's ASL: free part → gate → section → release → free part.
 
     Each request is its own message group (the execution's name), so the gate's queue
     hands out many at once, oldest first; one fixed group would admit in strict send
-    order, ten at a time.
+    order, ten at a time. ``group_path``: where the request's group comes from instead
+    (``$.tenant``: the input's, for a gate with a limit per group).
     """
     return json.dumps(
         {
@@ -50,7 +52,7 @@ def gated_workflow(
                     "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
                     "Parameters": {
                         "QueueUrl": gate_queue_url,
-                        "MessageGroupId.$": "$$.Execution.Name",
+                        "MessageGroupId.$": group_path,
                         "MessageBody": {
                             f"{TOKEN_KEY}.$": "$$.Task.Token",
                             f"{EXECUTION_KEY}.$": "$$.Execution.Id",
@@ -97,6 +99,7 @@ def create_gate(  # noqa: PLR0913 — each keyword is a gate option
     state_machine_arn: str | None = None,
     free_seconds: float = 1,
     section_seconds: float = 1,
+    group_path: str = "$$.Execution.Name",
     **options: Any,
 ) -> dict[str, Any]:
     """Create a gate's queues (``<stack>-<name>-jobs.fifo``) and, unless given, its sample gated workflow.
@@ -106,7 +109,12 @@ def create_gate(  # noqa: PLR0913 — each keyword is a gate option
     queue_url, dead_letter_url = job_queues(boto3.client("sqs", region_name=REGION), f"{stack}-{name}", 100)
     if state_machine_arn is None:
         definition = gated_workflow(
-            name, queue_url, release_queue_url, free_seconds=free_seconds, section_seconds=section_seconds
+            name,
+            queue_url,
+            release_queue_url,
+            free_seconds=free_seconds,
+            section_seconds=section_seconds,
+            group_path=group_path,
         )
         state_machine_arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
             name=gated_name(stack, name),

@@ -465,3 +465,46 @@ def test_an_admissions_call_that_fails_leaves_its_requests_and_the_other_calls_a
     tokens = [token for _, token in gated.admissions]
     assert (len(tokens), len(set(tokens))) == (30, 30)
     assert gated.waiting() == 0
+
+
+def test_a_gate_admits_at_most_max_per_group_of_one_tenant_and_the_next_when_one_leaves(
+    executing_harness: Harness,
+) -> None:
+    """Gate MAX 5, one per group: the noisy tenant's second request is held while the quiet one enters."""
+    harness = executing_harness
+    release_url = create_release_queue(harness.stack.name)
+    entry = create_gate(
+        harness.stack.name,
+        "tenants",
+        release_queue_url=release_url,
+        free_seconds=0,
+        section_seconds=LONG_SECONDS,
+        group_path="$.tenant",
+    )
+    gate = Gated(harness, entry, release_url, gates={"tenants"})
+    harness.configure(5, lanes=json.dumps({"gates": [{**entry, "max_per_group": 1}]}))
+    tenants = (("noisy-1", "noisy"), ("noisy-2", "noisy"), ("quiet-1", "quiet"))
+    for count, (name, tenant) in enumerate(tenants, start=1):
+        harness.sfn.start_execution(
+            stateMachineArn=gate.machine, name=name, input=json.dumps({"tenant": tenant})
+        )
+        gate.wait_for_requests(count)  # one at a time: the noisy group's requests in this order
+
+    first = harness.tick()
+
+    assert (first["admitted"], first["gates"]["tenants"]["inside"]) == (2, 0)
+    assert first["tenants"]["held"] == 1
+    assert harness.tick()["admitted"] == 0
+    harness.sfn.stop_execution(executionArn=execution_arn(gate.machine, "noisy-1"))
+    ended = event_from_description(
+        {
+            **harness.sfn.describe_execution(executionArn=execution_arn(gate.machine, "noisy-1")),
+            "status": "ABORTED",
+        }
+    )
+    ended["detail"]["stopDate"] = int(time.time() * 1000)  # moto's stop lands on its own thread
+    after = harness.tick(ended)
+    assert after["admitted"] == 1
+    wait_until(lambda: gate.status("noisy-2") == "RUNNING" and gate.waiting() == 0, "noisy-2 admitted")
+    for name in ("noisy-2", "quiet-1"):
+        harness.sfn.stop_execution(executionArn=execution_arn(gate.machine, name))
