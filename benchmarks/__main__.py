@@ -7,6 +7,7 @@
     make bench BENCH_ARGS="--only-lanes"      # section 9 alone: lanes and pools at AWS's quotas
     make bench BENCH_ARGS="--only-gates"      # section 10 alone: a gate at AWS's quotas, and its bill
     make bench BENCH_ARGS="--only-rosters"    # section 11 alone: a lost end at long sections, gate and lane
+    make bench BENCH_ARGS="--only-tenants"    # section 12 alone: one noisy tenant beside quiet ones
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -25,7 +26,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import footprint, full_scale, gate_report, gates, lanes, quota, refill, rosters, throughput
+from benchmarks import (
+    footprint,
+    full_scale,
+    gate_report,
+    gates,
+    lanes,
+    quota,
+    refill,
+    rosters,
+    tenants,
+    throughput,
+)
 from benchmarks.plot import draw, draw_full_scale
 from benchmarks.report import (
     LATENCY,
@@ -164,6 +176,30 @@ def rosters_section(quick: bool, report: Report, results: dict[str, Any]) -> Non
     report.say()
 
 
+def tenants_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 12: one noisy tenant beside quiet ones, long executions and short, side by side."""
+    measured = 300.0 if quick else tenants.MEASURED_SECONDS
+    runs = side_by_side(
+        tenants.call,
+        [(name, measured) for name in ("fair_share", "max_per_group", "short", "short baseline")],
+    )
+    results["tenants"] = runs
+    report.say(
+        f"12. Tenants (us-east-1 quotas, {measured:.0f} s measured after {full_scale.WARM_UP_SECONDS:.0f} s,"
+        f" MAX {full_scale.MAX_CONCURRENCY:,}): one noisy message group beside quiet ones — executions of"
+        f" {tenants.LONG_SECONDS / 60:.0f} min, {tenants.LONG_NOISY:,} noisy jobs queued and"
+        f" {tenants.LONG_QUIET} quiet tenants each sending one every {tenants.LONG_QUIET_EVERY:.0f} s (with"
+        f" fair_share; with max_per_group {tenants.GROUP_LIMIT}); and section 8's 5–15 s jobs, the noisy"
+        f" tenant keeping {tenants.SHORT_NOISY_WAITING:,} queued and {tenants.SHORT_QUIET:,} quiet ones"
+        f" each sending one every {tenants.SHORT_QUIET_EVERY:.0f} s, with fair_share and without"
+    )
+    for line in tenants.lines(runs):
+        report.say(line)
+    for name, met, figures in tenants.targets(runs):
+        report.say(f"   {report.target(name, met, figures)}")
+    report.say()
+
+
 def emulator_sections(quick: bool, report: Report, results: dict[str, Any]) -> None:
     """Sections 1-7: the dispatcher and its baselines on the embedded emulator, and its footprint."""
     backlogs = [100, 1000] if quick else [100, 1000, 10_000]
@@ -232,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-rosters", action="store_true", help="only section 11: a lost end at long sections"
     )
+    parser.add_argument(
+        "--only-tenants", action="store_true", help="only section 12: one noisy tenant beside quiet ones"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -245,13 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     report.say()
     results: dict[str, Any] = {}
 
-    only = arguments.only_full_scale or arguments.only_lanes or arguments.only_gates or arguments.only_rosters
+    only = (
+        arguments.only_full_scale
+        or arguments.only_lanes
+        or arguments.only_gates
+        or arguments.only_rosters
+        or arguments.only_tenants
+    )
     if not only:
         emulator_sections(quick, report, results)
 
-    if not (
-        arguments.skip_full_scale or arguments.only_lanes or arguments.only_gates or arguments.only_rosters
-    ):
+    if not (arguments.skip_full_scale or (only and not arguments.only_full_scale)):
         measured = 120.0 if quick else 600.0
         results["full_scale"] = side_by_side(
             full_scale.run,
@@ -263,14 +306,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         report_full_scale(results["full_scale"], report)
 
-    if not (arguments.skip_full_scale or arguments.only_gates or arguments.only_rosters):
+    if not (arguments.skip_full_scale or (only and not (arguments.only_full_scale or arguments.only_lanes))):
         lanes_section(quick, report, results)
 
-    if not (arguments.skip_full_scale or arguments.only_full_scale or arguments.only_lanes):
-        if not arguments.only_rosters:
-            gates_section(quick, report, results)
-        if not arguments.only_gates:
-            rosters_section(quick, report, results)
+    if not (arguments.skip_full_scale or (only and not arguments.only_gates)):
+        gates_section(quick, report, results)
+    if not (arguments.skip_full_scale or (only and not arguments.only_rosters)):
+        rosters_section(quick, report, results)
+    if not (arguments.skip_full_scale or (only and not arguments.only_tenants)):
+        tenants_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import demo, gates_demo, lanes_demo
+from tools import demo, gates_demo, lanes_demo, tenants_demo
 
 ROOT = Path(__file__).parents[2]
 
@@ -110,4 +110,19 @@ def test_the_gates_demo_shows_executions_waiting_at_the_gate_with_at_most_max_in
     assert "✘" not in printed
     last_tick = [line for line in printed.splitlines() if line.startswith("tick")][-1]
     assert " 0/2  running   0  " in last_tick, "the last tick shows every place freed"
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_tenants_demo_shows_quiet_tenants_served_ahead_of_a_backlog_with_fair_share_and_draws_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One noisy tenant, three quiet: with fair share the quiet jobs start ahead of its backlog; a PNG."""
+    plot = tmp_path / "tenants.png"
+    arguments = ["--max", "2", "--noisy", "8", "--quiet", "3", "--quiet-tick", "2", "--duration", "1"]
+    assert tenants_demo.main([*arguments, "--interval", "0.3", "--timeout", "120", "--plot", str(plot)]) == 0
+    printed = capsys.readouterr().out
+    assert "✔ cap held in both: RUNNING ≤ MAX 2" in printed
+    assert "✔ with fair share, 3 quiet jobs started before any more of the noisy tenant's" in printed
+    assert "✔ 11 executions in each run, one per job" in printed
+    assert "✘" not in printed
     assert plot.read_bytes().startswith(b"\x89PNG")

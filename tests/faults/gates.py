@@ -42,6 +42,7 @@ from dispatcher.core.topology import DEFAULT
 from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import read_all
 from tests.faults.lanes import steer
+from tests.faults.tenants import gate_group
 from tests.support.crashes import CrashPlan
 from tests.support.gate_world import Entry, Gates, GateSpec
 
@@ -176,8 +177,18 @@ def _gated(rng: random.Random, index: int, fault_ticks: int, *, faults: bool) ->
 class GateRun:
     """The gate of one run: its resources, its executions' lives in virtual time, the operator, checks."""
 
-    def __init__(self, plan: GatePlan, stack: Stack, world: World, clients: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        plan: GatePlan,
+        stack: Stack,
+        world: World,
+        clients: dict[str, Any],
+        *,
+        group_limit: int | None = None,
+    ) -> None:
+        """``group_limit``: the gate's ``max_per_group`` (its requests then go in a few tenant groups)."""
         self.plan = plan
+        self.group_limit = group_limit
         self.world = world
         self._sqs, self._sfn, self._dynamodb = clients["sqs"], clients["stepfunctions"], clients["dynamodb"]
         self._table, self._own = stack.state_table, stack.state_machine_arn
@@ -189,7 +200,11 @@ class GateRun:
         self.pool = DEFAULT if plan.kind == "shared" else GATE_POOL
         world.gates = Gates(world)
         world.gates.machines.add(self.machine)
-        world.gates.specs[GATE] = GateSpec(self.pool, plan.max_concurrency)
+        world.gates.specs[GATE] = GateSpec(self.pool, plan.max_concurrency, group_limit)
+        self._groups = {
+            each.name: each.name if group_limit is None else gate_group(each.name, index)
+            for index, each in enumerate(plan.executions)
+        }
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = itertools.count()
         self._lock = threading.Lock()
@@ -206,6 +221,8 @@ class GateRun:
         gate = {**self.entry, "pool": self.pool}
         if self.plan.max_concurrency is not None:
             gate["max_concurrency"] = self.plan.max_concurrency
+        if self.group_limit is not None:
+            gate["max_per_group"] = self.group_limit
         pools = {GATE_POOL: {"max_concurrency": self.plan.pool_max}} if self.plan.kind == "pool" else {}
         return {"pools": pools, "gates": [gate]}
 
@@ -277,16 +294,17 @@ class GateRun:
             return
         gates = self.world.gates
         assert gates is not None
-        entry = gates.enter(execution, GATE)
+        group = self._groups[plan.name]
+        entry = gates.enter(execution, GATE, group)
         self.entries[plan.name] = entry
         body = json.dumps({"token": entry.token, "execution": execution.arn})
-        self._send_request(body, plan.name, entry.token)
+        self._send_request(body, group, entry.token)
         now = self.world.now
         if plan.doubled_request is not None:
             self.world.injected["gate request doubled"] += 1
             self.at(
                 now + plan.doubled_request,
-                lambda: self._send_request(body, plan.name, f"{entry.token}-again"),
+                lambda: self._send_request(body, group, f"{entry.token}-again"),
             )
         if plan.early_release and self.world.events.batch_size:
             # A stray release sent now (an earlier entry's, say) that arrives once it is inside:

@@ -24,6 +24,7 @@ from dispatcher.core.control import Control
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.rerun import REDRIVE, RESTART
+from dispatcher.core.topology import DEFAULT
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable
@@ -48,6 +49,7 @@ from tests.faults.scenario import (
     Scenario,
 )
 from tests.faults.tally import FINISHED, Outcome
+from tests.faults.tenants import LONG_SECONDS
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import (
     VISIBILITY_TIMEOUT_SECONDS,
@@ -80,6 +82,8 @@ class ScenarioRun:
             self.lane_run = LaneRun(
                 scenario.lane, self.stack.name, self.stack.state_machine_arn, scenario.max_concurrency
             )
+            if scenario.tenants is not None:
+                self.lane_run.entry.update(scenario.tenants.lane_options())
             self.lane = self.lane_run.entry
             self.lane_run.cap(self.world)
         self.gate_run: GateRun | None = None
@@ -89,10 +93,20 @@ class ScenarioRun:
                 "stepfunctions": self.sfn,
                 "dynamodb": boto3.client("dynamodb", region_name=REGION),
             }
-            self.gate_run = GateRun(scenario.gate, self.stack, self.world, clients)
+            self.gate_run = GateRun(
+                scenario.gate,
+                self.stack,
+                self.world,
+                clients,
+                group_limit=None if scenario.tenants is None else scenario.tenants.gate_limit,
+            )
             self.gate_run.cap(self.stack.state_machine_arn, scenario.max_concurrency)
             if self.lane_run is not None:
                 self.lane_run.cap(self.world)  # the lane's machine in its pool, beside the gate's places
+        self._crossing = crossing_names(scenario.jobs)
+        if scenario.tenants is not None:
+            limits = {DEFAULT: scenario.tenants.default_limit, LANE: scenario.tenants.lane_limit}
+            self.world.groups.limits = {lane: limit for lane, limit in limits.items() if limit is not None}
         self.process = DispatcherProcess(clock=self.world.time).install()
         self.batches = EndEventBatches(
             self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
@@ -125,6 +139,7 @@ class ScenarioRun:
                 start_concurrency=self.scenario.start_concurrency,
             ),
             variable("spool_queue_url"): self.stack.spool_queue_url,
+            **({} if self.scenario.tenants is None else self.scenario.tenants.environment()),
             **(
                 {}
                 if self.lanes_document() is None
@@ -223,6 +238,8 @@ class ScenarioRun:
         if attributes:
             request["MessageAttributes"] = attributes
         job.message_id = self.sqs.send_message(**request)["MessageId"]
+        if job.poison is None and job.execution_name not in self._crossing:
+            self.world.groups.of[job.execution_name] = (job.lane or DEFAULT, job.group)
         return job.message_id
 
     def tick(self, event: Any = None, *, cold: bool = True, **overrides: str) -> dict[str, Any]:
@@ -475,7 +492,12 @@ class ScenarioRun:
         if self.gate_run is not None:
             self.gate_run.resume(self.ssm, self.stack.control_parameter)
             handler.reset_clients()
-        self.advance(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS + MAX_LAG_SECONDS + 1)
+        tenants = self.scenario.tenants
+        longest = LONG_SECONDS if tenants is not None and tenants.long_jobs else MAX_DURATION_SECONDS
+        # What ran in the fault phase has ended, and the list has stopped showing it.
+        self.advance(
+            max(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS, longest) + MAX_LAG_SECONDS + 1
+        )
         left = self._visible_messages()
         # One tick per MAX messages, one to see the queue empty, one spare; and one more per
         # name collision, which waits a tick if DescribeExecution doesn't show the original yet.
@@ -490,7 +512,10 @@ class ScenarioRun:
             bound += (
                 math.ceil(self.gate_run.waiting() / self.gate_run.limit(self.scenario.max_concurrency)) + 1
             )
-        settle = MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1
+        if tenants is not None and (tenants.default_limit or tenants.lane_limit):
+            # A group at its limit starts no more in a tick: at least one job a tick still starts.
+            bound += left
+        settle = longest + MAX_LAG_SECONDS + 1
         for _ in range(bound):
             running = self._truly_running()
             waiting = 0 if self.gate_run is None else self.gate_run.waiting()

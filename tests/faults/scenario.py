@@ -19,6 +19,7 @@ from dispatcher.core.executions import MAX_INPUT_BYTES
 from tests.faults.gates import GatePlan, plan_gate
 from tests.faults.lanes import LanePlan, plan_lane
 from tests.faults.operator import RERUN_CRASH_POINTS
+from tests.faults.tenants import TenantPlan, plan_tenants
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import (
     REJECTED_INPUT_MARKER,
@@ -140,6 +141,8 @@ class Scenario:
     """A second lane (`tests.faults.lanes`)."""
     gate: GatePlan | None = None
     """A gate in pool default or a pool of its own (`tests.faults.gates`), beside a second lane or not."""
+    tenants: TenantPlan | None = None
+    """Who counts by message group, and how (`tests.faults.tenants`)."""
     stale: dict[int, str] = field(default_factory=dict)
     """Tick → the kind (``pools``, ``lanes``, ``gates``) of a stale key the operator leaves in the
     control parameter before it: a member paused, then removed from ``LANES`` (`tests.faults.operator`)."""
@@ -209,6 +212,9 @@ class Scenario:
             gate = plan_gate(random.Random(f"{seed}:gate"), fault_ticks, faults=faults)
             if gate is not None:
                 gate.add_faults(plan)
+        tenants = plan_tenants(
+            random.Random(f"{seed}:tenants"), jobs, lane=lane is not None, gate=gate is not None
+        )
         reruns = {
             tick: (
                 CrashPlan(*rng.choice(RERUN_CRASH_POINTS), nth=rng.randint(1, 2))
@@ -242,6 +248,7 @@ class Scenario:
             wide=wide is not None,
             lane=lane,
             gate=gate,
+            tenants=tenants,
             stale=_stale(random.Random(f"{seed}:stale"), fault_ticks),
         )
 
@@ -264,6 +271,7 @@ class Scenario:
             f" switch={self.rerun_switch} wide={self.wide}"
             + ("" if self.lane is None else f" {self.lane.describe()}")
             + ("" if self.gate is None else f" {self.gate.describe()}")
+            + ("" if self.tenants is None else f" {self.tenants.describe()}")
             + ("" if not self.stale else f" stale={self.stale}")
         )
 

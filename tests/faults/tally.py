@@ -101,6 +101,16 @@ class Tally:
     refused_tokens: int = 0
     gate_crashes: int = 0
     """Ticks planned to die at a gate's own step."""
+    tenanted: int = 0
+    """Scenarios where some member counts by message group (`tests.faults.tenants`)."""
+    default_limited: int = 0
+    default_fair: int = 0
+    lane_tenants: int = 0
+    """Of those, the second lane with a limit per group or fair share; the gate with a limit."""
+    gate_tenants: int = 0
+    mixed_tenants: int = 0
+    """With a lane and the gate in pool default, one of them counting by group."""
+    long_jobs: int = 0
     largest_blind_wave: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
@@ -147,12 +157,25 @@ class Tally:
             self.admissions += outcome.admissions
             self.refused_tokens += outcome.refused_tokens
             self.gate_crashes += len(gate.crashes)
+        self._add_tenants(outcome)
         self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
         self.injected.update(outcome.injected)
         self.violations.extend(
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
             for violation in outcome.violations
         )
+
+    def _add_tenants(self, outcome: Outcome) -> None:
+        tenants, gate = outcome.scenario.tenants, outcome.scenario.gate
+        if tenants is None:
+            return
+        self.tenanted += 1
+        self.default_limited += tenants.default_limit is not None
+        self.default_fair += tenants.default_fair
+        self.lane_tenants += tenants.lane_limit is not None or tenants.lane_fair
+        self.gate_tenants += tenants.gate_limit is not None
+        self.mixed_tenants += gate is not None and gate.kind == "shared"
+        self.long_jobs += tenants.long_jobs
 
     def as_dict(self) -> dict[str, Any]:
         """The tally as JSON-ready data (a pytest-xdist worker sends it to the controller)."""
@@ -201,6 +224,13 @@ class Tally:
             "admissions",
             "refused_tokens",
             "gate_crashes",
+            "tenanted",
+            "default_limited",
+            "default_fair",
+            "lane_tenants",
+            "gate_tenants",
+            "mixed_tenants",
+            "long_jobs",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
@@ -247,6 +277,13 @@ class Tally:
             f"    {'admitted (SendTaskSuccess taken)':<44} {self.admissions:>9,}",
             f"    {'SendTaskSuccess refused (used, or closed)':<44} {self.refused_tokens:>9,}",
             f"    {'ticks planned to die at a gate' + chr(39) + 's own step':<44} {self.gate_crashes:>9,}",
+            f"  scenarios counting by message group{'':<13} {self.tenanted:>9,}",
+            f"    {'lane default with max_per_group':<44} {self.default_limited:>9,}",
+            f"    {'lane default with fair_share':<44} {self.default_fair:>9,}",
+            f"    {'the second lane by group':<44} {self.lane_tenants:>9,}",
+            f"    {'the gate with max_per_group':<44} {self.gate_tenants:>9,}",
+            f"    {'a gate and a lane in pool default':<44} {self.mixed_tenants:>9,}",
+            f"    {'jobs running 400 s (past every window)':<44} {self.long_jobs:>9,}",
             f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
             f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",

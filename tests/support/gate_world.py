@@ -39,6 +39,8 @@ class Entry:
     """When its section was over (or its execution ended inside)."""
     closed: bool = False
     """Its task closed before it was admitted (its execution ended while it waited)."""
+    group: str | None = None
+    """Its request's message group (its tenant)."""
 
     @property
     def waiting(self) -> bool:
@@ -57,6 +59,7 @@ class GateSpec:
 
     pool: str
     max_concurrency: int | None = None
+    max_per_group: int | None = None
 
 
 @dataclass
@@ -94,11 +97,11 @@ class Gates:
         entry.left_at = self.world.now
         self._inside.get(entry.gate, {}).pop(entry.execution.arn, None)
 
-    def enter(self, execution: Execution, gate: str) -> Entry:
-        """The execution reaches the gate: a fresh task token (the caller sends its request)."""
+    def enter(self, execution: Execution, gate: str, group: str | None = None) -> Entry:
+        """The execution reaches the gate: a fresh task token (the caller sends its request, in ``group``)."""
         with self.world.lock:
             token = f"task-token-{next(self._tokens)}-{execution.name}"
-            entry = Entry(execution, gate, token, self.world.now)
+            entry = Entry(execution, gate, token, self.world.now, group=group)
             self.entries[entry.token] = entry
             self.current[execution.arn] = entry
             return entry
@@ -151,4 +154,11 @@ class Gates:
                 f"cap: {inside} inside gate {entry.gate} > its MAX {spec.max_concurrency}"
                 f" after admitting {entry.execution.name}"
             )
+        if spec.max_per_group is not None and entry.group is not None:
+            group = sum(1 for other in self.inside(entry.gate) if other.group == entry.group)
+            if group > spec.max_per_group:
+                self.world.violations.append(
+                    f"group: {group} of group {entry.group} inside gate {entry.gate} > max_per_group"
+                    f" {spec.max_per_group} after admitting {entry.execution.name}"
+                )
         self.world.check_pool(spec.pool, f"gate {entry.gate} admitted {entry.execution.name}")

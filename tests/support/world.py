@@ -165,6 +165,16 @@ class InFlight:
     visible_at: float
 
 
+@dataclass
+class GroupCaps:
+    """Each lane's limit per message group, and whose group each execution is."""
+
+    limits: dict[str, int] = field(default_factory=dict)
+    """Lane → its ``max_per_group``."""
+    of: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Execution name → (the lane that starts it, its message group)."""
+
+
 class World:
     """The ground truth: virtual time, executions, in-flight messages, injected faults.
 
@@ -205,6 +215,8 @@ class World:
         self.max_concurrency: int | None = None
         self.pool_caps: dict[str, tuple[frozenset[str], int]] = {}
         """Pool → (its state machines' ARNs, its MAX): each checked at every start of one of them."""
+        self.groups = GroupCaps()
+        """Each lane's limit per message group, checked at every start and redrive by the dispatcher."""
         self.gates: Gates | None = None
         """The gates and their entries, when the world has gated executions (`tests.support.gate_world`)."""
         self.outage_until = 0.0
@@ -373,6 +385,7 @@ class World:
             if by_dispatcher:
                 self.dispatcher_redrives.append((execution.name, len(execution.runs) - 2))
                 self._check_cap(f"the dispatcher redrove {execution.name}", state_machine_of(arn))
+                self._check_group(execution.name, f"the dispatcher redrove {execution.name}")
 
     def expired_in_flight(self) -> list[str]:
         """Receipt handles whose visibility timeout is over; they are forgotten here."""
@@ -415,6 +428,7 @@ class World:
             self._open_run(self.executions[arn])
             if by_dispatcher:
                 self._check_cap(f"the dispatcher started {name}", state_machine_of(arn))
+                self._check_group(name, f"the dispatcher started {name}")
 
     def _check_cap(self, what: str, machine: str) -> None:
         for pool, (machines, _) in self.pool_caps.items():
@@ -426,6 +440,23 @@ class World:
         counted = ours + sum(self._accountable(execution) for execution in self._open_foreign.values())
         if counted > self.max_concurrency:
             self.violations.append(f"cap: {counted} RUNNING > MAX {self.max_concurrency} after {what}")
+
+    def _check_group(self, name: str, what: str) -> None:
+        """A lane's limit per group, now: the RUNNING executions of ``name``'s group that the lane started."""
+        key = self.groups.of.get(name)
+        if key is None or key[0] not in self.groups.limits:
+            return
+        running = sum(
+            1
+            for execution in self._open.values()
+            if execution.by_dispatcher and self.groups.of.get(execution.name) == key
+        )
+        limit = self.groups.limits[key[0]]
+        if running > limit:
+            self.violations.append(
+                f"group: {running} RUNNING of group {key[1]} from lane {key[0]}"
+                f" > max_per_group {limit} after {what}"
+            )
 
     def check_pool(self, pool: str, what: str) -> None:
         """A pool's cap, now: its lanes' state machines' executions and who is inside its gates."""

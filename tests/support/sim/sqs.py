@@ -100,6 +100,10 @@ class FifoQueue:
         self._enqueue(message)
         return message
 
+    def waiting_in(self, group: str) -> int:
+        """Visible messages of one group."""
+        return len(self._waiting.get(group, ()))
+
     def depth(self) -> tuple[int, int]:
         """(visible, in flight) messages."""
         return sum(len(messages) for messages in self._waiting.values()), len(self._in_flight)
