@@ -41,6 +41,8 @@ class Run:
     """Tenant → its RUNNING at each tick."""
     started: list[str] = field(default_factory=list)
     """Job names, in start order."""
+    tick_of: dict[str, int] = field(default_factory=dict)
+    """Job name → the look (tick) that first saw it started."""
     quiet_at: float = 0.0
     quiet_index: int = 0
     """How many had started when the quiet jobs were sent."""
@@ -66,11 +68,13 @@ def look(state_machine_arn: str, run: Run, tenants: list[str], now: float) -> in
     pages = client.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn)
     executions = [execution for page in pages for execution in page["executions"]]
     known = set(run.started)
-    run.started += [
+    new = [
         execution["name"]
         for execution in sorted(executions, key=lambda execution: execution["startDate"])
         if execution["name"] not in known
     ]
+    run.started += new
+    run.tick_of.update(dict.fromkeys(new, len(run.seconds)))
     running = [execution["name"] for execution in executions if execution["status"] == "RUNNING"]
     run.seconds.append(now)
     for tenant in tenants:
@@ -154,10 +158,21 @@ def plot(runs: list[Run], maximum: int, path: Path) -> None:
 
 
 def quiet_ahead(run: Run) -> tuple[int, int]:
-    """(quiet jobs started, noisy jobs started after the quiet ones were sent and before the last of them)."""
-    positions = [index for index, name in enumerate(run.started) if tenant_of(name) != NOISY]
-    between = run.started[run.quiet_index : positions[-1] + 1] if positions else []
-    return len(positions), sum(tenant_of(name) == NOISY for name in between)
+    """(quiet jobs started, noisy jobs started after them in ticks before the last quiet start).
+
+    In the tick that starts the last quiet jobs, the slots they leave go to the noisy
+    tenant (work-conserving): those are not ahead of them.
+    """
+    quiet = [name for name in run.started if tenant_of(name) != NOISY]
+    if not quiet:
+        return 0, 0
+    last = max(run.tick_of[name] for name in quiet)
+    ahead = [
+        name
+        for name in run.started[run.quiet_index :]
+        if tenant_of(name) == NOISY and run.tick_of[name] < last
+    ]
+    return len(quiet), len(ahead)
 
 
 def run_demo(arguments: argparse.Namespace) -> int:
