@@ -106,22 +106,30 @@ class ExecutionsView:
     def list_running(
         self, max_concurrency: int | None, ends: Mapping[str, float], listed_at: float
     ) -> RunningListing:
-        """`ListExecutions(RUNNING)`, 1,000 a page, each read when asked for; paged as the adapter pages."""
+        """`ListExecutions(RUNNING)`, 1,000 a page, each read when asked for; paged as the adapter pages.
+
+        A page's token is where the previous page ended (newest first, by start): an
+        execution that ends between two pages moves nothing, as with AWS's ``nextToken``.
+        (Paged by offset, the executions after it would move up one, and one would be
+        skipped: a RUNNING execution left out of a whole listing.)
+        """
         executions: dict[str, float | None] = {}
         oldest: float | None = None
-        offset = 0
+        token: int | None = None
         while True:
 
-            def page(offset: int = offset) -> tuple[list[tuple[Execution, float | None]], bool]:
+            def page(token: int | None = token) -> tuple[list[tuple[Execution, float | None]], bool]:
                 listed = self._world.listed_running(self._arn)
-                return listed[offset : offset + LIST_PAGE_SIZE], offset + LIST_PAGE_SIZE >= len(listed)
+                if token is not None:
+                    listed = [item for item in listed if item[0].sequence < token]
+                return listed[:LIST_PAGE_SIZE], len(listed) <= LIST_PAGE_SIZE
 
             items, complete = self._call("ListExecutions", "ListExecutions", page)
             for execution, redriven_at in items:
                 executions[execution.name] = redriven_at
                 started = execution.started_at if redriven_at is None else redriven_at
                 oldest = started if oldest is None else min(oldest, started)
-            offset += LIST_PAGE_SIZE
+            token = items[-1][0].sequence if items else token
             if complete or (
                 max_concurrency is not None and len(counted_names(executions, ends)) >= max_concurrency
             ):
