@@ -202,7 +202,7 @@ class GateRun:
         world.gates.machines.add(self.machine)
         world.gates.specs[GATE] = GateSpec(self.pool, plan.max_concurrency, group_limit)
         self._groups = {
-            each.name: each.name if group_limit is None else gate_group(each.name, index)
+            each.name: each.name if group_limit is None else gate_group(index)
             for index, each in enumerate(plan.executions)
         }
         self._timers: list[tuple[float, int, Callable[[], None]]] = []

@@ -22,8 +22,6 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dispatcher.core.topology import DEFAULT
-
 if TYPE_CHECKING:
     from tests.faults.scenario import Job
 
@@ -107,21 +105,6 @@ def _lengthen(rng: random.Random, jobs: list[Job]) -> int:
     return len(lengthened)
 
 
-def gate_group(name: str, index: int) -> str:
+def gate_group(index: int) -> str:
     """The tenant group of a gated execution's request (``index``: its place among the gate's executions)."""
-    del name
     return f"tenant-{index % GATE_GROUPS}"
-
-
-def member_groups(jobs: list[Job], crossing: set[str], lane: str | None) -> dict[str, tuple[str, str]]:
-    """Execution name → (the lane that starts it, its group), for the world's per-group checks.
-
-    A name two lanes carry is left out (either may start it): the world's count of its
-    group is then at most the truth, so the check stays sound.
-    """
-    del lane
-    return {
-        job.execution_name: (job.lane or DEFAULT, job.group)
-        for job in jobs
-        if job.poison is None and job.execution_name not in crossing
-    }
