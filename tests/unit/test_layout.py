@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,8 +28,16 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 
-def imports(name: str) -> Iterator[str]:
-    """Every module ``name`` imports, at any level of its code (function-level imports too)."""
+@functools.cache
+def imports(name: str) -> tuple[str, ...]:
+    """Every module ``name`` imports, at any level of its code (function-level imports too).
+
+    Parsed once a module: the rules below walk the import graph many times.
+    """
+    return tuple(_imports(name))
+
+
+def _imports(name: str) -> Iterator[str]:
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
