@@ -9,18 +9,22 @@ profile; `make soak` runs thousands more (tests/faults/soak.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from dispatcher.core.batching import SQS_BATCH_LIMIT
 from tests.faults.run import ScenarioRun, run_scenario
 from tests.faults.scenario import Job, Scenario
 from tests.support.crashes import CrashPlan
-from tests.support.faulty_aws import FaultyAws
+from tests.support.faulty_aws import FaultyAws, Request
 from tests.support.world import EventPlan, FaultPlan, Lag
 
 FAST_PROFILE_SCENARIOS = int(os.environ.get("FAULT_SCENARIOS", "16"))
@@ -188,6 +192,29 @@ def test_cap_holds_when_list_reads_disagree(faulty_aws: FaultyAws) -> None:
     assert outcome.violations == [], scenario.describe()
 
 
+def _first_wave_together(size: int) -> Callable[[Request], None]:
+    """Hold the dispatcher's first ``size`` starts until all of them have been sent (at most 30 s).
+
+    So none of them can come back, throttled, before the last one begins: a first wave of
+    ``size`` is seen whole, however fast the answers come (a condition, not a race).
+    """
+    together = threading.Barrier(size, timeout=30)
+    lock = threading.Lock()
+    held = [0]
+
+    def hold(request: Request) -> None:
+        if not request.from_dispatcher or request.operation != "StartExecution":
+            return
+        with lock:
+            if held[0] >= size:
+                return
+            held[0] += 1
+        with contextlib.suppress(threading.BrokenBarrierError):
+            together.wait()
+
+    return hold
+
+
 def test_every_start_throttled_a_wide_round_sends_one_receive_batch_and_loses_nothing(
     faulty_aws: FaultyAws,
 ) -> None:
@@ -202,7 +229,11 @@ def test_every_start_throttled_a_wide_round_sends_one_receive_batch_and_loses_no
         intervals=[5.0] * 3,
         start_concurrency=32,
     )
-    outcome = run_scenario(scenario, faulty_aws)
+    faulty_aws.before = _first_wave_together(SQS_BATCH_LIMIT)
+    try:
+        outcome = run_scenario(scenario, faulty_aws)
+    finally:
+        faulty_aws.before = None
     assert outcome.violations == [], scenario.describe()
     assert outcome.injected["throttle StartExecution"] > 0
     assert outcome.largest_blind_wave == 10, "the check saw a full first wave"
