@@ -144,7 +144,7 @@ def emulator(
         made.append(Wire(faulty, latency=latency, start_bucket=start_bucket))
         return made[0]
 
-    with moto_server(execute=False, wrap=wrap) as endpoint_url:
+    with moto_server(execute=False, wrap=wrap, loopback=False) as endpoint_url:
         yield Emulator(endpoint_url, harness[0].world, made[0])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -11,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dispatcher.local.emulation import Emulation
+from dispatcher.local.loopback import serve_here
 
 _SQS_LOCK = threading.RLock()
 
@@ -29,7 +31,8 @@ def atomic_sqs() -> None:
     wait, one empty queue's long poll (a second, the dispatcher's) held up every other
     SQS call of every client, a `status` of ten queues took ten seconds.
     """
-    from moto.sqs.models import SQSBackend  # noqa: PLC0415 — local-only
+    from moto.core.utils import unix_time  # noqa: PLC0415 — local-only
+    from moto.sqs.models import SQSBackend  # noqa: PLC0415
     from moto.sqs.responses import SQSResponse  # noqa: PLC0415 — local-only
 
     call_action = SQSResponse.call_action
@@ -59,9 +62,17 @@ def atomic_sqs() -> None:
                 return found
             time.sleep(RECEIVE_POLL_SECONDS)
 
+    def retained(self: Any, queue_name: str, message: Any) -> bool:
+        # moto reads the retention period from every attribute of the queue (counting its
+        # messages) for each message a receive hands out: a receive cost the square of the
+        # queue's depth. The queue keeps the period as an attribute of its own.
+        period = self.get_queue(queue_name).message_retention_period
+        return bool(int(period) + message.sent_timestamp / 1000 > unix_time())
+
     atomic.atomic = True  # type: ignore[attr-defined]
     SQSResponse.call_action = atomic  # type: ignore[method-assign]
     SQSBackend.receive_message = polling  # type: ignore[method-assign]
+    SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
 
 
 STARTING_WORKER_RETRIES, STARTING_WORKER_PAUSE_SECONDS = 50, 0.01
@@ -115,11 +126,15 @@ def moto_server(
     port: int = 0,
     execute: bool = True,
     wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    loopback: bool = True,
 ) -> Iterator[str]:
     """Run moto's HTTP server on a loopback port (a free one by default); yield its endpoint URL.
 
     ``execute``: whether moto really runs state machines. ``wrap``: a WSGI middleware
-    factory to put in front of moto (the fault-injection tests use one).
+    factory to put in front of moto (the fault-injection tests use one). ``loopback``:
+    this process's own requests to it are served in the process (`serve_here`); other
+    processes always come over HTTP. Off, every request goes through the socket (what a
+    measurement of the wire wants).
     """
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # noqa: PLC0415 — local-only
     from moto.moto_server.werkzeug_app import (  # noqa: PLC0415
@@ -151,11 +166,12 @@ def moto_server(
     try:
         _, port = server.get_host_and_port()
         endpoint_url = f"http://{host}:{port}"
-        enable_execution(endpoint_url, enabled=execute)  # another server may have set it either way
-        try:
-            yield endpoint_url
-        finally:
-            enable_execution(endpoint_url, enabled=False)  # the switch outlives the server
+        with serve_here(endpoint_url, app) if loopback else contextlib.nullcontext():
+            enable_execution(endpoint_url, enabled=execute)  # another server may have set it either way
+            try:
+                yield endpoint_url
+            finally:
+                enable_execution(endpoint_url, enabled=False)  # the switch outlives the server
     finally:
         server.stop()
 

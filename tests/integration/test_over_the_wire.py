@@ -16,7 +16,7 @@ from tests.integration.conftest import Harness, _harness
 
 @pytest.fixture(scope="module")
 def endpoint_url() -> Iterator[str]:
-    with moto_server() as url:
+    with moto_server(loopback=False) as url:
         yield url
 
 
