@@ -1,9 +1,11 @@
-"""Lambda entry point: parse the event, build the service, run it, emit metrics."""
+"""Lambda entry point: parse the event, run the tick, emit what it did."""
 
 from __future__ import annotations
 
+import os
 import time
-from functools import cache
+from collections.abc import Iterable
+from functools import cache, lru_cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -12,12 +14,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from dispatcher.adapters.cached_control import CachedControlParameter
 from dispatcher.adapters.clients import Clients, function_clients, ssm_client
 from dispatcher.adapters.resources import AwsResources
-from dispatcher.core.control import Limits, stale_keys
+from dispatcher.core.control import Control, max_source, stale_keys
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news
 from dispatcher.core.topology import Topology
-from dispatcher.settings import Settings, load_settings
+from dispatcher.settings import Settings, load_settings, read_variables
 from dispatcher.telemetry import capture_lambda_handler, emit_per, logger, metrics
+from dispatcher.tick.figures import Figure, figures, news_figures
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.report import Counts, StopReason, TickReport
@@ -40,18 +43,32 @@ def _control(name: str) -> CachedControlParameter:
     return CachedControlParameter(name, client=ssm_client())
 
 
+@lru_cache(maxsize=1)
+def _configured(variables: tuple[tuple[str, str], ...]) -> tuple[Settings, Topology]:
+    settings = load_settings(dict(variables))
+    return settings, settings.topology()  # a malformed LANES stops the tick before any queue is read
+
+
+def configuration() -> tuple[Settings, Topology]:
+    """The function's environment and its ``LANES``, validated once per container.
+
+    A deployed function's environment never changes in a container; one that does (a test,
+    `dispatcher local` ticking with other settings) is validated again. A configuration
+    error is raised by every invocation, each naming the variable.
+    """
+    return _configured(read_variables(os.environ))
+
+
 def reset_clients() -> None:
-    """Forget cached clients, parameter reads and warm reads, as a cold start would (a testing hook)."""
+    """Forget clients, settings, parameter reads and warm reads, as a cold start would (a testing hook)."""
     _clients.cache_clear()
     _control.cache_clear()
+    _configured.cache_clear()
     _warm.forget()
 
 
-def read_limits(settings: Settings, configured: Topology) -> tuple[Limits, Topology]:
-    """MAX and pause for this tick, of pool ``default`` and of every pool and lane (`steered`).
-
-    A stale key of the control parameter (its member is gone from ``LANES``) is named in a warning.
-    """
+def read_control(settings: Settings, configured: Topology) -> Control | None:
+    """The control parameter's value (None: none configured, or none written); its stale keys named."""
     name = settings.control_parameter
     control = None if name is None else _control(name).read()
     stale = stale_keys(configured, control)
@@ -65,7 +82,7 @@ def read_limits(settings: Settings, configured: Topology) -> tuple[Limits, Topol
                 "fix": "dispatcher forget --pool/--lane/--gate NAME",
             },
         )
-    return steered(settings, control, configured)
+    return control
 
 
 def build_dispatcher(
@@ -94,82 +111,19 @@ def build_dispatcher(
     )
 
 
-def _emit(report: TickReport, limits: Limits) -> None:
-    if report.stopped is StopReason.BUSY:
-        # Another tick holds the lease and reports for both: two figures of one minute
-        # would halve the dashboard's RUNNING and MAX.
-        metrics.add_metric(name="BusyTicks", unit=MetricUnit.Count, value=1)
-        return
-    metrics.add_metric(name="MaxConcurrency", unit=MetricUnit.Count, value=limits.max_concurrency)
-    metrics.add_metric(name="Paused", unit=MetricUnit.Count, value=int(limits.halted))
-    throttled = report.stopped is StopReason.THROTTLED
-    metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=int(throttled))
-    if report.oldest_running_seconds is not None:
-        metrics.add_metric(
-            name="OldestRunningAge", unit=MetricUnit.Seconds, value=report.oldest_running_seconds
-        )
-    metrics.add_metric(name="Running", unit=MetricUnit.Count, value=report.running)
-    metrics.add_metric(name="FreeSlots", unit=MetricUnit.Count, value=report.free)
-    metrics.add_metric(name="Started", unit=MetricUnit.Count, value=report.started)
-    metrics.add_metric(name="Redriven", unit=MetricUnit.Count, value=report.redriven)
-    metrics.add_metric(name="AlreadyStarted", unit=MetricUnit.Count, value=report.already_started)
-    metrics.add_metric(name="DeadLettered", unit=MetricUnit.Count, value=report.dead_lettered)
-    metrics.add_metric(name="Released", unit=MetricUnit.Count, value=report.released)
-    metrics.add_metric(name="DeleteFailures", unit=MetricUnit.Count, value=report.delete_failures)
-    if report.laned:
-        # With lanes, each lane's and each pool's own figures too, under a Lane or Pool dimension.
-        for lane, counts in report.lanes.items():
-            emit_per(
-                "Lane",
-                lane,
-                {
-                    "Started": counts.started,
-                    "DeadLettered": counts.dead_lettered,
-                    "Released": counts.released,
-                },
-            )
-        for pool, figures in report.pools.items():
-            emit_per(
-                "Pool",
-                pool,
-                {
-                    "Running": figures.running,
-                    "FreeSlots": figures.free,
-                    "MaxConcurrency": figures.max_concurrency,
-                },
-            )
-    if report.gates:
-        _emit_gates(report)
-    if report.tenants is not None:
-        metrics.add_metric(name="HeldJobs", unit=MetricUnit.Count, value=report.tenants.held)
-        metrics.add_metric(name="GroupsAtLimit", unit=MetricUnit.Count, value=report.tenants.groups_at_limit)
-        if report.tenants.largest_group_share is not None:
-            metrics.add_metric(
-                name="LargestGroupShare",
-                unit=MetricUnit.Percent,
-                value=100 * report.tenants.largest_group_share,
-            )
+def emit(found: Iterable[Figure]) -> None:
+    """Totals into the invocation's EMF document; a lane's, pool's or gate's into one of its own."""
+    for figure in found:
+        unit = MetricUnit[figure.unit]
+        if figure.dimension is None:
+            metrics.add_metric(name=figure.name, unit=unit, value=figure.value)
+        else:
+            emit_per(*figure.dimension, {figure.name: figure.value}, unit)
 
 
-def _emit_gates(report: TickReport) -> None:
-    """Each gate's figures under a Gate dimension, and the longest anyone has been inside (the alarm's)."""
-    metrics.add_metric(name="Admitted", unit=MetricUnit.Count, value=report.admitted)
-    metrics.add_metric(name="TokensRefused", unit=MetricUnit.Count, value=report.refused)
-    ages = [figures.oldest_inside_seconds for figures in report.inside.values()]
-    oldest = max((age for age in ages if age is not None), default=0.0)
-    metrics.add_metric(name="OldestInsideAge", unit=MetricUnit.Seconds, value=oldest)
-    for gate, counts in report.gates.items():
-        figures = report.inside.get(gate)
-        emit_per(
-            "Gate",
-            gate,
-            {
-                "Admitted": counts.admitted,
-                "TokensRefused": counts.refused,
-                "DeadLettered": counts.dead_lettered,
-                **({} if figures is None else {"Inside": figures.inside}),
-            },
-        )
+def emit_report(report: TickReport, topology: Topology) -> None:
+    """The tick's metrics: totals, and each lane's, pool's and gate's under its dimension."""
+    emit(figures(report, topology))
 
 
 def _log_skipped(news: EndNews) -> None:
@@ -179,9 +133,7 @@ def _log_skipped(news: EndNews) -> None:
             "skipped a record that is not an end of this state machine",
             extra={"message_id": record.message_id, "reason": record.reason},
         )
-    if news.records is not None:
-        metrics.add_metric(name="EndEvents", unit=MetricUnit.Count, value=len(news.ended))
-        metrics.add_metric(name="SkippedEventRecords", unit=MetricUnit.Count, value=len(news.skipped))
+    emit(news_figures(news))
 
 
 @logger.inject_lambda_context(log_event=False, clear_state=True)
@@ -191,18 +143,18 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     """Run one tick, whatever invoked it (schedule, Scheduler, manual, a status change, a batch of them)."""
     logger.info("tick", extra={"trigger": describe_trigger(event)})
     try:
-        settings = load_settings()
-        configured = settings.topology()  # a malformed LANES stops the tick before any queue is read
+        settings, configured = configuration()
         news = end_news(event, configured.watched_machines, time.time())
         _log_skipped(news)
         try:
-            limits, topology = read_limits(settings, configured)
+            control = read_control(settings, configured)
         except TransientError as error:
             # Whether the operator paused is unknown: start nothing, the next tick reads again.
             logger.warning("could not read the control parameter", extra={"reason": str(error)})
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
             gates = {gate.name: Counts() for gate in configured.gates}
             return TickReport(stopped=StopReason.THROTTLED, gates=gates).as_dict()
+        topology = steered(settings, control, configured)
         report = build_dispatcher(settings, topology, context, configured).run(news.ended, news.releases)
     except ConfigurationError as error:
         # Raised on purpose: Lambda records an error (with its stack), and this metric can alarm.
@@ -213,8 +165,10 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             extra={"error": str(error)},
         )
         raise
-    _emit(report, limits)
+    emit_report(report, topology)
+    source = max_source(control, settings.control_parameter)
     logger.info(
-        "tick done", extra={**report.as_dict(), "max": limits.max_concurrency, "max_from": limits.source}
+        "tick done",
+        extra={**report.as_dict(), "max": topology.default_pool.max_concurrency, "max_from": source},
     )
     return report.as_dict()

@@ -154,14 +154,19 @@ LANES_OUTPUT = "LanesDocument"
 gate): the CLI reads it with ``--stack``, else the parameter."""
 
 
+def read_variables(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The variables `Settings` reads, as they are set (names matched without regard to case), in order."""
+    fields = set(Settings.model_fields)
+    return tuple(sorted((key, value) for key, value in environ.items() if key.lower() in fields))
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read the environment, raising a ``ConfigurationError`` that names each bad variable.
 
     A variable's name is matched without regard to case.
     """
     environ = os.environ if environ is None else environ
-    fields = set(Settings.model_fields)
-    found = {key.lower(): value for key, value in environ.items() if key.lower() in fields}
+    found = {key.lower(): value for key, value in read_variables(environ)}
     try:
         return Settings.model_validate(found)
     except ValidationError as error:

@@ -24,7 +24,7 @@ from dispatcher.cli.groups import print_groups, top
 from dispatcher.cli.members import add_member_options, chosen_member
 from dispatcher.cli.members import member as find_member
 from dispatcher.cli.output import age, table
-from dispatcher.core.control import combine, stale_keys, steer
+from dispatcher.core.control import max_source, stale_keys, steer
 from dispatcher.core.counting import pool_count
 from dispatcher.core.topology import DEFAULT, Gate, Lane, Topology
 
@@ -101,7 +101,6 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         environment_max = resources.environment_max()
     else:
         environment_max = resources.max_concurrency or 0  # overridden by the parameter
-    limits = combine(environment_max, read, resources.control_parameter)
     configured = resources.topology(environment_max)
     topology = steer(configured, read, resources.control_parameter)
     listings = {
@@ -120,15 +119,15 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     default_pool = next(pool for pool in pools if pool.name == DEFAULT)
     default_lane = next(lane for lane in lanes if lane.name == DEFAULT)
     return Status(
-        max_concurrency=limits.max_concurrency,
-        paused=limits.halted,
+        max_concurrency=topology.default_pool.max_concurrency,
+        paused=topology.default_pool.halted,
         running=default_pool.running,
         free=default_pool.free,
         queued=default_lane.queued,
         in_flight=default_lane.in_flight,
         dead_letters=default_lane.dead_letters,
         oldest_running_seconds=None if oldest is None else round(max(0.0, now - oldest), 1),
-        max_from=limits.source,
+        max_from=max_source(read, resources.control_parameter),
         pools=tuple(pools),
         lanes=tuple(lanes),
         gates=tuple(gates),

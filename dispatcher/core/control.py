@@ -78,22 +78,6 @@ class Control(Override):
         return json.dumps(self.document(), sort_keys=True)
 
 
-class Limits(BaseModel):
-    """What one tick works within, once the parameter and the environment are combined."""
-
-    model_config = ConfigDict(frozen=True)
-
-    max_concurrency: int
-    paused: bool
-    source: str
-    """Where MAX came from: "environment" or the parameter's name."""
-
-    @property
-    def halted(self) -> bool:
-        """Nothing may start: paused, or MAX is 0."""
-        return self.paused or self.max_concurrency == 0
-
-
 def parse_control(name: str, value: str) -> Control:
     """The parameter's value as a ``Control``; a ``ConfigurationError`` naming ``name`` if it is malformed."""
     try:
@@ -188,12 +172,8 @@ def _shared(member: Member, override: LaneOverride | GateOverride) -> Member:
     return replace(member, **changes)
 
 
-def combine(environment_max: int, control: Control | None, name: str | None) -> Limits:
-    """The limits of a tick: the parameter's keys where set, the environment's MAX otherwise."""
-    if control is None or name is None:
-        return Limits(max_concurrency=environment_max, paused=False, source="environment")
-    return Limits(
-        max_concurrency=environment_max if control.max_concurrency is None else control.max_concurrency,
-        paused=bool(control.paused),
-        source="environment" if control.max_concurrency is None else name,
-    )
+def max_source(control: Control | None, name: str | None) -> str:
+    """Where pool ``default``'s MAX comes from: the parameter's name when it sets one, else "environment"."""
+    if control is None or name is None or control.max_concurrency is None:
+        return "environment"
+    return name

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dispatcher.core.control import Control, Limits, combine, steer
+from dispatcher.core.control import Control, steer
 from dispatcher.core.topology import Topology
 from dispatcher.settings import Settings
 from dispatcher.tick.ports import Resources, Runtime, wire
@@ -17,19 +17,16 @@ from dispatcher.tick.service import Dispatcher, TickPolicy
 from dispatcher.tick.warm import WarmState
 
 
-def steered(
-    settings: Settings, control: Control | None, configured: Topology | None = None
-) -> tuple[Limits, Topology]:
-    """Pool ``default``'s limits, and every pool and lane with their live limits.
+def steered(settings: Settings, control: Control | None, configured: Topology | None = None) -> Topology:
+    """Every pool, lane and gate with their live limits (pool ``default``'s MAX and pause among them).
 
     The control parameter's keys where set (``control``: its value, None when there is
     none), else the environment's and ``LANES``' values. A malformed ``LANES``, or a
     control parameter that names what is not configured, is a `ConfigurationError`.
     ``configured``: ``settings.topology()`` when the caller has it already (parsed once).
     """
-    name = settings.control_parameter
     topology = settings.topology() if configured is None else configured
-    return combine(settings.max_concurrency, control, name), steer(topology, control, name)
+    return steer(topology, control, settings.control_parameter)
 
 
 def policy(settings: Settings, topology: Topology) -> TickPolicy:
@@ -63,5 +60,5 @@ def dispatcher_for(  # noqa: PLR0913 — each is one input of an invocation
     steer = None
     if control is not None:
         base = settings.topology() if configured is None else configured
-        steer = lambda: steered(settings, control(), base)[1]  # noqa: E731 — one line, one closure
+        steer = lambda: steered(settings, control(), base)  # noqa: E731 — one line, one closure
     return Dispatcher(policy(settings, topology), wire(topology, resources), runtime, warm, steer)

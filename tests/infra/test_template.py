@@ -377,15 +377,18 @@ def test_alarms_watch_dead_letters_stalls_errors_throttles_and_old_executions() 
 
 def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
     """The dashboard's custom metrics are emitted by the handler, under the stack's service name."""
-    import inspect  # noqa: PLC0415
+    from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology  # noqa: PLC0415
+    from dispatcher.tick.figures import figures  # noqa: PLC0415
+    from dispatcher.tick.report import StopReason, TickReport  # noqa: PLC0415
 
-    from dispatcher import handler  # noqa: PLC0415
-
-    emitted = inspect.getsource(handler)
+    lane = Lane(DEFAULT, DEFAULT, "q.fifo", "d.fifo", "arn:aws:states:us-east-1:123456789012:stateMachine:j")
+    topology = Topology(pools=(PoolLimit(DEFAULT, 5),), lanes=(lane,))
+    ticks = [TickReport(stopped=stop, oldest_running_seconds=1.0) for stop in StopReason]
+    emitted = {figure.name for tick in ticks for figure in figures(tick, topology)}
     body = sam_template()["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
     for metric in ("Running", "MaxConcurrency", "Started", "OldestRunningAge", "ThrottledTicks", "BusyTicks"):
         assert f'"{metric}"' in body
-        assert f'name="{metric}"' in emitted
+        assert metric in emitted
     variables = sam_template()["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
 

@@ -62,7 +62,7 @@ def in_memory() -> tuple[Counter[str], int]:
             remaining_seconds=lambda: deadline - scheduler.now,
             pool=lambda width: contextlib.nullcontext(SimPool(scheduler, width)),
         )
-        _, topology = steered(function_settings, None)
+        topology = steered(function_settings, None)
         dispatcher_for(
             function_settings,
             topology=topology,

@@ -215,7 +215,7 @@ def test_a_rate_capped_lane_takes_its_tokens_after_the_start_pace_and_starts_at_
     send(paced, "paced", 10, groups=10, rng=rng)
     send(paced, DEFAULT, 10, groups=10, rng=rng)
     fields = settings(paced, 20, lanes=paced.lanes_document())
-    _, topology = steered(fields, None)
+    topology = steered(fields, None)
     warm = WarmState()
     pace = warm.paces_for(paced.state_machine_arn).start
     began = paced.scheduler.now

@@ -1,10 +1,10 @@
-"""The control parameter's value, parsed and combined with the environment, without AWS."""
+"""The control parameter's value, parsed and laid over the environment's limits, without AWS."""
 
 from __future__ import annotations
 
 import pytest
 
-from dispatcher.core.control import Control, Override, combine, parse_control, stale_keys, steer
+from dispatcher.core.control import Control, Override, max_source, parse_control, stale_keys, steer
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.messages import group_problem, job_problem
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
@@ -42,10 +42,17 @@ def test_parse_control_refuses_anything_else_naming_the_parameter(value: str) ->
         parse_control("/stack/control", value)
 
 
-def test_combine_without_a_parameter_is_the_environment() -> None:
+ONE_LANE = Topology(
+    pools=(PoolLimit(DEFAULT, 5),),
+    lanes=(Lane(DEFAULT, DEFAULT, "q", "d", "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"),),
+)
+"""The environment's lane and pool alone, MAX 5."""
+
+
+def test_steer_without_a_parameter_is_the_environment() -> None:
     """No parameter (or none configured): MAX from the environment, not paused."""
-    limits = combine(5, None, "/p")
-    assert (limits.max_concurrency, limits.paused, limits.source, limits.halted) == (
+    default = steer(ONE_LANE, None, "/p").default_pool
+    assert (default.max_concurrency, default.paused, max_source(None, "/p"), default.halted) == (
         5,
         False,
         "environment",
@@ -53,17 +60,19 @@ def test_combine_without_a_parameter_is_the_environment() -> None:
     )
 
 
-def test_combine_parameter_keys_override_only_what_they_set() -> None:
+def test_steer_parameter_keys_override_only_what_they_set() -> None:
     """A pause alone keeps the environment's MAX; a MAX alone is not a pause."""
-    paused = combine(5, Control(paused=True), "/p")
-    assert (paused.max_concurrency, paused.halted, paused.source) == (5, True, "environment")
-    limited = combine(5, Control(max_concurrency=9), "/p")
-    assert (limited.max_concurrency, limited.halted, limited.source) == (9, False, "/p")
+    pause = Control(paused=True)
+    paused = steer(ONE_LANE, pause, "/p").default_pool
+    assert (paused.max_concurrency, paused.halted, max_source(pause, "/p")) == (5, True, "environment")
+    limit = Control(max_concurrency=9)
+    limited = steer(ONE_LANE, limit, "/p").default_pool
+    assert (limited.max_concurrency, limited.halted, max_source(limit, "/p")) == (9, False, "/p")
 
 
-def test_combine_max_zero_halts_without_a_pause_flag() -> None:
+def test_steer_max_zero_halts_without_a_pause_flag() -> None:
     """MAX 0 from the parameter halts the dispatcher like a pause."""
-    assert combine(5, Control(max_concurrency=0), "/p").halted
+    assert steer(ONE_LANE, Control(max_concurrency=0), "/p").default_pool.halted
 
 
 def test_control_as_json_writes_only_the_keys_set() -> None:

@@ -197,7 +197,7 @@ class Function:
         process.plan, process.seen = self.crash_plan(trigger), Counter()
         try:
             self._read_control(container)
-            _, topology = steered(self.settings, container.control)
+            topology = steered(self.settings, container.control)
             runtime = Runtime(
                 clock=lambda: scheduler.now,
                 sleep=scheduler.sleep,

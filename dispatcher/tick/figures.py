@@ -1,0 +1,107 @@
+"""What a tick's report says as metrics: each figure's name, unit, value and dimension (none: the totals).
+
+Pure: the handler hands them to Powertools (`dispatcher.telemetry.emit`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from dispatcher.core.events import EndNews
+from dispatcher.core.topology import Topology
+from dispatcher.tick.report import StopReason, TickReport
+
+Unit = Literal["Count", "Seconds", "Percent"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One metric: totals have no dimension; a lane's, pool's or gate's has ``("Lane", name)`` and so on."""
+
+    name: str
+    value: float
+    unit: Unit = "Count"
+    dimension: tuple[str, str] | None = None
+
+
+def figures(report: TickReport, topology: Topology) -> list[Figure]:
+    """The tick's figures: totals, and each lane's, pool's and gate's under its dimension.
+
+    ``topology``: the limits the tick began with (pool ``default``'s MAX and pause are figures).
+    A tick that found the lease held reports one figure: another tick reports for both, and
+    two figures of one minute would halve the dashboard's RUNNING and MAX.
+    """
+    if report.stopped is StopReason.BUSY:
+        return [Figure("BusyTicks", 1)]
+    default = topology.default_pool
+    found = [
+        Figure("MaxConcurrency", default.max_concurrency),
+        Figure("Paused", int(default.halted)),
+        Figure("ThrottledTicks", int(report.stopped is StopReason.THROTTLED)),
+    ]
+    if report.oldest_running_seconds is not None:
+        found.append(Figure("OldestRunningAge", report.oldest_running_seconds, "Seconds"))
+    found += [
+        Figure("Running", report.running),
+        Figure("FreeSlots", report.free),
+        Figure("Started", report.started),
+        Figure("Redriven", report.redriven),
+        Figure("AlreadyStarted", report.already_started),
+        Figure("DeadLettered", report.dead_lettered),
+        Figure("Released", report.released),
+        Figure("DeleteFailures", report.delete_failures),
+    ]
+    if report.laned:
+        for lane, counts in report.lanes.items():
+            found += [
+                Figure(name, value, dimension=("Lane", lane))
+                for name, value in (
+                    ("Started", counts.started),
+                    ("DeadLettered", counts.dead_lettered),
+                    ("Released", counts.released),
+                )
+            ]
+        for pool, pool_figures in report.pools.items():
+            found += [
+                Figure(name, value, dimension=("Pool", pool))
+                for name, value in (
+                    ("Running", pool_figures.running),
+                    ("FreeSlots", pool_figures.free),
+                    ("MaxConcurrency", pool_figures.max_concurrency),
+                )
+            ]
+    if report.gates:
+        found += _gates(report)
+    if report.tenants is not None:
+        found += [
+            Figure("HeldJobs", report.tenants.held),
+            Figure("GroupsAtLimit", report.tenants.groups_at_limit),
+        ]
+        if report.tenants.largest_group_share is not None:
+            found.append(Figure("LargestGroupShare", 100 * report.tenants.largest_group_share, "Percent"))
+    return found
+
+
+def _gates(report: TickReport) -> list[Figure]:
+    """Each gate's figures under a Gate dimension, and the longest anyone has been inside (the alarm's)."""
+    ages = [inside.oldest_inside_seconds for inside in report.inside.values()]
+    found = [
+        Figure("Admitted", report.admitted),
+        Figure("TokensRefused", report.refused),
+        Figure("OldestInsideAge", max((age for age in ages if age is not None), default=0.0), "Seconds"),
+    ]
+    for gate, counts in report.gates.items():
+        inside = report.inside.get(gate)
+        named = [("Admitted", counts.admitted), ("TokensRefused", counts.refused)]
+        named += [("DeadLettered", counts.dead_lettered)]
+        named += [] if inside is None else [("Inside", inside.inside)]
+        found += [Figure(name, value, dimension=("Gate", gate)) for name, value in named]
+    return found
+
+
+def news_figures(news: EndNews) -> list[Figure]:
+    """A batch of ends: how many records were ends, and how many were skipped (none for a single event)."""
+    if news.records is None:
+        return []
+    return [Figure("EndEvents", len(news.ended)), Figure("SkippedEventRecords", len(news.skipped))]
