@@ -191,16 +191,19 @@ PLATFORM_LOG_BYTES = 330
 def emf_bytes() -> tuple[int, int]:
     """The size of the metrics one invocation logs (Powertools' EMF line): a busy one, and one that ticked."""
     from dispatcher import handler  # noqa: PLC0415 — Powertools reads the environment at import
-    from dispatcher.core.control import Limits  # noqa: PLC0415
+    from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology  # noqa: PLC0415
     from dispatcher.tick.report import StopReason, TickReport  # noqa: PLC0415
 
-    limits = Limits(max_concurrency=MAX_CONCURRENCY, paused=False, source="/dispatcher/control")
+    lane = Lane(
+        DEFAULT, DEFAULT, "jobs.fifo", "dead-letters.fifo", "arn:aws:states:us-east-1:1:stateMachine:jobs"
+    )
+    topology = Topology(pools=(PoolLimit(DEFAULT, MAX_CONCURRENCY),), lanes=(lane,))
     sizes = []
     for report in (
         TickReport(stopped=StopReason.BUSY),
         TickReport(stopped=StopReason.CAPACITY, running=MAX_CONCURRENCY, oldest_running_seconds=14.9),
     ):
-        handler._emit(report, limits)  # the handler's own metrics
+        handler.emit_report(report, topology)  # the handler's own metrics
         sizes.append(len(json.dumps(handler.metrics.serialize_metric_set())) + 1)
         handler.metrics.clear_metrics()
     return sizes[0], sizes[1]

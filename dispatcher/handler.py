@@ -17,13 +17,14 @@ from dispatcher.adapters.resources import AwsResources
 from dispatcher.core.control import Control, max_source, stale_keys
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news
+from dispatcher.core.outcomes import Counts
 from dispatcher.core.topology import Topology
 from dispatcher.settings import Settings, load_settings, read_variables
 from dispatcher.telemetry import capture_lambda_handler, emit_per, logger, metrics
 from dispatcher.tick.figures import Figure, figures, news_figures
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
-from dispatcher.tick.report import Counts, StopReason, TickReport
+from dispatcher.tick.report import StopReason, TickReport
 from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.threads import thread_pool
 from dispatcher.tick.warm import WarmState

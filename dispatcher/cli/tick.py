@@ -12,6 +12,7 @@ from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, CliError, InterruptedRunError
 from dispatcher.cli.progress import StopAsked
+from dispatcher.core.outcomes import GATE, LANE, Outcome, said
 
 UNCOUNTED_STOPS = {
     "paused": "paused, or MAX 0",
@@ -43,13 +44,13 @@ def command_tick(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
                 report = _tick_here(resources, args.endpoint_url, args.region, args.log_level)
     except KeyboardInterrupt:
         raise InterruptedRunError(LEFT_RUNNING if args.invoke else STOPPED_PART_WAY) from None
-    _print(args, report, out)
+    print_tick(args, report, out)
     if stop.asked:
         raise InterruptedRunError("the tick above ran to its end first (a second Ctrl-C stops one at once)")
     return 0
 
 
-def _print(args: argparse.Namespace, report: dict[str, Any], out: TextIO) -> None:
+def print_tick(args: argparse.Namespace, report: dict[str, Any], out: TextIO) -> None:
     """The tick's report: its JSON, or one line of what it counted, started, admitted and released."""
     if args.json:
         out.write(json.dumps(report) + "\n")
@@ -60,26 +61,16 @@ def _print(args: argparse.Namespace, report: dict[str, Any], out: TextIO) -> Non
             " nothing counted or started\n"
         )
     else:
+        kinds = (LANE, GATE) if "gates" in report else (LANE,)
         out.write(
-            f"running {report.get('running')}, started {report.get('started')}"
-            + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
-            + ","
-            + (_admissions(report) if "admitted" in report else "")
-            + f" already started {report.get('already_started', 0)},"
-            f" dead-lettered {report.get('dead_lettered')},"
-            f" released {report.get('released', 0)}, stopped: {report.get('stopped', '?')}\n"
+            f"running {report.get('running')}, {said(report, kinds, SAID)},"
+            f" stopped: {report.get('stopped', '?')}\n"
         )
     out.flush()
 
 
-def _admissions(report: dict[str, Any]) -> str:
-    """With gates: ``admitted N`` (and how many were inside already, or refused), then a comma."""
-    more = [
-        f"{report[key]} {label}"
-        for key, label in (("already_inside", "already inside"), ("refused", "refused"))
-        if report.get(key)
-    ]
-    return f" admitted {report['admitted']}" + (f" ({', '.join(more)})" if more else "") + ","
+SAID = frozenset(Outcome) - {Outcome.DELETE_FAILED}
+"""What the tick's line says of its messages (`dispatcher.core.outcomes`): all but failed deletes."""
 
 
 def _invoke(aws: Aws, function_name: str) -> dict[str, Any]:

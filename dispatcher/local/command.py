@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from dispatcher.cli.errors import CliError
 from dispatcher.core.events import failure_pattern, refill_pattern
+from dispatcher.core.outcomes import GATE, LANE, Outcome, said, said_keys
 from dispatcher.core.topology import DEFAULT
 from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, local_client, pointed_at
@@ -204,16 +205,16 @@ def _deliver_batches(
         _said(out, tick(sqs_event([message["Body"] for message in messages], sent_at=sent)))
 
 
+SAID = frozenset({Outcome.STARTED, Outcome.REDRIVEN, Outcome.DEAD_LETTERED})
+"""What a tick's line says (`dispatcher.core.outcomes`): what it started, admitted or dead-lettered."""
+
+
 def _said(out: TextIO, report: dict[str, Any]) -> None:
     """One line for a tick that started, admitted or dead-lettered something."""
-    if report.get("started") or report.get("dead_lettered") or report.get("admitted"):
-        out.write(
-            f"{time.strftime('%H:%M:%S')} tick: running {report['running']},"
-            f" started {report['started']}"
-            + (f" ({report['redriven']} redriven)" if report.get("redriven") else "")
-            + (f", admitted {report['admitted']}" if "admitted" in report else "")
-            + f", dead-lettered {report['dead_lettered']}\n"
-        )
+    kinds = (LANE, GATE) if "gates" in report else (LANE,)
+    if any(report.get(key) for key in said_keys(kinds, SAID)):
+        line = f"tick: running {report['running']}, {said(report, kinds, SAID)}"
+        out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
         out.flush()
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dispatcher.core.events import EndNews
+from dispatcher.core.outcomes import GATE, LANE, member_metrics, metric_totals
 from dispatcher.core.topology import Topology
 from dispatcher.tick.report import StopReason, TickReport
 
@@ -42,25 +43,15 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
     ]
     if report.oldest_running_seconds is not None:
         found.append(Figure("OldestRunningAge", report.oldest_running_seconds, "Seconds"))
-    found += [
-        Figure("Running", report.running),
-        Figure("FreeSlots", report.free),
-        Figure("Started", report.started),
-        Figure("Redriven", report.redriven),
-        Figure("AlreadyStarted", report.already_started),
-        Figure("DeadLettered", report.dead_lettered),
-        Figure("Released", report.released),
-        Figure("DeleteFailures", report.delete_failures),
-    ]
+    found += [Figure("Running", report.running), Figure("FreeSlots", report.free)]
+    summed = metric_totals(report.kinds, report.members())
+    lane_metrics = metric_totals((LANE,), ())
+    found += [Figure(name, value) for name, value in summed.items() if name in lane_metrics]
     if report.laned:
         for lane, counts in report.lanes.items():
             found += [
                 Figure(name, value, dimension=("Lane", lane))
-                for name, value in (
-                    ("Started", counts.started),
-                    ("DeadLettered", counts.dead_lettered),
-                    ("Released", counts.released),
-                )
+                for name, value in member_metrics(LANE, counts).items()
             ]
         for pool, pool_figures in report.pools.items():
             found += [
@@ -72,6 +63,7 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
                 )
             ]
     if report.gates:
+        found += [Figure(name, value) for name, value in summed.items() if name not in lane_metrics]
         found += _gates(report)
     if report.tenants is not None:
         found += [
@@ -86,17 +78,11 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
 def _gates(report: TickReport) -> list[Figure]:
     """Each gate's figures under a Gate dimension, and the longest anyone has been inside (the alarm's)."""
     ages = [inside.oldest_inside_seconds for inside in report.inside.values()]
-    found = [
-        Figure("Admitted", report.admitted),
-        Figure("TokensRefused", report.refused),
-        Figure("OldestInsideAge", max((age for age in ages if age is not None), default=0.0), "Seconds"),
-    ]
+    found = [Figure("OldestInsideAge", max((age for age in ages if age is not None), default=0.0), "Seconds")]
     for gate, counts in report.gates.items():
         inside = report.inside.get(gate)
-        named = [("Admitted", counts.admitted), ("TokensRefused", counts.refused)]
-        named += [("DeadLettered", counts.dead_lettered)]
-        named += [] if inside is None else [("Inside", inside.inside)]
-        found += [Figure(name, value, dimension=("Gate", gate)) for name, value in named]
+        named = member_metrics(GATE, counts) | ({} if inside is None else {"Inside": inside.inside})
+        found += [Figure(name, value, dimension=("Gate", gate)) for name, value in named.items()]
     return found
 
 

@@ -33,13 +33,14 @@ from dispatcher.core.gates import (
     token_digest,
 )
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
 from dispatcher.core.tenants import Hold, admit_shared
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Records
 from dispatcher.tick.groups import GroupBook, reconciled
 from dispatcher.tick.ports import GatePorts, Roster, StartThreads, TaskTokens
-from dispatcher.tick.report import Counts, GateFigures
+from dispatcher.tick.report import GateFigures
 from dispatcher.tick.round import MemberRound, Prepared
 from dispatcher.tick.starts import GroupOutcome, RoundOutcome
 from dispatcher.tick.warm import WarmState
@@ -254,17 +255,6 @@ class GateRound(MemberRound):
         """None: a request for an execution inside is counted in its group already."""
         return []
 
-    @staticmethod
-    def _counts(outcome: RoundOutcome, *, delete_failures: int) -> Counts:
-        return Counts(
-            admitted=len(outcome.started),
-            already_inside=len(outcome.already_started),
-            refused=len(outcome.dropped),
-            dead_lettered=len(outcome.dead_letters),
-            released=len(outcome.held_back),
-            delete_failures=delete_failures,
-        )
-
 
 @dataclass
 class GateStarts:
@@ -325,7 +315,7 @@ class GateStarts:
         if known or digest in self.warm.admitted_tokens:
             if not known:
                 self.to_confirm.append((name, message))
-            outcome.already_started.append(message)
+            outcome.add(Outcome.ALREADY, [message])
             logger.info("already inside", extra={"gate": self.gate, "execution": name})
             return
         # Recorded now, it holds its place from here: a call that fails may have taken the token.
@@ -340,7 +330,7 @@ class GateStarts:
             return
         self.warm.admitted(digest, now)
         self.to_confirm.append((name, message))
-        outcome.started.append(message)
+        outcome.add(Outcome.STARTED, [message])
         logger.info("admitted", extra={"gate": self.gate, "execution": name, "group": message.group_id})
 
     def _refused(self, start: Start, outcome: GroupOutcome, error: TokenRefusedError) -> None:
@@ -354,8 +344,8 @@ class GateStarts:
         if self._prior(start) is not None or error.retried:
             self.to_confirm.append((start.name, start.message))
             # Recorded before, its place was counted; recorded this round, it takes one now.
-            (outcome.already_started if self._prior(start) is not None else outcome.started).append(
-                start.message
+            outcome.add(
+                Outcome.ALREADY if self._prior(start) is not None else Outcome.STARTED, [start.message]
             )
             logger.info(
                 "refused a token that may have been taken: kept inside",
@@ -365,7 +355,7 @@ class GateStarts:
         # Its record (written this round, maybe over an earlier entry's) goes: it is not inside.
         self.counter.inside.pop(start.name, None)
         outcome.attempted.discard(start.name)
-        outcome.dropped.append(start.message)
+        outcome.add(Outcome.REFUSED, [start.message])
         logger.warning(
             "task token refused: the request is dropped",
             extra={"gate": self.gate, "execution": start.name, "reason": str(error)},

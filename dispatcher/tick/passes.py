@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
+from dispatcher.core.outcomes import Outcome
 from dispatcher.core.topology import Topology
 from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
@@ -116,8 +117,8 @@ class Passes:
             halted: StopReason | None = None
             for lane, (counts, stop) in results.items():
                 report.settle(lane, counts)
-                started[lane] += counts.slots_taken
-                left[lane] -= counts.slots_taken
+                started[lane] += counts[Outcome.STARTED]
+                left[lane] -= counts[Outcome.STARTED]
                 if stop is not None:
                     stops[lane] = stop
                 if stop in HALTING_STOPS:

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from dispatcher.core.outcomes import GATE, LANE, Counts, keyed, total_keys, totals
+
 
 class StopReason(StrEnum):
     """Why a tick stopped admitting (the report's ``stopped``)."""
@@ -28,49 +30,6 @@ class StopReason(StrEnum):
 
 WAITING_STOPS = frozenset({StopReason.CAPACITY, StopReason.THROTTLED, StopReason.WAITING})
 """Stops after which jobs may still wait: a looping invocation ticks again (after a pause)."""
-
-
-@dataclass(kw_only=True)
-class Counts:
-    """What became of the messages of some rounds: of one lane, or of every lane."""
-
-    started: int = 0
-    """Executions started, and closed executions redriven (they run again)."""
-    redriven: int = 0
-    """Of ``started``: the redrives."""
-    already_started: int = 0
-    dead_lettered: int = 0
-    released: int = 0
-    delete_failures: int = 0
-    admitted: int = 0
-    """Executions a gate admitted (`SendTaskSuccess` accepted)."""
-    already_inside: int = 0
-    """Requests of executions a gate had admitted already (deleted, counted once)."""
-    refused: int = 0
-    """Requests whose task token Step Functions refused (deleted, holding no place)."""
-
-    @property
-    def slots_taken(self) -> int:
-        """Slots these took in their pool: executions started, and executions admitted into a gate."""
-        return self.started + self.admitted
-
-    def plus(self, other: Counts) -> None:
-        """Add ``other``'s counts to these."""
-        for name in (*COUNT_FIELDS, *GATE_ONLY_FIELDS):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def counts(self) -> dict[str, int]:
-        """A lane's counts, by name."""
-        return {name: getattr(self, name) for name in COUNT_FIELDS}
-
-    def gate_counts(self) -> dict[str, int]:
-        """A gate's counts, by name."""
-        return {name: getattr(self, name) for name in GATE_COUNT_FIELDS}
-
-
-COUNT_FIELDS = ("started", "redriven", "already_started", "dead_lettered", "released", "delete_failures")
-GATE_ONLY_FIELDS = ("admitted", "already_inside", "refused")
-GATE_COUNT_FIELDS = ("admitted", "already_inside", "refused", "dead_lettered", "released", "delete_failures")
 
 
 @dataclass(kw_only=True)
@@ -102,11 +61,12 @@ class TenantFigures:
 
 
 @dataclass(kw_only=True)
-class TickReport(Counts):
+class TickReport:
     """What one invocation saw and did; its dict is the handler's return value.
 
-    The counts are totals over every lane; ``lanes`` and ``pools`` hold each one's own
-    (in the return value only when there is more than lane and pool ``default``).
+    The totals are over every member; ``lanes`` and ``pools`` hold each one's own (in the
+    return value only when there is more than lane and pool ``default``), ``gates`` each
+    gate's. How each outcome is said, per kind of member, is `dispatcher.core.outcomes`.
     """
 
     running: int = 0
@@ -133,42 +93,56 @@ class TickReport(Counts):
         """Whether the tick had more than lane and pool ``default``: then each one's figures are reported."""
         return len(self.lanes) > 1 or len(self.pools) > 1 or bool(self.gates)
 
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of member configured: lanes always (lane ``default``), gates when there are any."""
+        return (LANE, GATE) if self.gates else (LANE,)
+
+    def members(self) -> list[tuple[str, Counts]]:
+        """Each member's kind and counts."""
+        return [(LANE, counts) for counts in self.lanes.values()] + [
+            (GATE, counts) for counts in self.gates.values()
+        ]
+
     def settle(self, member: str, counts: Counts) -> None:
-        """Count one round of a member (a lane, or a gate): in its counts and in the totals."""
-        self.plus(counts)
-        (self.gates if member in self.gates else self.lanes).setdefault(member, Counts()).plus(counts)
+        """Count one round of a member (a lane, or a gate)."""
+        (self.gates if member in self.gates else self.lanes).setdefault(member, Counts()).update(counts)
+
+    def totals(self) -> dict[str, int]:
+        """Every member's counts added up, by the return value's keys."""
+        return totals(self.kinds, self.members())
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-serialisable return value of the handler."""
+        summed = self.totals()
+        lane_keys = total_keys((LANE,))
         document: dict[str, Any] = {
             "running": self.running,
             "free": self.free,
-            **self.counts(),
+            **{key: summed[key] for key in lane_keys},
             "stopped": self.stopped.value,
             "ticks": self.ticks,
             "oldest_running_seconds": self.oldest_running_seconds,
+            **{key: value for key, value in summed.items() if key not in lane_keys},
         }
-        if self.gates:
-            document.update({name: getattr(self, name) for name in GATE_ONLY_FIELDS})
         if self.laned:
-            document["lanes"] = {name: counts.counts() for name, counts in self.lanes.items()}
+            document["lanes"] = {name: keyed(LANE, counts) for name, counts in self.lanes.items()}
             document["pools"] = {name: asdict(figures) for name, figures in self.pools.items()}
         if self.tenants is not None:
             document["tenants"] = asdict(self.tenants)
         if self.gates:
             document["gates"] = {
-                name: {**counts.gate_counts(), **(asdict(self.inside[name]) if name in self.inside else {})}
+                name: {**keyed(GATE, counts), **(asdict(self.inside[name]) if name in self.inside else {})}
                 for name, counts in self.gates.items()
             }
         return document
 
     def add(self, later: TickReport) -> None:
         """Fold in a later tick of the same invocation."""
-        self.plus(later)
         for lane, counts in later.lanes.items():
-            self.lanes.setdefault(lane, Counts()).plus(counts)
+            self.lanes.setdefault(lane, Counts()).update(counts)
         for gate, counts in later.gates.items():
-            self.gates.setdefault(gate, Counts()).plus(counts)
+            self.gates.setdefault(gate, Counts()).update(counts)
         self.stopped = later.stopped
         self.tenants = later.tenants or self.tenants
         self.ticks += later.ticks

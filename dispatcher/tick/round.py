@@ -21,12 +21,13 @@ from dispatcher.core.admission import Admission
 from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
 from dispatcher.core.tenants import FAIR_SHARE_LOOK_AHEAD, SharedAdmission
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
 from dispatcher.tick.ports import MemberPorts, Runtime, StartThreads, StateStore
-from dispatcher.tick.report import Counts, StopReason
+from dispatcher.tick.report import StopReason
 from dispatcher.tick.starts import MemberStarts, RoundOutcome, Starter
 from dispatcher.tick.threads import first_failure
 from dispatcher.tick.warm import WarmState
@@ -144,7 +145,7 @@ class MemberRound:
     def starts_of(self, part: Prepared, clock: Callable[[], float]) -> MemberStarts:
         """The part's calls, its admission decided: its poison and what waits go to its outcome."""
         part.outcome.dead_letters += part.admission.dead_letters
-        part.outcome.held_back += part.admission.held_back
+        part.outcome.add(Outcome.WAITING, part.admission.held_back)
         if isinstance(part.admission, SharedAdmission):
             part.outcome.held_for_group += part.admission.held_for_group
         part.starts = self._starts(part, clock)
@@ -158,7 +159,7 @@ class MemberRound:
         failed = self._ports.dead_letters.send(outcome.dead_letters)
         for letter in failed:
             outcome.dead_letters.remove(letter)
-            outcome.held_back.append(letter.message)
+            outcome.add(Outcome.WAITING, [letter.message])
         if failed:
             # Released poison would be received again at once: stop until the next tick.
             outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
@@ -173,21 +174,14 @@ class MemberRound:
                 extra={"message_id": letter.message.message_id, "reason": letter.reason},
             )
         unsettled = {message.message_id for message in outcome.unsettled}
-        done = [
-            message
-            for message in outcome.started
-            + outcome.already_started
-            + outcome.dropped
-            + [letter.message for letter in outcome.dead_letters]
-            if message.message_id not in unsettled
-        ]
+        done = [message for message in outcome.done() if message.message_id not in unsettled]
         deletes = self._pool.settle(queue.delete, chunks(done, SQS_BATCH_LIMIT))
         failure = first_failure(deletes)
         if isinstance(failure, ConfigurationError):
             # Nothing can be deleted: let every message of the round come back now. The
             # started ones are found already started, the poison is dead-lettered again
             # under the same deduplication id.
-            queue.release(outcome.held_back + done)
+            queue.release(outcome.waiting + done)
             raise failure
         if failure is not None:
             raise failure
@@ -197,7 +191,7 @@ class MemberRound:
                 "delete failed; the messages will be redelivered and found already started",
                 extra={"message_ids": [message.message_id for message in failed_deletes]},
             )
-        waiting = outcome.held_back + outcome.unsettled
+        waiting = outcome.waiting + outcome.unsettled
         if outcome.held_for_group and self.book is not None:
             held = {message.message_id for message in outcome.held_for_group}
             waiting = [message for message in waiting if message.message_id not in held]
@@ -206,25 +200,13 @@ class MemberRound:
             waiting += not_held
         queue.release(waiting)
         if self.book is not None:
-            self.book.started(outcome.started + self._also_counted(outcome))
-        return self._counts(outcome, delete_failures=len(failed_deletes))
+            self.book.started(outcome.of(Outcome.STARTED) + self._also_counted(outcome))
+        return outcome.counts(delete_failures=len(failed_deletes))
 
     @staticmethod
     def _also_counted(outcome: RoundOutcome) -> list[QueuedMessage]:
         """Of the round's jobs not started now, those counted in their group from now on (already started)."""
-        return outcome.already_started
-
-    @staticmethod
-    def _counts(outcome: RoundOutcome, *, delete_failures: int) -> Counts:
-        """What became of the member's messages of one round."""
-        return Counts(
-            started=len(outcome.started),
-            redriven=len(outcome.redriven),
-            already_started=len(outcome.already_started),
-            dead_lettered=len(outcome.dead_letters),
-            released=len(outcome.held_back),
-            delete_failures=delete_failures,
-        )
+        return outcome.of(Outcome.ALREADY)
 
     def release(self, messages: Sequence[QueuedMessage]) -> None:
         """Make messages this member received visible again now (best effort: else they come back later)."""
@@ -371,13 +353,7 @@ def _stop_after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason |
     if outcome.rate_spent:
         # The lane's rate is spent for now: its jobs wait for tokens as others wait for slots.
         return StopReason.CAPACITY
-    if not (
-        outcome.started
-        or outcome.already_started
-        or outcome.dead_letters
-        or outcome.dropped
-        or outcome.held_for_group
-    ):
+    if not (outcome.done() or outcome.held_for_group):
         # Everything received waits (e.g. a redrive job whose execution no read
         # shows yet, and its group): receiving again would hand back the same.
         return StopReason.WAITING

@@ -16,6 +16,7 @@ from dispatcher.core.allocation import Allocation, Claim, room_of
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, PoolCount, pool_count
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
+from dispatcher.core.outcomes import Counts
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.topology import PoolLimit, Topology
 from dispatcher.telemetry import logger
@@ -30,7 +31,6 @@ from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
     WAITING_STOPS,
-    Counts,
     GateFigures,
     PoolFigures,
     StopReason,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,6 +19,7 @@ from dispatcher.core.errors import (
 )
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Latency
 from dispatcher.core.redrive import RedriveVerdict, redrive_decision, redrive_token
 from dispatcher.telemetry import logger
@@ -27,19 +29,46 @@ from dispatcher.tick.threads import first_failure
 
 @dataclass
 class GroupOutcome:
-    """What became of the starts of one message group in one round."""
+    """What became of the messages of one message group in one round, by outcome (`Outcome`).
 
-    started: list[QueuedMessage] = field(default_factory=list)
-    already_started: list[QueuedMessage] = field(default_factory=list)
-    redriven: list[QueuedMessage] = field(default_factory=list)
-    """Of ``started``: the redrives."""
+    A dead letter carries its reason (``dead_letters``); every other outcome, its messages.
+    """
+
+    messages: dict[Outcome, list[QueuedMessage]] = field(default_factory=lambda: defaultdict(list))
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    held_back: list[QueuedMessage] = field(default_factory=list)
-    dropped: list[QueuedMessage] = field(default_factory=list)
-    """Done without a call that took: a gate's request whose task token Step Functions refused."""
     attempted: set[str] = field(default_factory=set)
     """Names `StartExecution` (or `SendTaskSuccess`) was called for: their records must stay."""
     stop_reason: str | None = None
+
+    def add(self, outcome: Outcome, messages: Iterable[QueuedMessage]) -> None:
+        """These messages had this outcome."""
+        self.messages[outcome].extend(messages)
+
+    def of(self, outcome: Outcome) -> list[QueuedMessage]:
+        """The messages that had this outcome (a dead letter's: ``dead_letters``)."""
+        return self.messages[outcome]
+
+    @property
+    def waiting(self) -> list[QueuedMessage]:
+        """The messages that wait for a later round (shown again)."""
+        return self.messages[Outcome.WAITING]
+
+    def done(self) -> list[QueuedMessage]:
+        """The messages that leave their queue: their calls took or were made before, or they are poison."""
+        return [message for outcome in LEAVING for message in self.messages[outcome]] + [
+            letter.message for letter in self.dead_letters
+        ]
+
+    def counts(self, *, delete_failures: int = 0) -> Counts:
+        """How many had each outcome."""
+        counts = Counts({outcome: len(messages) for outcome, messages in self.messages.items()})
+        counts[Outcome.DEAD_LETTERED] = len(self.dead_letters)
+        counts[Outcome.DELETE_FAILED] = delete_failures
+        return counts
+
+
+LEAVING = (Outcome.STARTED, Outcome.ALREADY, Outcome.REFUSED)
+"""The outcomes of messages deleted once the round is done, beside its dead letters, in that order."""
 
 
 @dataclass
@@ -52,16 +81,13 @@ class RoundOutcome(GroupOutcome):
     unsettled: list[QueuedMessage] = field(default_factory=list)
     """Of the done messages, those to leave on the queue (released, not deleted): they come back."""
     held_for_group: list[QueuedMessage] = field(default_factory=list)
-    """Of ``held_back``: the first job of each group at its limit, to hold in flight (`GroupBook.hold`)."""
+    """Of those waiting: the first job of each group at its limit, to hold in flight (`GroupBook.hold`)."""
 
     def merge(self, group: GroupOutcome) -> None:
         """Add one group's outcome."""
-        self.started += group.started
-        self.already_started += group.already_started
-        self.redriven += group.redriven
+        for outcome, messages in group.messages.items():
+            self.messages[outcome] += messages
         self.dead_letters += group.dead_letters
-        self.held_back += group.held_back
-        self.dropped += group.dropped
         self.attempted |= group.attempted
         self.stop_reason = self.stop_reason or group.stop_reason
 
@@ -146,7 +172,7 @@ class LaneStarts:
             self.latency.observe(self.clock() - began)
         except ExecutionExistsError:
             if state_machine.has_input(name, message.body):
-                outcome.already_started.append(message)
+                outcome.add(Outcome.ALREADY, [message])
                 logger.info("already started", extra={"execution": name, "message_id": message.message_id})
             else:
                 outcome.dead_letters.append(
@@ -159,7 +185,7 @@ class LaneStarts:
         except RejectedInputError as error:
             outcome.dead_letters.append(DeadLetter(message, str(error)))
             return
-        outcome.started.append(message)
+        outcome.add(Outcome.STARTED, [message])
         logger.info(
             "started",
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
@@ -182,7 +208,7 @@ class LaneStarts:
             self.clock(),
         )
         if decision.verdict is RedriveVerdict.DONE:
-            outcome.already_started.append(message)
+            outcome.add(Outcome.ALREADY, [message])
             logger.info("already redriven", extra={"execution": name, "message_id": message.message_id})
             return
         if decision.verdict is RedriveVerdict.WAIT:
@@ -199,8 +225,8 @@ class LaneStarts:
         except RejectedInputError as error:
             outcome.dead_letters.append(DeadLetter(message, str(error)))
             return
-        outcome.started.append(message)
-        outcome.redriven.append(message)
+        outcome.add(Outcome.STARTED, [message])
+        outcome.add(Outcome.REDRIVEN, [message])
         logger.info(
             "redriven",
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
@@ -294,9 +320,9 @@ class Starter:
         rest: list[tuple[MemberStarts, list[Start]]] = []
         for (lane, group), head in zip(groups, first, strict=False):
             lane.outcome.merge(head)
-            if head.held_back:
+            if head.waiting:
                 # The group's first start waits (or the wave stopped): so does the rest of it.
-                lane.outcome.held_back += [start.message for start in group[1:]]
+                lane.outcome.add(Outcome.WAITING, [start.message for start in group[1:]])
             elif len(group) > 1:
                 rest.append((lane, group[1:]))
         later = rest + groups[wave:]
@@ -319,7 +345,7 @@ class Starter:
         outcome = GroupOutcome()
         for index, start in enumerate(starts):
             if stop.is_set() or start.name not in lane.recorded:
-                outcome.held_back += [later.message for later in starts[index:]]
+                outcome.add(Outcome.WAITING, [later.message for later in starts[index:]])
                 break
             outcome.attempted.add(start.name)
             try:
@@ -327,13 +353,13 @@ class Starter:
             except NotYetError as error:
                 # Nothing was started: the record can go, and the group waits for a later tick.
                 outcome.attempted.discard(start.name)
-                outcome.held_back += [later.message for later in starts[index:]]
+                outcome.add(Outcome.WAITING, [later.message for later in starts[index:]])
                 logger.info("waiting", extra={"execution": start.name, "reason": str(error)})
                 break
             except TransientError as error:
                 stop.set()
                 outcome.stop_reason = str(error)
-                outcome.held_back += [later.message for later in starts[index:]]
+                outcome.add(Outcome.WAITING, [later.message for later in starts[index:]])
                 break
             except BaseException:
                 stop.set()

@@ -23,6 +23,9 @@ from dispatcher import handler
 from dispatcher.core.control import Control
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.executions import execution_arn
+from dispatcher.core.outcomes import GATE as GATE_KIND
+from dispatcher.core.outcomes import LANE as LANE_KIND
+from dispatcher.core.outcomes import total_keys
 from dispatcher.core.rerun import REDRIVE, RESTART
 from dispatcher.core.topology import DEFAULT
 from dispatcher.local.account import REGION, environment
@@ -408,6 +411,9 @@ class ScenarioRun:
         if report is None:
             self.outcome.crashes += 1
             return None
+        self.outcome.reported.update(
+            {key: report[key] for key in total_keys((LANE_KIND, GATE_KIND)) if key in report}
+        )
         counted = report.get("gates", {}).get(GATE, {}).get("inside")
         if inside is not None and counted is not None and counted < inside:
             self.outcome.violations.append(

@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dispatcher.core.outcomes import GATE, LANE, total_keys
+
 if TYPE_CHECKING:
     from dispatcher.local.stack import Stack
     from tests.faults.scenario import Scenario
@@ -52,6 +54,8 @@ class Outcome:
     """`SendTaskSuccess` calls refused (tokens used already, or closed)."""
     gate: dict[str, Any] | None = None
     """The gate's entry of ``LANES``, when the scenario had one."""
+    reported: Counter[str] = field(default_factory=Counter)
+    """What the ticks' return values said of their messages, by key (`dispatcher.core.outcomes`)."""
 
 
 @dataclass
@@ -112,6 +116,8 @@ class Tally:
     """With a lane and the gate in pool default, one of them counting by group."""
     long_jobs: int = 0
     largest_blind_wave: int = 0
+    reported: Counter[str] = field(default_factory=Counter)
+    """What the ticks' return values said of their messages, by key, added up."""
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -159,6 +165,7 @@ class Tally:
             self.gate_crashes += len(gate.crashes)
         self._add_tenants(outcome)
         self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
+        self.reported.update(outcome.reported)
         self.injected.update(outcome.injected)
         self.violations.extend(
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
@@ -179,12 +186,12 @@ class Tally:
 
     def as_dict(self) -> dict[str, Any]:
         """The tally as JSON-ready data (a pytest-xdist worker sends it to the controller)."""
-        return {**asdict(self), "injected": dict(self.injected)}
+        return {**asdict(self), "injected": dict(self.injected), "reported": dict(self.reported)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tally:
         """A tally sent by `as_dict`."""
-        return cls(**{**data, "injected": Counter(data["injected"])})
+        return cls(**{**data, "injected": Counter(data["injected"]), "reported": Counter(data["reported"])})
 
     def merge(self, other: Tally) -> None:
         """Fold in another tally (another worker's)."""
@@ -234,6 +241,7 @@ class Tally:
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
+        self.reported.update(other.reported)
         self.injected.update(other.injected)
         self.violations.extend(other.violations)
 
@@ -284,6 +292,8 @@ class Tally:
             f"    {'the gate with max_per_group':<44} {self.gate_tenants:>9,}",
             f"    {'a gate and a lane in pool default':<44} {self.mixed_tenants:>9,}",
             f"    {'jobs running 400 s (past every window)':<44} {self.long_jobs:>9,}",
+            f"  what the ticks said of their messages{'':<11} {sum(self.reported.values()):>9,}",
+            *(f"    {key:<44} {self.reported[key]:>9,}" for key in total_keys((LANE, GATE))),
             f"  faults injected{'':<33} {self.faults():>9,}",
             f"    {'process crashes':<44} {self.crashes:>9,}",
             f"    {'`dispatcher rerun` killed mid-way':<44} {self.rerun_crashes:>9,}",

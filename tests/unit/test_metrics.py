@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 
 from dispatcher import handler
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 from dispatcher.telemetry import metrics
-from dispatcher.tick.report import Counts, GateFigures, PoolFigures, StopReason, TenantFigures, TickReport
+from dispatcher.tick.report import GateFigures, PoolFigures, StopReason, TenantFigures, TickReport
 
+STARTED, REDRIVEN, ALREADY, REFUSED = Outcome.STARTED, Outcome.REDRIVEN, Outcome.ALREADY, Outcome.REFUSED
+DEAD, WAITING, FAILED = Outcome.DEAD_LETTERED, Outcome.WAITING, Outcome.DELETE_FAILED
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
 GATED = "arn:aws:states:us-east-1:123456789012:stateMachine:gated"
 
@@ -53,14 +56,9 @@ def _report() -> TickReport:
             "glue": PoolFigures(max_concurrency=3, running=2, free=1),
         },
     )
-    report.settle(
-        DEFAULT,
-        Counts(started=3, redriven=1, already_started=2, dead_lettered=1, released=5, delete_failures=1),
-    )
-    report.settle("urgent", Counts(started=4, dead_lettered=2, released=1))
-    report.settle(
-        "etl", Counts(admitted=2, already_inside=1, refused=3, dead_lettered=4, released=6, delete_failures=2)
-    )
+    report.settle(DEFAULT, Counts({STARTED: 3, REDRIVEN: 1, ALREADY: 2, DEAD: 1, WAITING: 5, FAILED: 1}))
+    report.settle("urgent", Counts({STARTED: 4, DEAD: 2, WAITING: 1}))
+    report.settle("etl", Counts({STARTED: 2, ALREADY: 1, REFUSED: 3, DEAD: 4, WAITING: 6, FAILED: 2}))
     report.tenants = TenantFigures(held=2, groups_at_limit=1, largest_group_share=0.25)
     return report
 
@@ -205,7 +203,7 @@ def test_the_return_value_of_lanes_gates_pools_and_tenants_holds_every_key_in_it
 def test_the_return_value_of_one_lane_keeps_the_contracts_keys_and_no_member_lists() -> None:
     """Without lanes or gates: the contract's totals only, no lanes, pools or gate keys."""
     report = TickReport(running=2, free=1, stopped=StopReason.DRAINED, lanes={DEFAULT: Counts()})
-    report.settle(DEFAULT, Counts(started=1))
+    report.settle(DEFAULT, Counts({STARTED: 1}))
     assert report.as_dict() == {
         "running": 2,
         "free": 1,
