@@ -17,11 +17,11 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.item_keys import INSIDE_KIND, inside_key, number, sort_key, stored_time
+from dispatcher.adapters.item_keys import INSIDE_KIND, number, sort_key, stored_time
 from dispatcher.adapters.table import INSIDE_RECORD_LIFETIME_SECONDS
-from dispatcher.core.counting import RecordedStart
-from dispatcher.core.gates import Confirmation
+from dispatcher.core.rosters import Confirmation, GateEntry, RosterEntry
 from dispatcher.core.tenants import Hold, held_key
+from dispatcher.core.topology import Member
 
 CONFIRMED_KIND = "confirmed"
 """A gate's item naming the admissions of one round that `SendTaskSuccess` took."""
@@ -34,34 +34,32 @@ def inside_partition(own: str, gate: str) -> str:
     return f"{INSIDE_KIND}#{gate}#{own}"
 
 
-def inside_item(own: str, record: RecordedStart) -> dict[str, Any]:
-    """A roster's record (of ``record.gate``: a gate's admission, a tenant lane's start), as one item.
+def inside_item(own: str, entry: RosterEntry) -> dict[str, Any]:
+    """A roster's entry (a gate's admission, with its token; a tenant lane's start), as one item.
 
-    The execution's place until it leaves.
+    The execution's place until it leaves. An item names its member (``gate``, for either kind)
+    and, for a lane's, the lane that started it.
     """
-    if record.gate is None:
-        raise ValueError(f"{record.name} is a start, not an admission (nor a start a roster keeps)")
     item: dict[str, Any] = {
-        "pk": {"S": inside_partition(own, record.gate)},
-        "sk": {"S": record.name},
+        "pk": {"S": inside_partition(own, entry.member)},
+        "sk": {"S": entry.name},
         "kind": {"S": INSIDE_KIND},
-        "gate": {"S": record.gate},
-        "recorded_at": number(record.recorded_at),
-        "expires_at": {"N": str(int(record.recorded_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
+        "gate": {"S": entry.member},
+        "recorded_at": number(entry.recorded_at),
+        "expires_at": {"N": str(int(entry.recorded_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
     }
-    if record.token is not None:
-        item["token"] = {"S": record.token}
-    if record.group is not None:
-        item["group"] = {"S": record.group}
-    if record.lane is not None:
-        item["lane"] = {"S": record.lane}
+    if isinstance(entry, GateEntry):
+        item["token"] = {"S": entry.token}
+    if entry.group is not None:
+        item["group"] = {"S": entry.group}
+    if not isinstance(entry, GateEntry):
+        item["lane"] = {"S": entry.member}
     return item
 
 
-def inside_item_key(own: str, record: RecordedStart) -> dict[str, Any]:
-    """The key of an admission's item."""
-    item = inside_item(own, record)
-    return {"pk": item["pk"], "sk": item["sk"]}
+def inside_item_key(own: str, entry: RosterEntry) -> dict[str, Any]:
+    """The key of an entry's item."""
+    return {"pk": {"S": inside_partition(own, entry.member)}, "sk": {"S": entry.name}}
 
 
 def confirmation_item(own: str, gate: str, names: Sequence[str], now: float) -> dict[str, Any]:
@@ -95,10 +93,10 @@ def held_item(own: str, member: str, hold: Hold) -> dict[str, Any]:
 
 
 def read_inside(
-    items: Iterable[Mapping[str, Any]], gate: str, state_machine_arn: str
-) -> tuple[list[RecordedStart], list[Confirmation], list[Hold]]:
-    """A member's roster as read: its records (a gate's executions inside, a lane's), confirmations, holds."""
-    records: list[RecordedStart] = []
+    items: Iterable[Mapping[str, Any]], member: Member
+) -> tuple[list[RosterEntry], list[Confirmation], list[Hold]]:
+    """A member's roster as read: its entries (a gate's admissions, with tokens), confirmations, holds."""
+    records: list[RosterEntry] = []
     confirmations: list[Confirmation] = []
     holds: list[Hold] = []
     for item in items:
@@ -121,16 +119,16 @@ def read_inside(
                 )
             )
         elif kind == INSIDE_KIND:
-            records.append(
-                RecordedStart(
-                    name=item["sk"]["S"],
-                    recorded_at=float(item["recorded_at"]["N"]),
-                    sort_key=inside_key(gate, item["sk"]["S"]),
-                    group=item.get("group", {}).get("S"),
-                    state_machine_arn=state_machine_arn,
-                    gate=gate,
-                    token=item.get("token", {}).get("S"),
-                    lane=item.get("lane", {}).get("S"),
-                )
-            )
+            fields = {
+                "member": member.name,
+                "name": item["sk"]["S"],
+                "recorded_at": float(item["recorded_at"]["N"]),
+                "state_machine_arn": member.state_machine_arn,
+                "group": item.get("group", {}).get("S"),
+            }
+            # A tenant lane's item names its lane; a gate's holds the token it was admitted with.
+            if "lane" in item:
+                records.append(RosterEntry(**fields))
+            else:
+                records.append(GateEntry(**fields, token=item.get("token", {}).get("S", "")))
     return records, confirmations, holds

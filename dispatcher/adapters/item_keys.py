@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dispatcher.core.counting import stored_time
+
+__all__ = ["INSIDE_KIND", "inside_key", "number", "sort_key", "stored_time"]
+
 INSIDE_KIND = "inside"
 """A gate's item of one execution inside it."""
 
@@ -9,11 +13,6 @@ INSIDE_KIND = "inside"
 def sort_key(written_at: float, name: str) -> str:
     """Sort key that orders records by time as strings (fixed width until year 2286)."""
     return f"{written_at:017.6f}#{name}"
-
-
-def stored_time(moment: float) -> float:
-    """A moment as DynamoDB stores it, so a record reads back equal."""
-    return float(f"{moment:.6f}")
 
 
 def number(value: float) -> dict[str, str]:

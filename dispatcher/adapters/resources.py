@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dispatcher.adapters.clients import Clients
 from dispatcher.adapters.lease import TickLease
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.rate import RateBucket
+from dispatcher.adapters.roster import RosterTable
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
-from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine, TaskTokens
 
 
@@ -30,9 +31,13 @@ class AwsResources:
         """A state machine; its starts go through the start client (one more attempt)."""
         return StateMachine(self._clients.stepfunctions, arn, start_client=self._clients.starts)
 
-    def state_table(self, state_machine_arn: str) -> StateTable:
-        """The state table's partition of one state machine."""
-        return StateTable(self._clients.dynamodb, self._table, state_machine_arn)
+    def ledger(self, state_machine_arn: str) -> StartLedgerTable:
+        """The state table's start ledger, keyed by one state machine."""
+        return StartLedgerTable(self._clients.dynamodb, self._table, state_machine_arn)
+
+    def roster(self, state_machine_arn: str) -> RosterTable:
+        """The state table's rosters, keyed by one state machine."""
+        return RosterTable(self._clients.dynamodb, self._table, state_machine_arn)
 
     def lease(self, key: str) -> TickLease:
         """The tick lease under ``key``."""

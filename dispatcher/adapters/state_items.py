@@ -1,6 +1,7 @@
 """The state table's items of recent starts and ends: how records are packed, keyed and read back.
 
-A gate's admissions are items of their own (`dispatcher.adapters.inside_items`).
+A member's roster (a gate's admissions, a tenant lane's starts) is items of its own
+(`dispatcher.adapters.inside_items`).
 
 Writes are packed, because DynamoDB bills a write unit per kilobyte *per item*: one
 item holds a batch of starts recorded together (up to 25), one the ends an invocation
@@ -34,10 +35,10 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.item_keys import INSIDE_KIND, inside_key, number, sort_key, stored_time
+from dispatcher.adapters.item_keys import number, sort_key, stored_time
 from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
 from dispatcher.core.batching import chunks
-from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
+from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow, latest_ends
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.rerun import Origin
 
@@ -70,69 +71,31 @@ def machine_suffix(state_machine_arn: str, own: str) -> str:
     return "#" + (name if prefix == own.rpartition(":stateMachine:")[0] else state_machine_arn)
 
 
-def records_of(starts: Sequence[StartsToRecord], now: float, own: str) -> list[list[RecordedStart]]:
-    """The records of starting these executions now, each member's apart, keys known before writing.
+def ledger_starts_of(requests: Sequence[LedgerRequest], now: float, own: str) -> list[list[LedgerStart]]:
+    """The ledger's starts of these executions now, each lane's apart, their keys known before writing.
 
-    ``own``: the state machine that keys the partition. A gate's admissions are keyed
-    by the gate and the execution (`inside_key`); a lane that counts by message group
-    has each start kept in its roster too, keyed the same way by the lane.
+    ``own``: the state machine that keys the partition.
     """
     now = stored_time(now)
-    # Unique to this write: a void names exactly the records it voids, never a later
-    # record of the same name at the same clock reading (a clock that stood still, or
-    # stepped back), which would then not count.
+    # Unique to this write: a void names exactly the starts it voids, never a later start
+    # of the same name at the same clock reading (a clock that stood still, or stepped
+    # back), which would then not count.
     write = uuid.uuid4().hex[:12]
     return [
         [
-            RecordedStart(
+            LedgerStart(
                 name=name,
                 recorded_at=now,
-                sort_key=(
-                    f"{sort_key(now, name)}#{write}{machine_suffix(lane.state_machine_arn, own)}"
-                    if lane.gate is None
-                    else inside_key(lane.gate, name)
-                ),
+                sort_key=f"{sort_key(now, name)}#{write}{machine_suffix(request.state_machine_arn, own)}",
                 group=group,
-                redrive_count=lane.redrives.get(name),
-                state_machine_arn=lane.state_machine_arn or own,
-                gate=lane.gate,
-                token=lane.tokens.get(name),
-                lane=lane.lane,
+                redrive_count=request.redrives.get(name),
+                state_machine_arn=request.state_machine_arn or own,
+                lane=request.lane,
             )
-            for name, group in lane.groups.items()
+            for name, group in request.groups.items()
         ]
-        + [
-            RecordedStart(
-                name=name,
-                recorded_at=now,
-                sort_key=inside_key(lane.lane, name),
-                group=group,
-                state_machine_arn=lane.state_machine_arn or own,
-                gate=lane.lane,
-                lane=lane.lane,
-            )
-            for name, group in lane.groups.items()
-            if lane.roster and lane.lane is not None
-        ]
-        for lane in starts
+        for request in requests
     ]
-
-
-def record_key(item: Mapping[str, Any]) -> str:
-    """The `RecordedStart.sort_key` of the record an item holds (its first, for a batch of starts)."""
-    if item.get("kind", {}).get("S") == INSIDE_KIND:
-        return inside_key(item["gate"]["S"], item["sk"]["S"])
-    return str(item["sk"]["S"])
-
-
-def recorded_starts(
-    groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None, own: str = ""
-) -> list[RecordedStart]:
-    """The records of starting executions of the key's state machine (name → message group) now.
-
-    ``redrives``: name → redriveCount before, for the executions redriven rather than started.
-    """
-    return records_of([StartsToRecord(own, groups, redrives or {})], now, own)[0]
 
 
 def _machines(arns: Sequence[str], own: str) -> dict[str, Any]:
@@ -155,7 +118,7 @@ def _machine_of(item: Mapping[str, Any], count: int, own: str) -> list[str]:
     return [machines[int(value["N"])] for value in item["machine_of"]["L"]]
 
 
-def starts_item(partition_key: str, records: Sequence[RecordedStart], own: str = "") -> dict[str, Any]:
+def starts_item(partition_key: str, records: Sequence[LedgerStart], own: str = "") -> dict[str, Any]:
     """Starts recorded together (one moment, one write, distinct keys), as one item of the table."""
     first = records[0]
     item: dict[str, Any] = {
@@ -177,7 +140,7 @@ def starts_item(partition_key: str, records: Sequence[RecordedStart], own: str =
     return item | _machines([record.state_machine_arn for record in records], own) | _lanes(records)
 
 
-def _lanes(records: Sequence[RecordedStart]) -> dict[str, Any]:
+def _lanes(records: Sequence[LedgerStart]) -> dict[str, Any]:
     """Which lane started each record: ``lane`` when one lane did all, else ``lanes`` and ``lane_of``.
 
     A round's item mostly holds one lane's starts: its name once costs a few bytes.
@@ -220,7 +183,7 @@ def ends_item(
     }
 
 
-def void_item(partition_key: str, records: Sequence[RecordedStart], now: float) -> dict[str, Any]:
+def void_item(partition_key: str, records: Sequence[LedgerStart], now: float) -> dict[str, Any]:
     """The starts that stopped counting (ended, superseded, never started), as one item of the table."""
     now = stored_time(max(now, *(record.recorded_at for record in records)))
     return {
@@ -233,7 +196,7 @@ def void_item(partition_key: str, records: Sequence[RecordedStart], now: float) 
     }
 
 
-def _packed_starts(item: Mapping[str, Any], own: str) -> list[RecordedStart]:
+def _packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
     recorded_at = float(item["recorded_at"]["N"])
     redrives = item.get("redrive_counts", {}).get("M", {})
     write = item.get("write", {}).get("S")
@@ -249,7 +212,7 @@ def _packed_starts(item: Mapping[str, Any], own: str) -> list[RecordedStart]:
     ):
         name = name_value["S"]
         records.append(
-            RecordedStart(
+            LedgerStart(
                 name=name,
                 recorded_at=recorded_at,
                 sort_key=sort_key(recorded_at, name) + suffix + machine_suffix(machine, own),
@@ -262,9 +225,9 @@ def _packed_starts(item: Mapping[str, Any], own: str) -> list[RecordedStart]:
     return records
 
 
-def _single_start(item: Mapping[str, Any], own: str) -> RecordedStart:
+def _single_start(item: Mapping[str, Any], own: str) -> LedgerStart:
     """An older release's item of one start."""
-    return RecordedStart(
+    return LedgerStart(
         name=item["name"]["S"],
         recorded_at=float(item["recorded_at"]["N"]),
         sort_key=item["sk"]["S"],
@@ -279,7 +242,7 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
 
     ``own``: the state machine that keys the partition (whose the records are that name none).
     """
-    starts: list[RecordedStart] = []
+    starts: list[LedgerStart] = []
     ended: list[EndedExecution] = []
     void: set[str] = set()
     for item in items:
@@ -335,9 +298,9 @@ def item_origins(item: Mapping[str, Any], state_machine_arn: str, own: str) -> d
     return {name: Origin(group, None)}
 
 
-def start_packs(records: Sequence[RecordedStart]) -> list[list[RecordedStart]]:
+def start_packs(records: Sequence[LedgerStart]) -> list[list[LedgerStart]]:
     """Records in the items that hold them: one per moment recorded and write, 25 at most, in order."""
-    packs: dict[tuple[float, str], list[RecordedStart]] = {}
+    packs: dict[tuple[float, str], list[LedgerStart]] = {}
     for record in records:
         write = record.sort_key.split("#")[2:3]  # none in a key made elsewhere (a test's)
         packs.setdefault((record.recorded_at, "".join(write)), []).append(record)

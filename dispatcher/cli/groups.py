@@ -14,12 +14,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TextIO
 
-from dispatcher.adapters.state_table import StateTable
+from dispatcher.adapters.roster import RosterTable
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.members import chosen_member
 from dispatcher.cli.output import table
 from dispatcher.core.control import steer
-from dispatcher.core.tenants import group_counts
+from dispatcher.core.rosters import group_counts
 from dispatcher.core.topology import Member, Topology
 
 
@@ -51,13 +51,13 @@ def read_groups(aws: Aws, resources: Resources, chosen: tuple[str, str] | None) 
     read = None if control is None else control.read()
     environment_max = resources.max_concurrency or 0  # MAX doesn't matter here
     topology = steer(resources.topology(environment_max), read, resources.control_parameter)
-    state_table = StateTable(
+    rosters = RosterTable(
         aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
     )
     rows: list[GroupRow] = []
     for member in members_with_groups(topology, chosen):
-        roster = state_table.inside(member.name, member.state_machine_arn)
-        running = group_counts(roster.records)
+        roster = rosters.read(member)
+        running = group_counts(roster.entries)
         held = Counter(hold.group for hold in roster.held)
         rows += [
             GroupRow(member.name, group, running.get(group, 0), held.get(group, 0))

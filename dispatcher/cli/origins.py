@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dispatcher.adapters.state_table import StateTable
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.errors import DispatcherError
 from dispatcher.core.executions import state_machine_of
@@ -84,7 +84,7 @@ def read_origins(
     found: dict[str, Origin] = {}
     for machine, items in by_machine.items():
         # Every lane's records are under the default lane's state machine.
-        table = StateTable(
+        table = StartLedgerTable(
             aws.client("dynamodb"), resources.state_table, resources.state_machine_arn or machine
         )
         try:

@@ -14,8 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
+from dispatcher.adapters.roster import RosterTable
 from dispatcher.adapters.sqs import queue_depth
-from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, seconds
 from dispatcher.cli.config import Aws, Resources, control_parameter
@@ -154,14 +154,14 @@ def _gates(aws: Aws, resources: Resources, topology: Topology) -> list[GateStatu
     """Each gate: who is inside (its admissions in the state table), who waits (its queue), dead letters."""
     if not topology.gates:
         return []
-    table = StateTable(
+    table = RosterTable(
         aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
     )
     return [_gate(aws, table, gate, topology) for gate in topology.gates]
 
 
-def _gate(aws: Aws, table: StateTable, gate: Gate, topology: Topology) -> GateStatus:
-    inside = len(table.inside(gate.name, gate.state_machine_arn).records)
+def _gate(aws: Aws, table: RosterTable, gate: Gate, topology: Topology) -> GateStatus:
+    inside = len(table.read(gate).entries)
     queue = queue_depth(aws.client("sqs"), gate.queue_url)
     dead_letters = queue_depth(aws.client("sqs"), gate.dead_letter_queue_url)
     return GateStatus(

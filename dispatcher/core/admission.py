@@ -18,14 +18,12 @@ from dispatcher.core.messages import (
 
 @dataclass(frozen=True)
 class Start:
-    """Start an execution with this name and the message body as input."""
+    """Start an execution with this name and the message body as input (a gate's: `Enter`)."""
 
     message: QueuedMessage
     name: str
     redrive_count: int | None = None
     """Set when the message asks to redrive execution ``name`` instead (its expected ``redriveCount``)."""
-    token: str | None = None
-    """Set for a gate's request: admit execution ``name`` with this task token (`SendTaskSuccess`)."""
 
     @property
     def redrive(self) -> bool:

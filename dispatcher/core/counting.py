@@ -28,61 +28,37 @@ age only once a listing read this long after it is in use (`review_from`): a lis
 for a while doesn't shorten the margin."""
 
 
-class RecordedStart(BaseModel):
-    """A start the dispatcher recorded in the state table just before `StartExecution`."""
+class LedgerStart(BaseModel):
+    """A start the dispatcher recorded in its ledger just before `StartExecution` (or `RedriveExecution`)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     recorded_at: float
     sort_key: str
+    state_machine_arn: str = Field(
+        default="", description="Whose execution it is (empty: the state machine that keys the records)."
+    )
     group: str | None = Field(default=None, description="The job's message group (for a restart).")
     redrive_count: int | None = Field(
         default=None, description="For a redrive: the execution's redriveCount before it (None for a start)."
     )
-    state_machine_arn: str = Field(
-        default="", description="Whose execution it is (empty: the state machine that keys the records)."
-    )
-    gate: str | None = Field(
-        default=None,
-        description=(
-            "The member whose roster holds it: for an admission, the gate; for a start of a lane that"
-            " counts by message group, the lane (None: a start of the window)."
-        ),
-    )
-    token: str | None = Field(
-        default=None, description="For an admission: a digest of the task token it was admitted with."
-    )
     lane: str | None = Field(
-        default=None,
-        description="The lane that started it, where a re-run goes (None: not recorded, or a gate's).",
-    )
-    confirmed: bool = Field(
-        default=False,
-        description=(
-            "For an admission: `SendTaskSuccess` was seen to take it before its request was deleted."
-            " An unconfirmed one may have its request back on the gate's queue."
-        ),
+        default=None, description="The lane that started it, where a re-run goes (None: not recorded)."
     )
 
 
 @dataclass(frozen=True)
-class StartsToRecord:
-    """One member's starts of a round, to record before they happen (a gate's admissions, with ``gate``)."""
+class LedgerRequest:
+    """One lane's starts of a round, to record in the ledger before they happen."""
 
     state_machine_arn: str
     groups: Mapping[str, str]
     """Execution name → its message group."""
     redrives: Mapping[str, int] = field(default_factory=dict)
     """Name → redriveCount before, for the executions redriven rather than started."""
-    gate: str | None = None
-    """The gate these are admissions into (None: a lane's starts)."""
-    tokens: Mapping[str, str] = field(default_factory=dict)
-    """For a gate: name → the digest of the task token it is admitted with."""
     lane: str | None = None
-    """The lane that starts these (a re-run of one goes back to it; None for a gate)."""
-    roster: bool = False
-    """A lane's starts that its roster keeps too, until each ends (the lane counts by message group)."""
+    """The lane that starts these (a re-run of one goes back to it)."""
 
 
 class StateWindow(BaseModel):
@@ -90,7 +66,7 @@ class StateWindow(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    starts: tuple[RecordedStart, ...] = ()
+    starts: tuple[LedgerStart, ...] = ()
     """The starts that still count (a void written for one leaves it out)."""
     ended: tuple[EndedExecution, ...] = ()
     void: frozenset[str] = frozenset()
@@ -113,7 +89,7 @@ class KnownWindow:
 
     read_at: float
     """The clock just before the latest read."""
-    starts: dict[str, RecordedStart] = field(default_factory=dict)
+    starts: dict[str, LedgerStart] = field(default_factory=dict)
     """Sort key → the record."""
     ends: dict[EndedExecution, float] = field(default_factory=dict)
     """An end → when it was first read."""
@@ -132,7 +108,7 @@ class KnownWindow:
         for end in window.ended:
             self.ends.setdefault(end, read_at)
 
-    def drop(self, records: Iterable[RecordedStart]) -> None:
+    def drop(self, records: Iterable[LedgerStart]) -> None:
         """Records that stopped counting (their void is written)."""
         for record in records:
             self.starts.pop(record.sort_key, None)
@@ -150,7 +126,7 @@ class KnownWindow:
             del self.starts[key]
         for end in [end for end, seen in self.ends.items() if seen < since]:
             del self.ends[end]
-        starts: dict[str, list[RecordedStart]] = {arn: [] for arn in oldest}
+        starts: dict[str, list[LedgerStart]] = {arn: [] for arn in oldest}
         ended: dict[str, list[EndedExecution]] = {arn: [] for arn in oldest}
         for record in self.starts.values():
             arn = record.state_machine_arn
@@ -180,6 +156,11 @@ class RunningListing(BaseModel):
             " else startDate (epoch seconds)."
         ),
     )
+
+
+def stored_time(moment: float) -> float:
+    """A moment as the state table stores it (to the microsecond), so a record reads back equal."""
+    return float(f"{moment:.6f}")
 
 
 def review_from(now: float, listed_at: float | None) -> float:
@@ -223,9 +204,9 @@ class RunningCount:
 
     running: int
     """Listed executions that still run, plus recorded starts that count without a check."""
-    to_check: tuple[RecordedStart, ...] = ()
+    to_check: tuple[LedgerStart, ...] = ()
     """Recorded starts the list doesn't show: `DescribeExecution` tells whether each still runs."""
-    resolved: tuple[RecordedStart, ...] = ()
+    resolved: tuple[LedgerStart, ...] = ()
     """Records that no longer count: too old to matter, superseded, or ended by an event.
     They need no write: the next tick's window read settles them the same way (an end
     and a newer record are written after the record they settle, so they stay in the
@@ -262,7 +243,7 @@ def counted_names(executions: Mapping[str, float | None], ends: Mapping[str, flo
 def plan_count(
     listing: RunningListing,
     ends: Mapping[str, float],
-    recorded: Iterable[RecordedStart],
+    recorded: Iterable[LedgerStart],
     max_concurrency: int,
     now: float,
 ) -> RunningCount:
@@ -287,8 +268,8 @@ def plan_count(
         return RunningCount(len(listed))
     if not listing.complete:
         return RunningCount(max_concurrency)
-    newest: dict[str, RecordedStart] = {}
-    resolved: list[RecordedStart] = []
+    newest: dict[str, LedgerStart] = {}
+    resolved: list[LedgerStart] = []
     oldest = review_from(now, listing.listed_at)
     for record in sorted(recorded, key=lambda record: record.recorded_at, reverse=True):
         if record.name in newest or record.recorded_at < oldest:
@@ -296,7 +277,7 @@ def plan_count(
         else:
             newest[record.name] = record
     unlisted = 0
-    to_check: list[RecordedStart] = []
+    to_check: list[LedgerStart] = []
     for name, record in newest.items():
         stopped_at = ends.get(name)
         if name in listed:
@@ -311,7 +292,7 @@ def plan_count(
 
 
 def still_counts(
-    status: str | None, record: RecordedStart, now: float, redrive_count: int | None = None
+    status: str | None, record: LedgerStart, now: float, redrive_count: int | None = None
 ) -> bool:
     """Whether a recorded start the list doesn't show holds a slot.
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatcher.core.admission import Admission, DeadLetter, GroupOrder, Plan, Start, admit, plan_message
-from dispatcher.core.counting import RecordedStart
 from dispatcher.core.messages import QueuedMessage
 
 HOLD_SECONDS = 4 * 3600
@@ -63,11 +62,6 @@ class Hold:
 def held_key(group: str) -> str:
     """A held job's key in its member's roster (``~`` sorts after every execution name)."""
     return f"~held#{group}"
-
-
-def group_counts(records: Iterable[RecordedStart]) -> Counter[str]:
-    """Each message group's executions in a roster (a record without a group counts for none)."""
-    return Counter(record.group for record in records if record.group is not None)
 
 
 def due_to_show(holds: Iterable[Hold], running: Mapping[str, int], share: Share) -> list[Hold]:

@@ -24,7 +24,7 @@ from typing import Protocol
 from dispatcher.core.counting import (
     LIST_PAGE_SIZE,
     KnownWindow,
-    RecordedStart,
+    LedgerStart,
     RunningListing,
     StateWindow,
     latest_ends,
@@ -37,7 +37,7 @@ from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.telemetry import logger
-from dispatcher.tick.ports import Executions, StateStore
+from dispatcher.tick.ports import Executions, StartLedger
 from dispatcher.tick.warm import WarmState
 
 
@@ -48,7 +48,7 @@ class Records:
     only the window's newest records.
     """
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StartLedger) -> None:
         self._store = store
         self._holding = False
         self._known: KnownWindow | None = None
@@ -98,9 +98,9 @@ class Records:
         known.add(window, now)
         return known.views(oldest)
 
-    def forget(self, records: Sequence[RecordedStart], now: float) -> None:
-        """Void records that no longer count (best effort: see `StateStore.forget`)."""
-        self._store.forget(records, now)
+    def void(self, records: Sequence[LedgerStart], now: float) -> None:
+        """Void starts that no longer count (best effort: see `StartLedger.void`)."""
+        self._store.void(records, now)
         if self._known is not None:
             self._known.drop(records)
 
@@ -183,7 +183,7 @@ class Counter:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
         running, settled = self._settle(planned.to_check, planned.running, now, listing.listed_at)
         if settled:
-            self._records.forget(settled, now)
+            self._records.void(settled, now)
         return Count(running, oldest)
 
     def _read_listing(
@@ -201,8 +201,8 @@ class Counter:
         return listing
 
     def _settle(
-        self, to_check: Sequence[RecordedStart], running: int, now: float, listed_at: float
-    ) -> tuple[int, list[RecordedStart]]:
+        self, to_check: Sequence[LedgerStart], running: int, now: float, listed_at: float
+    ) -> tuple[int, list[LedgerStart]]:
         """RUNNING with the recorded starts to check, oldest first, until MAX; those that ended.
 
         Each check is a `DescribeExecution` within its pace. Those left unchecked by the
@@ -214,7 +214,7 @@ class Counter:
         it has it checked again.
         """
         pace = self._warm.paces_for(self._state_machine.arn).describe
-        settled: list[RecordedStart] = []
+        settled: list[LedgerStart] = []
         for index, record in enumerate(to_check):
             if running >= self.max_concurrency:
                 break

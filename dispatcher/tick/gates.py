@@ -18,31 +18,38 @@ from dataclasses import dataclass, field
 
 from dispatcher.core.admission import Admission, Start, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT
-from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow, latest_ends
+from dispatcher.core.counting import StateWindow, latest_ends
 from dispatcher.core.errors import ConfigurationError, TokenRefusedError, TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.gates import (
+    Enter,
     admission_output,
-    due_checks,
-    oldest_inside_seconds,
+    entering,
     once_a_round,
-    plan_inside,
     plan_request,
-    still_inside,
     token_digest,
 )
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
+from dispatcher.core.rosters import (
+    GateEntry,
+    RosterEntry,
+    admissions,
+    due_checks,
+    oldest_inside_seconds,
+    plan_inside,
+    still_inside,
+)
 from dispatcher.core.tenants import Hold, admit_shared
+from dispatcher.core.topology import Gate
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Records
 from dispatcher.tick.groups import GroupBook, reconciled
 from dispatcher.tick.ports import GatePorts, Roster, StartThreads, TaskTokens
 from dispatcher.tick.report import GateFigures
 from dispatcher.tick.round import MemberRound, Prepared
-from dispatcher.tick.starts import GroupOutcome, RoundOutcome
+from dispatcher.tick.starts import GroupOutcome, Recording, RoundOutcome
 from dispatcher.tick.warm import WarmState
 
 PROBE_SECONDS = 10.0
@@ -57,19 +64,20 @@ class GateCounter:
 
     def __init__(
         self,
+        gate: Gate,
         ports: GatePorts,
-        records: Records,
         roster: Roster,
         warm: WarmState,
         clock: Callable[[], float],
     ) -> None:
+        self.gate = gate
+        """The gate (its live limits are the topology's: this is who it is)."""
         self._ports = ports
-        self._records = records
         self._roster = roster
         self._warm = warm
         self._clock = clock
         self.state_machine_arn = ports.state_machine.arn
-        self.inside: dict[str, RecordedStart] = {}
+        self.inside: dict[str, GateEntry] = {}
         """Execution name → its admission, as of this tick's count and the rounds since."""
         self.holds: dict[str, Hold] = {}
         """Group → its request held for the gate's limit per group, as of this tick's count."""
@@ -96,8 +104,8 @@ class GateCounter:
         ``window``: its state machine's, as `Records.windows` read it a moment before (its ends).
         """
         now = self._clock()
-        read = self._roster.inside(self.name, self.state_machine_arn)
-        planned = plan_inside(read.records, latest_ends([*window.ended, *ended]))
+        read = self._roster.read(self.gate)
+        planned = plan_inside(admissions(read.entries), latest_ends([*window.ended, *ended]))
         left = list(planned.ended) + self._reconciled(planned.inside, now)
         gone = {record.name for record in left}
         left += self._checked_out([record for record in planned.inside if record.name not in gone], now)
@@ -105,15 +113,15 @@ class GateCounter:
         inside = [record for record in planned.inside if record.name not in gone]
         if left:
             logger.info("left the gate", extra={"gate": self.name, "executions": [r.name for r in left]})
-            self._records.forget(left, now)
+            self._roster.leave(left)
         if read.stale:
-            self._roster.tidy(self.name, read.stale)
+            self._roster.tidy(self.gate, read.stale)
         self.inside = {record.name: record for record in inside}
         self.holds = {hold.group: hold for hold in read.held}
         return GateFigures(inside=len(inside), oldest_inside_seconds=oldest_inside_seconds(inside, now))
 
     @property
-    def pending(self) -> list[RecordedStart]:
+    def pending(self) -> list[GateEntry]:
         """Admissions recorded but not confirmed: their requests may be back on the queue."""
         return [record for record in self.inside.values() if not record.confirmed]
 
@@ -132,17 +140,17 @@ class GateCounter:
     def confirm(self, names: Sequence[str]) -> None:
         """Note that `SendTaskSuccess` took these admissions (raises when it can't be written)."""
         now = self._clock()
-        self._roster.confirm(self.name, names, now)
+        self._roster.confirm(self.gate, names, now)
         for name in names:
             record = self.inside.get(name)
             if record is not None:
                 self.inside[name] = record.model_copy(update={"confirmed": True})
 
-    def _reconciled(self, inside: Sequence[RecordedStart], now: float) -> list[RecordedStart]:
+    def _reconciled(self, inside: Sequence[GateEntry], now: float) -> list[GateEntry]:
         """The executions inside that a whole listing of RUNNING, read now, shows ended (`reconciled`)."""
         return reconciled(self.name, self._ports.state_machine, self._warm, inside, now)
 
-    def _checked_out(self, inside: Sequence[RecordedStart], now: float) -> list[RecordedStart]:
+    def _checked_out(self, inside: Sequence[GateEntry], now: float) -> list[GateEntry]:
         """The executions inside long enough for a check that `DescribeExecution` says ended, longest first.
 
         Within the tick's pace of that API; what it leaves unchecked keeps its place and is
@@ -155,7 +163,7 @@ class GateCounter:
             for record in inside
         }
         pace = self._warm.paces_for(machine).describe
-        left: list[RecordedStart] = []
+        left: list[GateEntry] = []
         for record in due_checks(inside, checked, now):
             if not pace.take(now, 1):
                 break
@@ -227,7 +235,7 @@ class GateRound(MemberRound):
             tokens=self._gate.tokens,
             counter=self._counter,
             warm=self._warm,
-            starts=part.admission.starts,
+            starts=entering(part.admission.starts),
             outcome=part.outcome,
             clock=clock,
         )
@@ -264,44 +272,57 @@ class GateStarts:
     tokens: TaskTokens
     counter: GateCounter
     warm: WarmState
-    starts: Sequence[Start]
+    starts: Sequence[Enter]
     outcome: RoundOutcome
     clock: Callable[[], float]
     recorded: set[str] = field(default_factory=set)
     """Names whose admission is recorded: only these are admitted."""
     to_confirm: list[tuple[str, QueuedMessage]] = field(default_factory=list)
     """Admissions `SendTaskSuccess` took (or that keep their place), with their requests."""
-    before: dict[str, RecordedStart] = field(default_factory=dict)
+    before: dict[str, GateEntry] = field(default_factory=dict)
     """Who was inside before this round: what its decisions go by."""
+    requests: dict[str, Enter] = field(default_factory=dict)
+    """Execution name → its request this round (one a round: `once_a_round`)."""
 
     def __post_init__(self) -> None:
         self.before = dict(self.counter.inside)
+        self.requests = {start.name: start for start in self.starts}
+
+    def _token(self, start: Start) -> str:
+        return self.requests[start.name].token
 
     def _digest(self, start: Start) -> str:
-        return token_digest(start.token or "")
+        return token_digest(self._token(start))
 
-    def _prior(self, start: Start) -> RecordedStart | None:
+    def _prior(self, start: Start) -> GateEntry | None:
         """Its admission recorded before this round with the same token, if there is one."""
         prior = self.before.get(start.name)
         return prior if prior is not None and prior.token == self._digest(start) else None
 
-    def to_record(self, taken: set[tuple[str, str]]) -> StartsToRecord:
-        """An admission record for each request, unless the same token's is there already.
+    def to_record(self, taken: set[tuple[str, str]], now: float) -> Recording:
+        """An admission entry for each request, unless the same token's is there already.
 
         An execution inside with another token entered again (it left without a release
         that reached the dispatcher): its record is written anew, so a late release of its
         earlier entry frees nothing. One inside with the same token may have been admitted
         by a tick that died before deleting the request: its record stays as it is.
         """
-        groups: dict[str, str] = {}
-        tokens: dict[str, str] = {}
+        entries: list[RosterEntry] = []
         for start in self.starts:
             if self._prior(start) is not None:
                 self.recorded.add(start.name)
                 continue
-            groups[start.name] = start.message.group_id
-            tokens[start.name] = self._digest(start)
-        return StartsToRecord(self.counter.state_machine_arn, groups, gate=self.gate, tokens=tokens)
+            entries.append(
+                GateEntry(
+                    member=self.gate,
+                    name=start.name,
+                    recorded_at=now,
+                    state_machine_arn=self.counter.state_machine_arn,
+                    group=start.message.group_id,
+                    token=self._digest(start),
+                )
+            )
+        return Recording(entries=entries)
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
         """Admit one execution: `SendTaskSuccess` with its token, unless it is known inside with it.
@@ -319,12 +340,13 @@ class GateStarts:
             logger.info("already inside", extra={"gate": self.gate, "execution": name})
             return
         # Recorded now, it holds its place from here: a call that fails may have taken the token.
-        record = next((record for record in self.outcome.recorded if record.name == name), prior)
+        entered = [entry for entry in admissions(self.outcome.entered) if entry.name == name]
+        record = entered[0] if entered else prior
         if record is not None:
             self.counter.inside[name] = record
         now = self.clock()
         try:
-            self.tokens.succeed(start.token or "", admission_output(self.gate, now))
+            self.tokens.succeed(self._token(start), admission_output(self.gate, now))
         except TokenRefusedError as error:
             self._refused(start, outcome, error)
             return

@@ -19,17 +19,24 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dispatcher.core.counting import LIST_PAGE_SIZE, RecordedStart, RunningListing, StateWindow, latest_ends
+from dispatcher.core.counting import LIST_PAGE_SIZE, RunningListing, StateWindow, latest_ends
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
-from dispatcher.core.gates import RECONCILE_MAX_AGE_SECONDS, RECONCILE_SECONDS, absent_from, plan_inside
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
-from dispatcher.core.tenants import HOLD_SECONDS, Hold, Share, due_to_show, group_counts, held_key
-from dispatcher.core.topology import Topology
+from dispatcher.core.rosters import (
+    RECONCILE_MAX_AGE_SECONDS,
+    RECONCILE_SECONDS,
+    Entry,
+    RosterEntry,
+    absent_from,
+    group_counts,
+    plan_inside,
+)
+from dispatcher.core.tenants import HOLD_SECONDS, Hold, Share, due_to_show, held_key
+from dispatcher.core.topology import Lane, Member, Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Records
 from dispatcher.tick.ports import Executions, JobQueue, Ports, Roster
 from dispatcher.tick.warm import Reconciliation, WarmState
 
@@ -38,11 +45,11 @@ def reconciled(  # noqa: PLR0913 — each is one input of the reconciliation
     member: str,
     executions: Executions,
     warm: WarmState,
-    inside: Sequence[RecordedStart],
+    inside: Sequence[Entry],
     now: float,
     *,
     listing: RunningListing | None = None,
-) -> list[RecordedStart]:
+) -> list[Entry]:
     """The records of a roster that a whole listing of RUNNING, read now, shows ended.
 
     ``listing``: a whole listing read since the roster's last reconciliation, if the
@@ -82,7 +89,7 @@ def reconciled(  # noqa: PLR0913 — each is one input of the reconciliation
 class GroupBook:
     """One member's message groups in one tick: how many each holds, and its held jobs."""
 
-    member: str
+    member: Member
     share: Share
     running: Counter[str]
     """Group → its executions holding the member's places (this tick's starts added)."""
@@ -125,13 +132,16 @@ class GroupBook:
         try:
             queue.release(messages)
         except TransientError as error:
-            logger.warning("could not show held jobs", extra={"member": self.member, "reason": str(error)})
+            logger.warning(
+                "could not show held jobs", extra={"member": self.member.name, "reason": str(error)}
+            )
             return 0
         for hold in due:
             del self.holds[hold.group]
         self.roster.tidy(self.member, [held_key(hold.group) for hold in due])
         logger.info(
-            "held jobs shown again", extra={"member": self.member, "groups": [hold.group for hold in due]}
+            "held jobs shown again",
+            extra={"member": self.member.name, "groups": [hold.group for hold in due]},
         )
         return len(due)
 
@@ -151,7 +161,9 @@ class GroupBook:
         try:
             self.roster.hold(self.member, holds)
         except TransientError as error:
-            logger.warning("could not note held jobs", extra={"member": self.member, "reason": str(error)})
+            logger.warning(
+                "could not note held jobs", extra={"member": self.member.name, "reason": str(error)}
+            )
             return list(messages)
         failed = queue.release(messages, visibility_seconds=HOLD_SECONDS)
         failed_ids = {message.message_id for message in failed}
@@ -160,7 +172,7 @@ class GroupBook:
                 self.holds[hold.group] = hold
         logger.info(
             "jobs held for their group's limit",
-            extra={"member": self.member, "groups": [hold.group for hold in holds]},
+            extra={"member": self.member.name, "groups": [hold.group for hold in holds]},
         )
         return list(failed)
 
@@ -168,18 +180,16 @@ class GroupBook:
 class LaneRoster:
     """A tenant lane's roster in a tick: its executions still running, by message group."""
 
-    def __init__(  # noqa: PLR0913, PLR0917 — each is one input of the roster's count
+    def __init__(
         self,
-        lane: str,
+        lane: Lane,
         executions: Executions,
-        records: Records,
         roster: Roster,
         warm: WarmState,
         clock: Callable[[], float],
     ) -> None:
         self._lane = lane
         self._executions = executions
-        self._records = records
         self._roster = roster
         self._warm = warm
         self._clock = clock
@@ -190,27 +200,22 @@ class LaneRoster:
         ``window``: its state machine's, as the tick's count read it (its ends).
         """
         now = self._clock()
-        read = self._roster.inside(self._lane, self._executions.arn)
-        planned = plan_inside(read.records, latest_ends([*window.ended, *ended]))
+        read = self._roster.read(self._lane)
+        planned = plan_inside(read.entries, latest_ends([*window.ended, *ended]))
         listing = self._warm.listing(self._executions.arn, now, LISTING_MAX_AGE_SECONDS)
         left = list(planned.ended) + reconciled(
-            self._lane, self._executions, self._warm, planned.inside, now, listing=listing
+            self._lane.name, self._executions, self._warm, planned.inside, now, listing=listing
         )
         if left:
             logger.info(
                 "ended: left the lane's roster",
-                extra={"lane": self._lane, "executions": [r.name for r in left]},
+                extra={"lane": self._lane.name, "executions": [r.name for r in left]},
             )
-            self._records.forget(left, now)
+            self._roster.leave(left)
         gone = {record.name for record in left}
         running = group_counts(record for record in planned.inside if record.name not in gone)
         return GroupBook(
-            self._lane,
-            share,
-            running,
-            {hold.group: hold for hold in read.held},
-            self._roster,
-            self._clock,
+            self._lane, share, running, {hold.group: hold for hold in read.held}, self._roster, self._clock
         )
 
 
@@ -225,9 +230,8 @@ def books_total(books: Mapping[str, GroupBook]) -> tuple[int, int, float | None]
 class Tenants:
     """Every tenant member's `GroupBook`, read again each tick: its lanes' rosters, its gates' admissions."""
 
-    def __init__(self, ports: Ports, records: Records, warm: WarmState, clock: Callable[[], float]) -> None:
+    def __init__(self, ports: Ports, warm: WarmState, clock: Callable[[], float]) -> None:
         self._ports = ports
-        self._records = records
         self._warm = warm
         self._clock = clock
         self._rosters: dict[str, LaneRoster] = {}
@@ -240,7 +244,7 @@ class Tenants:
         pools: Iterable[str],
         windows: Mapping[str, StateWindow],
         ends: Mapping[str, Sequence[EndedExecution]],
-        gates: Mapping[str, tuple[Iterable[RecordedStart], Mapping[str, Hold]]],
+        gates: Mapping[str, tuple[Iterable[RosterEntry], Mapping[str, Hold]]],
     ) -> None:
         """Each tenant member's groups now, and its held jobs whose group dropped below its limit shown again.
 
@@ -255,14 +259,7 @@ class Tenants:
             ports = next(each for each in self._ports.lanes if each.name == lane.name)
             roster = self._rosters.setdefault(
                 lane.name,
-                LaneRoster(
-                    lane.name,
-                    ports.state_machine,
-                    self._records,
-                    self._ports.state_table,
-                    self._warm,
-                    self._clock,
-                ),
+                LaneRoster(lane, ports.state_machine, self._ports.roster, self._warm, self._clock),
             )
             arn = lane.state_machine_arn
             self.books[lane.name] = roster.book(
@@ -274,11 +271,11 @@ class Tenants:
                 continue
             inside, holds = gates[gate.name]
             self.books[gate.name] = GroupBook(
-                gate.name,
+                gate,
                 Share(gate.max_per_group),
                 group_counts(inside),
                 dict(holds),
-                self._ports.state_table,
+                self._ports.roster,
                 self._clock,
             )
             queues[gate.name] = next(each.queue for each in self._ports.gates if each.name == gate.name)

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from dispatcher.core.admission import DeadLetter
-from dispatcher.core.counting import RecordedStart, RunningListing, StartsToRecord, StateWindow
+from dispatcher.core.counting import LedgerRequest, LedgerStart, RunningListing, StateWindow
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
-from dispatcher.core.gates import InsideRead
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.rosters import RosterEntry, RosterRead
 from dispatcher.core.tenants import Hold
-from dispatcher.core.topology import DEFAULT, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Member, Topology
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -118,12 +118,12 @@ class StateMachine(Executions, Admissions, Protocol):
 class StartLedger(Protocol):
     """The state table's recent starts and ends, every state machine's of one dispatcher."""
 
-    def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
-        """The records `record` writes for starting these executions now, each lane's apart."""
+    def starts_of(self, requests: Sequence[LedgerRequest], now: float) -> list[list[LedgerStart]]:
+        """The starts `record` writes for starting these executions now, each lane's apart."""
         ...
 
-    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts of one `records_of` (≤ 625) before they happen; those left unprocessed."""
+    def record(self, starts: Sequence[LedgerStart]) -> list[LedgerStart]:
+        """Write starts of one `starts_of` (≤ 625) before they happen; those left unprocessed."""
         ...
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
@@ -134,40 +134,44 @@ class StartLedger(Protocol):
         """Starts and ends written at or after ``oldest``, each naming its state machine."""
         ...
 
-    def forget(self, records: Sequence[RecordedStart], now: float) -> int:
-        """Void records that no longer count, now (an admission's: its place is free); how many were left."""
+    def void(self, starts: Sequence[LedgerStart], now: float) -> int:
+        """Void starts that no longer count, now; how many were left (best effort)."""
         ...
 
 
 class Roster(Protocol):
-    """Who holds a member's places: a gate's admissions, a tenant lane's starts, kept until each left.
+    """Who holds each member's places: a gate's admissions, a tenant lane's starts, kept until each left.
 
     A member's roster also keeps its jobs held for their group's limit (`Hold`).
     """
 
-    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
-        """The roster of member ``gate`` (of ``state_machine_arn``'s executions): records and holds."""
+    def read(self, member: Member) -> RosterRead:
+        """The member's roster: its entries and holds."""
         ...
 
-    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
+    def enter(self, entries: Sequence[RosterEntry]) -> list[RosterEntry]:
+        """Write entries before their executions start or are admitted; those left unprocessed."""
+        ...
+
+    def leave(self, entries: Sequence[RosterEntry]) -> int:
+        """Delete the entries of executions that left (their places are free); how many were left."""
+        ...
+
+    def confirm(self, gate: Gate, names: Sequence[str], now: float) -> None:
         """Note that `SendTaskSuccess` took these admissions into ``gate`` (raises when not written)."""
         ...
 
-    def tidy(self, gate: str, keys: Sequence[str]) -> int:
-        """Delete items of ``gate``'s roster by key (stale confirmations, shown holds); how many were left."""
+    def tidy(self, member: Member, keys: Sequence[str]) -> int:
+        """Delete items of ``member``'s roster by key (stale confirmations, shown holds); how many left."""
         ...
 
-    def hold(self, member: str, holds: Sequence[Hold]) -> None:
+    def hold(self, member: Member, holds: Sequence[Hold]) -> None:
         """Note jobs held for their group's limit in ``member``'s roster (raises when not written)."""
         ...
 
-    def release(self, gate: str, name: str, sent_at: float) -> bool:
+    def release(self, gate: Gate, name: str, sent_at: float) -> bool:
         """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was."""
         ...
-
-
-class StateStore(StartLedger, Roster, Protocol):
-    """The state table in both roles: the lanes' start ledger and the gates' rosters."""
 
 
 class StartRate(Protocol):
@@ -263,8 +267,10 @@ class Ports:
     lanes: tuple[LanePorts, ...]
     """Lane ``default`` (the environment's) first."""
     lease: Lease
-    state_table: StateStore
-    """Every lane's recent starts and ends, every gate's admissions."""
+    ledger: StartLedger
+    """Every lane's recent starts and ends."""
+    roster: Roster
+    """Every member's roster (a gate's admissions, a tenant lane's starts)."""
     gates: tuple[GatePorts, ...] = ()
 
     @property
@@ -288,8 +294,12 @@ class Resources(Protocol):
         """The state machine ``arn``: its executions, and its starts."""
         ...
 
-    def state_table(self, key: str) -> StateStore:
-        """The state table's records of one dispatcher's starts and ends, keyed by ``key``."""
+    def ledger(self, key: str) -> StartLedger:
+        """The state table's start ledger of one dispatcher, keyed by ``key``."""
+        ...
+
+    def roster(self, key: str) -> Roster:
+        """The state table's rosters of one dispatcher's members, keyed by ``key``."""
         ...
 
     def lease(self, key: str) -> Lease:
@@ -342,7 +352,13 @@ def wire(topology: Topology, resources: Resources) -> Ports:
         )
         for gate in topology.gates
     )
-    return Ports(lanes=lanes, lease=resources.lease(key), state_table=resources.state_table(key), gates=gates)
+    return Ports(
+        lanes=lanes,
+        lease=resources.lease(key),
+        ledger=resources.ledger(key),
+        roster=resources.roster(key),
+        gates=gates,
+    )
 
 
 @dataclass(frozen=True)

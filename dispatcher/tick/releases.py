@@ -34,7 +34,9 @@ def release(releases: Sequence[Release], topology: Topology, roster: Roster, run
     if not valid:
         return
     with runtime.pool(min(len(valid), RELEASE_THREADS)) as threads:
-        freed = threads.settle(lambda each: roster.release(each.gate, each.name, each.sent_at), valid)
+        freed = threads.settle(
+            lambda each: roster.release(topology.gate(each.gate), each.name, each.sent_at), valid
+        )
     for each, result in zip(valid, freed, strict=True):
         if isinstance(result, TransientError):
             logger.warning(

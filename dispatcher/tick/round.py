@@ -26,7 +26,7 @@ from dispatcher.core.pacing import Pace
 from dispatcher.core.tenants import FAIR_SHARE_LOOK_AHEAD, SharedAdmission
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
-from dispatcher.tick.ports import MemberPorts, Runtime, StartThreads, StateStore
+from dispatcher.tick.ports import MemberPorts, Roster, Runtime, StartLedger, StartThreads
 from dispatcher.tick.report import StopReason
 from dispatcher.tick.starts import MemberStarts, RoundOutcome, Starter
 from dispatcher.tick.threads import first_failure
@@ -237,17 +237,20 @@ class Round:
         lane_threads: StartThreads,
         runtime: Runtime,
         warm: WarmState,
-        records: StateStore,
+        records: tuple[StartLedger, Roster],
         *,
         time_margin_seconds: float,
     ) -> None:
-        """``pool``: the start threads; ``lane_threads``: one per lane of a round, for its own calls."""
+        """``pool``: the start threads; ``lane_threads``: one per lane of a round, for its own calls.
+
+        ``records``: where a round's starts are recorded: the ledger, and the members' rosters.
+        """
         self._lane_threads = lane_threads
         self._runtime = runtime
         self._warm = warm
-        self._records = records
+        self._ledger, self._roster = records
         self._margin = time_margin_seconds
-        self._starter = Starter(pool, records)
+        self._starter = Starter(pool, *records)
 
     def run(self, offers: Mapping[str, tuple[MemberRound, int]]) -> dict[str, LaneResult]:
         """One round over the lanes of ``offers`` (lane → its part of the round, and its free slots)."""
@@ -314,9 +317,12 @@ class Round:
 
         Best effort: a record left behind holds its slot for at most the review window.
         """
-        never_started = [record for part in prepared for record in part.outcome.never_started()]
-        if never_started:
-            self._records.forget(never_started, self._runtime.clock())
+        starts = [start for part in prepared for start in part.outcome.never_started()[0]]
+        entries = [entry for part in prepared for entry in part.outcome.never_started()[1]]
+        if starts:
+            self._ledger.void(starts, self._runtime.clock())
+        if entries:
+            self._roster.leave(entries)
 
     def _pace(self, prepared: Sequence[Prepared]) -> None:
         """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each lane's region)."""

@@ -86,13 +86,15 @@ class Dispatcher:
         self._topology = policy.topology
         self._lanes = {lane.name: lane for lane in ports.lanes}
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
-        self._records = Records(ports.state_table)
+        self._records = Records(ports.ledger)
         self._gates = {
-            gate.name: GateCounter(gate, self._records, ports.state_table, self._warm, runtime.clock)
+            gate.name: GateCounter(
+                self._topology.gate(gate.name), gate, ports.roster, self._warm, runtime.clock
+            )
             for gate in ports.gates
         }
         """Gate name → its counter (who is inside, for its rounds too)."""
-        self._tenants = Tenants(ports, self._records, self._warm, runtime.clock)
+        self._tenants = Tenants(ports, self._warm, runtime.clock)
         books = self._tenants.books
         members: dict[str, MemberRounds] = {
             name: functools.partial(LaneRound, lane, warm=self._warm, books=books)
@@ -134,7 +136,7 @@ class Dispatcher:
         ``releases``: executions that say they left a gate: their places are freed first,
         whether or not anything may start.
         """
-        release(releases, self._topology, self._ports.state_table, self._runtime)
+        release(releases, self._topology, self._ports.roster, self._runtime)
         if not self._active_pools:
             default = self._topology.default_pool
             logger.info(
@@ -302,7 +304,7 @@ class Dispatcher:
                 lane_threads,
                 self._runtime,
                 self._warm,
-                self._ports.state_table,
+                (self._ports.ledger, self._ports.roster),
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
             report.stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)

@@ -6,11 +6,11 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from dispatcher.core.admission import DeadLetter, Start, by_group
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, SQS_BATCH_LIMIT, chunks
-from dispatcher.core.counting import RecordedStart, StartsToRecord
+from dispatcher.core.counting import LedgerRequest, LedgerStart, stored_time
 from dispatcher.core.errors import (
     ExecutionExistsError,
     NotYetError,
@@ -22,8 +22,9 @@ from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Latency
 from dispatcher.core.redrive import RedriveVerdict, redrive_decision, redrive_token
+from dispatcher.core.rosters import RosterEntry
 from dispatcher.telemetry import logger
-from dispatcher.tick.ports import Admissions, StartThreads, StateStore
+from dispatcher.tick.ports import Admissions, Roster, StartLedger, StartThreads
 from dispatcher.tick.threads import first_failure
 
 
@@ -75,7 +76,10 @@ LEAVING = (Outcome.STARTED, Outcome.ALREADY, Outcome.REFUSED)
 class RoundOutcome(GroupOutcome):
     """What became of one round of received messages."""
 
-    recorded: list[RecordedStart] = field(default_factory=list)
+    recorded: list[LedgerStart] = field(default_factory=list)
+    """Its starts recorded in the ledger this round (a lane's)."""
+    entered: list[RosterEntry] = field(default_factory=list)
+    """Its entries written in its roster this round (a gate's admissions, a tenant lane's starts)."""
     rate_spent: bool = False
     """The lane's start rate granted fewer starts than the round had: its jobs wait for it."""
     unsettled: list[QueuedMessage] = field(default_factory=list)
@@ -91,32 +95,43 @@ class RoundOutcome(GroupOutcome):
         self.attempted |= group.attempted
         self.stop_reason = self.stop_reason or group.stop_reason
 
-    def never_started(self) -> list[RecordedStart]:
-        """Records of this round whose `StartExecution` was never called: they can go at once."""
-        return [record for record in self.recorded if record.name not in self.attempted]
+    def never_started(self) -> tuple[list[LedgerStart], list[RosterEntry]]:
+        """Starts and entries of this round whose call was never made: they can go at once."""
+        return (
+            [start for start in self.recorded if start.name not in self.attempted],
+            [entry for entry in self.entered if entry.name not in self.attempted],
+        )
 
 
-def record_calls(records: Sequence[RecordedStart]) -> list[Sequence[RecordedStart]]:
-    """A round's records, cut into the `StateStore.record` calls made at once.
+@dataclass(frozen=True)
+class Recording:
+    """What one member writes before its calls: its starts in the ledger, its entries in its roster."""
 
-    The starts (25 an item: a round's fit one `BatchWriteItem`) go together; a gate's
-    admissions (an item each) go 25 a call.
-    """
-    starts = [record for record in records if record.gate is None]
-    admissions = [record for record in records if record.gate is not None]
-    return ([starts] if starts else []) + chunks(admissions, BATCH_WRITE_LIMIT)
+    ledger: LedgerRequest | None = None
+    """A lane's starts (None: a gate's admissions, which only its roster keeps)."""
+    entries: Sequence[RosterEntry] = ()
 
 
 class MemberStarts(Protocol):
     """One member's part of a round's starts (a lane's, or a gate's): what it admitted, how it went."""
 
-    starts: Sequence[Start]
-    outcome: RoundOutcome
-    recorded: set[str]
-    """Names whose record was written: only these may go."""
+    @property
+    def starts(self) -> Sequence[Start]:
+        """What it admitted this round, in receive order."""
+        ...
 
-    def to_record(self, taken: set[tuple[str, str]]) -> StartsToRecord:
-        """What to record before the calls; ``taken``: (state machine, name) recorded by earlier members."""
+    @property
+    def outcome(self) -> RoundOutcome:
+        """What became of them."""
+        ...
+
+    @property
+    def recorded(self) -> set[str]:
+        """Names whose every record was written: only these may go."""
+        ...
+
+    def to_record(self, taken: set[tuple[str, str]], now: float) -> Recording:
+        """What to write before the calls, as of ``now``; ``taken``: (state machine, name) recorded before."""
         ...
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
@@ -134,18 +149,19 @@ class LaneStarts:
     clock: Callable[[], float]
     latency: Latency
     """`StartExecution`'s round trip, measured here."""
-    lane: str | None = None
+    lane: str = ""
     """The lane's name, recorded with each start (where a re-run of it goes back)."""
     roster: bool = False
     """The lane counts by message group: its roster keeps each start until it ends."""
     recorded: set[str] = field(default_factory=set)
     """Names whose start record was written: only these may start."""
 
-    def to_record(self, taken: set[tuple[str, str]]) -> StartsToRecord:
+    def to_record(self, taken: set[tuple[str, str]], now: float) -> Recording:
         """Each start once, with its message group (and the redriveCount before, for a redrive).
 
         An execution an earlier lane of the same state machine recorded this round (in
-        ``taken``) is left to that lane: this one's waits for a later round.
+        ``taken``) is left to that lane: this one's waits for a later round. A lane that
+        counts by message group enters each in its roster too.
         """
         groups: dict[str, str] = {}
         redrives: dict[str, int] = {}
@@ -157,7 +173,12 @@ class LaneStarts:
             groups.setdefault(start.name, start.message.group_id)
             if start.redrive_count is not None:
                 redrives.setdefault(start.name, start.redrive_count)
-        return StartsToRecord(arn, groups, redrives, lane=self.lane, roster=self.roster)
+        entries = [
+            RosterEntry(member=self.lane, name=name, recorded_at=now, state_machine_arn=arn, group=group)
+            for name, group in groups.items()
+            if self.roster
+        ]
+        return Recording(LedgerRequest(arn, groups, redrives, lane=self.lane), entries)
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
         """Start (or redrive) one execution; what became of its message goes to ``outcome``."""
@@ -233,73 +254,98 @@ class LaneStarts:
         )
 
 
+@dataclass(frozen=True)
+class Write:
+    """One call that writes some of a round's records: the ledger's starts, or 25 roster entries."""
+
+    call: Callable[[Any], Sequence[LedgerStart | RosterEntry]]
+    records: Sequence[LedgerStart | RosterEntry]
+
+    def make(self) -> Sequence[LedgerStart | RosterEntry]:
+        """Make the call; the records it left unprocessed."""
+        return self.call(self.records)
+
+
+def _identity(record: LedgerStart | RosterEntry) -> tuple[str, ...]:
+    """What tells one record of a round apart: a start's sort key, an entry's member and name."""
+    if isinstance(record, LedgerStart):
+        return ("ledger", record.sort_key)
+    return ("roster", record.member, record.name)
+
+
 class Starter:
-    """Records a round's starts in the state table, then starts them, each group in send order.
+    """Records a round's starts in the ledger and the rosters, then starts them, each group in send order.
 
     A round may hold several members' starts (lanes', gates'): their records are written
     together, and their groups share the start threads and the waves, as one round's
     groups do.
     """
 
-    def __init__(self, pool: StartThreads, records: StateStore) -> None:
+    def __init__(self, pool: StartThreads, ledger: StartLedger, roster: Roster) -> None:
         self._pool = pool
-        self._records = records
+        self._ledger = ledger
+        self._roster = roster
 
     def record(self, lanes: Sequence[MemberStarts], now: float) -> None:
-        """Write every member's starts to the state table as of ``now``, together; note what may go.
+        """Write the round's starts to the ledger, its entries to the rosters (at ``now``); note what goes.
 
         A round's starts are a few items of 25, whatever their lanes, in one
-        `BatchWriteItem`; a gate's admissions, an item each, take calls of their own, made
-        at once (`record_calls`). A call still failing after retries (maybe written, maybe
-        not) or records left unprocessed stop admitting after this round, and their
-        messages don't start. An execution two lanes of one state machine both admit this round
-        is recorded for the first: the other's waits for a later round (and is found
-        started).
+        `BatchWriteItem`; roster entries, an item each, take calls of 25 of their own, made
+        at once. A call still failing after retries (maybe written, maybe not) or records
+        left unprocessed stop admitting after this round, and their messages don't start.
+        An execution two lanes of one state machine both admit this round is recorded for
+        the first: the other's waits for a later round (and is found started).
         """
+        now = stored_time(now)
         taken: set[tuple[str, str]] = set()
-        to_record = [lane.to_record(taken) for lane in lanes]
-        for lane, records in zip(lanes, self._records.records_of(to_record, now), strict=True):
-            lane.outcome.recorded = records
-        recorded = [record for lane in lanes for record in lane.outcome.recorded]
-        if not recorded:
+        recordings = [lane.to_record(taken, now) for lane in lanes]
+        requests = [recording.ledger for recording in recordings if recording.ledger is not None]
+        starts = iter(self._ledger.starts_of(requests, now) if requests else [])
+        for lane, recording in zip(lanes, recordings, strict=True):
+            lane.outcome.recorded = next(starts) if recording.ledger is not None else []
+            lane.outcome.entered = list(recording.entries)
+        ledger = [start for lane in lanes for start in lane.outcome.recorded]
+        entries = [entry for lane in lanes for entry in lane.outcome.entered]
+        calls: list[Write] = [
+            *([Write(self._ledger.record, ledger)] if ledger else []),
+            *(Write(self._roster.enter, chunk) for chunk in chunks(entries, BATCH_WRITE_LIMIT)),
+        ]
+        if not calls:
             return
-        calls = record_calls(recorded)
-        written = self._pool.settle(self._records.record, calls) if len(calls) > 1 else None
         try:
-            if written is None:
-                unprocessed = {record.sort_key for record in self._records.record(recorded)}
-            else:
-                unprocessed = self._unprocessed(calls, written)
+            left = self._unprocessed(calls)
         except TransientError as error:
             for lane in lanes:
                 lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
             return
         for lane in lanes:
-            left = {record.name for record in lane.outcome.recorded if record.sort_key in unprocessed}
-            if left:
+            written: list[LedgerStart | RosterEntry] = [*lane.outcome.recorded, *lane.outcome.entered]
+            missing = {record.name for record in written if _identity(record) in left}
+            if missing:
                 lane.outcome.stop_reason = lane.outcome.stop_reason or (
-                    f"the state table left {len(left)} start record(s) unprocessed"
+                    f"the state table left {len(missing)} start record(s) unprocessed"
                 )
             # A start may go once each of its records is written (a tenant lane's roster has one too).
-            lane.recorded.update(record.name for record in lane.outcome.recorded if record.name not in left)
+            lane.recorded.update(record.name for record in written if record.name not in missing)
 
-    @staticmethod
-    def _unprocessed(
-        calls: Sequence[Sequence[RecordedStart]], written: Sequence[list[RecordedStart] | BaseException]
-    ) -> set[str]:
-        """The records left by calls made at once: a call that failed leaves all of its own.
+    def _unprocessed(self, calls: Sequence[Write]) -> set[tuple[str, ...]]:
+        """Make the calls (at once, when several); the records they left, as `_identity` says.
 
-        Raises when every call failed (as one call that failed), or what isn't back-pressure.
+        A call that failed leaves all of its own. Raises when every call failed (as one call
+        that failed), or what isn't back-pressure.
         """
+        if len(calls) == 1:
+            return {_identity(record) for record in calls[0].make()}
+        written = self._pool.settle(Write.make, calls)
         failure = first_failure([result for result in written if not isinstance(result, TransientError)])
         if failure is not None:
             raise failure
         if all(isinstance(result, TransientError) for result in written):
             raise written[0]  # type: ignore[misc]  # every result is a TransientError here
-        unprocessed: set[str] = set()
-        for records, result in zip(calls, written, strict=True):
-            left = records if isinstance(result, TransientError) else result
-            unprocessed |= {record.sort_key for record in left}  # type: ignore[union-attr]
+        unprocessed: set[tuple[str, ...]] = set()
+        for call, result in zip(calls, written, strict=True):
+            left = call.records if isinstance(result, TransientError) else result
+            unprocessed |= {_identity(record) for record in left}  # type: ignore[union-attr]
         return unprocessed
 
     def start(self, lanes: Sequence[MemberStarts]) -> None:

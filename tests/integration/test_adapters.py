@@ -10,12 +10,12 @@ import pytest
 
 from dispatcher.adapters.claims import RerunClaims
 from dispatcher.adapters.item_keys import sort_key
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.state_items import partition
-from dispatcher.adapters.state_table import StateTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.admission import DeadLetter
-from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow
+from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import (
     ConfigurationError,
     ExecutionExistsError,
@@ -26,6 +26,7 @@ from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.messages import QueuedMessage
 from tests.integration.conftest import Harness
+from tests.support.records import starts_at
 
 
 @pytest.fixture
@@ -227,8 +228,8 @@ def test_dead_letter_refused_message_is_returned_failed(harness: Harness) -> Non
     assert dead_letters.send([letter]) == [letter]
 
 
-def state_table(harness: Harness, arn: str | None = None, table: str | None = None) -> StateTable:
-    return StateTable(
+def state_table(harness: Harness, arn: str | None = None, table: str | None = None) -> StartLedgerTable:
+    return StartLedgerTable(
         harness.dynamodb, table or harness.stack.state_table, arn or harness.stack.state_machine_arn
     )
 
@@ -237,8 +238,8 @@ def test_state_table_round_trip(harness: Harness) -> None:
     """Recorded starts and ends are read back newest-window only; starts are forgotten on request."""
     table = state_table(harness)
     now = time.time()
-    [old] = table.starts_at({"old": "group"}, now - 200)
-    fresh = table.starts_at({"fresh": "group", "other": "group"}, now)
+    [old] = starts_at(table, {"old": "group"}, now - 200)
+    fresh = starts_at(table, {"fresh": "group", "other": "group"}, now)
     assert table.record([old]) == []
     assert table.record(fresh) == []
     assert table.note_ended([EndedExecution(name="fresh", stopped_at=now - 1)], now) == 0
@@ -251,7 +252,7 @@ def test_state_table_round_trip(harness: Harness) -> None:
             state_machine_arn=harness.stack.state_machine_arn,
         ),
     )
-    assert table.forget([old, *fresh], now) == 0
+    assert table.void([old, *fresh], now) == 0
     assert table.window(now - 1000).starts == ()
 
 
@@ -299,11 +300,11 @@ def test_state_table_keeps_groups_after_records_stop_counting(harness: Harness) 
     """A start's message group outlives its count: `groups` finds it near the start date, resolved or not."""
     table = state_table(harness)
     now = time.time()
-    early = table.starts_at({"early": "customer-1"}, now - 3600)
-    late = table.starts_at({"late": "customer-2", "kept": "customer-3"}, now)
+    early = starts_at(table, {"early": "customer-1"}, now - 3600)
+    late = starts_at(table, {"late": "customer-2", "kept": "customer-3"}, now)
     table.record(early)
     table.record(late)
-    assert table.forget([*early, late[0]], now) == 0
+    assert table.void([*early, late[0]], now) == 0
     assert table.window(now - 90).starts == (late[1],)
     started = {"early": now - 3600 + 2, "late": now + 1, "kept": now, "unknown": now - 1800}
     assert table.groups(started) == {"early": "customer-1", "late": "customer-2", "kept": "customer-3"}
@@ -314,11 +315,11 @@ def test_state_table_packs_what_is_written_together_into_one_item(harness: Harne
     """25 starts of one round are one item, their void another; both keep every fact a record had."""
     table = state_table(harness)
     now = time.time()
-    records = table.starts_at(
-        {f"job-{index}": f"group-{index % 3}" for index in range(25)}, now, {"job-7": 2}
+    records = starts_at(
+        table, {f"job-{index}": f"group-{index % 3}" for index in range(25)}, now, {"job-7": 2}
     )
     assert table.record(records) == []
-    assert table.forget(records[:5], now + 1) == 0
+    assert table.void(records[:5], now + 1) == 0
     items = harness.dynamodb.query(
         TableName=harness.stack.state_table,
         KeyConditionExpression="pk = :pk",
@@ -343,10 +344,10 @@ def test_a_void_never_applies_to_a_later_start_of_the_same_name_at_the_same_cloc
     """
     table = state_table(harness)
     now = time.time()
-    first = table.starts_at({"job": "g"}, now)
+    first = starts_at(table, {"job": "g"}, now)
     assert table.record(first) == []
-    assert table.forget(first, now) == 0
-    again = table.starts_at({"job": "g"}, now)
+    assert table.void(first, now) == 0
+    again = starts_at(table, {"job": "g"}, now)
     assert table.record(again) == []
     assert again[0].sort_key != first[0].sort_key
     assert table.window(now - 90).starts == tuple(again)
@@ -382,7 +383,7 @@ def test_state_table_reports_unprocessed_starts(harness: Harness) -> None:
     """Starts DynamoDB leaves in UnprocessedItems come back, so they are not started."""
     table = state_table(harness)
     now = time.time()
-    records = [*table.starts_at({"a": "group"}, now), *table.starts_at({"b": "group"}, now + 0.001)]
+    records = [*starts_at(table, {"a": "group"}, now), *starts_at(table, {"b": "group"}, now + 0.001)]
 
     def leave_b_unprocessed(parsed: dict[str, Any], **_: Any) -> None:
         item = {"pk": {"S": "p"}, "sk": {"S": records[1].sort_key}, "name": {"S": "b"}}
@@ -400,8 +401,8 @@ def test_state_table_holds_every_lanes_records_each_naming_its_state_machine(har
     table = state_table(harness)
     own, glue = harness.stack.state_machine_arn, f"{harness.stack.state_machine_arn}-glue"
     now = time.time()
-    lanes = [StartsToRecord(own, {"job": "g-own"}), StartsToRecord(glue, {"job": "g-glue", "solo": "g-solo"})]
-    mine, theirs = table.records_of(lanes, now)
+    lanes = [LedgerRequest(own, {"job": "g-own"}), LedgerRequest(glue, {"job": "g-glue", "solo": "g-solo"})]
+    mine, theirs = table.starts_of(lanes, now)
     assert mine[0].sort_key != theirs[0].sort_key
     written: list[dict[str, Any]] = []
     harness.dynamodb.meta.events.register(
@@ -417,7 +418,7 @@ def test_state_table_holds_every_lanes_records_each_naming_its_state_machine(har
         (glue, "solo", "g-solo"),
     ]
     assert set(window.starts) == {*mine, *theirs}
-    assert table.forget([theirs[0]], now) == 0
+    assert table.void([theirs[0]], now) == 0
     assert set(table.window(now - 90).starts) == {mine[0], theirs[1]}
     ends = [
         EndedExecution(name="job", stopped_at=now, state_machine_arn=glue),
@@ -433,7 +434,7 @@ def test_state_table_is_per_state_machine(harness: Harness) -> None:
     """Two dispatchers (keyed by their default lanes' machines) sharing a table don't see each other's."""
     one = state_table(harness, "arn:one")
     other = state_table(harness, "arn:other")
-    one.record(one.starts_at({"a": "group"}, time.time()))
+    one.record(starts_at(one, {"a": "group"}, time.time()))
     one.note_ended([EndedExecution(name="a", stopped_at=1.0)], time.time())
     assert other.window(0) == StateWindow()
 
@@ -469,8 +470,8 @@ def test_state_table_missing_table_is_a_configuration_error(harness: Harness) ->
     with pytest.raises(ConfigurationError, match="missing-table"):
         table.window(0)
     with pytest.raises(ConfigurationError, match="missing-table"):
-        table.record(table.starts_at({"a": "group"}, 1.0))
+        table.record(starts_at(table, {"a": "group"}, 1.0))
     with pytest.raises(ConfigurationError, match="missing-table"):
         table.note_ended([EndedExecution(name="a", stopped_at=1.0)], 1.0)
     with pytest.raises(ConfigurationError, match="missing-table"):
-        table.forget([RecordedStart(name="a", recorded_at=1.0, sort_key="1#a")], 1.0)
+        table.void([LedgerStart(name="a", recorded_at=1.0, sort_key="1#a")], 1.0)

@@ -10,8 +10,9 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from freezegun import freeze_time
 
-from dispatcher.adapters.state_table import StateTable
+from dispatcher.adapters.ledger import StartLedgerTable
 from tests.integration.conftest import Harness
+from tests.support.records import starts_at
 
 
 def hide_all_executions(parsed: dict[str, Any], **_: Any) -> None:
@@ -60,7 +61,7 @@ def test_tick_counts_a_listed_recorded_start_once_and_keeps_its_record(harness: 
     omitted = harness.tick()
     assert (listed["running"], listed["started"]) == (1, 1)
     assert (omitted["running"], omitted["started"]) == (2, 0)
-    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     assert len(ledger.window(time.time() - 600).starts) == 2
 
 
@@ -71,17 +72,17 @@ def test_tick_forgets_a_recorded_start_once_it_ended(harness: Harness) -> None:
     harness.tick()
     harness.finish_running()
     assert harness.tick()["running"] == 0
-    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     assert ledger.window(time.time() - 600).starts == ()
 
 
 def test_tick_start_recorded_by_a_dead_process_holds_a_slot_for_90_seconds(harness: Harness) -> None:
     """A start recorded before a crash (no execution) holds capacity for at most 90 s."""
     harness.configure(1)
-    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     harness.send("{}")
     with freeze_time("2026-11-21 12:00:00", tick=True) as frozen:
-        ledger.record(ledger.starts_at({"crashed-before-start": "group"}, time.time()))
+        ledger.record(starts_at(ledger, {"crashed-before-start": "group"}, time.time()))
         frozen.tick(60)
         held = harness.tick()
         frozen.tick(31)
@@ -148,8 +149,8 @@ def test_tick_checks_unlisted_starts_only_until_max_is_reached(harness: Harness)
     for job in range(2):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
     harness.tick()
-    ledger = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
-    ledger.record(ledger.starts_at({"a-third-recorded-start": "group"}, time.time()))
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger.record(starts_at(ledger, {"a-third-recorded-start": "group"}, time.time()))
     described: list[str] = []
     harness.on("provide-client-params.states.DescribeExecution", lambda params, **_: described.append("x"))
     result = harness.tick()

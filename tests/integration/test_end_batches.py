@@ -7,8 +7,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
-from dispatcher.adapters.state_table import StateTable
 from dispatcher.local.events import sqs_event
 from tests.integration.conftest import Harness
 from tests.integration.test_refill import still_listed
@@ -61,7 +61,7 @@ def test_a_batch_frees_every_end_it_reports_and_skips_what_is_not_one(harness: H
     assert (result["running"], result["started"], result["dead_lettered"]) == (1, 2, 0)
     assert harness.running() == 3
     assert writes == [2], "the batch's ends are written in one BatchWriteItem"
-    table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    table = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     assert sorted(end.name for end in table.window(time.time() - 60).ended) == ended
 
 

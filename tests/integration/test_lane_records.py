@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
-from dispatcher.adapters.state_table import StateTable
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.stack import create_lane
@@ -134,7 +134,7 @@ def test_a_start_records_the_lane_it_came_from_for_its_re_run(harness: Harness) 
     send(harness.stack.queue_url, ["d-0", "d-1"])
     send(urgent["queue_url"], ["u-0"], group="urgent-group")
     assert harness.tick()["started"] == 3
-    table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    table = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     executions = harness.sfn.list_executions(stateMachineArn=harness.stack.state_machine_arn)["executions"]
     started = {execution["name"]: execution["startDate"].timestamp() for execution in executions}
     origins = table.origins(started)

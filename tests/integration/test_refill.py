@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher.adapters.state_table import StateTable
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.events import EndedExecution
 from tests.integration.conftest import Harness
 
@@ -119,7 +119,7 @@ def test_event_tick_records_the_end_in_the_state_table(harness: Harness) -> None
     ended = full_then_one_ends(harness)
     event = harness.status_change(ended, "ABORTED")
     harness.tick(event)
-    table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    table = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     assert table.window(time.time() - 60).ended == (
         EndedExecution(
             name=ended,

@@ -12,8 +12,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
-from dispatcher.adapters.state_table import StateTable
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from tests.integration.conftest import Harness
@@ -152,7 +152,7 @@ def test_round_throttled_start_stops_every_group_and_frees_unattempted_records(h
     result = harness.tick()
     assert (result["started"], result["released"], result["stopped"]) == (5, 15, "throttled")
     assert harness.queue_counts() == (15, 0)
-    table = StateTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    table = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     kept = {record.name for record in table.window(time.time() - 60).starts}
     started = {execution["name"] for execution in harness.executions()}
     assert len(kept) == 6  # the five started and the one whose start was throttled (it may exist)

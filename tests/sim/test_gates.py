@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from dispatcher.core.gates import CHECK_AFTER_SECONDS
 from dispatcher.core.quotas import step_functions
+from dispatcher.core.rosters import CHECK_AFTER_SECONDS
 from dispatcher.core.topology import DEFAULT
 from tests.sim.conftest import settings
 from tests.support.sim.aws import InMemoryAws, SimGate

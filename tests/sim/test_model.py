@@ -10,6 +10,7 @@ import pytest
 from dispatcher.core.admission import DeadLetter
 from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TransientError
 from dispatcher.core.executions import execution_arn
+from tests.support.records import starts_at
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES
@@ -209,7 +210,7 @@ def test_the_list_and_describe_lag_behind_starts_and_ends() -> None:
 
 def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: InMemoryAws) -> None:
     """BatchWriteItem on a partition out of write units: a prefix is written, the rest unprocessed."""
-    table = aws.ports(aws.clients()).state_table
+    table = aws.ports(aws.clients()).ledger
     results: list[int] = []
 
     def body() -> None:
@@ -218,7 +219,7 @@ def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: 
         records = [
             record
             for index in range(25)
-            for record in table.starts_at({f"job-{index}": "g"}, now + index / 1000)
+            for record in starts_at(table, {f"job-{index}": "g"}, now + index / 1000)
         ]
         results.append(len(table.record(records)))
         results.append(len(table.window(aws.scheduler.now - 60).starts))
@@ -230,13 +231,13 @@ def test_a_batch_write_short_of_units_writes_what_fits_and_leaves_the_rest(aws: 
 
 def test_a_query_reads_a_megabyte_a_page_and_costs_a_read_unit_per_4_kb(aws: InMemoryAws) -> None:
     """Thousands of records: several Query pages, strongly consistent units for every byte read."""
-    table = aws.ports(aws.clients()).state_table
+    table = aws.ports(aws.clients()).ledger
     found: list[int] = []
 
     def body() -> None:
         for batch in range(400):
-            records = table.starts_at(
-                {f"job-{batch}-{index}": "group" for index in range(25)}, aws.scheduler.now
+            records = starts_at(
+                table, {f"job-{batch}-{index}": "group" for index in range(25)}, aws.scheduler.now
             )
             assert table.record(records) == []
             aws.scheduler.sleep(0.05)

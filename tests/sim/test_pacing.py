@@ -14,8 +14,9 @@ from dispatcher.tick.warm import WarmState
 from tests.sim.conftest import backlog, function
 from tests.sim.test_model import in_process
 from tests.sim.test_service import every_job_started_once_in_order
+from tests.support.records import starts_at
 from tests.support.sim.aws import InMemoryAws
-from tests.support.sim.dynamodb import StateStoreView
+from tests.support.sim.dynamodb import LedgerView
 from tests.support.sim.function import EventSourceMapping
 from tests.support.world import EventPlan, Lag
 
@@ -50,14 +51,14 @@ def test_a_lease_holder_reads_the_window_whole_once_then_only_what_is_new(
     Under churn one invocation ticks many times for the end batches; the cap still holds.
     """
     reads: list[tuple[float, float]] = []
-    original = StateStoreView.window
+    original = LedgerView.window
     aws = InMemoryAws(events=EventPlan(enabled=True, delay=1.0), seed=5)
 
-    def window(self: StateStoreView, oldest: float) -> Any:
+    def window(self: LedgerView, oldest: float) -> Any:
         reads.append((aws.scheduler.now, oldest))
         return original(self, oldest)
 
-    monkeypatch.setattr(StateStoreView, "window", window)
+    monkeypatch.setattr(LedgerView, "window", window)
     backlog(aws, 3000, groups=100, seconds=5.0)
     dispatcher = function(aws, 500, mapping=EventSourceMapping())
     dispatcher.schedule(60.0, until=aws.scheduler.now + 120)
@@ -78,7 +79,7 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
     aws = InMemoryAws(lag=Lag(start=60.0), seed=1)  # the list shows no new execution for a minute
     ports = aws.ports(aws.clients())
     warm = WarmState()
-    records = Records(ports.state_table)
+    records = Records(ports.ledger)
     counter = Counter(
         ports.default.state_machine,
         records,
@@ -95,8 +96,8 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
         return counter.count(records.windows(now, {arn: counter.review_from(now)})[arn]).running
 
     def body() -> None:
-        table = ports.state_table
-        records = table.starts_at({f"job-{index}": "g" for index in range(3)}, aws.scheduler.now)
+        table = ports.ledger
+        records = starts_at(table, {f"job-{index}": "g" for index in range(3)}, aws.scheduler.now)
         assert table.record(records) == []
         for record in records:
             ports.default.admissions.start(record.name, json.dumps({"seconds": 300}))

@@ -1,36 +1,27 @@
-"""Gates without AWS: requests, releases, admissions, who is inside, what is checked and confirmed."""
+"""Gates without AWS: requests, releases and admissions."""
 
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime
 
 import pytest
 
 from dispatcher.core.admission import DeadLetter, Start, admit
-from dispatcher.core.counting import LIST_LAG_SECONDS, RecordedStart, RunningListing
 from dispatcher.core.events import EndNews, Release, SkippedRecord, describe_trigger, end_news, read_release
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.gates import (
-    CHECK_AFTER_SECONDS,
-    Confirmation,
+    Enter,
     GateRequest,
-    absent_from,
     admission_output,
-    confirmed,
-    due_checks,
-    oldest_inside_seconds,
     once_a_round,
-    plan_inside,
     plan_request,
     read_request,
     release_problem,
-    still_inside,
     token_digest,
 )
 from tests.unit.test_end_events import record as sqs_record
-from tests.unit.test_planning import NOW, message
+from tests.unit.test_planning import message
 
 GATED = "arn:aws:states:us-east-1:123456789012:stateMachine:ingest"
 OTHER = "arn:aws:states:us-east-1:123456789012:stateMachine:other"
@@ -41,18 +32,6 @@ TOKEN = "task-token"
 
 def request(name: str, token: str = TOKEN, machine: str = GATED, **more: object) -> str:
     return json.dumps({"token": token, "execution": execution_arn(machine, name), **more})
-
-
-def admission(name: str, at: float = NOW, token: str = TOKEN, *, done: bool = True) -> RecordedStart:
-    return RecordedStart(
-        name=name,
-        recorded_at=at,
-        sort_key=f"inside#g#{name}",
-        state_machine_arn=GATED,
-        gate="g",
-        token=token_digest(token),
-        confirmed=done,
-    )
 
 
 def test_a_request_is_its_token_and_execution_and_other_keys_are_ignored() -> None:
@@ -86,7 +65,7 @@ def test_a_malformed_request_is_poison_with_a_reason(body: str, problem: str) ->
 
 def test_a_request_is_planned_as_an_admission_with_its_token() -> None:
     decision = plan_request(message(request("e-1", "tok")), GATED)
-    assert decision == Start(message(request("e-1", "tok")), "e-1", token="tok")
+    assert decision == Enter(message=message(request("e-1", "tok")), name="e-1", token="tok")
 
 
 def test_a_round_admits_an_execution_once_and_holds_back_its_other_requests() -> None:
@@ -181,66 +160,3 @@ def test_a_release_invoking_the_function_directly_was_sent_now() -> None:
     )
     assert end_news({"release": 3}, GATED, now=7.0).skipped[0].message_id == "the event"
     assert describe_trigger({"release": arn, "gate": "crawl"}) == "a release"
-
-
-def test_an_end_after_the_admission_frees_the_place_an_earlier_runs_end_does_not() -> None:
-    """An end before the admission is of a run before the execution entered again: its place stays."""
-    planned = plan_inside(
-        [admission("a", 100.0), admission("b", 100.0), admission("c", 100.0)], {"a": 100.0, "b": 99.9}
-    )
-    assert [record.name for record in planned.inside] == ["b", "c"]
-    assert [record.name for record in planned.ended] == ["a"]
-
-
-def test_checks_are_due_for_those_inside_long_enough_longest_first_each_again_later() -> None:
-    inside = [admission("young", NOW - 5), admission("old", NOW - 100), admission("middle", NOW - 40)]
-    assert [record.name for record in due_checks(inside, {}, NOW)] == ["old", "middle"]
-    checked = {"old": NOW - 1, "middle": NOW - CHECK_AFTER_SECONDS}
-    assert [record.name for record in due_checks(inside, checked, NOW)] == ["middle"]
-
-
-def test_a_whole_listing_frees_those_it_should_show_and_does_not_after_the_lists_lag() -> None:
-    """Absent from a whole listing read a lag after its admission: it ended. Else its place stays."""
-    inside = [
-        admission("ended", NOW - LIST_LAG_SECONDS),
-        admission("young", NOW - LIST_LAG_SECONDS + 1),
-        admission("runs", NOW - 600),
-        admission("redriven", NOW - 600),
-    ]
-    listing = RunningListing(executions={"runs": None, "redriven": NOW - 5}, complete=True, listed_at=NOW)
-    assert [record.name for record in absent_from(inside, listing)] == ["ended"]
-    partial = listing.model_copy(update={"complete": False})
-    assert absent_from(inside, partial) == []
-
-
-@pytest.mark.parametrize(
-    ("status", "inside"),
-    [("RUNNING", True), ("PENDING_REDRIVE", True), (None, True), ("SUCCEEDED", False), ("ABORTED", False)],
-)
-def test_a_checked_execution_keeps_its_place_while_it_runs_or_no_read_shows_it(
-    status: str | None, inside: bool
-) -> None:
-    assert still_inside(status) is inside
-
-
-def test_a_confirmation_marks_the_admissions_it_follows_and_is_stale_once_none_is_left() -> None:
-    records = [
-        admission("a", 10.0, done=False),
-        admission("b", 10.0, done=False),
-        admission("c", 30.0, done=False),
-    ]
-    confirmations = [
-        Confirmation("k1", 20.0, frozenset({"a", "c"})),  # c entered again after it: not c's
-        Confirmation("k2", 20.0, frozenset({"gone"})),
-        Confirmation("k3", 40.0, frozenset({"c", "gone"})),
-    ]
-    marked, stale = confirmed(records, confirmations)
-    assert [(record.name, record.confirmed) for record in marked] == [("a", True), ("b", False), ("c", True)]
-    assert stale == ["k2"]
-
-
-def test_how_long_the_longest_inside_has_been_inside() -> None:
-    assert oldest_inside_seconds([], NOW) is None
-    assert oldest_inside_seconds([admission("a", NOW - 3.5), admission("b", NOW - 1)], NOW) == 3.5
-    assert oldest_inside_seconds([admission("a", NOW + 1)], NOW) == 0.0
-    assert not math.isnan(oldest_inside_seconds([admission("a", NOW)], NOW) or 0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dispatcher.core import quotas
-from dispatcher.core.counting import REREAD_SECONDS, KnownWindow, RecordedStart, StateWindow, review_from
+from dispatcher.core.counting import REREAD_SECONDS, KnownWindow, LedgerStart, StateWindow, review_from
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.pacing import (
     START_THREADS_HIGHEST,
@@ -104,8 +104,8 @@ def test_two_state_machines_of_one_account_and_region_spend_one_set_of_paces() -
     assert elsewhere.start.take(1000.0, 1) == other_account.start.take(1000.0, 1) == 1
 
 
-def record(name: str, at: float) -> RecordedStart:
-    return RecordedStart(name=name, recorded_at=at, sort_key=f"{at:017.6f}#{name}")
+def record(name: str, at: float) -> LedgerStart:
+    return LedgerStart(name=name, recorded_at=at, sort_key=f"{at:017.6f}#{name}")
 
 
 def test_a_known_window_adds_reads_drops_settled_and_forgets_the_old() -> None:

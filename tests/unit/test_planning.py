@@ -10,7 +10,7 @@ from dispatcher.core.admission import DeadLetter, GroupOrder, Start, admit, by_g
 from dispatcher.core.batching import receive_size, round_size
 from dispatcher.core.counting import (
     RECENT_START_WINDOW_SECONDS,
-    RecordedStart,
+    LedgerStart,
     RunningCount,
     RunningListing,
     free_slots,
@@ -41,8 +41,8 @@ def message(
     return QueuedMessage(message_id=message_id, receipt_handle="r", body=body, group_id=group, **fields)
 
 
-def record(name: str, age: float) -> RecordedStart:
-    return RecordedStart(name=name, recorded_at=NOW - age, sort_key=f"{NOW - age}#{name}")
+def record(name: str, age: float) -> LedgerStart:
+    return LedgerStart(name=name, recorded_at=NOW - age, sort_key=f"{NOW - age}#{name}")
 
 
 @pytest.mark.parametrize(

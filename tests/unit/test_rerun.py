@@ -9,7 +9,7 @@ import pytest
 
 from dispatcher.cli.progress import Pace
 from dispatcher.core.admission import DeadLetter, Start, plan_message
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, still_counts
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, LedgerStart, still_counts
 from dispatcher.core.dead_letters import plan_move, reasons
 from dispatcher.core.executions import MAX_NAME_LENGTH, ExecutionState, state_machine_of
 from dispatcher.core.messages import Held, QueuedMessage, deduplication_id
@@ -404,12 +404,12 @@ def test_pace_spaces_actions_at_the_rate() -> None:
 
 def test_a_recorded_redrive_counts_until_a_read_shows_the_redrive() -> None:
     """A read that still shows the failure being redriven (its old redriveCount) frees nothing."""
-    record = RecordedStart(name="order-1", recorded_at=NOW - 10, sort_key="k", redrive_count=2)
+    record = LedgerStart(name="order-1", recorded_at=NOW - 10, sort_key="k", redrive_count=2)
     assert still_counts("FAILED", record, NOW, redrive_count=2), "stale: the redrive isn't shown yet"
     assert not still_counts("FAILED", record, NOW + RECENT_START_WINDOW_SECONDS, redrive_count=2)
     assert still_counts("RUNNING", record, NOW, redrive_count=3)
     assert not still_counts("FAILED", record, NOW, redrive_count=3), "the redriven run ended"
-    plain = RecordedStart(name="order-1", recorded_at=NOW - 10, sort_key="k")
+    plain = LedgerStart(name="order-1", recorded_at=NOW - 10, sort_key="k")
     assert not still_counts("FAILED", plain, NOW, redrive_count=2)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from dispatcher.adapters.inside_items import (
     confirmation_item,
     inside_item,
@@ -15,17 +13,17 @@ from dispatcher.adapters.state_items import (
     end_packs,
     ends_item,
     item_origins,
+    ledger_starts_of,
     machine_suffix,
     read_items,
-    record_key,
-    records_of,
     start_packs,
     starts_item,
 )
-from dispatcher.core.counting import StartsToRecord
+from dispatcher.core.counting import LedgerRequest
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.gates import Confirmation
 from dispatcher.core.rerun import Origin
+from dispatcher.core.rosters import Confirmation, GateEntry, RosterEntry
+from dispatcher.core.topology import Gate, Lane
 
 OWN = "arn:aws:states:us-east-1:123456789012:stateMachine:workflow"
 GLUE = "arn:aws:states:us-east-1:123456789012:stateMachine:glue"
@@ -40,9 +38,9 @@ def test_a_key_names_the_state_machine_only_when_it_is_not_the_partitions() -> N
 
 def test_one_name_in_three_machines_is_three_records_with_keys_of_their_own_in_one_item() -> None:
     lanes = [
-        StartsToRecord(machine, {"job": f"g-{index}"}) for index, machine in enumerate((OWN, GLUE, ELSEWHERE))
+        LedgerRequest(machine, {"job": f"g-{index}"}) for index, machine in enumerate((OWN, GLUE, ELSEWHERE))
     ]
-    records = [record for lane in records_of(lanes, 1_000.0, OWN) for record in lane]
+    records = [record for lane in ledger_starts_of(lanes, 1_000.0, OWN) for record in lane]
     assert len({record.sort_key for record in records}) == 3
     [pack] = start_packs(records)
     item = starts_item("pk", pack, OWN)
@@ -54,7 +52,7 @@ def test_one_name_in_three_machines_is_three_records_with_keys_of_their_own_in_o
 
 def test_an_item_of_the_partitions_own_machine_is_what_it_was_before_lanes() -> None:
     """One lane's items carry no machine attributes: a dispatcher without lanes writes what it wrote."""
-    [records] = records_of([StartsToRecord(OWN, {"a": "g", "b": "g"})], 1_000.0, OWN)
+    [records] = ledger_starts_of([LedgerRequest(OWN, {"a": "g", "b": "g"})], 1_000.0, OWN)
     item = starts_item("pk", records, OWN)
     assert "machines" not in item
     assert "machine_of" not in item
@@ -80,28 +78,33 @@ def test_ends_are_kept_once_per_execution_of_each_machine_with_the_latest_stop()
 
 
 def test_a_round_of_more_than_25_starts_is_items_of_25() -> None:
-    lanes = [StartsToRecord(GLUE, {f"job-{index}": "g" for index in range(60)})]
-    packs = start_packs(records_of(lanes, 1_000.0, OWN)[0])
+    lanes = [LedgerRequest(GLUE, {f"job-{index}": "g" for index in range(60)})]
+    packs = start_packs(ledger_starts_of(lanes, 1_000.0, OWN)[0])
     assert [len(pack) for pack in packs] == [25, 25, 10]
+
+
+CRAWL = Gate("crawl", "default", "q.fifo", "d.fifo", GLUE)
+TENANTS = Lane("tenants", "default", "q.fifo", "d.fifo", GLUE, max_per_group=2)
 
 
 def test_an_admission_is_an_item_of_its_gates_partition_keyed_by_the_execution() -> None:
     """Admitting an execution again overwrites its item; its key tells it apart from any start."""
-    [records] = records_of(
-        [StartsToRecord(GLUE, {"exec-1": "group-1"}, gate="crawl", tokens={"exec-1": "digest-1"})],
-        1_000.5,
-        OWN,
+    entry = GateEntry(
+        member="crawl",
+        name="exec-1",
+        recorded_at=1_000.5,
+        state_machine_arn=GLUE,
+        group="group-1",
+        token="digest-1",
     )
-    [record] = records
-    assert (record.gate, record.token, record.sort_key) == ("crawl", "digest-1", "inside#crawl#exec-1")
-    item = inside_item(OWN, record)
+    item = inside_item(OWN, entry)
     assert item["pk"]["S"] == inside_partition(OWN, "crawl") == f"inside#crawl#{OWN}"
     assert item["sk"]["S"] == "exec-1"
+    assert (item["gate"]["S"], item["token"]["S"]) == ("crawl", "digest-1")
     assert int(item["expires_at"]["N"]) > 1_000 + 365 * 24 * 3600
-    assert record_key(item) == record.sort_key
-    assert inside_item_key(OWN, record) == {"pk": item["pk"], "sk": item["sk"]}
-    [read], confirmations, _ = read_inside([item], "crawl", GLUE)
-    assert read == record
+    assert inside_item_key(OWN, entry) == {"pk": item["pk"], "sk": item["sk"]}
+    [read], confirmations, _ = read_inside([item], CRAWL)
+    assert read == entry
     assert confirmations == []
 
 
@@ -109,24 +112,29 @@ def test_a_confirmation_sorts_after_every_admission_and_reads_back_its_names() -
     item = confirmation_item(OWN, "crawl", ["b", "a", "b"], 2_000.0)
     assert item["sk"]["S"].startswith("~confirmed#")
     assert item["sk"]["S"] > "zzzz"  # after any execution name: "~" is no name's character
-    records, [confirmation], _ = read_inside([item], "crawl", GLUE)
+    records, [confirmation], _ = read_inside([item], CRAWL)
     assert records == []
     assert confirmation == Confirmation(item["sk"]["S"], 2_000.0, frozenset({"a", "b"}))
 
 
-def test_a_start_has_no_admissions_item() -> None:
-    [[record]] = records_of([StartsToRecord(OWN, {"job": "g"})], 1.0, OWN)
-    with pytest.raises(ValueError, match="is a start, not an admission"):
-        inside_item(OWN, record)
+def test_a_tenant_lanes_entry_names_its_lane_holds_no_token_and_reads_back_as_a_lanes() -> None:
+    """A lane's roster entry is not an admission: no token, and it never reads back as one."""
+    entry = RosterEntry(member="tenants", name="job", recorded_at=1.0, state_machine_arn=GLUE, group="g")
+    item = inside_item(OWN, entry)
+    assert item["lane"] == item["gate"] == {"S": "tenants"}
+    assert "token" not in item
+    [read], _, _ = read_inside([item], TENANTS)
+    assert read == entry
+    assert not isinstance(read, GateEntry)
 
 
 def test_each_start_keeps_the_lane_that_started_it_and_one_lane_costs_one_attribute() -> None:
     """A round's item names its lane once; an item of two lanes names each record's; an older item none."""
     lanes = [
-        StartsToRecord(OWN, {"a": "g1", "b": "g2"}, lane="default"),
-        StartsToRecord(OWN, {"c": "g3"}, lane="urgent"),
+        LedgerRequest(OWN, {"a": "g1", "b": "g2"}, lane="default"),
+        LedgerRequest(OWN, {"c": "g3"}, lane="urgent"),
     ]
-    mixed = [record for lane in records_of(lanes, 1_000.0, OWN) for record in lane]
+    mixed = [record for lane in ledger_starts_of(lanes, 1_000.0, OWN) for record in lane]
     [pack] = start_packs(mixed)
     item = starts_item("pk", pack, OWN)
     assert [value["S"] for value in item["lanes"]["L"]] == ["default", "urgent"]
@@ -136,12 +144,12 @@ def test_each_start_keeps_the_lane_that_started_it_and_one_lane_costs_one_attrib
         "b": Origin("g2", "default"),
         "c": Origin("g3", "urgent"),
     }
-    [alone] = records_of([StartsToRecord(OWN, {"d": "g"}, lane="urgent")], 2_000.0, OWN)
+    [alone] = ledger_starts_of([LedgerRequest(OWN, {"d": "g"}, lane="urgent")], 2_000.0, OWN)
     single = starts_item("pk", alone, OWN)
     assert single["lane"] == {"S": "urgent"}
     assert "lanes" not in single
     assert item_origins(single, OWN, OWN) == {"d": Origin("g", "urgent")}
-    [unnamed] = records_of([StartsToRecord(OWN, {"e": "g"})], 3_000.0, OWN)
+    [unnamed] = ledger_starts_of([LedgerRequest(OWN, {"e": "g"})], 3_000.0, OWN)
     older = starts_item("pk", unnamed, OWN)
     assert "lane" not in older
     assert "lanes" not in older

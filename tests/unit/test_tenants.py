@@ -9,10 +9,9 @@ import pytest
 
 from dispatcher.core.admission import admit
 from dispatcher.core.control import parse_control, steer
-from dispatcher.core.counting import RecordedStart
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.messages import QueuedMessage
-from dispatcher.core.tenants import PASSED_OVER_RECEIVES, Hold, Share, admit_shared, due_to_show, group_counts
+from dispatcher.core.tenants import PASSED_OVER_RECEIVES, Hold, Share, admit_shared, due_to_show
 from dispatcher.settings import load_settings
 from tests.unit.test_lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 
@@ -116,17 +115,6 @@ def test_held_jobs_are_shown_once_their_group_is_below_its_limit_or_has_none() -
     holds = [Hold("a", "a1", "r", 0.0), Hold("b", "b1", "r", 0.0)]
     assert due_to_show(holds, {"a": 2, "b": 1}, Share(max_per_group=2)) == [holds[1]]
     assert due_to_show(holds, {"a": 2, "b": 2}, Share(fair_share=True)) == holds
-
-
-def test_group_counts_come_from_the_roster_records() -> None:
-    records = [
-        RecordedStart(name=name, recorded_at=0.0, sort_key=name, group=group)
-        for name, group in (("x", "a"), ("y", "a"), ("z", "b"))
-    ]
-    assert group_counts([*records, RecordedStart(name="w", recorded_at=0.0, sort_key="w")]) == {
-        "a": 2,
-        "b": 1,
-    }
 
 
 def test_lanes_and_gates_read_their_group_settings() -> None:

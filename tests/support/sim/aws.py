@@ -26,8 +26,9 @@ from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.tick.ports import Ports, wire
 from tests.support.gate_world import Gates, GateSpec
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
-from tests.support.sim.dynamodb import StateStoreView, StateTable
+from tests.support.sim.dynamodb import LedgerView, StateTable
 from tests.support.sim.faults import Faults, Process
+from tests.support.sim.inside import RosterView
 from tests.support.sim.lease import LeaseView
 from tests.support.sim.rate import RateItems, RateView
 from tests.support.sim.scheduler import Scheduler
@@ -106,10 +107,16 @@ class SimResources:
         clients = self._clients
         return ExecutionsView(self._aws.stepfunctions, arn, clients.stepfunctions, clients.starts)
 
-    def state_table(self, key: str) -> StateStoreView:
-        """Every lane's records."""
+    def ledger(self, key: str) -> LedgerView:
+        """Every lane's starts and ends."""
         assert key == self._aws.state_machine_arn, f"no records under {key}"
-        return StateStoreView(self._aws.table, self._clients.dynamodb)
+        return LedgerView(self._aws.table, self._clients.dynamodb)
+
+    def roster(self, key: str) -> RosterView:
+        """Every member's roster."""
+        assert key == self._aws.state_machine_arn, f"no rosters under {key}"
+        table = self._aws.table
+        return RosterView(table.own, table.inside_partition, self._clients.dynamodb)
 
     def lease(self, key: str) -> LeaseView:
         """The tick lease."""

@@ -1,7 +1,7 @@
 """The state table in memory: recent starts and ends, the tick lease, and what each write and read costs.
 
-Items are the adapter's own (`dispatcher.adapters.state_table`), so their sizes, and the
-write and read units they cost, are the deployed table's. One partition key holds every
+Items are the adapters' own (`dispatcher.adapters.ledger`, `dispatcher.adapters.roster`), so
+their sizes, and the write and read units they cost, are the deployed table's. One partition key holds every
 lane's starts and ends, another the lease (`tests.support.sim.lease`), each gate's admissions
 another (`tests.support.sim.inside`), and each partition has DynamoDB's 1,000
 write and 3,000 read units a second; a `BatchWriteItem` short of units writes what fits
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dispatcher.adapters.inside_items import inside_partition
@@ -24,24 +24,21 @@ from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
     ends_item,
+    ledger_starts_of,
     partition,
     read_items,
-    recorded_starts,
-    records_of,
     start_packs,
     starts_item,
     void_item,
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RecordedStart, StartsToRecord, StateWindow
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.gates import InsideRead
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
-from dispatcher.core.tenants import Hold
 from tests.support.sim.api import Client, LiveBucket, Usage
-from tests.support.sim.inside import AdmissionsView, InsidePartition
+from tests.support.sim.inside import InsidePartition
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES, Stored, write_units
 from tests.support.sim.lease import Lease
 from tests.support.sim.scheduler import Scheduler
@@ -118,23 +115,16 @@ class StateTable:
             del self._keys[:cut]
 
 
-class StateStoreView:
-    """The `StateStore` port on one container's DynamoDB client."""
+class LedgerView:
+    """The `StartLedger` port on one container's DynamoDB client."""
 
     def __init__(self, table: StateTable, client: Client) -> None:
         self._table = table
         self._client = client
-        self._admissions = AdmissionsView(table.own, table.inside_partition, client)
 
-    def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
-        """The records of these starts, each lane's apart (the adapter's own)."""
-        return records_of(starts, now, self._table.own)
-
-    def starts_at(
-        self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
-    ) -> list[RecordedStart]:
-        """The records of these starts of the key's state machine (the adapter's own)."""
-        return recorded_starts(groups, now, redrives, self._table.own)
+    def starts_of(self, requests: Sequence[LedgerRequest], now: float) -> list[list[LedgerStart]]:
+        """The starts of these requests, each lane's apart (the adapter's own)."""
+        return ledger_starts_of(requests, now, self._table.own)
 
     def _write_batch(self, items: list[dict[str, Any]], packs: Sequence[Sequence[Any]], role: str) -> int:
         """One `BatchWriteItem`: the items that fit in the partition's units now; the records left."""
@@ -167,39 +157,12 @@ class StateStoreView:
                 left += sum(len(pack) for pack in packs[chunk])
         return left
 
-    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts (25 an item) and admissions (an item each) before they happen; those left.
-
-        The first `BatchWriteItem` of 25 items raises when throttled; a later one leaves its records.
-        """
-        starts = [record for record in records if record.gate is None]
+    def record(self, starts: Sequence[LedgerStart]) -> list[LedgerStart]:
+        """Write starts (25 an item) before they happen; those left. A throttled `BatchWriteItem` raises."""
         packs = start_packs(starts)
         items = [starts_item(self._table.partition, pack, self._table.own) for pack in packs]
         left = self._write_batch(items, packs, "record") if packs else 0
-        unprocessed = [record for pack in packs for record in pack][len(starts) - left :]
-        admissions = [record for record in records if record.gate is not None]
-        unprocessed += self._admissions.record(admissions, first_raises=not packs)
-        return unprocessed
-
-    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
-        """`Query` of the gate's partition (its admissions and confirmations)."""
-        return self._admissions.inside(gate, state_machine_arn)
-
-    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
-        """`PutItem` of one confirmation."""
-        self._admissions.confirm(gate, names, now)
-
-    def tidy(self, gate: str, keys: Sequence[str]) -> int:
-        """Delete stale confirmations and shown holds; how many were left."""
-        return self._admissions.tidy(gate, keys)
-
-    def hold(self, member: str, holds: Sequence[Hold]) -> None:
-        """`BatchWriteItem` of held jobs in the member's roster."""
-        self._admissions.hold(member, holds)
-
-    def release(self, gate: str, name: str, sent_at: float) -> bool:
-        """Conditional `DeleteItem`: the admission goes if recorded before ``sent_at``."""
-        return self._admissions.release(gate, name, sent_at)
+        return [start for pack in packs for start in pack][len(starts) - left :]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
         """Reported ends, once per execution with the latest stop, 500 an item (as the adapter)."""
@@ -220,11 +183,9 @@ class StateStoreView:
             items.extend(stored.item for stored in page)
         return read_items(items, self._table.own)
 
-    def forget(self, records: Sequence[RecordedStart], now: float) -> int:
-        """Void records that no longer count, 500 an item; delete admissions; how many were left."""
-        starts = [record for record in records if record.gate is None]
+    def void(self, starts: Sequence[LedgerStart], now: float) -> int:
+        """Void starts that no longer count, 500 an item; how many were left."""
         packs = chunks(starts, PACK_LIMIT)
-        left = self._best_effort(
+        return self._best_effort(
             [void_item(self._table.partition, pack, now) for pack in packs], packs, "forget"
         )
-        return left + self._admissions.forget([record for record in records if record.gate is not None])

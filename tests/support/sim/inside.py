@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dispatcher.adapters.inside_items import confirmation_item, held_item, inside_item, read_inside
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
-from dispatcher.core.counting import RecordedStart
 from dispatcher.core.errors import TransientError
-from dispatcher.core.gates import InsideRead, confirmed
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
+from dispatcher.core.rosters import RosterEntry, RosterRead, confirmed
 from dispatcher.core.tenants import Hold
+from dispatcher.core.topology import Gate, Member
 from tests.support.sim.api import Client, LiveBucket, Usage
 from tests.support.sim.items import READ_UNIT_BYTES, Stored, write_units
 from tests.support.sim.scheduler import Scheduler
@@ -60,8 +60,8 @@ class InsidePartition:
         return stored is not None
 
 
-class AdmissionsView:
-    """The gate half of the `StateStore` port on one container's DynamoDB client (as the adapter)."""
+class RosterView:
+    """The `Roster` port on one container's DynamoDB client (as the adapter): each member's partition."""
 
     def __init__(self, own: str, partition: Callable[[str], InsidePartition], client: Client) -> None:
         """``own``: the table's key (the default lane's machine); ``partition``: a gate's."""
@@ -69,55 +69,55 @@ class AdmissionsView:
         self._partition = partition
         self._client = client
 
-    def record(self, admissions: Sequence[RecordedStart], *, first_raises: bool) -> list[RecordedStart]:
-        """Admissions' items, 25 a `BatchWriteItem`; those left (or, ``first_raises``, raise on the first)."""
-        unprocessed: list[RecordedStart] = []
-        for index, chunk in enumerate(chunks(admissions, BATCH_WRITE_LIMIT)):
+    def enter(self, entries: Sequence[RosterEntry]) -> list[RosterEntry]:
+        """Entries' items, 25 a `BatchWriteItem`; those left (a throttle of the first call raises)."""
+        unprocessed: list[RosterEntry] = []
+        for index, chunk in enumerate(chunks(entries, BATCH_WRITE_LIMIT)):
             try:
                 unprocessed += self._write(chunk)
             except TransientError:
-                if index == 0 and first_raises:
+                if index == 0:
                     raise
                 unprocessed += chunk
         return unprocessed
 
-    def _write(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """One `BatchWriteItem` (each item in its gate's partition); those left."""
-        written: list[RecordedStart] = []
+    def _write(self, records: Sequence[RosterEntry]) -> list[RosterEntry]:
+        """One `BatchWriteItem` (each item in its member's partition); those left."""
+        written: list[RosterEntry] = []
 
         def admit() -> bool:
             for record in records:
                 item = inside_item(self._own, record)
-                if self._partition(str(record.gate)).write(write_units(item)):
+                if self._partition(record.member).write(write_units(item)):
                     written.append(record)
             return bool(written)
 
-        def write() -> list[RecordedStart]:
+        def write() -> list[RosterEntry]:
             for record in written:
                 item = inside_item(self._own, record)
-                self._partition(str(record.gate)).items[record.name] = Stored(item)
+                self._partition(record.member).items[record.name] = Stored(item)
             return [record for record in records if record not in written]
 
         return self._client.call(
             "BatchWriteItem", "BatchWriteItem on state table", admit, write, role="record"
         )
 
-    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
-        """`Query` of the gate's partition (its admissions and confirmations)."""
-        partition = self._partition(gate)
+    def read(self, member: Member) -> RosterRead:
+        """`Query` of the member's partition (its entries, confirmations and holds)."""
+        partition = self._partition(member.name)
         items = self._client.call(
             "Query",
             "Query on state table",
             partition.read,
             lambda: [stored.item for stored in partition.items.values()],
         )
-        records, confirmations, holds = read_inside(items, gate, state_machine_arn)
-        return InsideRead(*confirmed(records, confirmations), held=tuple(holds))
+        records, confirmations, holds = read_inside(items, member)
+        return RosterRead(*confirmed(records, confirmations), held=tuple(holds))
 
-    def hold(self, member: str, holds: Sequence[Hold]) -> None:
+    def hold(self, member: Member, holds: Sequence[Hold]) -> None:
         """`BatchWriteItem` of held jobs (one call: a round holds at most a few); raises when throttled."""
-        partition = self._partition(member)
-        items = [held_item(self._own, member, hold) for hold in holds]
+        partition = self._partition(member.name)
+        items = [held_item(self._own, member.name, hold) for hold in holds]
 
         def put() -> None:
             for item in items:
@@ -131,10 +131,10 @@ class AdmissionsView:
             role="record",
         )
 
-    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
+    def confirm(self, gate: Gate, names: Sequence[str], now: float) -> None:
         """`PutItem` of one confirmation."""
-        partition = self._partition(gate)
-        item = confirmation_item(self._own, gate, names, now)
+        partition = self._partition(gate.name)
+        item = confirmation_item(self._own, gate.name, names, now)
 
         def put() -> None:
             partition.items[item["sk"]["S"]] = Stored(item)
@@ -147,9 +147,9 @@ class AdmissionsView:
             role="confirm",
         )
 
-    def tidy(self, gate: str, keys: Sequence[str]) -> int:
-        """Delete stale confirmations, 25 a `BatchWriteItem`; how many were left."""
-        partition = self._partition(gate)
+    def tidy(self, member: Member, keys: Sequence[str]) -> int:
+        """Delete stale confirmations and shown holds, 25 a `BatchWriteItem`; how many were left."""
+        partition = self._partition(member.name)
         left = 0
         for chunk in chunks(keys, BATCH_WRITE_LIMIT):
             try:
@@ -164,9 +164,9 @@ class AdmissionsView:
                 left += len(chunk)
         return left
 
-    def release(self, gate: str, name: str, sent_at: float) -> bool:
+    def release(self, gate: Gate, name: str, sent_at: float) -> bool:
         """Conditional `DeleteItem`: the admission goes if recorded before ``sent_at`` (a unit either way)."""
-        partition = self._partition(gate)
+        partition = self._partition(gate.name)
 
         def delete() -> bool:
             stored = partition.items.get(name)
@@ -178,17 +178,17 @@ class AdmissionsView:
             "DeleteItem", "DeleteItem on state table", lambda: partition.write(1) > 0, delete, role="release"
         )
 
-    def forget(self, admissions: Sequence[RecordedStart]) -> int:
-        """Delete admissions' items, 25 a `BatchWriteItem`; how many were left."""
+    def leave(self, entries: Sequence[RosterEntry]) -> int:
+        """Delete entries' items, 25 a `BatchWriteItem`; how many were left."""
         left = 0
-        for chunk in chunks(admissions, BATCH_WRITE_LIMIT):
+        for chunk in chunks(entries, BATCH_WRITE_LIMIT):
 
-            def admit(chunk: Sequence[RecordedStart] = chunk) -> bool:
-                return all(self._partition(str(record.gate)).write(1) for record in chunk)
+            def admit(chunk: Sequence[RosterEntry] = chunk) -> bool:
+                return all(self._partition(record.member).write(1) for record in chunk)
 
-            def delete(chunk: Sequence[RecordedStart] = chunk) -> None:
+            def delete(chunk: Sequence[RosterEntry] = chunk) -> None:
                 for record in chunk:
-                    self._partition(str(record.gate)).delete(record.name)
+                    self._partition(record.member).delete(record.name)
 
             try:
                 self._client.call(

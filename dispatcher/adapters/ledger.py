@@ -1,4 +1,4 @@
-"""DynamoDB: the state table's recent starts and ends, and who is inside each gate: the dispatcher's memory.
+"""DynamoDB: the state table's start ledger — recent starts and ends, every state machine's of one dispatcher.
 
 ``ListExecutions`` may omit an execution for up to a minute after it started, so a
 start is written here *before* ``StartExecution`` and, whenever the list doesn't show
@@ -7,7 +7,8 @@ old. The list also keeps showing an execution for a while after it ended, so the
 status change event reports is written here too, and every tick of the next 90 s
 leaves that execution out.
 
-How its items are packed and keyed: `dispatcher.adapters.state_items`.
+How its items are packed and keyed: `dispatcher.adapters.state_items`. Who holds a member's
+places (a gate's admissions, a tenant lane's starts) is its roster's: `dispatcher.adapters.roster`.
 """
 
 from __future__ import annotations
@@ -18,37 +19,24 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from dispatcher.adapters.errors import translated
-from dispatcher.adapters.inside_items import (
-    confirmation_item,
-    held_item,
-    inside_item,
-    inside_item_key,
-    inside_partition,
-    read_inside,
-)
 from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
     ends_item,
     item_origins,
+    ledger_starts_of,
     partition,
     read_items,
-    record_key,
-    recorded_starts,
-    records_of,
     start_packs,
     starts_item,
     void_item,
 )
-from dispatcher.adapters.table import conditional
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
-from dispatcher.core.counting import RecordedStart, StartsToRecord, StateWindow
+from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.gates import InsideRead, confirmed
 from dispatcher.core.rerun import Origin
-from dispatcher.core.tenants import Hold
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -69,7 +57,7 @@ def _spans(moments: Sequence[float], margin: float) -> list[tuple[float, float]]
     return spans
 
 
-class StateTable:
+class StartLedgerTable:
     """The recent starts and ends of one dispatcher's state machines, in the state table."""
 
     def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
@@ -79,52 +67,34 @@ class StateTable:
         self._own = state_machine_arn
         self._partition = partition(state_machine_arn)
 
-    def records_of(self, starts: Sequence[StartsToRecord], now: float) -> list[list[RecordedStart]]:
-        """The records `record` writes for starting these executions now, each lane's apart.
+    def starts_of(self, requests: Sequence[LedgerRequest], now: float) -> list[list[LedgerStart]]:
+        """The starts `record` writes for starting these executions now, each lane's apart.
 
-        The records' keys are known before writing; they share one write id.
+        Their keys are known before writing; they share one write id.
         """
-        return records_of(starts, now, self._own)
-
-    def starts_at(
-        self, groups: Mapping[str, str], now: float, redrives: Mapping[str, int] | None = None
-    ) -> list[RecordedStart]:
-        """The records `record` writes for starting executions of the key's state machine now.
-
-        ``groups``: name → message group; ``redrives``: name → redriveCount before, for
-        the executions redriven rather than started.
-        """
-        return recorded_starts(groups, now, redrives, self._own)
+        return ledger_starts_of(requests, now, self._own)
 
     def _write(self, items: Sequence[dict[str, Any]]) -> set[str]:
-        """One `BatchWriteItem` of packed items; the record keys (`record_key`) of those left unprocessed."""
+        """One `BatchWriteItem` of packed items; the sort keys of those left unprocessed."""
         requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for item in items]
         with translated(f"BatchWriteItem on state table {self.table}"):
             response = self._client.batch_write_item(RequestItems={self.table: requests})
         return {
-            record_key(request["PutRequest"]["Item"])
+            str(request["PutRequest"]["Item"]["sk"]["S"])
             for request in response.get("UnprocessedItems", {}).get(self.table, [])
             if "PutRequest" in request
         }
 
-    def record(self, records: Sequence[RecordedStart]) -> list[RecordedStart]:
-        """Write starts and admissions (of one `records_of`) before they happen; those left unprocessed.
+    def record(self, starts: Sequence[LedgerStart]) -> list[LedgerStart]:
+        """Write starts (of one `starts_of`) before they happen; those left unprocessed.
 
-        Starts recorded together share an item, 25 an item, whatever their state machine;
-        an admission into a gate is an item of its own. They go in `BatchWriteItem` calls
-        of 25 items, the starts' first. An unprocessed record's call must not happen in
-        this round. The first call still failing after botocore's retries raises (its
-        records may or may not have been written); a later one leaves its records
-        unprocessed.
+        Starts recorded together share an item, 25 an item, whatever their state machine,
+        in `BatchWriteItem` calls of 25 items. An unprocessed start must not happen in this
+        round. The first call still failing after botocore's retries raises (its starts may
+        or may not have been written); a later one leaves its starts unprocessed.
         """
-        packs = start_packs([record for record in records if record.gate is None])
-        packs += [[record] for record in records if record.gate is not None]
-        items = [
-            starts_item(self._partition, pack, self._own)
-            if pack[0].gate is None
-            else inside_item(self._own, pack[0])
-            for pack in packs
-        ]
+        packs = start_packs(starts)
+        items = [starts_item(self._partition, pack, self._own) for pack in packs]
         unprocessed: set[str] = set()
         for index, chunk in enumerate(chunks(items, BATCH_WRITE_LIMIT)):
             try:
@@ -132,8 +102,8 @@ class StateTable:
             except TransientError:
                 if index == 0:
                     raise
-                unprocessed |= {record_key(item) for item in chunk}
-        return [record for pack in packs if pack[0].sort_key in unprocessed for record in pack]
+                unprocessed |= {item["sk"]["S"] for item in chunk}
+        return [start for pack in packs if pack[0].sort_key in unprocessed for start in pack]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
         """Remember for the review window the ends status change events reported; how many were left.
@@ -240,92 +210,14 @@ class StateTable:
                 return
             request["ExclusiveStartKey"] = last_key
 
-    def forget(self, records: Sequence[RecordedStart], now: float) -> int:
-        """Void records that no longer count (ended, superseded, never started); return how many were left.
+    def void(self, starts: Sequence[LedgerStart], now: float) -> int:
+        """Void starts that no longer count (ended, superseded, never started); how many were left.
 
-        One item names up to 500 of them; the records themselves (and their groups) stay.
-        Best effort: a record left behind is reviewed again next tick and found settled
+        One item names up to 500 of them; the starts themselves (and their groups) stay.
+        Best effort: a start left behind is reviewed again next tick and found settled
         again (or holds its slot for at most the window), so a failure here costs calls or
-        a little capacity, never the cap. An admission into a gate is deleted: its place
-        is free (one left behind holds its place until a later tick deletes it).
+        a little capacity, never the cap.
         """
-        starts = [record for record in records if record.gate is None]
         packs = chunks(starts, PACK_LIMIT)
         items = [void_item(self._partition, pack, now) for pack in packs]
-        left = self._write_packs(packs, items, (TransientError, ClientError))
-        return left + self._delete_admissions([record for record in records if record.gate is not None])
-
-    def _delete_admissions(self, records: Sequence[RecordedStart]) -> int:
-        """Delete admissions' items, 25 a `BatchWriteItem`, best effort; how many were left."""
-        left = 0
-        for chunk in chunks(records, BATCH_WRITE_LIMIT):
-            requests: list[WriteRequestTypeDef] = [
-                {"DeleteRequest": {"Key": inside_item_key(self._own, record)}} for record in chunk
-            ]
-            try:
-                with translated(f"BatchWriteItem on state table {self.table}"):
-                    response = self._client.batch_write_item(RequestItems={self.table: requests})
-            except (TransientError, ClientError):
-                left += len(chunk)
-                continue
-            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
-        return left
-
-    def inside(self, gate: str, state_machine_arn: str) -> InsideRead:
-        """The admissions into ``gate`` not deleted yet, each marked confirmed or not (read consistently)."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": inside_partition(self._own, gate)}},
-            "ConsistentRead": True,
-        }
-        records, confirmations, holds = read_inside(self._query(request), gate, state_machine_arn)
-        return InsideRead(*confirmed(records, confirmations), held=tuple(holds))
-
-    def hold(self, member: str, holds: Sequence[Hold]) -> None:
-        """Note held jobs in ``member``'s roster, 25 a `BatchWriteItem`; raises unless each is written."""
-        for chunk in chunks(holds, BATCH_WRITE_LIMIT):
-            requests: list[WriteRequestTypeDef] = [
-                {"PutRequest": {"Item": held_item(self._own, member, hold)}} for hold in chunk
-            ]
-            with translated(f"BatchWriteItem on state table {self.table}"):
-                response = self._client.batch_write_item(RequestItems={self.table: requests})
-            if response.get("UnprocessedItems", {}).get(self.table):
-                raise TransientError(f"the state table left held jobs of {member} unprocessed")
-
-    def confirm(self, gate: str, names: Sequence[str], now: float) -> None:
-        """Note that `SendTaskSuccess` took these admissions (one item); raises when it can't be written."""
-        with translated(f"PutItem on state table {self.table} (gate {gate})"):
-            self._client.put_item(TableName=self.table, Item=confirmation_item(self._own, gate, names, now))
-
-    def tidy(self, gate: str, keys: Sequence[str]) -> int:
-        """Delete stale confirmations of ``gate``; how many were left (one left is tidied on a later tick)."""
-        left = 0
-        for chunk in chunks(keys, BATCH_WRITE_LIMIT):
-            requests: list[WriteRequestTypeDef] = [
-                {"DeleteRequest": {"Key": {"pk": {"S": inside_partition(self._own, gate)}, "sk": {"S": key}}}}
-                for key in chunk
-            ]
-            try:
-                with translated(f"BatchWriteItem on state table {self.table}"):
-                    response = self._client.batch_write_item(RequestItems={self.table: requests})
-            except (TransientError, ClientError):
-                left += len(chunk)
-                continue
-            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
-        return left
-
-    def release(self, gate: str, name: str, sent_at: float) -> bool:
-        """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was.
-
-        A release sent before the admission it would end (an earlier entry's, late) frees nothing.
-        """
-        return conditional(
-            self._client,
-            self.table,
-            f"gate {gate}",
-            "delete_item",
-            Key={"pk": {"S": inside_partition(self._own, gate)}, "sk": {"S": name}},
-            ConditionExpression="recorded_at <= :sent",
-            ExpressionAttributeValues={":sent": {"N": f"{sent_at:.6f}"}},
-        )
+        return self._write_packs(packs, items, (TransientError, ClientError))

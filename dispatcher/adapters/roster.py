@@ -1,0 +1,166 @@
+"""DynamoDB: each member's roster — who holds its places until each leaves, and its jobs held for a group.
+
+A gate's admissions and a tenant lane's starts are items of their own in the member's
+partition, one an execution, kept until the execution leaves (a release, an end, a check).
+How the items are laid out: `dispatcher.adapters.inside_items`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from dispatcher.adapters.errors import translated
+from dispatcher.adapters.inside_items import (
+    confirmation_item,
+    held_item,
+    inside_item,
+    inside_item_key,
+    inside_partition,
+    read_inside,
+)
+from dispatcher.adapters.table import conditional
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
+from dispatcher.core.errors import TransientError
+from dispatcher.core.rosters import RosterEntry, RosterRead, confirmed
+from dispatcher.core.tenants import Hold
+from dispatcher.core.topology import Gate, Member
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
+
+
+class RosterTable:
+    """Every member's roster of one dispatcher, in the state table (keyed by the default lane's machine)."""
+
+    def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
+        """``state_machine_arn``: the default lane's, which keys every member's partition."""
+        self._client = client
+        self.table = table
+        self._own = state_machine_arn
+
+    def _batch(self, requests: list[WriteRequestTypeDef]) -> list[Any]:
+        """One `BatchWriteItem`; the requests left unprocessed."""
+        with translated(f"BatchWriteItem on state table {self.table}"):
+            response = self._client.batch_write_item(RequestItems={self.table: requests})
+        return list(response.get("UnprocessedItems", {}).get(self.table, []))
+
+    def enter(self, entries: Sequence[RosterEntry]) -> list[RosterEntry]:
+        """Write entries before their executions start or are admitted, 25 a call; those left unprocessed.
+
+        An unprocessed entry's call must not happen in this round. The first call still
+        failing after botocore's retries raises; a later one leaves its entries unprocessed.
+        """
+        unprocessed: list[RosterEntry] = []
+        for index, chunk in enumerate(chunks(entries, BATCH_WRITE_LIMIT)):
+            try:
+                left = self._batch(
+                    [{"PutRequest": {"Item": inside_item(self._own, entry)}} for entry in chunk]
+                )
+            except TransientError:
+                if index == 0:
+                    raise
+                unprocessed += chunk
+                continue
+            keys = {
+                (request["PutRequest"]["Item"]["pk"]["S"], request["PutRequest"]["Item"]["sk"]["S"])
+                for request in left
+            }
+            unprocessed += [entry for entry in chunk if _key(self._own, entry) in keys]
+        return unprocessed
+
+    def leave(self, entries: Sequence[RosterEntry]) -> int:
+        """Delete the entries of executions that left (their places are free); how many were left.
+
+        One left behind holds its place until a later tick finds it left again.
+        """
+        left = 0
+        for chunk in chunks(entries, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"DeleteRequest": {"Key": inside_item_key(self._own, entry)}} for entry in chunk
+            ]
+            try:
+                left += len(self._batch(requests))
+            except (TransientError, ClientError):
+                left += len(chunk)
+        return left
+
+    def read(self, member: Member) -> RosterRead:
+        """The member's entries not deleted yet (a gate's each marked confirmed or not), read consistently."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": inside_partition(self._own, member.name)}},
+            "ConsistentRead": True,
+        }
+        entries, confirmations, holds = read_inside(self._query(request), member)
+        return RosterRead(*confirmed(entries, confirmations), held=tuple(holds))
+
+    def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every item a Query returns, page after page."""
+        while True:
+            with translated(f"Query on state table {self.table}"):
+                page = self._client.query(**request)
+            yield from page.get("Items", [])
+            last_key = page.get("LastEvaluatedKey")
+            if not last_key:
+                return
+            request["ExclusiveStartKey"] = last_key
+
+    def hold(self, member: Member, holds: Sequence[Hold]) -> None:
+        """Note held jobs in ``member``'s roster, 25 a `BatchWriteItem`; raises unless each is written."""
+        for chunk in chunks(holds, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"PutRequest": {"Item": held_item(self._own, member.name, hold)}} for hold in chunk
+            ]
+            if self._batch(requests):
+                raise TransientError(f"the state table left held jobs of {member.name} unprocessed")
+
+    def confirm(self, gate: Gate, names: Sequence[str], now: float) -> None:
+        """Note that `SendTaskSuccess` took these admissions (one item); raises when it can't be written."""
+        with translated(f"PutItem on state table {self.table} (gate {gate.name})"):
+            self._client.put_item(
+                TableName=self.table, Item=confirmation_item(self._own, gate.name, names, now)
+            )
+
+    def tidy(self, member: Member, keys: Sequence[str]) -> int:
+        """Delete items of ``member``'s roster by key (stale confirmations, shown holds); how many were left.
+
+        One left is tidied on a later tick.
+        """
+        left = 0
+        partition = inside_partition(self._own, member.name)
+        for chunk in chunks(keys, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"DeleteRequest": {"Key": {"pk": {"S": partition}, "sk": {"S": key}}}} for key in chunk
+            ]
+            try:
+                left += len(self._batch(requests))
+            except (TransientError, ClientError):
+                left += len(chunk)
+        return left
+
+    def release(self, gate: Gate, name: str, sent_at: float) -> bool:
+        """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was.
+
+        A release sent before the admission it would end (an earlier entry's, late) frees nothing.
+        """
+        return conditional(
+            self._client,
+            self.table,
+            f"gate {gate.name}",
+            "delete_item",
+            Key={"pk": {"S": inside_partition(self._own, gate.name)}, "sk": {"S": name}},
+            ConditionExpression="recorded_at <= :sent",
+            ExpressionAttributeValues={":sent": {"N": f"{sent_at:.6f}"}},
+        )
+
+
+def _key(own: str, entry: RosterEntry) -> tuple[str, str]:
+    key = inside_item_key(own, entry)
+    return key["pk"]["S"], key["sk"]["S"]
