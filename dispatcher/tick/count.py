@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from dispatcher.core.counting import (
@@ -125,6 +125,9 @@ class Count:
     running: int
     oldest_running_seconds: float | None = None
     """Age of the oldest listed execution (when the listing was complete)."""
+    ended: Mapping[str, float] = field(default_factory=dict)
+    """Execution name → when the start this count found ended (by `DescribeExecution`) was recorded:
+    a roster entry of that run, or an earlier one, holds no place from this tick on."""
 
 
 class Counter:
@@ -184,7 +187,7 @@ class Counter:
         running, settled = self._settle(planned.to_check, planned.running, now, listing.listed_at)
         if settled:
             self._records.void(settled, now)
-        return Count(running, oldest)
+        return Count(running, oldest, {start.name: start.recorded_at for start in settled})
 
     def _read_listing(
         self, last: RunningListing | None, ends: Mapping[str, float], now: float

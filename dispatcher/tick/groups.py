@@ -194,17 +194,37 @@ class LaneRoster:
         self._warm = warm
         self._clock = clock
 
-    def book(self, share: Share, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> GroupBook:
-        """The lane's groups now: its roster, less what ended (an event; a listing without it).
+    def book(
+        self,
+        share: Share,
+        window: StateWindow,
+        ended: Sequence[EndedExecution] = (),
+        counted_ended: Mapping[str, float] | None = None,
+    ) -> GroupBook:
+        """The lane's groups now: its roster, less what ended (an event, the count's check, a listing).
 
-        ``window``: its state machine's, as the tick's count read it (its ends).
+        ``window``: its state machine's, as the tick's count read it (its ends);
+        ``counted_ended``: the runs the tick's count found ended (`Count.ended`), so a group's
+        place comes back in the very tick its slot in the pool does.
         """
         now = self._clock()
         read = self._roster.read(self._lane)
         planned = plan_inside(read.entries, latest_ends([*window.ended, *ended]))
         listing = self._warm.listing(self._executions.arn, now, LISTING_MAX_AGE_SECONDS)
-        left = list(planned.ended) + reconciled(
-            self._lane.name, self._executions, self._warm, planned.inside, now, listing=listing
+        checked = counted_ended or {}
+        left = list(planned.ended) + [
+            entry
+            for entry in planned.inside
+            if entry.name in checked and entry.recorded_at <= checked[entry.name]
+        ]
+        gone = {entry.name for entry in left}
+        left += reconciled(
+            self._lane.name,
+            self._executions,
+            self._warm,
+            [entry for entry in planned.inside if entry.name not in gone],
+            now,
+            listing=listing,
         )
         if left:
             logger.info(
@@ -238,17 +258,19 @@ class Tenants:
         self.books: dict[str, GroupBook] = {}
         """Member → its groups this tick (a member that doesn't count by group has none)."""
 
-    def read(
+    def read(  # noqa: PLR0913, PLR0917 — each is one input of the groups' read
         self,
         topology: Topology,
         pools: Iterable[str],
         windows: Mapping[str, StateWindow],
         ends: Mapping[str, Sequence[EndedExecution]],
         gates: Mapping[str, tuple[Iterable[RosterEntry], Mapping[str, Hold]]],
+        counted_ended: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         """Each tenant member's groups now, and its held jobs whose group dropped below its limit shown again.
 
-        ``gates``: each counted gate's executions inside and its held requests.
+        ``gates``: each counted gate's executions inside and its held requests;
+        ``counted_ended``: each state machine's runs its count found ended this tick (`Count.ended`).
         """
         self.books.clear()
         counted = set(pools)
@@ -263,7 +285,10 @@ class Tenants:
             )
             arn = lane.state_machine_arn
             self.books[lane.name] = roster.book(
-                Share(lane.max_per_group, lane.fair_share), windows[arn], ends.get(arn, ())
+                Share(lane.max_per_group, lane.fair_share),
+                windows[arn],
+                ends.get(arn, ()),
+                (counted_ended or {}).get(arn),
             )
             queues[lane.name] = ports.queue
         for gate in topology.gates:

@@ -265,6 +265,7 @@ class Dispatcher:
                 windows,
                 by_machine,
                 {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
+                {arn: count.ended for arn, count in counts.items()},
             )
         except TransientError as error:
             # Without a count nothing may start; the next tick tries again.

@@ -95,6 +95,25 @@ def test_a_held_job_starts_in_the_tick_its_groups_end_frees_a_place_in_send_orde
     assert [item for item in roster_items(harness) if item["kind"]["S"] == "held"] == []
 
 
+def test_without_an_end_event_a_groups_place_comes_back_in_the_tick_that_counts_its_end(
+    harness: Harness,
+) -> None:
+    """No end event: the tick that finds an execution ended frees its group's place with its pool slot."""
+    harness.configure(10, max_per_group=2)
+    noisy = send_jobs(harness, "noisy", 3)
+    harness.tick()
+    assert harness.started_jobs() == noisy[:2]
+    end(harness, noisy[0])  # it ends, and no status change event reaches the dispatcher
+
+    report = harness.tick()
+
+    assert report["running"] == 1, "the pool counts it ended (DescribeExecution: the list no longer shows it)"
+    assert harness.started_jobs() == noisy, "its group's place came back in the same tick"
+    running = sorted(execution["name"] for execution in harness.executions("RUNNING"))
+    entries = sorted(item["sk"]["S"] for item in roster_items(harness) if item["kind"]["S"] == "inside")
+    assert entries == running, "the roster (what status --groups reads) agrees with Step Functions"
+
+
 def test_an_execution_running_for_days_still_counts_in_its_group(harness: Harness) -> None:
     harness.configure(10, max_per_group=1)
     send_jobs(harness, "noisy", 2)
