@@ -93,7 +93,9 @@ def build_dispatcher(
     configured: Topology | None = None,
 ) -> Dispatcher:
     """Wire the service to AWS for one invocation (``configured``: ``LANES`` before the control parameter)."""
-    resources = AwsResources(_clients(), settings.state_table, wait_seconds=settings.receive_wait_seconds)
+    resources = AwsResources(
+        _clients(), settings.state_table, wait_seconds=settings.receive_wait_seconds, kept=_warm.rosters
+    )
     runtime = Runtime(
         clock=time.time,
         sleep=time.sleep,

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 from dispatcher.adapters.clients import Clients
+from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.rate import RateBucket
 from dispatcher.adapters.roster import RosterTable
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine, TaskTokens
+from dispatcher.core.lane_rosters import KeptRoster
 
 
 class AwsResources:
     """Adapters on one container's clients, over one state table."""
 
-    def __init__(self, clients: Clients, table: str, *, wait_seconds: int) -> None:
+    def __init__(
+        self, clients: Clients, table: str, *, wait_seconds: int, kept: dict[str, KeptRoster] | None = None
+    ) -> None:
+        """``kept``: the tenant lanes' rosters as this container keeps them (`LaneRosterTable`)."""
         self._clients = clients
         self._table = table
         self._wait_seconds = wait_seconds
+        self._kept = kept
 
     def queue(self, url: str) -> SourceQueue:
         """A job queue; each receive long-polls ``wait_seconds``."""
@@ -35,8 +41,12 @@ class AwsResources:
         """The state table's start ledger, keyed by one state machine."""
         return StartLedgerTable(self._clients.dynamodb, self._table, state_machine_arn)
 
-    def roster(self, state_machine_arn: str) -> RosterTable:
-        """The state table's rosters, keyed by one state machine."""
+    def lane_roster(self, state_machine_arn: str) -> LaneRosterTable:
+        """The tenant lanes' rosters in the state table, keyed by one state machine, kept warm."""
+        return LaneRosterTable(self._clients.dynamodb, self._table, state_machine_arn, self._kept)
+
+    def gate_roster(self, state_machine_arn: str) -> RosterTable:
+        """The gates' rosters in the state table, keyed by one state machine."""
         return RosterTable(self._clients.dynamodb, self._table, state_machine_arn)
 
     def lease(self, key: str) -> TickLease:

@@ -1,8 +1,9 @@
-"""DynamoDB: each member's roster — who holds its places until each leaves, and its jobs held for a group.
+"""DynamoDB: a gate's roster — who is inside it until each leaves — and any member's held jobs.
 
-A gate's admissions and a tenant lane's starts are items of their own in the member's
-partition, one an execution, kept until the execution leaves (a release, an end, a check).
-How the items are laid out: `dispatcher.adapters.inside_items`.
+A gate's admissions are items of their own in the gate's partition, one an execution, kept
+until the execution leaves (a release, an end, a check); any invocation may release one.
+How the items are laid out: `dispatcher.adapters.inside_items`. A tenant lane's roster is
+packed and kept by its holder: `dispatcher.adapters.lane_roster`.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
 
 
-class RosterTable:
-    """Every member's roster of one dispatcher, in the state table (keyed by the default lane's machine)."""
+class RosterCalls:
+    """The calls every member's roster makes on the state table (keyed by the default lane's machine)."""
 
     def __init__(self, client: DynamoDBClient, table: str, state_machine_arn: str) -> None:
         """``state_machine_arn``: the default lane's, which keys every member's partition."""
@@ -49,6 +50,50 @@ class RosterTable:
         with translated(f"BatchWriteItem on state table {self.table}"):
             response = self._client.batch_write_item(RequestItems={self.table: requests})
         return list(response.get("UnprocessedItems", {}).get(self.table, []))
+
+    def _query(self, member: str) -> Iterator[dict[str, Any]]:
+        """Every item of the member's partition, read consistently, page after page."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": inside_partition(self._own, member)}},
+            "ConsistentRead": True,
+        }
+        while True:
+            with translated(f"Query on state table {self.table}"):
+                page = self._client.query(**request)
+            yield from page.get("Items", [])
+            last_key = page.get("LastEvaluatedKey")
+            if not last_key:
+                return
+            request["ExclusiveStartKey"] = last_key
+
+    def _hold(self, member: Member, holds: Sequence[Hold]) -> None:
+        """Note held jobs in ``member``'s roster, 25 a `BatchWriteItem`; raises unless each is written."""
+        for chunk in chunks(holds, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"PutRequest": {"Item": held_item(self._own, member.name, hold)}} for hold in chunk
+            ]
+            if self._batch(requests):
+                raise TransientError(f"the state table left held jobs of {member.name} unprocessed")
+
+    def _tidy(self, member: Member, keys: Sequence[str]) -> int:
+        """Delete items of ``member``'s roster by key; how many were left (one left goes on a later tick)."""
+        left = 0
+        partition = inside_partition(self._own, member.name)
+        for chunk in chunks(keys, BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [
+                {"DeleteRequest": {"Key": {"pk": {"S": partition}, "sk": {"S": key}}}} for key in chunk
+            ]
+            try:
+                left += len(self._batch(requests))
+            except (TransientError, ClientError):
+                left += len(chunk)
+        return left
+
+
+class RosterTable(RosterCalls):
+    """Every gate's roster of one dispatcher: an item an admission, and confirmations."""
 
     def enter(self, entries: Sequence[RosterEntry]) -> list[RosterEntry]:
         """Write entries before their executions start or are admitted, 25 a call; those left unprocessed.
@@ -92,34 +137,16 @@ class RosterTable:
 
     def read(self, member: Member) -> RosterRead:
         """The member's entries not deleted yet (a gate's each marked confirmed or not), read consistently."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": inside_partition(self._own, member.name)}},
-            "ConsistentRead": True,
-        }
-        entries, confirmations, holds = read_inside(self._query(request), member)
+        entries, confirmations, holds = read_inside(self._query(member.name), member)
         return RosterRead(*confirmed(entries, confirmations), held=tuple(holds))
-
-    def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """Every item a Query returns, page after page."""
-        while True:
-            with translated(f"Query on state table {self.table}"):
-                page = self._client.query(**request)
-            yield from page.get("Items", [])
-            last_key = page.get("LastEvaluatedKey")
-            if not last_key:
-                return
-            request["ExclusiveStartKey"] = last_key
 
     def hold(self, member: Member, holds: Sequence[Hold]) -> None:
         """Note held jobs in ``member``'s roster, 25 a `BatchWriteItem`; raises unless each is written."""
-        for chunk in chunks(holds, BATCH_WRITE_LIMIT):
-            requests: list[WriteRequestTypeDef] = [
-                {"PutRequest": {"Item": held_item(self._own, member.name, hold)}} for hold in chunk
-            ]
-            if self._batch(requests):
-                raise TransientError(f"the state table left held jobs of {member.name} unprocessed")
+        self._hold(member, holds)
+
+    def tidy(self, member: Member, keys: Sequence[str]) -> int:
+        """Delete items of ``member``'s roster by key (stale confirmations, shown holds); how many left."""
+        return self._tidy(member, keys)
 
     def confirm(self, gate: Gate, names: Sequence[str], now: float) -> None:
         """Note that `SendTaskSuccess` took these admissions (one item); raises when it can't be written."""
@@ -127,23 +154,6 @@ class RosterTable:
             self._client.put_item(
                 TableName=self.table, Item=confirmation_item(self._own, gate.name, names, now)
             )
-
-    def tidy(self, member: Member, keys: Sequence[str]) -> int:
-        """Delete items of ``member``'s roster by key (stale confirmations, shown holds); how many were left.
-
-        One left is tidied on a later tick.
-        """
-        left = 0
-        partition = inside_partition(self._own, member.name)
-        for chunk in chunks(keys, BATCH_WRITE_LIMIT):
-            requests: list[WriteRequestTypeDef] = [
-                {"DeleteRequest": {"Key": {"pk": {"S": partition}, "sk": {"S": key}}}} for key in chunk
-            ]
-            try:
-                left += len(self._batch(requests))
-            except (TransientError, ClientError):
-                left += len(chunk)
-        return left
 
     def release(self, gate: Gate, name: str, sent_at: float) -> bool:
         """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was.

@@ -14,13 +14,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TextIO
 
+from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.roster import RosterTable
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.members import chosen_member
 from dispatcher.cli.output import table
 from dispatcher.core.control import steer
 from dispatcher.core.rosters import group_counts
-from dispatcher.core.topology import Member, Topology
+from dispatcher.core.topology import GATE, LANE, Member, Topology
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,18 @@ def read_groups(aws: Aws, resources: Resources, chosen: tuple[str, str] | None) 
     read = None if control is None else control.read()
     environment_max = resources.max_concurrency or 0  # MAX doesn't matter here
     topology = steer(resources.topology(environment_max), read, resources.control_parameter)
-    rosters = RosterTable(
-        aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
+    arguments = (
+        aws.client("dynamodb"),
+        resources.need("state_table"),
+        topology.default_lane.state_machine_arn,
     )
+    rosters: dict[str, LaneRosterTable | RosterTable] = {
+        LANE: LaneRosterTable(*arguments),
+        GATE: RosterTable(*arguments),
+    }
     rows: list[GroupRow] = []
     for member in members_with_groups(topology, chosen):
-        roster = rosters.read(member)
+        roster = rosters[member.kind].read(member)
         running = group_counts(roster.entries)
         held = Counter(hold.group for hold in roster.held)
         rows += [

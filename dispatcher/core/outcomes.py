@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from dispatcher.core.topology import GATE, LANE
+
 
 class Outcome(StrEnum):
     """What became of one received message (or, for ``DELETE_FAILED``, of its delete)."""
@@ -64,9 +66,6 @@ class Label:
     within: Outcome | None = None
     """A one-line report says it in brackets after this outcome's words, and only when it is not 0."""
 
-
-LANE, GATE = "lane", "gate"
-"""The kinds of member (`dispatcher.core.topology.Member.kind`)."""
 
 LABELS: Mapping[str, Mapping[Outcome, Label]] = {
     LANE: {

@@ -52,6 +52,9 @@ class RosterEntry(BaseModel):
     state_machine_arn: str
     group: str | None = None
     """Its job's message group (None: not recorded)."""
+    key: str = ""
+    """Where a tenant lane's roster keeps it: its pack and place in it, or an item of its own (the
+    name). A gate keeps each admission as an item named by the execution."""
 
 
 class GateEntry(RosterEntry):

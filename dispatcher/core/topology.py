@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -31,6 +31,8 @@ from dispatcher.core.errors import ConfigurationError
 
 DEFAULT = "default"
 """The environment's lane and pool."""
+LANE, GATE = "lane", "gate"
+"""The kinds of member (`Member.kind`)."""
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,40}$"
 STATE_MACHINE_ARN_PATTERN = r"^arn:aws[\w-]*:states:[\w-]+:\d{12}:stateMachine:[^:]+$"
 
@@ -92,6 +94,8 @@ class Member:
     pause; every member of a pool is counted in it.
     """
 
+    kind: ClassVar[str]
+    """What kind of member it is (`LANE`, `GATE`): how its outcomes are said (`dispatcher.core.outcomes`)."""
     name: str
     pool: str
     queue_url: str
@@ -120,6 +124,8 @@ class Member:
 class Lane(Member):
     """A queue whose jobs start executions of one state machine, in one pool."""
 
+    kind: ClassVar[str] = LANE
+
     starts_per_second: float | None = None
     """At most ``b + r·t`` starts in any t seconds, b = max(1, r) (None: no rate cap)."""
 
@@ -132,6 +138,8 @@ class Gate(Member):
     count nowhere. It shares its pool's slots with the pool's lanes of priority 0. Its
     queue takes requests (a ``{"token", "execution"}`` each).
     """
+
+    kind: ClassVar[str] = GATE
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any, TextIO
 
 from dispatcher.cli.errors import CliError
 from dispatcher.core.events import failure_pattern, refill_pattern
-from dispatcher.core.outcomes import GATE, LANE, Outcome, said, said_keys
-from dispatcher.core.topology import DEFAULT
+from dispatcher.core.outcomes import Outcome, said, said_keys
+from dispatcher.core.topology import DEFAULT, GATE, LANE
 from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, local_client, pointed_at
 from dispatcher.local.events import Rule, sqs_event, to_queue

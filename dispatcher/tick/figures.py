@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dispatcher.core.events import EndNews
-from dispatcher.core.outcomes import GATE, LANE, member_metrics, metric_totals
-from dispatcher.core.topology import Topology
+from dispatcher.core.outcomes import member_metrics, metric_totals
+from dispatcher.core.topology import GATE, LANE, Topology
 from dispatcher.tick.report import StopReason, TickReport
 
 Unit = Literal["Count", "Seconds", "Percent"]

@@ -46,7 +46,7 @@ from dispatcher.core.tenants import Hold, admit_shared
 from dispatcher.core.topology import Gate
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook, reconciled
-from dispatcher.tick.ports import GatePorts, Roster, StartThreads, TaskTokens
+from dispatcher.tick.ports import GatePorts, GateRoster, StartThreads, TaskTokens
 from dispatcher.tick.report import GateFigures
 from dispatcher.tick.round import MemberRound, Prepared
 from dispatcher.tick.starts import GroupOutcome, Recording, RoundOutcome
@@ -66,7 +66,7 @@ class GateCounter:
         self,
         gate: Gate,
         ports: GatePorts,
-        roster: Roster,
+        roster: GateRoster,
         warm: WarmState,
         clock: Callable[[], float],
     ) -> None:

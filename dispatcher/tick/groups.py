@@ -281,7 +281,7 @@ class Tenants:
             ports = next(each for each in self._ports.lanes if each.name == lane.name)
             roster = self._rosters.setdefault(
                 lane.name,
-                LaneRoster(lane, ports.state_machine, self._ports.roster, self._warm, self._clock),
+                LaneRoster(lane, ports.state_machine, ports.roster, self._warm, self._clock),
             )
             arn = lane.state_machine_arn
             self.books[lane.name] = roster.book(
@@ -295,14 +295,10 @@ class Tenants:
             if gate.max_per_group is None or gate.name not in gates:
                 continue
             inside, holds = gates[gate.name]
+            gated = next(each for each in self._ports.gates if each.name == gate.name)
             self.books[gate.name] = GroupBook(
-                gate,
-                Share(gate.max_per_group),
-                group_counts(inside),
-                dict(holds),
-                self._ports.roster,
-                self._clock,
+                gate, Share(gate.max_per_group), group_counts(inside), dict(holds), gated.roster, self._clock
             )
-            queues[gate.name] = next(each.queue for each in self._ports.gates if each.name == gate.name)
+            queues[gate.name] = gated.queue
         for name, book in self.books.items():
             book.show_due(queues[name])

@@ -140,7 +140,7 @@ class StartLedger(Protocol):
 
 
 class Roster(Protocol):
-    """Who holds each member's places: a gate's admissions, a tenant lane's starts, kept until each left.
+    """Who holds a member's places — a tenant lane's starts, a gate's admissions — kept until each left.
 
     A member's roster also keeps its jobs held for their group's limit (`Hold`).
     """
@@ -154,11 +154,7 @@ class Roster(Protocol):
         ...
 
     def leave(self, entries: Sequence[RosterEntry]) -> int:
-        """Delete the entries of executions that left (their places are free); how many were left."""
-        ...
-
-    def confirm(self, gate: Gate, names: Sequence[str], now: float) -> None:
-        """Note that `SendTaskSuccess` took these admissions into ``gate`` (raises when not written)."""
+        """Free the places of executions that left (best effort); how many were left."""
         ...
 
     def tidy(self, member: Member, keys: Sequence[str]) -> int:
@@ -167,6 +163,14 @@ class Roster(Protocol):
 
     def hold(self, member: Member, holds: Sequence[Hold]) -> None:
         """Note jobs held for their group's limit in ``member``'s roster (raises when not written)."""
+        ...
+
+
+class GateRoster(Roster, Protocol):
+    """A gate's roster: its admissions are confirmed once taken, and any invocation may release one."""
+
+    def confirm(self, gate: Gate, names: Sequence[str], now: float) -> None:
+        """Note that `SendTaskSuccess` took these admissions into ``gate`` (raises when not written)."""
         ...
 
     def release(self, gate: Gate, name: str, sent_at: float) -> bool:
@@ -229,11 +233,13 @@ class StartThreads(Protocol):
 
 @dataclass(frozen=True)
 class MemberPorts:
-    """What every member of a pool has (a lane, or a gate): its name, its FIFO queue and its DLQ."""
+    """What every member of a pool has (a lane, or a gate): its name, its FIFO queue, its DLQ, its roster."""
 
     name: str
     queue: JobQueue
     dead_letters: DeadLetters
+    roster: Roster
+    """Who holds its places, when it counts them by name (a tenant lane, a gate)."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +264,8 @@ class GatePorts(MemberPorts):
     state_machine: Executions
     """The gated state machine: what Step Functions says of an execution inside."""
     tokens: TaskTokens
+    admissions: GateRoster
+    """Its roster (the same as ``roster``), with what only a gate's has."""
 
 
 @dataclass(frozen=True)
@@ -269,9 +277,12 @@ class Ports:
     lease: Lease
     ledger: StartLedger
     """Every lane's recent starts and ends."""
-    roster: Roster
-    """Every member's roster (a gate's admissions, a tenant lane's starts)."""
     gates: tuple[GatePorts, ...] = ()
+
+    @property
+    def members(self) -> tuple[MemberPorts, ...]:
+        """Every lane's and gate's ports."""
+        return (*self.lanes, *self.gates)
 
     @property
     def default(self) -> LanePorts:
@@ -298,8 +309,12 @@ class Resources(Protocol):
         """The state table's start ledger of one dispatcher, keyed by ``key``."""
         ...
 
-    def roster(self, key: str) -> Roster:
-        """The state table's rosters of one dispatcher's members, keyed by ``key``."""
+    def lane_roster(self, key: str) -> Roster:
+        """The state table's rosters of one dispatcher's tenant lanes, keyed by ``key``."""
+        ...
+
+    def gate_roster(self, key: str) -> GateRoster:
+        """The state table's rosters of one dispatcher's gates, keyed by ``key``."""
         ...
 
     def lease(self, key: str) -> Lease:
@@ -326,11 +341,13 @@ def wire(topology: Topology, resources: Resources) -> Ports:
     """
     machines = {arn: resources.state_machine(arn) for arn in topology.state_machines}
     key = topology.default_lane.state_machine_arn
+    lane_roster, gate_roster = resources.lane_roster(key), resources.gate_roster(key)
     lanes = tuple(
         LanePorts(
             name=lane.name,
             queue=resources.queue(lane.queue_url),
             dead_letters=resources.dead_letters(lane.dead_letter_queue_url),
+            roster=lane_roster,
             state_machine=machines[lane.state_machine_arn],
             admissions=machines[lane.state_machine_arn],
             rate=(
@@ -346,19 +363,15 @@ def wire(topology: Topology, resources: Resources) -> Ports:
             name=gate.name,
             queue=resources.queue(gate.queue_url),
             dead_letters=resources.dead_letters(gate.dead_letter_queue_url),
+            roster=gate_roster,
             state_machine=machines.get(gate.state_machine_arn)
             or resources.state_machine(gate.state_machine_arn),
             tokens=resources.task_tokens(),
+            admissions=gate_roster,
         )
         for gate in topology.gates
     )
-    return Ports(
-        lanes=lanes,
-        lease=resources.lease(key),
-        ledger=resources.ledger(key),
-        roster=resources.roster(key),
-        gates=gates,
-    )
+    return Ports(lanes=lanes, lease=resources.lease(key), ledger=resources.ledger(key), gates=gates)
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import Release
 from dispatcher.core.gates import release_problem
 from dispatcher.core.topology import Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.ports import Roster, Runtime
+from dispatcher.tick.ports import GateRoster, Runtime
 
 RELEASE_THREADS = 32
 """Releases of one invocation deleted at once (each a conditional `DeleteItem`)."""
 
 
-def release(releases: Sequence[Release], topology: Topology, roster: Roster, runtime: Runtime) -> None:
+def release(
+    releases: Sequence[Release], topology: Topology, rosters: Mapping[str, GateRoster], runtime: Runtime
+) -> None:
     """Free the places of the executions that say they left a gate, each one a conditional delete, at once.
 
     A release of an unknown gate or of another state machine's execution, one for an
@@ -35,7 +37,7 @@ def release(releases: Sequence[Release], topology: Topology, roster: Roster, run
         return
     with runtime.pool(min(len(valid), RELEASE_THREADS)) as threads:
         freed = threads.settle(
-            lambda each: roster.release(topology.gate(each.gate), each.name, each.sent_at), valid
+            lambda each: rosters[each.gate].release(topology.gate(each.gate), each.name, each.sent_at), valid
         )
     for each, result in zip(valid, freed, strict=True):
         if isinstance(result, TransientError):

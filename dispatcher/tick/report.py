@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dispatcher.core.outcomes import GATE, LANE, Counts, keyed, total_keys, totals
+from dispatcher.core.outcomes import Counts, keyed, total_keys, totals
+from dispatcher.core.topology import GATE, LANE
 
 
 class StopReason(StrEnum):

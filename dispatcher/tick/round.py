@@ -28,7 +28,7 @@ from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
 from dispatcher.tick.ports import MemberPorts, Roster, Runtime, StartLedger, StartThreads
 from dispatcher.tick.report import StopReason
-from dispatcher.tick.starts import MemberStarts, RoundOutcome, Starter
+from dispatcher.tick.starts import MemberStarts, RoundOutcome, Starter, by_roster
 from dispatcher.tick.threads import first_failure
 from dispatcher.tick.warm import WarmState
 
@@ -237,18 +237,18 @@ class Round:
         lane_threads: StartThreads,
         runtime: Runtime,
         warm: WarmState,
-        records: tuple[StartLedger, Roster],
+        records: tuple[StartLedger, Mapping[str, Roster]],
         *,
         time_margin_seconds: float,
     ) -> None:
         """``pool``: the start threads; ``lane_threads``: one per lane of a round, for its own calls.
 
-        ``records``: where a round's starts are recorded: the ledger, and the members' rosters.
+        ``records``: where a round's starts are recorded: the ledger, and each member's roster.
         """
         self._lane_threads = lane_threads
         self._runtime = runtime
         self._warm = warm
-        self._ledger, self._roster = records
+        self._ledger, self._rosters = records
         self._margin = time_margin_seconds
         self._starter = Starter(pool, *records)
 
@@ -321,8 +321,8 @@ class Round:
         entries = [entry for part in prepared for entry in part.outcome.never_started()[1]]
         if starts:
             self._ledger.void(starts, self._runtime.clock())
-        if entries:
-            self._roster.leave(entries)
+        for roster, leaving in by_roster(entries, self._rosters):
+            roster.leave(leaving)
 
     def _pace(self, prepared: Sequence[Prepared]) -> None:
         """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each lane's region)."""

@@ -89,7 +89,7 @@ class Dispatcher:
         self._records = Records(ports.ledger)
         self._gates = {
             gate.name: GateCounter(
-                self._topology.gate(gate.name), gate, ports.roster, self._warm, runtime.clock
+                self._topology.gate(gate.name), gate, gate.admissions, self._warm, runtime.clock
             )
             for gate in ports.gates
         }
@@ -136,7 +136,12 @@ class Dispatcher:
         ``releases``: executions that say they left a gate: their places are freed first,
         whether or not anything may start.
         """
-        release(releases, self._topology, self._ports.roster, self._runtime)
+        release(
+            releases,
+            self._topology,
+            {gate.name: gate.admissions for gate in self._ports.gates},
+            self._runtime,
+        )
         if not self._active_pools:
             default = self._topology.default_pool
             logger.info(
@@ -305,7 +310,7 @@ class Dispatcher:
                 lane_threads,
                 self._runtime,
                 self._warm,
-                (self._ports.ledger, self._ports.roster),
+                (self._ports.ledger, {member.name: member.roster for member in self._ports.members}),
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
             report.stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from dispatcher.core.errors import (
     TransientError,
 )
 from dispatcher.core.executions import execution_arn
+from dispatcher.core.lane_rosters import packed
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Latency
@@ -173,11 +174,11 @@ class LaneStarts:
             groups.setdefault(start.name, start.message.group_id)
             if start.redrive_count is not None:
                 redrives.setdefault(start.name, start.redrive_count)
-        entries = [
+        entries = packed(
             RosterEntry(member=self.lane, name=name, recorded_at=now, state_machine_arn=arn, group=group)
             for name, group in groups.items()
             if self.roster
-        ]
+        )
         return Recording(LedgerRequest(arn, groups, redrives, lane=self.lane), entries)
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
@@ -254,6 +255,17 @@ class LaneStarts:
         )
 
 
+def by_roster(
+    entries: Sequence[RosterEntry], rosters: Mapping[str, Roster]
+) -> list[tuple[Roster, list[RosterEntry]]]:
+    """Entries by the roster that keeps them (their member's), in order."""
+    found: dict[int, tuple[Roster, list[RosterEntry]]] = {}
+    for entry in entries:
+        roster = rosters[entry.member]
+        found.setdefault(id(roster), (roster, []))[1].append(entry)
+    return list(found.values())
+
+
 @dataclass(frozen=True)
 class Write:
     """One call that writes some of a round's records: the ledger's starts, or 25 roster entries."""
@@ -281,10 +293,11 @@ class Starter:
     groups do.
     """
 
-    def __init__(self, pool: StartThreads, ledger: StartLedger, roster: Roster) -> None:
+    def __init__(self, pool: StartThreads, ledger: StartLedger, rosters: Mapping[str, Roster]) -> None:
+        """``rosters``: each member's (members of one kind share one)."""
         self._pool = pool
         self._ledger = ledger
-        self._roster = roster
+        self._rosters = rosters
 
     def record(self, lanes: Sequence[MemberStarts], now: float) -> None:
         """Write the round's starts to the ledger, its entries to the rosters (at ``now``); note what goes.
@@ -308,7 +321,11 @@ class Starter:
         entries = [entry for lane in lanes for entry in lane.outcome.entered]
         calls: list[Write] = [
             *([Write(self._ledger.record, ledger)] if ledger else []),
-            *(Write(self._roster.enter, chunk) for chunk in chunks(entries, BATCH_WRITE_LIMIT)),
+            *(
+                Write(roster.enter, chunk)
+                for roster, those in by_roster(entries, self._rosters)
+                for chunk in chunks(those, BATCH_WRITE_LIMIT)
+            ),
         ]
         if not calls:
             return

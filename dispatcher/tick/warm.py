@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from dispatcher.core.batching import FanOut
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, RunningListing
+from dispatcher.core.lane_rosters import KeptRoster
 from dispatcher.core.pacing import Latency, Paces, quota_scope, region_of
 
 SEEN_RUNNING_LIMIT = 10_000
@@ -57,6 +58,8 @@ class WarmState:
     """Gate → when it last looked for the requests of its pending admissions."""
     reconciled: dict[str, Reconciliation] = field(default_factory=dict)
     """Gate → its roster's latest whole listing of RUNNING executions."""
+    rosters: dict[str, KeptRoster] = field(default_factory=dict)
+    """Tenant lane → its roster as this container keeps it (read back when the head says it changed)."""
     admitted_tokens: dict[str, float] = field(default_factory=dict)
     """Digest of a task token → when `SendTaskSuccess` accepted it here: a request that comes
     again with it is known inside without asking (Step Functions would refuse it anyway)."""
@@ -117,6 +120,7 @@ class WarmState:
         self.admitted_tokens.clear()
         self.probed.clear()
         self.reconciled.clear()
+        self.rosters.clear()
         self.listings.clear()
         self.fan_outs.clear()
         self.paces.clear()

@@ -30,6 +30,7 @@ import botocore.retries.standard
 from dispatcher import handler
 from dispatcher.adapters.inside_items import CONFIRMED_KIND
 from dispatcher.adapters.item_keys import INSIDE_KIND
+from dispatcher.adapters.lane_roster_items import GONE_KIND, HEAD_KIND
 from dispatcher.adapters.state_items import ENDS_KIND, VOID_KIND
 from dispatcher.in_process import LocalContext
 from tests.faults.back_pressure import StartWaves
@@ -61,13 +62,15 @@ def _resource(params: dict[str, Any]) -> str:
 def _label(model: Any, params: dict[str, Any]) -> str:
     """``service.Operation``, and what a write is for.
 
-    A BatchWriteItem records, forgets or notes ends; a PutItem takes the lease or confirms a
-    gate's admissions; a DeleteItem of a gate's admission is a release.
+    A BatchWriteItem records, forgets or notes ends; a PutItem takes the lease, confirms a
+    gate's admissions or writes a lane roster's head; a DeleteItem of a gate's admission is a
+    release.
     """
     service = model.service_model.service_id.hyphenize()
     label = f"{SERVICE_PREFIX.get(service, service)}.{model.name}"
     if model.name == "PutItem":
-        label += ":confirm" if params.get("Item", {}).get("kind", {}).get("S") == CONFIRMED_KIND else ":lease"
+        kind = params.get("Item", {}).get("kind", {}).get("S")
+        label += {CONFIRMED_KIND: ":confirm", HEAD_KIND: ":head"}.get(kind or "", ":lease")
     if model.name == "DeleteItem" and params.get("Key", {}).get("pk", {}).get("S", "").startswith(
         INSIDE_KIND
     ):
@@ -77,7 +80,8 @@ def _label(model: Any, params: dict[str, Any]) -> str:
         items = [request.get("PutRequest", {}).get("Item", {}) for request in requests]
         kinds = {item.get("kind", {}).get("S") for item in items}
         deletes = any("DeleteRequest" in request for request in requests)
-        label += ":end" if ENDS_KIND in kinds else ":forget" if VOID_KIND in kinds or deletes else ":record"
+        forgets = VOID_KIND in kinds or GONE_KIND in kinds or deletes
+        label += ":end" if ENDS_KIND in kinds else ":forget" if forgets else ":record"
     return label
 
 

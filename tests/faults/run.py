@@ -23,11 +23,11 @@ from dispatcher import handler
 from dispatcher.core.control import Control
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.executions import execution_arn
-from dispatcher.core.outcomes import GATE as GATE_KIND
-from dispatcher.core.outcomes import LANE as LANE_KIND
 from dispatcher.core.outcomes import total_keys
 from dispatcher.core.rerun import REDRIVE, RESTART
 from dispatcher.core.topology import DEFAULT
+from dispatcher.core.topology import GATE as GATE_KIND
+from dispatcher.core.topology import LANE as LANE_KIND
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack, read_all
 from dispatcher.settings import variable

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from dispatcher.core.outcomes import (
-    GATE,
     LABELS,
-    LANE,
     Counts,
     Outcome,
     keyed,
@@ -15,6 +13,7 @@ from dispatcher.core.outcomes import (
     total_keys,
     totals,
 )
+from dispatcher.core.topology import GATE, LANE
 
 LANE_COUNTS = Counts({Outcome.STARTED: 3, Outcome.REDRIVEN: 1, Outcome.DEAD_LETTERED: 2, Outcome.WAITING: 4})
 GATE_COUNTS = Counts({Outcome.STARTED: 5, Outcome.REFUSED: 1, Outcome.DEAD_LETTERED: 1, Outcome.WAITING: 2})

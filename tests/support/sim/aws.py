@@ -21,6 +21,7 @@ from typing import Any
 
 from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
 from dispatcher.core.control import Control
+from dispatcher.core.lane_rosters import KeptRoster
 from dispatcher.core.quotas import SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION
 from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.tick.ports import Ports, wire
@@ -28,7 +29,7 @@ from tests.support.gate_world import Gates, GateSpec
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
 from tests.support.sim.dynamodb import LedgerView, StateTable
 from tests.support.sim.faults import Faults, Process
-from tests.support.sim.inside import RosterView
+from tests.support.sim.inside import LaneRosterView, RosterView
 from tests.support.sim.lease import LeaseView
 from tests.support.sim.rate import RateItems, RateView
 from tests.support.sim.scheduler import Scheduler
@@ -85,10 +86,14 @@ class Clients:
 class SimResources:
     """The in-memory AWS's views on one container's clients (`dispatcher.tick.ports.Resources`)."""
 
-    def __init__(self, aws: InMemoryAws, clients: Clients, wait_seconds: int) -> None:
+    def __init__(
+        self, aws: InMemoryAws, clients: Clients, wait_seconds: int, kept: dict[str, KeptRoster] | None = None
+    ) -> None:
+        """``kept``: the container's tenant lanes' rosters as it keeps them (its warm state's)."""
         self._aws = aws
         self._clients = clients
         self._wait_seconds = wait_seconds
+        self._kept = kept
 
     def queue(self, url: str) -> JobQueueView:
         """A lane's job queue."""
@@ -112,8 +117,14 @@ class SimResources:
         assert key == self._aws.state_machine_arn, f"no records under {key}"
         return LedgerView(self._aws.table, self._clients.dynamodb)
 
-    def roster(self, key: str) -> RosterView:
-        """Every member's roster."""
+    def lane_roster(self, key: str) -> LaneRosterView:
+        """The tenant lanes' rosters, kept warm in the container's memory."""
+        assert key == self._aws.state_machine_arn, f"no rosters under {key}"
+        table = self._aws.table
+        return LaneRosterView(table.own, table.inside_partition, self._clients.dynamodb, self._kept)
+
+    def gate_roster(self, key: str) -> RosterView:
+        """The gates' rosters."""
         assert key == self._aws.state_machine_arn, f"no rosters under {key}"
         table = self._aws.table
         return RosterView(table.own, table.inside_partition, self._clients.dynamodb)
@@ -234,9 +245,11 @@ class InMemoryAws:
         """The tick's ports on one container's clients, wired as the function wires them."""
         return wire(self.topology, self.resources(clients, wait_seconds=wait_seconds))
 
-    def resources(self, clients: Clients, *, wait_seconds: int = 0) -> SimResources:
-        """What the function makes its ports from, on one container's clients."""
-        return SimResources(self, clients, wait_seconds)
+    def resources(
+        self, clients: Clients, *, wait_seconds: int = 0, kept: dict[str, KeptRoster] | None = None
+    ) -> SimResources:
+        """What the function makes its ports from, on one container's clients (``kept``: its warm rosters)."""
+        return SimResources(self, clients, wait_seconds, kept)
 
     @property
     def topology(self) -> Topology:

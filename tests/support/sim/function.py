@@ -208,7 +208,9 @@ class Function:
                 self.settings,
                 topology=topology,
                 resources=self._aws.resources(
-                    container.clients, wait_seconds=self.settings.receive_wait_seconds
+                    container.clients,
+                    wait_seconds=self.settings.receive_wait_seconds,
+                    kept=container.warm.rosters,
                 ),
                 runtime=runtime,
                 warm=container.warm,

@@ -1,0 +1,116 @@
+"""A tenant lane's roster through boto3 against moto: packed entries, gone items, a holder keeping it warm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.adapters.item_keys import INSIDE_KIND
+from dispatcher.adapters.lane_roster import LaneRosterTable
+from dispatcher.adapters.lane_roster_items import ENTRIES_KIND, GONE_KIND, HEAD_KIND
+from dispatcher.core.lane_rosters import KeptRoster, packed
+from dispatcher.core.rosters import RosterEntry
+from dispatcher.core.tenants import Hold, held_key
+from dispatcher.core.topology import DEFAULT, Lane
+from tests.integration.conftest import Harness
+
+
+def lane(harness: Harness) -> Lane:
+    return Lane(DEFAULT, DEFAULT, harness.stack.queue_url, "d.fifo", harness.stack.state_machine_arn)
+
+
+def table(harness: Harness, kept: dict[str, KeptRoster] | None = None) -> LaneRosterTable:
+    return LaneRosterTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn, kept)
+
+
+def entries(harness: Harness, *names: str, at: float = 1_000.0) -> list[RosterEntry]:
+    arn = harness.stack.state_machine_arn
+    return packed(
+        RosterEntry(member=DEFAULT, name=name, recorded_at=at, state_machine_arn=arn, group=f"g-{name}")
+        for name in names
+    )
+
+
+def items(harness: Harness) -> list[dict[str, Any]]:
+    response = harness.dynamodb.query(
+        TableName=harness.stack.state_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": inside_partition(harness.stack.state_machine_arn, DEFAULT)}},
+        ConsistentRead=True,
+    )
+    return list(response["Items"])
+
+
+def kinds(harness: Harness) -> list[str]:
+    return sorted(item["kind"]["S"] for item in items(harness))
+
+
+def names(roster: LaneRosterTable, harness: Harness) -> list[str]:
+    return sorted(entry.name for entry in roster.read(lane(harness)).entries)
+
+
+def test_a_rounds_entries_are_one_item_and_leaving_writes_one_gone_item_then_deletes_the_pack(
+    harness: Harness,
+) -> None:
+    """Three entries, one item; two leave: one gone item; the last leaves: nothing but the head is left."""
+    kept: dict[str, KeptRoster] = {}
+    roster = table(harness, kept)
+    assert roster.read(lane(harness)).entries == []
+    written = entries(harness, "a", "b", "c")
+    assert roster.enter(written) == []
+    assert kinds(harness) == [ENTRIES_KIND, HEAD_KIND]
+
+    assert roster.leave(written[:2]) == 0
+    assert kinds(harness) == [ENTRIES_KIND, GONE_KIND, HEAD_KIND]
+    assert names(table(harness), harness) == ["c"], "read whole, as the CLI does: the pack less the gone item"
+
+    assert roster.leave(written[2:]) == 0
+    assert kinds(harness) == [HEAD_KIND]
+    assert names(roster, harness) == []
+
+
+def test_a_holder_keeps_its_roster_until_another_container_reads_and_writes_it(harness: Harness) -> None:
+    """Another holder's read writes a new head: the first container's next read is whole, with its entries."""
+    first, second = table(harness, {}), table(harness, {})
+    assert first.read(lane(harness)).entries == []
+    first.enter(entries(harness, "a"))
+    assert names(second, harness) == ["a"]
+    second.enter(entries(harness, "b", at=2_000.0))
+    assert names(first, harness) == ["a", "b"], "the head changed: read back, not kept"
+    assert names(second, harness) == ["a", "b"]
+
+
+def test_an_older_releases_item_of_one_entry_is_read_and_deleted_when_it_leaves(harness: Harness) -> None:
+    """A lane roster written an item an execution (the release before packing) still counts, and goes."""
+    arn = harness.stack.state_machine_arn
+    harness.dynamodb.put_item(
+        TableName=harness.stack.state_table,
+        Item={
+            "pk": {"S": inside_partition(arn, DEFAULT)},
+            "sk": {"S": "old"},
+            "kind": {"S": INSIDE_KIND},
+            "gate": {"S": DEFAULT},
+            "lane": {"S": DEFAULT},
+            "group": {"S": "g-old"},
+            "recorded_at": {"N": "500.000000"},
+        },
+    )
+    roster = table(harness, {})
+    [old] = roster.read(lane(harness)).entries
+    assert (old.name, old.group, old.recorded_at) == ("old", "g-old", 500.0)
+    assert roster.leave([old]) == 0
+    assert kinds(harness) == [HEAD_KIND]
+
+
+def test_held_jobs_are_kept_with_the_roster_and_go_when_tidied(harness: Harness) -> None:
+    """A hold noted is read back by another holder; tidied, it is gone for both."""
+    roster = table(harness, {})
+    roster.read(lane(harness))
+    hold = Hold("g-x", "m-1", "r-1", 5.0)
+    roster.hold(lane(harness), [hold])
+    assert roster.read(lane(harness)).held == (hold,)
+    other = table(harness, {})
+    assert other.read(lane(harness)).held == (hold,)
+    assert other.tidy(lane(harness), [held_key("g-x")]) == 0
+    assert other.read(lane(harness)).held == ()
+    assert roster.read(lane(harness)).held == ()
