@@ -78,6 +78,88 @@ class SharedAdmission(Admission):
     """Of ``held_back``: the first job of each group at its limit (to hold in flight)."""
 
 
+Queued = tuple[int, QueuedMessage, "Start | DeadLetter"]
+"""A message as a round decided it: its place in receive order, the message, the decision."""
+
+
+@dataclass(frozen=True)
+class GroupQueues:
+    """A round's messages by message group, each group's in receive (send) order."""
+
+    queues: dict[str, list[Queued]]
+    held: frozenset[int]
+    """Places of the messages that wait behind one of their group that waits (decided before it)."""
+
+
+def group_queues(messages: Sequence[QueuedMessage], plan: Plan) -> GroupQueues:
+    """Decide each message of a round in receive order, and queue it in its group.
+
+    A message ``plan`` holds back (None) holds back its group's later ones.
+    """
+    order = GroupOrder()
+    queues: dict[str, list[Queued]] = {}
+    held: set[int] = set()
+    for index, message in enumerate(messages):
+        decision = plan(message) if order.may_start(message) else None
+        if decision is None:
+            order.hold_back(message)
+            held.add(index)
+            continue
+        queues.setdefault(message.group_id, []).append((index, message, decision))
+    return GroupQueues(queues, frozenset(held))
+
+
+@dataclass(frozen=True)
+class Picked:
+    """What a round takes of its group queues: the places chosen, and each group's job held for its limit."""
+
+    chosen: frozenset[int]
+    held_for_group: tuple[QueuedMessage, ...]
+
+
+def pick(
+    queues: Mapping[str, Sequence[Queued]],
+    free: int,
+    share: Share,
+    running: Mapping[str, int],
+    takes_slot: Callable[[Start], bool],
+) -> Picked:
+    """Take the groups' heads one at a time (`_next_group`) until the free slots are spent or none can go.
+
+    A group's head that would take it past its limit is held for the group (its later jobs
+    wait behind it); a head that needs a slot when none is left ends its group's turn. Poison
+    and a request for an execution inside need no slot.
+    """
+    given: Counter[str] = Counter()
+    chosen: set[int] = set()
+    held_for_group: list[QueuedMessage] = []
+    slots = 0
+    heads = dict.fromkeys(queues, 0)
+    while heads:
+        group = _next_group(heads, queues, running, given, fair=share.fair_share)
+        index, message, decision = queues[group][heads[group]]
+        needs = not isinstance(decision, Start) or takes_slot(decision)
+        limit = share.max_per_group
+        at_limit = (
+            isinstance(decision, Start)
+            and needs
+            and limit is not None
+            and running.get(group, 0) + given[group] >= limit
+        )
+        if at_limit or (needs and slots >= free):
+            if at_limit:
+                held_for_group.append(message)
+            del heads[group]  # the group's later jobs wait behind this one
+            continue
+        chosen.add(index)
+        slots += needs
+        given[group] += isinstance(decision, Start) and needs
+        heads[group] += 1
+        if heads[group] == len(queues[group]):
+            del heads[group]
+    return Picked(frozenset(chosen), tuple(held_for_group))
+
+
 def admit_shared(  # noqa: PLR0913 — each is one input of the decision
     messages: Sequence[QueuedMessage],
     free: int,
@@ -94,66 +176,30 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
     group's job that waits holds back its later ones. Without fair share, the slots go
     in receive order; with it, one at a time to the group with fewest (running and given
     this round), ties to the group received first; a job passed over `PASSED_OVER_RECEIVES`
-    times goes first. Work-conserving: a slot no group
-    below its limit can use is left only when none can.
+    times goes first. Work-conserving: a slot no group below its limit can use is left
+    only when none can.
     """
     if not share.active:
         return SharedAdmission(*_fields(admit(messages, free, plan, takes_slot)))
-    order = GroupOrder()
-    queues: dict[str, list[tuple[int, QueuedMessage, Start | DeadLetter]]] = {}
-    held: set[int] = set()
-    for index, message in enumerate(messages):
-        decision = plan(message) if order.may_start(message) else None
-        if decision is None:
-            order.hold_back(message)
-            held.add(index)
-            continue
-        queues.setdefault(message.group_id, []).append((index, message, decision))
-    given: Counter[str] = Counter()
-    chosen: set[int] = set()
-    held_for_group: list[QueuedMessage] = []
-    slots = 0
-    heads = dict.fromkeys(queues, 0)
-    while heads:
-        group = _next_group(heads, queues, running, given, fair=share.fair_share)
-        index, message, decision = queues[group][heads[group]]
-        needs = not isinstance(decision, Start) or takes_slot(decision)
-        at_limit = (
-            isinstance(decision, Start)
-            and needs
-            and share.max_per_group is not None
-            and running.get(group, 0) + given[group] >= share.max_per_group
-        )
-        if at_limit or (needs and slots >= free):
-            if at_limit:
-                held_for_group.append(message)
-            del heads[group]  # the group's later jobs wait behind this one
-            continue
-        chosen.add(index)
-        slots += needs
-        if isinstance(decision, Start) and needs:
-            given[group] += 1
-        heads[group] += 1
-        if heads[group] == len(queues[group]):
-            del heads[group]
-    decisions = {index: decision for queue in queues.values() for index, _, decision in queue}
-    starts = tuple(
-        decision
-        for index, decision in sorted(decisions.items())
-        if index in chosen and isinstance(decision, Start)
+    queued = group_queues(messages, plan)
+    picked = pick(queued.queues, free, share, running, takes_slot)
+    decisions = sorted(
+        (index, decision)
+        for queue in queued.queues.values()
+        for index, _, decision in queue
+        if index in picked.chosen
     )
-    dead_letters = tuple(
-        decision
-        for index, decision in sorted(decisions.items())
-        if index in chosen and isinstance(decision, DeadLetter)
+    return SharedAdmission(
+        tuple(decision for _, decision in decisions if isinstance(decision, Start)),
+        tuple(decision for _, decision in decisions if isinstance(decision, DeadLetter)),
+        tuple(message for index, message in enumerate(messages) if index not in picked.chosen),
+        picked.held_for_group,
     )
-    held_back = tuple(message for index, message in enumerate(messages) if index not in chosen)
-    return SharedAdmission(starts, dead_letters, held_back, tuple(held_for_group))
 
 
 def _next_group(
     heads: Mapping[str, int],
-    queues: Mapping[str, Sequence[tuple[int, QueuedMessage, Start | DeadLetter]]],
+    queues: Mapping[str, Sequence[Queued]],
     running: Mapping[str, int],
     given: Mapping[str, int],
     *,

@@ -48,12 +48,9 @@ class RateWaits:
             logger.warning("could not read a lane's start rate", extra={"lane": lane, "reason": str(error)})
             return 0
 
-    def claimed(self, lane: str, tokens: int | None, room: int) -> None:
-        """A lane's claim of this tick: its tokens, and what its pool and own MAX left it (``room``)."""
-        if tokens is not None and tokens < room:
-            self._bound.add(lane)
-            if tokens == 0:
-                self._zero.add(lane)
+    def planned(self, bound: frozenset[str], starved: frozenset[str]) -> None:
+        """The tick's plan: the lanes its tokens held below what was free, and of those, with none at all."""
+        self._bound, self._zero = set(bound), set(starved)
 
     def settle(self, stops: Mapping[str, StopReason | None]) -> None:
         """After a tick: ``stops``, each lane's that had a round, says which of them wait for tokens."""

@@ -12,12 +12,13 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dispatcher.core.allocation import Allocation, Claim, room_of
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, PoolCount, pool_count
+from dispatcher.core.allocation import Allocation
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.outcomes import Counts
 from dispatcher.core.pacing import start_threads
+from dispatcher.core.planning import TickPlan, plan_tick
 from dispatcher.core.topology import PoolLimit, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter, MemberCounter, Records
@@ -59,6 +60,17 @@ class TickPolicy:
     """A `ListExecutions` read is reused by later ticks of a warm container for this long."""
     loop_seconds: float = 0.0
     """Keep ticking for up to this long while jobs wait for slots; 0 is one tick."""
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What a tick counted: each state machine's RUNNING, who is inside each gate, the gates' counters."""
+
+    counts: Mapping[str, Count]
+    """State machine ARN → its count."""
+    inside: dict[str, GateFigures]
+    """Gate → who is inside."""
+    gates: Sequence[GateCounter]
 
 
 class Dispatcher:
@@ -227,79 +239,120 @@ class Dispatcher:
 
     def tick(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
         """Count each pool's RUNNING once, then hand its free slots to its lanes, round after round."""
+        if not self._steer_again():
+            return self._stopped(StopReason.THROTTLED)
+        pools = self._active_pools
+        if not pools:
+            logger.info("paused: nothing starts")
+            return self._stopped(StopReason.PAUSED)
+        try:
+            counted = self._count(pools, ended)
+        except TransientError as error:
+            # Without a count nothing may start; the next tick tries again.
+            logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
+            return self._stopped(StopReason.THROTTLED)
+        plan = plan_tick(
+            self._topology,
+            pools,
+            {arn: count.running for arn, count in counted.counts.items()},
+            {name: figures.inside for name, figures in counted.inside.items()},
+            self._tokens(pools),
+        )
+        self._rates.planned(plan.bound, plan.starved)
+        report = self._report(plan, counted)
+        report.stopped = self._spend(plan, counted.gates, report)
+        self._rates.settle(self._passes.lane_stops)
+        if self._tenants.books:
+            held, at_limit, largest = books_total(self._tenants.books)
+            report.tenants = TenantFigures(held=held, groups_at_limit=at_limit, largest_group_share=largest)
+        return report
+
+    def _steer_again(self) -> bool:
+        """Read the live limits again for a tick after the invocation's first; False when they can't be."""
         if self._ticked and self._steer is not None:
             try:
                 self._steered(self._steer())
             except TransientError as error:
                 # Whether the operator paused is unknown: start nothing this tick.
                 logger.warning("could not read the control parameter", extra={"reason": str(error)})
-                return self._stopped(StopReason.THROTTLED)
+                return False
         self._ticked = True
-        pools = self._active_pools
-        if not pools:
-            logger.info("paused: nothing starts")
-            return self._stopped(StopReason.PAUSED)
+        return True
+
+    def _count(self, pools: Sequence[PoolLimit], ended: Sequence[EndedExecution]) -> Counted:
+        """Every active pool's members counted from one read of the records, and their groups read."""
         machines = self._by_listing_age(
             arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
         )
         gates = [self._gates[gate.name] for pool in pools for gate in self._topology.gates_of(pool.name)]
         by_machine = self._ends_by_machine(ended)
-        try:
-            counters: list[MemberCounter] = [*(self._counters[arn] for arn in machines), *gates]
-            for counter in counters:
-                counter.ensure_standard()
+        counters: list[MemberCounter] = [*(self._counters[arn] for arn in machines), *gates]
+        for counter in counters:
+            counter.ensure_standard()
+        now = self._runtime.clock()
+        oldest = {arn: self._counters[arn].review_from(now) for arn in machines}
+        for gate in gates:
+            # A gate's ends are news for as long as the list may lag behind them.
+            arn = gate.state_machine_arn
+            oldest[arn] = min(oldest.get(arn, math.inf), now - RECENT_START_WINDOW_SECONDS)
+        windows = self._records.windows(now, oldest)
+        counts = {arn: self._counters[arn].count(windows[arn], by_machine.get(arn, ())) for arn in machines}
+        inside = {
+            gate.name: gate.count(windows[gate.state_machine_arn], by_machine.get(gate.state_machine_arn, ()))
+            for gate in gates
+        }
+        self._tenants.read(
+            self._topology,
+            (pool.name for pool in pools),
+            windows,
+            by_machine,
+            {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
+            {arn: count.ended for arn, count in counts.items()},
+        )
+        return Counted(counts, inside, gates)
+
+    def _tokens(self, pools: Sequence[PoolLimit]) -> dict[str, int | None]:
+        """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
+        tokens: dict[str, int | None] = {}
+        for pool in pools:
             now = self._runtime.clock()
-            oldest = {arn: self._counters[arn].review_from(now) for arn in machines}
-            for gate in gates:
-                # A gate's ends are news for as long as the list may lag behind them.
-                arn = gate.state_machine_arn
-                oldest[arn] = min(oldest.get(arn, math.inf), now - RECENT_START_WINDOW_SECONDS)
-            windows = self._records.windows(now, oldest)
-            counts = {
-                arn: self._counters[arn].count(windows[arn], by_machine.get(arn, ())) for arn in machines
-            }
-            inside = {
-                gate.name: gate.count(
-                    windows[gate.state_machine_arn], by_machine.get(gate.state_machine_arn, ())
-                )
-                for gate in gates
-            }
-            self._tenants.read(
-                self._topology,
-                (pool.name for pool in pools),
-                windows,
-                by_machine,
-                {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
-                {arn: count.ended for arn, count in counts.items()},
+            for lane in self._topology.lanes_of(pool.name):
+                tokens[lane.name] = None if lane.paused else self._rates.tokens(lane.name, now)
+        return tokens
+
+    def _report(self, plan: TickPlan, counted: Counted) -> TickReport:
+        """The tick's report as it begins spending: what it counted, every member's counts at 0."""
+        for pool in plan.pools:
+            logger.info(
+                "capacity",
+                extra={
+                    "pool": pool.pool.name,
+                    "running": pool.running,
+                    "free": pool.free,
+                    "max": pool.pool.max_concurrency,
+                },
             )
-        except TransientError as error:
-            # Without a count nothing may start; the next tick tries again.
-            logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
-            return self._stopped(StopReason.THROTTLED)
-        allocations = {pool.name: self._allocation(pool, counts, inside) for pool in pools}
-        ages = [
-            count.oldest_running_seconds
-            for count in counts.values()
-            if count.oldest_running_seconds is not None
-        ]
-        report = TickReport(
-            running=sum(count.running for count in counts.values())
-            + sum(figures.inside for figures in inside.values()),
-            free=sum(allocation.free for allocation in allocations.values()),
+        ages = [count.oldest_running_seconds for count in counted.counts.values()]
+        return TickReport(
+            running=sum(count.running for count in counted.counts.values())
+            + sum(figures.inside for figures in counted.inside.values()),
+            free=plan.free,
             stopped=StopReason.CAPACITY,
-            oldest_running_seconds=max(ages, default=None),
+            oldest_running_seconds=max((age for age in ages if age is not None), default=None),
             lanes={lane.name: Counts() for lane in self._topology.lanes},
             gates={gate.name: Counts() for gate in self._topology.gates},
-            inside=inside,
+            inside=counted.inside,
             pools={
-                pool.name: PoolFigures(
-                    max_concurrency=pool.max_concurrency,
-                    running=self._pool_count(pool, counts, inside).running,
-                    free=allocations[pool.name].free,
+                pool.pool.name: PoolFigures(
+                    max_concurrency=pool.pool.max_concurrency, running=pool.running, free=pool.free
                 )
-                for pool in pools
+                for pool in plan.pools
             },
         )
+
+    def _spend(self, plan: TickPlan, gates: Sequence[GateCounter], report: TickReport) -> StopReason:
+        """Spend every pool's free slots in rounds (then look for pending admissions); why admission ended."""
+        allocations = {pool.pool.name: Allocation(pool.free, pool.claims) for pool in plan.pools}
         lanes = min(len(self._topology.lanes) + len(self._topology.gates), LANE_THREADS)
         with (
             self._runtime.pool(self._start_threads()) as threads,
@@ -313,14 +366,10 @@ class Dispatcher:
                 (self._ports.ledger, {member.name: member.roster for member in self._ports.members}),
                 time_margin_seconds=self._policy.time_margin_seconds,
             )
-            report.stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)
-            if report.stopped not in HALTING_STOPS:
+            stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)
+            if stopped not in HALTING_STOPS:
                 self._probe(gates, rounds, threads, report)
-        self._rates.settle(self._passes.lane_stops)
-        if self._tenants.books:
-            held, at_limit, largest = books_total(self._tenants.books)
-            report.tenants = TenantFigures(held=held, groups_at_limit=at_limit, largest_group_share=largest)
-        return report
+        return stopped
 
     def _probe(
         self, gates: Sequence[GateCounter], rounds: Round, threads: StartThreads, report: TickReport
@@ -348,46 +397,6 @@ class Dispatcher:
         (not the first ones every tick), and the others count from a reused listing.
         """
         return sorted(machines, key=lambda arn: self._warm.listed_at(arn) or -math.inf)
-
-    def _pool_count(
-        self, pool: PoolLimit, counts: Mapping[str, Count], inside: Mapping[str, GateFigures]
-    ) -> PoolCount:
-        """RUNNING in a pool (its lanes' state machines' counts, each once, and who is inside its gates)."""
-        return pool_count(
-            self._topology,
-            pool,
-            {arn: count.running for arn, count in counts.items()},
-            {name: figures.inside for name, figures in inside.items()},
-        )
-
-    def _allocation(
-        self, pool: PoolLimit, counts: Mapping[str, Count], inside: Mapping[str, GateFigures]
-    ) -> Allocation:
-        """A pool's free slots, and what each of its lanes and gates may take of them."""
-        count = self._pool_count(pool, counts, inside)
-        running, free = count.running, count.free
-        claims = []
-        now = self._runtime.clock()
-        for lane in self._topology.lanes_of(pool.name):
-            lane_running = counts[lane.state_machine_arn].running
-            tokens = None if lane.paused else self._rates.tokens(lane.name, now)
-            room = room_of(lane.max_concurrency, lane_running, paused=lane.paused)
-            self._rates.claimed(lane.name, tokens, min(room, free))
-            claims.append(
-                Claim(
-                    lane.name,
-                    lane.priority,
-                    room_of(lane.max_concurrency, lane_running, tokens, paused=lane.paused),
-                )
-            )
-        for gate in self._topology.gates_of(pool.name):
-            room = room_of(gate.max_concurrency, inside[gate.name].inside, paused=gate.paused)
-            claims.append(Claim(gate.name, gate.priority, room))
-        logger.info(
-            "capacity",
-            extra={"pool": pool.name, "running": running, "free": free, "max": pool.max_concurrency},
-        )
-        return Allocation(free, claims)
 
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from dispatcher.core import rate
 from dispatcher.core.errors import TransientError
+from dispatcher.core.planning import held_by_rate
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.report import StopReason
 
@@ -34,11 +35,19 @@ class Bucket:
         return rate.next_token_in(self.state, now, self.per_second)
 
 
+def claims(waits: RateWaits, *claimed: tuple[str, int | None, int]) -> None:
+    """One tick's claims (lane, tokens, room), as the tick plans them (`held_by_rate`)."""
+    held = {lane: held_by_rate(tokens, room) for lane, tokens, room in claimed}
+    waits.planned(
+        frozenset(lane for lane, (bound, _) in held.items() if bound),
+        frozenset(lane for lane, (_, none) in held.items() if none),
+    )
+
+
 def test_a_lane_its_tokens_held_below_its_room_waits_unless_its_queue_ran_dry() -> None:
     """Offered fewer than its room by its tokens: it waits if it started all, not if it drained."""
     waits = RateWaits({"a": Bucket(None), "b": Bucket(None)})
-    waits.claimed("a", 2, 10)
-    waits.claimed("b", 2, 10)
+    claims(waits, ("a", 2, 10), ("b", 2, 10))
     waits.settle({"a": None, "b": StopReason.DRAINED})
     assert waits.waiting == {"a"}
 
@@ -46,7 +55,7 @@ def test_a_lane_its_tokens_held_below_its_room_waits_unless_its_queue_ran_dry() 
 def test_a_lane_whose_round_found_its_rate_spent_waits() -> None:
     """Another invocation took the tokens between the claim and the take: the round stops on capacity."""
     waits = RateWaits({"a": Bucket(None)})
-    waits.claimed("a", 5, 5)
+    claims(waits, ("a", 5, 5))
     waits.settle({"a": StopReason.CAPACITY})
     assert waits.waiting == {"a"}
 
@@ -54,8 +63,7 @@ def test_a_lane_whose_round_found_its_rate_spent_waits() -> None:
 def test_slots_not_tokens_holding_a_lane_back_is_no_wait_for_the_rate() -> None:
     """Tokens enough for every slot: the lane waits for slots (ends bring ticks), not for its rate."""
     waits = RateWaits({"a": Bucket(None)})
-    waits.claimed("a", 2, 2)
-    waits.claimed("unrated", None, 0)
+    claims(waits, ("a", 2, 2), ("unrated", None, 0))
     waits.settle({"a": None})
     assert waits.waiting == frozenset()
 
@@ -63,13 +71,12 @@ def test_slots_not_tokens_holding_a_lane_back_is_no_wait_for_the_rate() -> None:
 def test_a_lane_with_no_token_keeps_its_verdict_until_it_has_a_round() -> None:
     """No token, so no round: it still waits if it waited; a lane never seen waiting does not start to."""
     waits = RateWaits({"a": Bucket(None), "b": Bucket(None)})
-    waits.claimed("a", 1, 10)
+    claims(waits, ("a", 1, 10))
     waits.settle({"a": None})
-    waits.claimed("a", 0, 10)
-    waits.claimed("b", 0, 10)
+    claims(waits, ("a", 0, 10), ("b", 0, 10))
     waits.settle({})
     assert waits.waiting == {"a"}
-    waits.claimed("a", 1, 10)
+    claims(waits, ("a", 1, 10))
     waits.settle({"a": StopReason.DRAINED})
     assert waits.waiting == frozenset()
 
@@ -80,8 +87,7 @@ def test_the_next_token_due_is_the_soonest_of_the_waiting_lanes() -> None:
         {"slow": Bucket(rate.BucketState(0.0, 100.0), 0.5), "fast": Bucket(rate.BucketState(0.0, 100.0), 4.0)}
     )
     assert waits.due(100.0) is None, "no lane waits yet"
-    waits.claimed("slow", 0, 3)
-    waits.claimed("fast", 0, 3)
+    claims(waits, ("slow", 0, 3), ("fast", 0, 3))
     waits.settle({"slow": StopReason.CAPACITY, "fast": StopReason.CAPACITY})
     assert waits.due(100.0) == 0.25
 

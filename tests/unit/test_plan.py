@@ -1,0 +1,58 @@
+"""Planning a tick without AWS: each pool's RUNNING and free slots, and its members' claims."""
+
+from __future__ import annotations
+
+from dispatcher.core.allocation import UNBOUNDED, Claim
+from dispatcher.core.planning import plan_tick
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+
+MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
+TOPOLOGY = Topology(
+    pools=(PoolLimit(DEFAULT, 10), PoolLimit("glue", 4), PoolLimit("idle", 5, paused=True)),
+    lanes=(
+        Lane(DEFAULT, DEFAULT, "q", "d", MACHINE + "jobs"),
+        Lane(
+            "paced",
+            DEFAULT,
+            "q2",
+            "d2",
+            MACHINE + "paced",
+            priority=2,
+            max_concurrency=5,
+            starts_per_second=1,
+        ),
+        Lane("glue", "glue", "q3", "d3", MACHINE + "glue", paused=True),
+    ),
+    gates=(Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", max_concurrency=2),),
+)
+
+
+def test_each_pool_counts_its_members_once_and_claims_follow_their_limits_and_tokens() -> None:
+    """A lane's room is its own MAX less its RUNNING, cut to its tokens; a paused one claims none."""
+    plan = plan_tick(
+        TOPOLOGY,
+        TOPOLOGY.pools[:2],
+        {MACHINE + "jobs": 3, MACHINE + "paced": 2, MACHINE + "glue": 1},
+        {"crawl": 1},
+        {DEFAULT: None, "paced": 1, "glue": None},
+    )
+    default, glue = plan.pools
+    assert (default.running, default.free) == (5, 5)
+    assert default.claims == (Claim(DEFAULT, 0, UNBOUNDED), Claim("paced", 2, 1))
+    assert (glue.running, glue.free) == (2, 2)
+    assert glue.claims == (Claim("glue", 0, 0), Claim("crawl", 0, 1))
+    assert plan.free == 7
+
+
+def test_a_rate_capped_lane_its_tokens_hold_below_what_is_free_is_bound_and_with_none_starved() -> None:
+    """One token where three slots are free: bound; none: starved too; enough: neither."""
+
+    def planned(tokens: int) -> tuple[frozenset[str], frozenset[str]]:
+        plan = plan_tick(
+            TOPOLOGY, TOPOLOGY.pools[:1], {MACHINE + "jobs": 7, MACHINE + "paced": 0}, {}, {"paced": tokens}
+        )
+        return plan.bound, plan.starved
+
+    assert planned(1) == ({"paced"}, frozenset())
+    assert planned(0) == ({"paced"}, {"paced"})
+    assert planned(3) == (frozenset(), frozenset())
