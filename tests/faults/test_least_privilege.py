@@ -12,6 +12,8 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+import pytest
+
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.events import END_EVENT_QUEUE_ARN
@@ -23,6 +25,10 @@ from tests.faults.scenario import Scenario
 from tests.infra.template import Deployed, deployed
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import FaultyAws
+
+pytestmark = pytest.mark.no_cover
+"""Whole fault scenarios: untraced (tracing doubles a test's CPU time, and the same lines run,
+measured, in the tests of each part; CONTRIBUTING, "The suite's time")."""
 
 # IAM authorises a batch API with the action of its single-message form.
 BATCH_ACTIONS = {

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+import pytest
 
 from dispatcher import handler
 from dispatcher.in_process import LocalContext
@@ -28,6 +29,10 @@ from dispatcher.local.account import FAKE_CREDENTIALS, REGION, environment
 from dispatcher.local.stack import Stack, create_stack
 from tests.support.faulty_aws import FaultyAws, Request, backend_execution
 from tests.support.world import FaultPlan, Lag, World
+
+pytestmark = pytest.mark.no_cover
+"""Whole fault scenarios: untraced (tracing doubles a test's CPU time, and the same lines run,
+measured, in the tests of each part; CONTRIBUTING, "The suite's time")."""
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -31,6 +31,10 @@ from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.function import TIMEOUT_SECONDS
 from tests.support.sim.sqs import VISIBILITY_TIMEOUT_SECONDS
 
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
+
 RECENT_START_WINDOW_SECONDS = 90.0
 MAX_DURATION_SECONDS = 1.0
 """The course's longest job."""

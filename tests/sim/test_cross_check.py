@@ -15,6 +15,8 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from dispatcher.settings import variable
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
@@ -23,6 +25,10 @@ from tests.integration.conftest import Harness
 from tests.sim.conftest import settings
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.scheduler import SimPool
+
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
 
 MAX = 20
 JOBS = [(json.dumps({"job": index, "seconds": 0}), f"g{index % 12}") for index in range(120)]

@@ -10,6 +10,10 @@ from dispatcher.core.batching import PROBE_EVERY, ROUND_SIZE, SQS_BATCH_LIMIT
 from tests.sim.conftest import function
 from tests.support.sim.aws import InMemoryAws
 
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
+
 JOBS = 1000
 LAYOUTS = {
     "one group": lambda job: "g0",

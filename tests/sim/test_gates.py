@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from dispatcher.core.quotas import step_functions
 from dispatcher.core.rosters import CHECK_AFTER_SECONDS
 from dispatcher.core.topology import DEFAULT
@@ -17,6 +19,10 @@ from tests.support.sim.aws import InMemoryAws, SimGate
 from tests.support.sim.function import EventSourceMapping, Function
 from tests.support.sim.gated import GatedExecutions, GatedWorkload
 from tests.support.world import EventPlan, Lag
+
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
 
 GATE = "crawl"
 

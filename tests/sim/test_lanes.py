@@ -26,6 +26,10 @@ from tests.support.sim.function import EventSourceMapping, Function
 from tests.support.sim.scheduler import SimPool
 from tests.support.world import EventPlan, Lag
 
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
+
 
 def deploy(aws: InMemoryAws, default_max: int, **fields: object) -> Function:
     """The function with every lane of ``aws`` in ``LANES``; the world checks each pool's cap."""
@@ -63,7 +67,6 @@ def every_lane_drained_once_in_order(aws: InMemoryAws) -> None:
         assert queue.depth() == (0, 0), lane
 
 
-@pytest.mark.no_cover  # scale, not coverage: the same lines run in smaller tests, measured (CONTRIBUTING)
 def test_lanes_in_several_pools_drain_under_each_pools_cap_with_lag_and_lossy_late_events() -> None:
     """Six lanes in three pools (one sharing a state machine): lists that lag, events lost and late."""
     aws = InMemoryAws(

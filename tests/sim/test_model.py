@@ -17,6 +17,10 @@ from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES
 from tests.support.sim.scheduler import Scheduler, SimPool
 from tests.support.world import Lag
 
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
+
 
 def test_participants_run_one_at_a_time_in_the_order_of_virtual_time() -> None:
     """Two threads that sleep interleave by their clocks, not the wall's; the driver is back at its time."""

@@ -20,6 +20,10 @@ from tests.support.sim.dynamodb import LedgerView
 from tests.support.sim.function import EventSourceMapping
 from tests.support.world import EventPlan, Lag
 
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
+
 
 def test_describe_checks_keep_to_their_pace_and_unchecked_starts_count_as_running() -> None:
     """The Describe pace bounds the checks; what it leaves counts as running, and the cap holds.

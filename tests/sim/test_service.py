@@ -21,6 +21,10 @@ from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.function import EventSourceMapping
 from tests.support.world import EventPlan, Lag
 
+pytestmark = pytest.mark.no_cover
+"""Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
+same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
+
 
 def every_job_started_once_in_order(aws: InMemoryAws) -> None:
     """No loss, no duplicate, the body as input, each group in send order, and the queue drained."""
@@ -35,7 +39,6 @@ def every_job_started_once_in_order(aws: InMemoryAws) -> None:
     assert aws.queue.depth() == (0, 0)
 
 
-@pytest.mark.no_cover  # scale, not coverage: the same lines run in smaller tests, measured (CONTRIBUTING)
 def test_a_large_backlog_drains_under_the_cap_with_lag_and_lossy_late_events() -> None:
     """MAX 200, 6,000 jobs: lists that lag and disagree, events lost, doubled and late; the cap holds."""
     aws = InMemoryAws(
