@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -39,6 +39,12 @@ from dispatcher.core.topology import Member
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
+
+
+def _left_of(chunk: Sequence[Sequence[RosterEntry]], left: Sequence[Any]) -> list[RosterEntry]:
+    """The entries of the packs a `BatchWriteItem` left unprocessed."""
+    keys = {request["PutRequest"]["Item"]["sk"]["S"] for request in left}
+    return [entry for pack in chunk if _pack(pack) in keys for entry in pack]
 
 
 class LaneRosterTable(RosterCalls):
@@ -99,32 +105,39 @@ class LaneRosterTable(RosterCalls):
 
         The first `BatchWriteItem` still failing after retries raises; a later one leaves its packs.
         """
-        packs = packs_of(entries)
-        unprocessed: list[RosterEntry] = []
         try:
-            for index, chunk in enumerate(chunks(packs, BATCH_WRITE_LIMIT)):
-                try:
-                    left = self._batch(
-                        [{"PutRequest": {"Item": pack_item(self._own, pack)}} for pack in chunk]
-                    )
-                except TransientError:
-                    if index == 0:
-                        raise
-                    unprocessed += [entry for pack in chunk for entry in pack]
-                    continue
-                keys = {request["PutRequest"]["Item"]["sk"]["S"] for request in left}
-                unprocessed += [entry for pack in chunk if _pack(pack) in keys for entry in pack]
+            unprocessed = self._write_packs(packs_of(entries))
         except BaseException:
             self._drop(list({entry.member for entry in entries}))
             raise
         if unprocessed:
             self._drop(list({entry.member for entry in entries}))
-        elif self._kept is not None:
-            for entry in entries:
-                kept = self._kept.get(entry.member)
-                if kept is not None:
-                    kept.enter([entry])
+        else:
+            self._keep(entries)
         return unprocessed
+
+    def _write_packs(self, packs: Sequence[Sequence[RosterEntry]]) -> list[RosterEntry]:
+        """Put packs in calls of 25; the entries of packs left (a later failed call leaves all its own)."""
+        unprocessed: list[RosterEntry] = []
+        for index, chunk in enumerate(chunks(packs, BATCH_WRITE_LIMIT)):
+            try:
+                left = self._batch([{"PutRequest": {"Item": pack_item(self._own, pack)}} for pack in chunk])
+            except TransientError:
+                if index == 0:
+                    raise
+                unprocessed += [entry for pack in chunk for entry in pack]
+                continue
+            unprocessed += _left_of(chunk, left)
+        return unprocessed
+
+    def _keep(self, entries: Sequence[RosterEntry]) -> None:
+        """Add written entries to what is kept of their lanes' rosters."""
+        if self._kept is None:
+            return
+        for entry in entries:
+            kept = self._kept.get(entry.member)
+            if kept is not None:
+                kept.enter([entry])
 
     def leave(self, entries: Sequence[RosterEntry]) -> int:
         """Entries of executions that left: one gone item a lane, empty packs deleted; how many were left.

@@ -23,6 +23,31 @@ LINE_KEYS = ("input", "body", "group", "name")
 start under a random name, a ``"lane"`` would go to the default lane), never silently dropped."""
 
 
+def _body_problems(field: str, body: object) -> list[str]:
+    if not isinstance(body, str):
+        return ['"body" must be a string of JSON text (or use "input" for JSON itself)']
+    problem = input_problem(body)
+    return [] if problem is None else [f'"{field}": {problem}']
+
+
+def _group_problems(group: object) -> list[str]:
+    if group is None:
+        return ['no "group" (add one, or pass --group for every line)']
+    if not isinstance(group, str):
+        return [f'"group" must be a string, not {json.dumps(group)}']
+    problem = group_problem(group)
+    return [] if problem is None else [f'"group": {problem}']
+
+
+def _name_problems(name: object) -> list[str]:
+    if name is None:
+        return []
+    if not isinstance(name, str):
+        return [f'"name" must be a string, not {json.dumps(name)}']
+    problem = name_problem(name)
+    return [] if problem is None else [f'"name": {problem}']
+
+
 def _field_problems(record: dict[str, Any], default_group: str | None) -> tuple[Job | None, list[str]]:
     """The job of one JSON Lines record, or what is wrong with it, naming the fields as written."""
     unknown = [key for key in record if key not in LINE_KEYS]
@@ -34,21 +59,7 @@ def _field_problems(record: dict[str, Any], default_group: str | None) -> tuple[
     body = record[field] if field == "body" else json.dumps(record["input"])
     group = record.get("group", default_group)
     name = record.get("name")
-    problems = []
-    if not isinstance(body, str):
-        problems.append('"body" must be a string of JSON text (or use "input" for JSON itself)')
-    elif (problem := input_problem(body)) is not None:
-        problems.append(f'"{field}": {problem}')
-    if group is None:
-        problems.append('no "group" (add one, or pass --group for every line)')
-    elif not isinstance(group, str):
-        problems.append(f'"group" must be a string, not {json.dumps(group)}')
-    elif (problem := group_problem(group)) is not None:
-        problems.append(f'"group": {problem}')
-    if name is not None and not isinstance(name, str):
-        problems.append(f'"name" must be a string, not {json.dumps(name)}')
-    elif name is not None and (problem := name_problem(name)) is not None:
-        problems.append(f'"name": {problem}')
+    problems = [*_body_problems(field, body), *_group_problems(group), *_name_problems(name)]
     if problems:
         return None, problems
     return Job(str(body), str(group), name), []
@@ -64,6 +75,17 @@ class JobLines:
     """Lines that repeat an earlier line's name and input: one job, sent once (SQS would drop the rest)."""
 
 
+def _record(line: str) -> dict[str, Any] | str:
+    """One line's object, or what is wrong with it."""
+    try:
+        record = json.loads(line)
+    except ValueError as error:
+        return f"not JSON: {error}"
+    if not isinstance(record, dict) or ("input" in record) == ("body" in record):
+        return 'expected an object with "input" (JSON) or "body" (text)'
+    return record
+
+
 def jobs_from_lines(lines: Iterator[str], source: str, default_group: str | None) -> JobLines:
     """JSON Lines: {"input": <JSON>} or {"body": "<JSON text>"}, with "group" and optional "name".
 
@@ -76,15 +98,9 @@ def jobs_from_lines(lines: Iterator[str], source: str, default_group: str | None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except ValueError as error:
-            found.problems.append(f"{source}:{number}: not JSON: {error}")
-            continue
-        if not isinstance(record, dict) or ("input" in record) == ("body" in record):
-            found.problems.append(
-                f'{source}:{number}: expected an object with "input" (JSON) or "body" (text)'
-            )
+        record = _record(line)
+        if isinstance(record, str):
+            found.problems.append(f"{source}:{number}: {record}")
             continue
         job, wrong = _field_problems(record, default_group)
         found.problems += [f"{source}:{number}: {problem}" for problem in wrong]
@@ -125,30 +141,42 @@ def prepare_enqueue(args: argparse.Namespace) -> list[str]:
     """Read and check every job before anything is sent (``args.jobs``); the problems found."""
     args.jobs, args.duplicates = [], 0
     if args.file is not None:
-        if args.body is not None or args.name is not None:
-            return ["give either BODY (one job) or --file (JSON Lines), not both; --name is per line"]
-        try:
-            found = jobs_from_lines(_read_file(args.file), args.file, args.group)
-        except UsageError as error:
-            return list(error.problems)
-        collisions = sum("a name collision" in problem for problem in found.problems)
-        if collisions > 1:
-            found.problems.append(f"{collisions} name collisions in {args.file}: nothing was sent")
-        args.jobs, args.duplicates = found.jobs, found.duplicates
-        return found.problems
+        return _prepare_file(args)
     if args.body is None:
         return ["give the job's input as BODY (or - to read it from standard input), or --file"]
     body = sys.stdin.read() if args.body == "-" else args.body
     problems = [f"BODY: {problem}" for problem in [input_problem(body)] if problem]
-    if args.group is None:
-        problems.append("--group is required for one job (the SQS FIFO MessageGroupId)")
-    elif (problem := group_problem(args.group)) is not None:
-        problems.append(f"--group: {problem}")
-    if args.name is not None and (problem := name_problem(args.name)) is not None:
-        problems.append(f"--name: {problem}")
+    problems += _option_problems(args.group, args.name)
     if not problems:
         args.jobs = [Job(body, str(args.group), args.name)]
     return problems
+
+
+def _option_problems(group: str | None, name: str | None) -> list[str]:
+    """What is wrong with one job's ``--group`` and ``--name``."""
+    problems = []
+    if group is None:
+        problems.append("--group is required for one job (the SQS FIFO MessageGroupId)")
+    elif (problem := group_problem(group)) is not None:
+        problems.append(f"--group: {problem}")
+    if name is not None and (problem := name_problem(name)) is not None:
+        problems.append(f"--name: {problem}")
+    return problems
+
+
+def _prepare_file(args: argparse.Namespace) -> list[str]:
+    """`prepare_enqueue` for ``--file``: every line read and checked."""
+    if args.body is not None or args.name is not None:
+        return ["give either BODY (one job) or --file (JSON Lines), not both; --name is per line"]
+    try:
+        found = jobs_from_lines(_read_file(args.file), args.file, args.group)
+    except UsageError as error:
+        return list(error.problems)
+    collisions = sum("a name collision" in problem for problem in found.problems)
+    if collisions > 1:
+        found.problems.append(f"{collisions} name collisions in {args.file}: nothing was sent")
+    args.jobs, args.duplicates = found.jobs, found.duplicates
+    return found.problems
 
 
 def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
@@ -203,32 +231,40 @@ def _report(
         out.write(f"nothing to send: {'standard input' if empty == '-' else empty} holds no jobs\n")
         return 0
     if args.json:
-        document = {
-            "sent": [
-                {"message_id": sent.message_id, "group": sent.job.group, "name": sent.job.name}
-                for sent in result.sent
-            ],
-            "failed": [
-                {"group": failure.job.group, "name": failure.job.name, "reason": failure.reason}
-                for failure in result.failed
-            ],
-            "duplicates": duplicates,
-        }
-        out.write(json.dumps(document) + "\n")
+        _report_json(result, out, duplicates)
     else:
-        for sent in result.sent if len(result.sent) == 1 else []:
-            out.write(
-                f"sent {sent.message_id} (group {sent.job.group}, name {sent.job.name or sent.message_id})\n"
-            )
-        if len(result.sent) > 1 or duplicates:
-            line = f"sent {len(result.sent):,} job(s)"
-            if duplicates:
-                line += f"; {duplicates:,} line(s) repeated an earlier line's name and input: sent once"
-            out.write(line + "\n")
-        for failure in result.failed:
-            label = f"name {failure.job.name}" if failure.job.name else "no name"
-            sys.stderr.write(f"{PROG}: not sent (group {failure.job.group}, {label}): {failure.reason}\n")
+        _report_text(result, out, duplicates)
     return 0 if result.ok else 1
+
+
+def _report_json(result: SendResult, out: TextIO, duplicates: int) -> None:
+    document = {
+        "sent": [
+            {"message_id": sent.message_id, "group": sent.job.group, "name": sent.job.name}
+            for sent in result.sent
+        ],
+        "failed": [
+            {"group": failure.job.group, "name": failure.job.name, "reason": failure.reason}
+            for failure in result.failed
+        ],
+        "duplicates": duplicates,
+    }
+    out.write(json.dumps(document) + "\n")
+
+
+def _report_text(result: SendResult, out: TextIO, duplicates: int) -> None:
+    for sent in result.sent if len(result.sent) == 1 else []:
+        out.write(
+            f"sent {sent.message_id} (group {sent.job.group}, name {sent.job.name or sent.message_id})\n"
+        )
+    if len(result.sent) > 1 or duplicates:
+        line = f"sent {len(result.sent):,} job(s)"
+        if duplicates:
+            line += f"; {duplicates:,} line(s) repeated an earlier line's name and input: sent once"
+        out.write(line + "\n")
+    for failure in result.failed:
+        label = f"name {failure.job.name}" if failure.job.name else "no name"
+        sys.stderr.write(f"{PROG}: not sent (group {failure.job.group}, {label}): {failure.reason}\n")
 
 
 def register(command: AddCommand) -> None:

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -86,6 +87,45 @@ def _check_lane(args: argparse.Namespace, resources: Resources) -> None:
         member(resources, "lane", args.lane)
 
 
+def _failures_table(selected: Sequence[tuple[Spooled, Destination]], *, laned: bool) -> str:
+    """One row a failure; a LANE column when there are several lanes (or one can't be known)."""
+    rows = [
+        [
+            item.failure.name,
+            *([where.lane or "?"] if laned else []),
+            item.failure.status,
+            item.failure.error or "-",
+            when(item.failure.stopped_at),
+            short(item.failure.cause, 40),
+        ]
+        for item, where in selected
+    ]
+    headers = ["NAME", *(["LANE"] if laned else []), "STATUS", "ERROR", "STOPPED (UTC)", "CAUSE"]
+    return table(headers, rows)
+
+
+def _write_failures(
+    out: TextIO, resources: Resources, selected: Sequence[tuple[Spooled, Destination]]
+) -> None:
+    """The failures as a table, then their tally by status and error."""
+    failures = [item.failure for item, _ in selected]
+    unknown = sum(1 for _, where in selected if where.lane is None)
+    out.write(_failures_table(selected, laned=configured_lanes(resources).several or unknown > 0) + "\n\n")
+    tally = counts(failures)
+    out.write(
+        f"{len(failures)} failed execution(s): "
+        + ", ".join(f"{status} {count}" for status, count in tally["status"].items())
+        + "; by error: "
+        + ", ".join(f"{error} {count}" for error, count in tally["error"].items())
+        + "\n"
+    )
+    if unknown:
+        out.write(
+            f"{unknown} of them came from a lane that can't be known (LANE ?):"
+            " `rerun --lane NAME` re-runs them on lane NAME\n"
+        )
+
+
 def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """List the spooled failures (each execution once, at its latest failure), with counts."""
     _check_lane(args, resources)
@@ -96,7 +136,6 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
         spool.release_all()
     selected, _ = _selected(args, aws, resources, spooled, groups=False)
     failures = [item.failure for item, _ in selected]
-    unknown = sum(1 for _, where in selected if where.lane is None)
     if args.json:
         document = {
             "failures": [{**item.failure.as_json(), "lane": where.lane} for item, where in selected],
@@ -109,33 +148,7 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
     if not failures:
         out.write("no spooled failures" + (" match" if spooled else "") + "\n")
     else:
-        laned = configured_lanes(resources).several or unknown > 0
-        rows = [
-            [
-                item.failure.name,
-                *([where.lane or "?"] if laned else []),
-                item.failure.status,
-                item.failure.error or "-",
-                when(item.failure.stopped_at),
-                short(item.failure.cause, 40),
-            ]
-            for item, where in selected
-        ]
-        headers = ["NAME", *(["LANE"] if laned else []), "STATUS", "ERROR", "STOPPED (UTC)", "CAUSE"]
-        out.write(table(headers, rows) + "\n\n")
-        tally = counts(failures)
-        out.write(
-            f"{len(failures)} failed execution(s): "
-            + ", ".join(f"{status} {count}" for status, count in tally["status"].items())
-            + "; by error: "
-            + ", ".join(f"{error} {count}" for error, count in tally["error"].items())
-            + "\n"
-        )
-        if unknown:
-            out.write(
-                f"{unknown} of them came from a lane that can't be known (LANE ?):"
-                " `rerun --lane NAME` re-runs them on lane NAME\n"
-            )
+        _write_failures(out, resources, selected)
     if unreadable:
         sys.stderr.write(f"{unreadable} spool message(s) are not status change events; left as they are\n")
     return 0
@@ -296,6 +309,12 @@ def _report_reruns(args: argparse.Namespace, out: TextIO, outcome: _Outcome) -> 
         }
         out.write(json.dumps(document) + "\n")
         return
+    _write_reruns(args, out, outcome)
+
+
+def _write_reruns(args: argparse.Namespace, out: TextIO, outcome: _Outcome) -> None:
+    """Each re-run queued, skipped or not queued on a line, then a summary."""
+    queued, skipped, failed = outcome.queued, outcome.skipped, outcome.failed
     verb = "would queue" if args.dry_run else "queued"
     for rerun in queued:
         out.write(f"{verb} {_describe(rerun)}\n")

@@ -68,6 +68,14 @@ def members(topology: Topology | None, release_queue_url: str | None) -> dict[st
     return {"lanes": lanes, "gates": gates}
 
 
+def _output_keys(outputs: dict[str, str], *, laned: bool) -> list[str]:
+    """The outputs to list, a producer's first."""
+    first = [key for key in (*PRODUCER_OUTPUTS, DASHBOARD_OUTPUT) if key in outputs]
+    # With lanes or gates, their tables below say what LanesDocument holds, a line at a time.
+    shown = set(outputs) - {LANES_OUTPUT} if laned else set(outputs)
+    return first + sorted(shown - set(first))
+
+
 def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Print the stack's outputs (a producer's first), then its lanes' and gates' URLs."""
     stack = describe_stack(aws.client("cloudformation"), args.stack)
@@ -77,7 +85,7 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
     topology = _topology(resources)
     found = members(topology, release)
     if args.json:
-        document = {
+        document: dict[str, Any] = {
             "stack": args.stack,
             "region": region,
             "status": stack.status,
@@ -88,10 +96,7 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         out.write(json.dumps(document) + "\n")
         return 0
     laned = topology is not None and (len(topology.lanes) > 1 or bool(topology.gates))
-    first = [key for key in (*PRODUCER_OUTPUTS, DASHBOARD_OUTPUT) if key in outputs]
-    # With lanes or gates, their tables below say what LanesDocument holds, a line at a time.
-    shown = set(outputs) - {LANES_OUTPUT} if laned else set(outputs)
-    keys = first + sorted(shown - set(first))
+    keys = _output_keys(outputs, laned=laned)
     width = max((len(key) for key in keys), default=0)
     out.write(f"stack {args.stack} in {region} ({stack.status})\n")
     out.writelines(f"  {key.ljust(width)}  {outputs[key]}\n" for key in keys)
@@ -101,6 +106,13 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
             attached = f", under a role with {policy} attached" if policy in outputs else ""
             out.write(f"Producers send jobs to {queue}{attached} (docs/producers.md).\n")
         return 0
+    _write_members(out, found, outputs, release)
+    return 0
+
+
+def _write_members(out: TextIO, found: dict[str, Any], outputs: dict[str, str], release: str | None) -> None:
+    """The lanes' and gates' tables, and where producers and gated workflows send."""
+    _, policy = PRODUCER_OUTPUTS
     out.write("\n" + _member_tables(found) + "\n\n")
     attached = f" ({policy} grants lane default's)" if policy in outputs else ""
     out.write(f"Producers send each lane's jobs to its QUEUE{attached} (docs/producers.md).\n")
@@ -111,7 +123,6 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
             "A gated workflow sends its requests to its gate's QUEUE and its releases to"
             f" {RELEASE_QUEUE_OUTPUT} {release or '(not an output of this stack)'}{grants} (docs/gates.md).\n"
         )
-    return 0
 
 
 def _member_tables(found: dict[str, list[dict[str, Any]]]) -> str:

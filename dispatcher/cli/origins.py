@@ -83,23 +83,26 @@ def read_origins(
         by_machine.setdefault(state_machine_of(item.failure.execution_arn), []).append(item)
     found: dict[str, Origin] = {}
     for machine, items in by_machine.items():
-        # Every lane's records are under the default lane's state machine.
-        table = StartLedgerTable(
-            aws.client("dynamodb"), resources.state_table, resources.state_machine_arn or machine
-        )
-        try:
-            origins = table.origins({item.failure.name: item.failure.started_at for item in items}, machine)
-        except DispatcherError as error:
-            sys.stderr.write(
-                f"could not read the start records ({error}); each re-run gets a group of its own\n"
-            )
-            continue
-        found |= {
-            item.failure.execution_arn: origins[item.failure.name]
-            for item in items
-            if item.failure.name in origins
-        }
+        found |= _origins_of(aws, resources, resources.state_table, machine, items)
     return found
+
+
+def _origins_of(
+    aws: Aws, resources: Resources, state_table: str, machine: str, items: Sequence[Spooled]
+) -> dict[str, Origin]:
+    """The start records of one state machine's failures (none, said on stderr, when unreadable)."""
+    # Every lane's records are under the default lane's state machine.
+    table = StartLedgerTable(aws.client("dynamodb"), state_table, resources.state_machine_arn or machine)
+    try:
+        origins = table.origins({item.failure.name: item.failure.started_at for item in items}, machine)
+    except DispatcherError as error:
+        sys.stderr.write(f"could not read the start records ({error}); each re-run gets a group of its own\n")
+        return {}
+    return {
+        item.failure.execution_arn: origins[item.failure.name]
+        for item in items
+        if item.failure.name in origins
+    }
 
 
 def destination_of(

@@ -24,9 +24,9 @@ from dispatcher.cli.groups import print_groups, top
 from dispatcher.cli.members import add_member_options, chosen_member
 from dispatcher.cli.members import member as find_member
 from dispatcher.cli.output import age, table
-from dispatcher.core.control import max_source, stale_keys, steer
+from dispatcher.core.control import Control, max_source, stale_keys, steer
 from dispatcher.core.counting import pool_count
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 
 @dataclass(frozen=True)
@@ -93,15 +93,18 @@ def _halted(max_concurrency: int | None, paused: bool) -> bool:
     return paused or max_concurrency == 0
 
 
+def _environment_max(resources: Resources, read: Control | None) -> int:
+    """The environment's MAX for pool default: its own, unless the parameter overrides it."""
+    if read is None or read.max_concurrency is None:
+        return resources.environment_max()
+    return resources.max_concurrency or 0  # overridden by the parameter
+
+
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     """Read MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution, per pool and lane."""
     control = control_parameter(aws, resources)
     read = None if control is None else control.read()
-    if read is None or read.max_concurrency is None:
-        environment_max = resources.environment_max()
-    else:
-        environment_max = resources.max_concurrency or 0  # overridden by the parameter
-    configured = resources.topology(environment_max)
+    configured = resources.topology(_environment_max(resources, read))
     topology = steer(configured, read, resources.control_parameter)
     listings = {
         arn: StateMachine(aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=now)
@@ -110,10 +113,7 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     gates = _gates(aws, resources, topology)
     running = {arn: len(listing.executions) for arn, listing in listings.items()}
     inside = {gate.name: gate.inside for gate in gates}
-    pools = []
-    for pool in topology.pools:
-        count = pool_count(topology, pool, running, inside)
-        pools.append(PoolStatus(pool.name, pool.max_concurrency, count.running, count.free, pool.halted))
+    pools = [_pool(topology, pool, running, inside) for pool in topology.pools]
     lanes = [_lane(aws, lane, topology) for lane in topology.lanes]
     oldest = listings[topology.default_lane.state_machine_arn].oldest_started_at
     default_pool = next(pool for pool in pools if pool.name == DEFAULT)
@@ -133,6 +133,11 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         gates=tuple(gates),
         stale_keys=stale_keys(configured, read),
     )
+
+
+def _pool(topology: Topology, pool: PoolLimit, running: dict[str, int], inside: dict[str, int]) -> PoolStatus:
+    count = pool_count(topology, pool, running, inside)
+    return PoolStatus(pool.name, pool.max_concurrency, count.running, count.free, pool.halted)
 
 
 def _lane(aws: Aws, lane: Lane, topology: Topology) -> LaneStatus:
@@ -311,6 +316,24 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
+def _show_status(
+    args: argparse.Namespace, status: Status, member: tuple[str, str] | None, out: TextIO
+) -> None:
+    """One status: JSON, or the table (under the time and a cleared screen when watching)."""
+    document: dict[str, Any] = asdict(status)
+    text = status_table(status)
+    if member is not None:
+        document, text = member_status(status, *member)
+    if args.json:
+        out.write(json.dumps(document) + "\n")
+        return
+    if args.watch is not None and out.isatty():
+        out.write("\x1b[H\x1b[2J")
+    if args.watch is not None:
+        out.write(time.strftime("%H:%M:%S") + f"  every {args.watch:g}s, Ctrl-C to stop\n")
+    out.write(text + "\n")
+
+
 def command_status(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Print the status once, or every --watch seconds until interrupted (or --count times)."""
     member = chosen_member(args)
@@ -322,19 +345,7 @@ def command_status(args: argparse.Namespace, aws: Aws, resources: Resources, out
         raise UsageError("--top goes with --groups")
     shown = 0
     while True:
-        status = read_status(aws, resources, time.time())
-        document: dict[str, Any] = asdict(status)
-        text = status_table(status)
-        if member is not None:
-            document, text = member_status(status, *member)
-        if args.json:
-            out.write(json.dumps(document) + "\n")
-        else:
-            if args.watch is not None and out.isatty():
-                out.write("\x1b[H\x1b[2J")
-            if args.watch is not None:
-                out.write(time.strftime("%H:%M:%S") + f"  every {args.watch:g}s, Ctrl-C to stop\n")
-            out.write(text + "\n")
+        _show_status(args, read_status(aws, resources, time.time()), member, out)
         out.flush()
         shown += 1
         if args.watch is None or (args.count is not None and shown >= args.count):

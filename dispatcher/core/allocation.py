@@ -135,6 +135,12 @@ def round_parts(left: Mapping[str, int], turn: int = 0) -> dict[str, int]:
     lanes = lanes[turn % len(lanes) :] + lanes[: turn % len(lanes)] if lanes else lanes
     left = {lane: left[lane] for lane in sorted(lanes, key=lambda lane: -left[lane])}
     parts = share(ROUND_SIZE, {lane: count for lane, count in left.items() if 0 < count < SQS_BATCH_LIMIT})
+    _add_batches(parts, left)
+    return {lane: count for lane, count in parts.items() if count > 0}
+
+
+def _add_batches(parts: dict[str, int], left: Mapping[str, int]) -> None:
+    """Share the round's room left after ``parts`` in whole batches, then the tails of lanes it finishes."""
     room = ROUND_SIZE - sum(parts.values())
     whole = {lane: count // SQS_BATCH_LIMIT for lane, count in left.items() if count >= SQS_BATCH_LIMIT}
     batches = {lane: count for lane, count in share(room // SQS_BATCH_LIMIT, whole).items() if count > 0}
@@ -148,4 +154,3 @@ def round_parts(left: Mapping[str, int], turn: int = 0) -> dict[str, int]:
     }
     for lane, count in share(room, tails).items():
         parts[lane] += count
-    return {lane: count for lane, count in parts.items() if count > 0}

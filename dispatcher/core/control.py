@@ -129,21 +129,24 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
     for pool in topology.pools:
         override = control if pool.name == DEFAULT else control.pools.get(pool.name, Override())
         pools.append(_overridden(pool, override))
-    lanes = []
-    for lane in topology.lanes:
-        override = control.lanes.get(lane.name, LaneOverride())
-        if override.max_concurrency is not None and not topology.has_own_counts(lane):
-            raise ConfigurationError(
-                f"control parameter {name}: lanes.{lane.name}.max_concurrency: another lane starts"
-                " the same state machine, so this lane's RUNNING can't be told apart"
-            )
-        lanes.append(_shared(_overridden(lane, override), override))
+    lanes = tuple(_steered_lane(topology, lane, control, name) for lane in topology.lanes)
     gates = tuple(
         _shared(_overridden(gate, override), override)
         for gate in topology.gates
         for override in [control.gates.get(gate.name, GateOverride())]
     )
-    return replace(topology, pools=tuple(pools), lanes=tuple(lanes), gates=gates)
+    return replace(topology, pools=tuple(pools), lanes=lanes, gates=gates)
+
+
+def _steered_lane(topology: Topology, lane: Lane, control: Control, name: str) -> Lane:
+    """One lane with its overrides; a MAX for a lane that can't be counted apart is an error."""
+    override = control.lanes.get(lane.name, LaneOverride())
+    if override.max_concurrency is not None and not topology.has_own_counts(lane):
+        raise ConfigurationError(
+            f"control parameter {name}: lanes.{lane.name}.max_concurrency: another lane starts"
+            " the same state machine, so this lane's RUNNING can't be told apart"
+        )
+    return _shared(_overridden(lane, override), override)
 
 
 Limited = TypeVar("Limited", PoolLimit, Lane, Gate)

@@ -173,6 +173,17 @@ def is_sqs_batch(event: object) -> bool:
     )
 
 
+def _single_news(event: object, state_machine_arn: StateMachines, now: float) -> EndNews:
+    """`end_news` of one event that invoked the function directly (a release, or a status change)."""
+    if is_release(event):
+        release = read_release(event, now)
+        if isinstance(release, str):
+            return EndNews(skipped=(SkippedRecord("the event", release),))
+        return EndNews(releases=(release,))
+    single = ended_execution(event, state_machine_arn)
+    return EndNews(ended=() if single is None else (single,))
+
+
 def end_news(event: object, state_machine_arn: StateMachines, now: float = 0.0) -> EndNews:
     """The ends and releases an invocation's event reports: one event, or an SQS batch of them.
 
@@ -184,13 +195,7 @@ def end_news(event: object, state_machine_arn: StateMachines, now: float = 0.0) 
     invoking the function directly was sent ``now``.
     """
     if not is_sqs_batch(event):
-        if is_release(event):
-            release = read_release(event, now)
-            if isinstance(release, str):
-                return EndNews(skipped=(SkippedRecord("the event", release),))
-            return EndNews(releases=(release,))
-        single = ended_execution(event, state_machine_arn)
-        return EndNews(ended=() if single is None else (single,))
+        return _single_news(event, state_machine_arn, now)
     arns = _arns(state_machine_arn)
     records: list[dict[str, Any]] = event["Records"]  # type: ignore[index]  # is_sqs_batch checked it
     ended: list[EndedExecution] = []

@@ -115,21 +115,26 @@ class KeptRoster:
                 self.packs.setdefault(where[0], set()).add(where[1])
             self.entries[entry.key] = entry
 
-    def leave(self, entries: Iterable[RosterEntry], gone_key: str) -> Leaving:
-        """Entries whose executions left: the gone item ``gone_key`` to write and the items to delete.
-
-        Call `left` once they are written: until then the roster is as it was.
-        """
+    def _places_of(self, entries: Iterable[RosterEntry]) -> tuple[dict[str, set[int]], list[str]]:
+        """Of kept entries: each pack's places they hold, and the keys of those kept unpacked."""
         gone: dict[str, set[int]] = {}
-        delete: list[str] = []
+        unpacked: list[str] = []
         for entry in entries:
             if entry.key not in self.entries:
                 continue
             where = pack_of(entry)
             if where is None:
-                delete.append(entry.key)
+                unpacked.append(entry.key)
             else:
                 gone.setdefault(where[0], set()).add(where[1])
+        return gone, unpacked
+
+    def leave(self, entries: Iterable[RosterEntry], gone_key: str) -> Leaving:
+        """Entries whose executions left: the gone item ``gone_key`` to write and the items to delete.
+
+        Call `left` once they are written: until then the roster is as it was.
+        """
+        gone, delete = self._places_of(entries)
         emptied = [pack for pack, places in gone.items() if not self.packs.get(pack, set()) - places]
         delete += emptied
         # A gone item goes once every pack it names is deleted (one read back may name none left).

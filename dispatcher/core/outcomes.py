@@ -142,16 +142,23 @@ def said(report: Mapping[str, Any], kinds: Sequence[str], shown: frozenset[Outco
             if shown is not None and outcome not in shown:
                 continue
             seen.add(label.key)
-            inner = [
-                f"{report.get(part.key, 0)} {part.words}"
-                for part in LABELS[kind].values()
-                if part.within is outcome and (shown is None or _outcome_of(kind, part) in shown)
-                if report.get(part.key)
-            ]
+            inner = _within(report, kind, outcome, shown)
             parts.append(
                 f"{label.words} {report.get(label.key, 0)}" + (f" ({', '.join(inner)})" if inner else "")
             )
     return ", ".join(parts)
+
+
+def _within(
+    report: Mapping[str, Any], kind: str, outcome: Outcome, shown: frozenset[Outcome] | None
+) -> list[str]:
+    """The outcomes said in brackets after ``outcome``'s figure (those not 0)."""
+    return [
+        f"{report.get(part.key, 0)} {part.words}"
+        for part in LABELS[kind].values()
+        if part.within is outcome and (shown is None or _outcome_of(kind, part) in shown)
+        if report.get(part.key)
+    ]
 
 
 def said_keys(kinds: Sequence[str], shown: frozenset[Outcome]) -> set[str]:

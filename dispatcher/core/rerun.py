@@ -21,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -111,13 +112,19 @@ class Filters:
 
     def keep(self, failure: Failure) -> bool:
         """Whether ``failure`` passes every filter."""
+        since = -math.inf if self.since is None else self.since
+        until = math.inf if self.until is None else self.until
         return (
             failure.status in self.statuses
-            and (self.error is None or fnmatch.fnmatchcase(failure.error or "", self.error))
-            and (self.name is None or fnmatch.fnmatchcase(failure.name, self.name))
-            and (self.since is None or failure.stopped_at >= self.since)
-            and (self.until is None or failure.stopped_at <= self.until)
+            and _matches(self.error, failure.error or "")
+            and _matches(self.name, failure.name)
+            and since <= failure.stopped_at <= until
         )
+
+
+def _matches(glob: str | None, text: str) -> bool:
+    """Whether ``text`` matches ``glob`` (no glob: anything does)."""
+    return glob is None or fnmatch.fnmatchcase(text, glob)
 
 
 @dataclass
@@ -264,7 +271,40 @@ class Rerun:
         return document
 
 
-def plan_rerun(  # noqa: PLR0911 — one answer per state the execution can be in
+def _moved_on(failure: Failure, state: ExecutionState | None) -> tuple[str, bool] | None:
+    """Why an execution is not re-run now, and whether that is for good: it ran again, or a read lags."""
+    if state is None:
+        return None
+    if state.redrive_count > failure.redrive_count and state.status not in REDRIVABLE_STATUSES:
+        return f"{state.status} since: redriven after this failure", True
+    if state.redrive_count < failure.redrive_count or state.status not in REDRIVABLE_STATUSES:
+        # DescribeExecution is eventually consistent: it may not show the failure yet.
+        return f"Step Functions still shows it {state.status}: run this again in a minute", False
+    return None
+
+
+def _plan_redrive(
+    rerun: Rerun, state: ExecutionState | None, execution_input: str | None, group: str, now: float
+) -> None:
+    """The redrive job of ``rerun``, or why there is none."""
+    failure = rerun.spooled.failure
+    if state is None:
+        rerun.skip = "Step Functions no longer has this execution: use --restart"
+        return
+    if now - failure.stopped_at > REDRIVE_WINDOW_SECONDS:
+        rerun.skip = "stopped more than 14 days ago, too late to redrive: use --restart"
+        return
+    digest = hashlib.sha256(failure.execution_arn.encode()).hexdigest()[:32]
+    rerun.job = Job(
+        body=execution_input or "{}",
+        group=group,
+        name=failure.name,
+        deduplication_id=f"redrive-{state.redrive_count}-{digest}",
+        redrive_count=state.redrive_count,
+    )
+
+
+def plan_rerun(
     spooled: Spooled, mode: str, state: ExecutionState | None, group: tuple[str, str], now: float
 ) -> Rerun:
     """Decide one re-run from what Step Functions says of the execution now.
@@ -281,35 +321,13 @@ def plan_rerun(  # noqa: PLR0911 — one answer per state the execution can be i
         group_source=group[1],
         redrive_count=failure.redrive_count if state is None else state.redrive_count,
     )
-    if (
-        state is not None
-        and state.redrive_count > failure.redrive_count
-        and state.status not in REDRIVABLE_STATUSES
-    ):
-        rerun.skip, rerun.resolved = f"{state.status} since: redriven after this failure", True
-        return rerun
-    if state is not None and (
-        state.redrive_count < failure.redrive_count or state.status not in REDRIVABLE_STATUSES
-    ):
-        # DescribeExecution is eventually consistent: it may not show the failure yet.
-        rerun.skip = f"Step Functions still shows it {state.status}: run this again in a minute"
+    moved = _moved_on(failure, state)
+    if moved is not None:
+        rerun.skip, rerun.resolved = moved
         return rerun
     execution_input = (state.input if state is not None else None) or failure.input
     if mode == REDRIVE:
-        if state is None:
-            rerun.skip = "Step Functions no longer has this execution: use --restart"
-            return rerun
-        if now - failure.stopped_at > REDRIVE_WINDOW_SECONDS:
-            rerun.skip = "stopped more than 14 days ago, too late to redrive: use --restart"
-            return rerun
-        digest = hashlib.sha256(failure.execution_arn.encode()).hexdigest()[:32]
-        rerun.job = Job(
-            body=execution_input or "{}",
-            group=group[0],
-            name=failure.name,
-            deduplication_id=f"redrive-{state.redrive_count}-{digest}",
-            redrive_count=state.redrive_count,
-        )
+        _plan_redrive(rerun, state, execution_input, group[0], now)
         return rerun
     if execution_input is None:
         rerun.skip = "its input is not available (left out of the event, and not readable)"

@@ -117,6 +117,18 @@ class Picked:
     held_for_group: tuple[QueuedMessage, ...]
 
 
+def _full(share: Share, holding: int) -> bool:
+    """Whether a group holding ``holding`` slots is at its limit."""
+    return share.max_per_group is not None and holding >= share.max_per_group
+
+
+def _advance(heads: dict[str, int], group: str, length: int) -> None:
+    """Move a group's head to its next job; a group whose jobs are all taken leaves the turn."""
+    heads[group] += 1
+    if heads[group] == length:
+        del heads[group]
+
+
 def pick(
     queues: Mapping[str, Sequence[Queued]],
     free: int,
@@ -139,12 +151,8 @@ def pick(
         group = _next_group(heads, queues, running, given, fair=share.fair_share)
         index, message, decision = queues[group][heads[group]]
         needs = not isinstance(decision, Start) or takes_slot(decision)
-        limit = share.max_per_group
         at_limit = (
-            isinstance(decision, Start)
-            and needs
-            and limit is not None
-            and running.get(group, 0) + given[group] >= limit
+            isinstance(decision, Start) and needs and _full(share, running.get(group, 0) + given[group])
         )
         if at_limit or (needs and slots >= free):
             if at_limit:
@@ -154,9 +162,7 @@ def pick(
         chosen.add(index)
         slots += needs
         given[group] += isinstance(decision, Start) and needs
-        heads[group] += 1
-        if heads[group] == len(queues[group]):
-            del heads[group]
+        _advance(heads, group, len(queues[group]))
     return Picked(frozenset(chosen), tuple(held_for_group))
 
 
@@ -183,9 +189,16 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
         return SharedAdmission(*_fields(admit(messages, free, plan, takes_slot)))
     queued = group_queues(messages, plan)
     picked = pick(queued.queues, free, share, running, takes_slot)
+    return _admission(messages, queued.queues, picked)
+
+
+def _admission(
+    messages: Sequence[QueuedMessage], queues: Mapping[str, Sequence[Queued]], picked: Picked
+) -> SharedAdmission:
+    """What was picked, in receive order; the rest waits."""
     decisions = sorted(
         (index, decision)
-        for queue in queued.queues.values()
+        for queue in queues.values()
         for index, _, decision in queue
         if index in picked.chosen
     )

@@ -34,7 +34,7 @@ from dispatcher.core.counting import (
 )
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.executions import execution_arn
+from dispatcher.core.executions import ExecutionState, execution_arn
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, StartLedger
@@ -203,6 +203,17 @@ class Counter:
         self._warm.keep(arn, listing)
         return listing
 
+    def _still_counts(
+        self, state: ExecutionState | None, record: LedgerStart, execution: str, now: float
+    ) -> bool:
+        """Whether a checked start still counts (one seen running is remembered, to count without a check)."""
+        if state is None:
+            return still_counts(None, record, now)
+        counts = still_counts(state.status, record, now, state.redrive_count)
+        if counts and record.redrive_count is None:  # a start, seen running
+            self._warm.saw_running(execution, now)
+        return counts
+
     def _settle(
         self, to_check: Sequence[LedgerStart], running: int, now: float, listed_at: float
     ) -> tuple[int, list[LedgerStart]]:
@@ -233,13 +244,7 @@ class Counter:
             except TransientError as error:
                 logger.warning("could not check recorded starts", extra={"reason": str(error)})
                 return running + len(to_check) - index, settled
-            if state is None:
-                counts = still_counts(None, record, now)
-            else:
-                counts = still_counts(state.status, record, now, state.redrive_count)
-                if counts and record.redrive_count is None:  # a start, seen running
-                    self._warm.saw_running(execution, now)
-            if counts:
+            if self._still_counts(state, record, execution, now):
                 running += 1
             else:
                 settled.append(record)

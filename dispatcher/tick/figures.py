@@ -11,7 +11,7 @@ from typing import Literal
 from dispatcher.core.events import EndNews
 from dispatcher.core.outcomes import member_metrics, metric_totals
 from dispatcher.core.topology import GATE, LANE, Topology
-from dispatcher.tick.report import StopReason, TickReport
+from dispatcher.tick.report import StopReason, TenantFigures, TickReport
 
 Unit = Literal["Count", "Seconds", "Percent"]
 
@@ -48,30 +48,39 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
     lane_metrics = metric_totals((LANE,), ())
     found += [Figure(name, value) for name, value in summed.items() if name in lane_metrics]
     if report.laned:
-        for lane, counts in report.lanes.items():
-            found += [
-                Figure(name, value, dimension=("Lane", lane))
-                for name, value in member_metrics(LANE, counts).items()
-            ]
-        for pool, pool_figures in report.pools.items():
-            found += [
-                Figure(name, value, dimension=("Pool", pool))
-                for name, value in (
-                    ("Running", pool_figures.running),
-                    ("FreeSlots", pool_figures.free),
-                    ("MaxConcurrency", pool_figures.max_concurrency),
-                )
-            ]
+        found += _lanes_and_pools(report)
     if report.gates:
         found += [Figure(name, value) for name, value in summed.items() if name not in lane_metrics]
         found += _gates(report)
     if report.tenants is not None:
+        found += _tenants(report.tenants)
+    return found
+
+
+def _lanes_and_pools(report: TickReport) -> list[Figure]:
+    """Each lane's figures under a Lane dimension, and each pool's RUNNING, free slots and MAX."""
+    found = [
+        Figure(name, value, dimension=("Lane", lane))
+        for lane, counts in report.lanes.items()
+        for name, value in member_metrics(LANE, counts).items()
+    ]
+    for pool, pool_figures in report.pools.items():
         found += [
-            Figure("HeldJobs", report.tenants.held),
-            Figure("GroupsAtLimit", report.tenants.groups_at_limit),
+            Figure(name, value, dimension=("Pool", pool))
+            for name, value in (
+                ("Running", pool_figures.running),
+                ("FreeSlots", pool_figures.free),
+                ("MaxConcurrency", pool_figures.max_concurrency),
+            )
         ]
-        if report.tenants.largest_group_share is not None:
-            found.append(Figure("LargestGroupShare", 100 * report.tenants.largest_group_share, "Percent"))
+    return found
+
+
+def _tenants(tenants: TenantFigures) -> list[Figure]:
+    """The tenant groups' figures: jobs held, groups at their limit, the largest group's share."""
+    found = [Figure("HeldJobs", tenants.held), Figure("GroupsAtLimit", tenants.groups_at_limit)]
+    if tenants.largest_group_share is not None:
+        found.append(Figure("LargestGroupShare", 100 * tenants.largest_group_share, "Percent"))
     return found
 
 

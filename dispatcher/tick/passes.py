@@ -33,6 +33,25 @@ STOP_PRECEDENCE = (
 """The tick's stop, of its pools' stops: the first in this order."""
 
 
+def _next_passes(
+    topology: Topology,
+    allocations: Mapping[str, Allocation],
+    stops: dict[str, StopReason],
+    waiting: Mapping[str, bool],
+    capacity: Mapping[str, bool],
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Every pool's next pass together (each lane's share, and its pool); a pool with none stops."""
+    shares: dict[str, int] = {}
+    pool_of: dict[str, str] = {}
+    for pool, allocation in allocations.items():
+        passing = {} if pool in stops else allocation.next_pass()
+        if pool not in stops and not passing:
+            stops[pool] = _pool_stop(topology, allocation, waiting=waiting[pool], capacity=capacity[pool])
+        shares.update(passing)
+        pool_of.update(dict.fromkeys(passing, pool))
+    return shares, pool_of
+
+
 class Passes:
     """Spends the free slots of a tick's pools, on its members' rounds (lanes', and gates')."""
 
@@ -64,34 +83,41 @@ class Passes:
         capacity = dict.fromkeys(allocations, False)
         lane_rounds: dict[str, MemberRound] = {}
         while True:
-            shares: dict[str, int] = {}
-            pool_of: dict[str, str] = {}
-            for pool, allocation in allocations.items():
-                passing = {} if pool in stops else allocation.next_pass()
-                if pool not in stops and not passing:
-                    stops[pool] = _pool_stop(
-                        topology, allocation, waiting=waiting[pool], capacity=capacity[pool]
-                    )
-                shares.update(passing)
-                pool_of.update(dict.fromkeys(passing, pool))
+            shares, pool_of = _next_passes(topology, allocations, stops, waiting, capacity)
             if not shares:
                 return min(stops.values(), key=STOP_PRECEDENCE.index)
             for lane in shares:
                 if lane not in lane_rounds:
                     lane_rounds[lane] = self._members[lane](threads)
             admitted = self._admit(shares, lane_rounds, rounds, report, self._warm.turns)
-            halted: StopReason | None = None
-            for lane, offered in shares.items():
-                pool = pool_of[lane]
-                started, stop = admitted[lane]
-                self.lane_stops[lane] = stop
-                allocations[pool].took(lane, offered, started, spent=stop is not None)
-                if stop in HALTING_STOPS:
-                    halted = halted or stop
-                waiting[pool] = waiting[pool] or stop is StopReason.WAITING
-                capacity[pool] = capacity[pool] or stop is StopReason.CAPACITY
+            halted = self._took(shares, pool_of, admitted, allocations, (waiting, capacity))
             if halted is not None:
                 return min([*stops.values(), halted], key=STOP_PRECEDENCE.index)
+
+    def _took(
+        self,
+        shares: Mapping[str, int],
+        pool_of: Mapping[str, str],
+        admitted: Mapping[str, tuple[int, StopReason | None]],
+        allocations: Mapping[str, Allocation],
+        seen: tuple[dict[str, bool], dict[str, bool]],
+    ) -> StopReason | None:
+        """Book a pass's starts in each pool's allocation; a stop that halts every pool, if one came.
+
+        ``seen``: what the lanes' stops showed of each pool (one waited; one found its capacity).
+        """
+        waiting, capacity = seen
+        halted: StopReason | None = None
+        for lane, offered in shares.items():
+            pool = pool_of[lane]
+            started, stop = admitted[lane]
+            self.lane_stops[lane] = stop
+            allocations[pool].took(lane, offered, started, spent=stop is not None)
+            if stop in HALTING_STOPS:
+                halted = halted or stop
+            waiting[pool] = waiting[pool] or stop is StopReason.WAITING
+            capacity[pool] = capacity[pool] or stop is StopReason.CAPACITY
+        return halted
 
     @staticmethod
     def _admit(

@@ -132,11 +132,12 @@ class TickReport:
         if self.tenants is not None:
             document["tenants"] = asdict(self.tenants)
         if self.gates:
-            document["gates"] = {
-                name: {**keyed(GATE, counts), **(asdict(self.inside[name]) if name in self.inside else {})}
-                for name, counts in self.gates.items()
-            }
+            document["gates"] = {name: self._gate(name, counts) for name, counts in self.gates.items()}
         return document
+
+    def _gate(self, name: str, counts: Counts) -> dict[str, Any]:
+        """A gate's part of the return value: its counts, and who is inside."""
+        return {**keyed(GATE, counts), **(asdict(self.inside[name]) if name in self.inside else {})}
 
     def add(self, later: TickReport) -> None:
         """Fold in a later tick of the same invocation."""

@@ -106,19 +106,30 @@ class MemberRound:
         self._fan_out.first_came(len(first), waited=wait, now=now)
         if len(first) < receive_size(wanted) or len(first) == wanted:
             return first, None
+        return self._receive_more(first, wanted, look_ahead=bool(look_ahead))
+
+    def _receive_more(
+        self, first: list[QueuedMessage], wanted: int, *, look_ahead: bool
+    ) -> tuple[list[QueuedMessage], str | None]:
+        """The round: ``first`` and the rest; why receiving stopped early (a throttle), if it did.
+
+        The rest comes in parallel receives without waiting, as many as `FanOut` expects to fill.
+        """
+        queue = self._ports.queue
         sizes = [receive_size(wanted - taken) for taken in range(len(first), wanted, SQS_BATCH_LIMIT)]
         sizes = sizes[: max(1 if look_ahead else 0, self._fan_out.receives(len(sizes)))]
         if not sizes:
             return first, None
         batches = self._pool.settle(lambda size: queue.receive(size, wait=False), sizes)
         self._fan_out.learn(len(sizes), sum(1 for batch in batches if isinstance(batch, list) and batch))
-        messages = first + [message for batch in batches if isinstance(batch, list) for message in batch]
-        failure = first_failure([batch for batch in batches if not isinstance(batch, TransientError)])
-        if failure is not None:
-            queue.release(messages)
-            raise failure
-        throttled = next((batch for batch in batches if isinstance(batch, TransientError)), None)
-        return messages, None if throttled is None else str(throttled)
+        try:
+            more, throttled = _received(batches)
+        except BaseException:
+            queue.release(
+                first + [message for batch in batches if isinstance(batch, list) for message in batch]
+            )
+            raise
+        return first + more, throttled
 
     def decide(self, messages: Sequence[QueuedMessage], free: int) -> Admission:
         """What the member's free slots admit of what it received."""
@@ -175,6 +186,15 @@ class MemberRound:
             )
         unsettled = {message.message_id for message in outcome.unsettled}
         done = [message for message in outcome.done() if message.message_id not in unsettled]
+        failed_deletes = self._delete(done, outcome)
+        queue.release(self._still_waiting(outcome))
+        if self.book is not None:
+            self.book.started(outcome.of(Outcome.STARTED) + self._also_counted(outcome))
+        return outcome.counts(delete_failures=len(failed_deletes))
+
+    def _delete(self, done: list[QueuedMessage], outcome: RoundOutcome) -> list[QueuedMessage]:
+        """Delete the round's finished messages; those whose delete failed (they come back, found started)."""
+        queue = self._ports.queue
         deletes = self._pool.settle(queue.delete, chunks(done, SQS_BATCH_LIMIT))
         failure = first_failure(deletes)
         if isinstance(failure, ConfigurationError):
@@ -191,17 +211,18 @@ class MemberRound:
                 "delete failed; the messages will be redelivered and found already started",
                 extra={"message_ids": [message.message_id for message in failed_deletes]},
             )
+        return failed_deletes
+
+    def _still_waiting(self, outcome: RoundOutcome) -> list[QueuedMessage]:
+        """What of the round comes back now: its waiting jobs, less those its group's book holds back."""
         waiting = outcome.waiting + outcome.unsettled
         if outcome.held_for_group and self.book is not None:
             held = {message.message_id for message in outcome.held_for_group}
             waiting = [message for message in waiting if message.message_id not in held]
-            not_held = self.book.hold(queue, outcome.held_for_group)
+            not_held = self.book.hold(self._ports.queue, outcome.held_for_group)
             outcome.held_for_group = [m for m in outcome.held_for_group if m not in not_held]
             waiting += not_held
-        queue.release(waiting)
-        if self.book is not None:
-            self.book.started(outcome.of(Outcome.STARTED) + self._also_counted(outcome))
-        return outcome.counts(delete_failures=len(failed_deletes))
+        return waiting
 
     @staticmethod
     def _also_counted(outcome: RoundOutcome) -> list[QueuedMessage]:
@@ -211,6 +232,18 @@ class MemberRound:
     def release(self, messages: Sequence[QueuedMessage]) -> None:
         """Make messages this member received visible again now (best effort: else they come back later)."""
         self._ports.queue.release(messages)
+
+
+def _received(
+    batches: Sequence[list[QueuedMessage] | BaseException],
+) -> tuple[list[QueuedMessage], str | None]:
+    """Parallel receives' messages and why receiving stopped (a throttle); raise what isn't back-pressure."""
+    messages = [message for batch in batches if isinstance(batch, list) for message in batch]
+    failure = first_failure([batch for batch in batches if not isinstance(batch, TransientError)])
+    if failure is not None:
+        raise failure
+    throttled = next((batch for batch in batches if isinstance(batch, TransientError)), None)
+    return messages, None if throttled is None else str(throttled)
 
 
 @dataclass

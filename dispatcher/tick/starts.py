@@ -285,6 +285,23 @@ def _identity(record: LedgerStart | RosterEntry) -> tuple[str, ...]:
     return ("roster", record.member, record.name)
 
 
+def _left_by(call: Write, result: object) -> Sequence[LedgerStart | RosterEntry]:
+    """The records a call left: all of its own when it failed."""
+    return call.records if isinstance(result, TransientError) else result  # type: ignore[return-value]
+
+
+def _mark_written(lane: MemberStarts, left: set[tuple[str, ...]]) -> None:
+    """What of a member's records was written may start; what was left stops admitting after the round."""
+    written: list[LedgerStart | RosterEntry] = [*lane.outcome.recorded, *lane.outcome.entered]
+    missing = {record.name for record in written if _identity(record) in left}
+    if missing:
+        lane.outcome.stop_reason = lane.outcome.stop_reason or (
+            f"the state table left {len(missing)} start record(s) unprocessed"
+        )
+    # A start may go once each of its records is written (a tenant lane's roster has one too).
+    lane.recorded.update(record.name for record in written if record.name not in missing)
+
+
 class Starter:
     """Records a round's starts in the ledger and the rosters, then starts them, each group in send order.
 
@@ -309,24 +326,8 @@ class Starter:
         An execution two lanes of one state machine both admit this round is recorded for
         the first: the other's waits for a later round (and is found started).
         """
-        now = stored_time(now)
-        taken: set[tuple[str, str]] = set()
-        recordings = [lane.to_record(taken, now) for lane in lanes]
-        requests = [recording.ledger for recording in recordings if recording.ledger is not None]
-        starts = iter(self._ledger.starts_of(requests, now) if requests else [])
-        for lane, recording in zip(lanes, recordings, strict=True):
-            lane.outcome.recorded = next(starts) if recording.ledger is not None else []
-            lane.outcome.entered = list(recording.entries)
-        ledger = [start for lane in lanes for start in lane.outcome.recorded]
-        entries = [entry for lane in lanes for entry in lane.outcome.entered]
-        calls: list[Write] = [
-            *([Write(self._ledger.record, ledger)] if ledger else []),
-            *(
-                Write(roster.enter, chunk)
-                for roster, those in by_roster(entries, self._rosters)
-                for chunk in chunks(those, BATCH_WRITE_LIMIT)
-            ),
-        ]
+        self._collect(lanes, stored_time(now))
+        calls = self._calls(lanes)
         if not calls:
             return
         try:
@@ -336,14 +337,30 @@ class Starter:
                 lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
             return
         for lane in lanes:
-            written: list[LedgerStart | RosterEntry] = [*lane.outcome.recorded, *lane.outcome.entered]
-            missing = {record.name for record in written if _identity(record) in left}
-            if missing:
-                lane.outcome.stop_reason = lane.outcome.stop_reason or (
-                    f"the state table left {len(missing)} start record(s) unprocessed"
-                )
-            # A start may go once each of its records is written (a tenant lane's roster has one too).
-            lane.recorded.update(record.name for record in written if record.name not in missing)
+            _mark_written(lane, left)
+
+    def _collect(self, lanes: Sequence[MemberStarts], now: float) -> None:
+        """Each member's ledger starts (from one ledger read for the round) and roster entries."""
+        taken: set[tuple[str, str]] = set()
+        recordings = [lane.to_record(taken, now) for lane in lanes]
+        requests = [recording.ledger for recording in recordings if recording.ledger is not None]
+        starts = iter(self._ledger.starts_of(requests, now) if requests else [])
+        for lane, recording in zip(lanes, recordings, strict=True):
+            lane.outcome.recorded = next(starts) if recording.ledger is not None else []
+            lane.outcome.entered = list(recording.entries)
+
+    def _calls(self, lanes: Sequence[MemberStarts]) -> list[Write]:
+        """The writes of the round's records: one for the ledger's, calls of 25 for each roster's."""
+        ledger = [start for lane in lanes for start in lane.outcome.recorded]
+        entries = [entry for lane in lanes for entry in lane.outcome.entered]
+        return [
+            *([Write(self._ledger.record, ledger)] if ledger else []),
+            *(
+                Write(roster.enter, chunk)
+                for roster, those in by_roster(entries, self._rosters)
+                for chunk in chunks(those, BATCH_WRITE_LIMIT)
+            ),
+        ]
 
     def _unprocessed(self, calls: Sequence[Write]) -> set[tuple[str, ...]]:
         """Make the calls (at once, when several); the records they left, as `_identity` says.
@@ -359,11 +376,11 @@ class Starter:
             raise failure
         if all(isinstance(result, TransientError) for result in written):
             raise written[0]  # type: ignore[misc]  # every result is a TransientError here
-        unprocessed: set[tuple[str, ...]] = set()
-        for call, result in zip(calls, written, strict=True):
-            left = call.records if isinstance(result, TransientError) else result
-            unprocessed |= {_identity(record) for record in left}  # type: ignore[union-attr]
-        return unprocessed
+        return {
+            _identity(record)
+            for call, result in zip(calls, written, strict=True)
+            for record in _left_by(call, result)
+        }
 
     def start(self, lanes: Sequence[MemberStarts]) -> None:
         """Start what each member recorded, concurrently across groups; raise what isn't back-pressure.
