@@ -112,6 +112,7 @@ def test_a_tick_says_what_its_gates_admitted_and_what_they_did_not() -> None:
 
 
 def test_pause_resume_and_set_max_take_a_gate_and_change_only_its_keys(gated: Gated) -> None:
+    """Pause, resume and set-max take a gate and change only its keys."""
     cli = gated.cli
     paused = cli.run("pause", "--gate", "crawl")
     assert paused.returncode == 0, paused.stderr
@@ -125,6 +126,7 @@ def test_pause_resume_and_set_max_take_a_gate_and_change_only_its_keys(gated: Ga
 
 
 def test_an_unknown_gate_is_a_usage_error_naming_the_gates(gated: Gated) -> None:
+    """An unknown gate is a usage error naming the gates."""
     result = gated.cli.run("pause", "--gate", "nope")
     assert result.returncode == 2
     assert result.stderr.strip().endswith("--gate nope: no such gate (gates: crawl)")

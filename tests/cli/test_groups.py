@@ -30,6 +30,7 @@ def send(cli: Cli, group: str, count: int) -> None:
 
 
 def test_status_groups_shows_running_and_held_per_group_most_running_first(cli: Cli) -> None:
+    """`status --groups` shows RUNNING and held jobs per group, most RUNNING first."""
     limit_groups(cli, 2)
     send(cli, "noisy", 4)
     send(cli, "quiet", 1)
@@ -54,6 +55,7 @@ def test_status_groups_shows_running_and_held_per_group_most_running_first(cli: 
 
 
 def test_status_groups_with_no_member_counting_by_group_says_so(cli: Cli) -> None:
+    """`status --groups` with no member counting by group says so."""
     result = cli.run("status", "--groups")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("no message group holds a place")
@@ -61,6 +63,7 @@ def test_status_groups_with_no_member_counting_by_group_says_so(cli: Cli) -> Non
 
 
 def test_top_is_a_usage_error_without_groups_or_below_one(cli: Cli) -> None:
+    """`--top` is a usage error without `--groups`, or below one."""
     for arguments in (["status", "--top", "3"], ["status", "--groups", "--top", "0"]):
         result = cli.run(*arguments)
         assert result.returncode == 2

@@ -30,7 +30,7 @@ from dispatcher.local.events import Rule, to_queue
 from dispatcher.local.gates import create_gate, create_release_queue
 from dispatcher.local.stack import create_lane, create_stack, function_name, register_stack
 from tests.cli.conftest import Cli
-from tests.cli.test_rerun import fail_jobs
+from tests.support.cli import fail_jobs
 
 EXECUTE = True
 STACK = "jobs"

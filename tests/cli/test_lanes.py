@@ -49,6 +49,7 @@ def _control(laned: Laned) -> dict[str, Any]:
 
 
 def test_status_has_a_row_per_pool_and_per_lane_and_the_top_level_is_default(laned: Laned) -> None:
+    """Status has a row per pool and per lane and the top level is default."""
     cli, sfn = laned.cli, boto3.client("stepfunctions", region_name=REGION)
     with pointed_at(cli.endpoint_url):
         send_jobs(laned.lanes["urgent"]["queue_url"], [{"body": "{}", "group": "g"}])
@@ -76,6 +77,7 @@ def test_status_has_a_row_per_pool_and_per_lane_and_the_top_level_is_default(lan
 
 
 def test_set_max_pause_and_resume_change_only_the_named_pools_or_lanes_key(laned: Laned) -> None:
+    """set-max, pause and resume change only the named pool's or lane's key."""
     cli = laned.cli
     assert cli.run("set-max", "3", "--lane", "glue").returncode == 0
     assert cli.run("pause", "--pool", "glue").returncode == 0
@@ -110,6 +112,7 @@ def test_set_max_pause_and_resume_change_only_the_named_pools_or_lanes_key(laned
 def test_a_name_that_is_not_configured_is_one_line_and_exit_2(
     laned: Laned, arguments: tuple[str, ...], message: str
 ) -> None:
+    """A name that is not configured is one line and exit 2."""
     before = _control(laned)
     result = laned.cli.run(*arguments)
     assert result.returncode == 2
@@ -119,6 +122,7 @@ def test_a_name_that_is_not_configured_is_one_line_and_exit_2(
 
 
 def test_enqueue_lane_sends_to_that_lanes_queue(laned: Laned) -> None:
+    """`enqueue --lane` sends to that lane's queue."""
     cli = laned.cli
     result = cli.run("enqueue", '{"order": 1}', "--group", "g", "--lane", "urgent")
     assert result.returncode == 0, result.stderr
@@ -130,6 +134,7 @@ def test_enqueue_lane_sends_to_that_lanes_queue(laned: Laned) -> None:
 
 
 def test_the_cli_reads_lanes_from_the_environment_without_a_stack(laned: Laned) -> None:
+    """The CLI reads lanes from the environment without a stack."""
     cli = laned.cli
     environment = cli.environment(
         **cli.stack.environment(3),
@@ -145,6 +150,7 @@ def test_the_cli_reads_lanes_from_the_environment_without_a_stack(laned: Laned) 
 
 
 def test_failed_names_each_failures_lane_and_rerun_queues_it_back_on_that_lanes_queue(laned: Laned) -> None:
+    """`failed` names each failure's lane, and `rerun` queues it back on that lane's queue."""
     cli, glue = laned.cli, laned.lanes["glue"]
     sfn, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
     with pointed_at(cli.endpoint_url):

@@ -189,6 +189,7 @@ def test_cli_local_with_a_lane_serves_two_lanes_into_one_pool(cli: Cli) -> None:
 
 
 def test_cli_local_refuses_a_lane_option_it_cannot_read(cli: Cli) -> None:
+    """CLI local refuses a lane option it cannot read."""
     result = cli.run("local", "--lane", "default=3", stack=False)
     assert result.returncode == 2
     assert "NAME[=PRIORITY]" in result.stderr

@@ -13,7 +13,6 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -21,33 +20,13 @@ import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.local.account import REGION, environment
-from dispatcher.local.stack import read_all, send_jobs, set_downstream
+from dispatcher.local.stack import read_all
 from dispatcher.producer import Job
 from tests.cli.conftest import SCRIPT, Cli, crash_once_before
+from tests.support.cli import fail_jobs, wait_for
 
 EXECUTE = True
 WAIT_SECONDS = 0
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """``condition``'s first truthy value; an error after ``timeout`` (a bound for a busy machine)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def spooled(aws: dict[str, Any], cli: Cli) -> int:
-    attributes = aws["sqs"].get_queue_attributes(
-        QueueUrl=cli.stack.spool_queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]) + int(
-        attributes["ApproximateNumberOfMessagesNotVisible"]
-    )
 
 
 def failed(cli: Cli, *arguments: str) -> dict[str, Any]:
@@ -62,26 +41,6 @@ def executions(aws: dict[str, Any], cli: Cli) -> dict[str, dict[str, Any]]:
         item["name"]: aws["stepfunctions"].describe_execution(executionArn=item["executionArn"])
         for item in listed
     }
-
-
-def fail_jobs(cli: Cli, jobs: list[tuple[str, str]]) -> None:
-    """Enqueue (name, group) jobs while the downstream API is down; tick until each failed and is spooled."""
-    set_downstream(cli.stack.downstream_table, up=False)
-    send_jobs(
-        cli.stack.queue_url,
-        [{"body": json.dumps({"order": name}), "group": group, "name": name} for name, group in jobs],
-    )
-    aws = {"sqs": boto3.client("sqs", region_name=REGION)}
-    started = 0
-
-    def all_started() -> bool:
-        nonlocal started
-        started += cli.tick_in_process()["started"]
-        return started >= len(jobs)
-
-    wait_for(all_started, what="every job started")
-    wait_for(lambda: spooled(aws, cli) == len(jobs), what="every failure spooled")
-    set_downstream(cli.stack.downstream_table, up=True)
 
 
 def queued_jobs(cli: Cli) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tests.faults.tally import Tally
-    from tests.faults.test_overlap import OverlapRound
+    from tests.support.overlap import OverlapRound
 
 QUIET_ENVIRONMENT = {
     "POWERTOOLS_TRACE_DISABLED": "true",
@@ -75,8 +75,8 @@ def run_overlaps(seeds: list[int]) -> list[OverlapRound]:
     os.environ.update(QUIET_ENVIRONMENT)
     warnings.simplefilter("ignore")
     from dispatcher.local.account import pointed_at  # noqa: PLC0415
-    from tests.faults.test_overlap import overlap_round  # noqa: PLC0415
     from tests.support.faulty_aws import faulty_moto_server  # noqa: PLC0415
+    from tests.support.overlap import overlap_round  # noqa: PLC0415
 
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
         return [overlap_round(middleware, endpoint_url, seed) for seed in seeds]

@@ -11,7 +11,7 @@ from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
 from dispatcher.local.events import sqs_event
 from tests.integration.conftest import Harness
-from tests.integration.test_refill import still_listed
+from tests.support.harness import still_listed
 
 
 def full_then_two_end(harness: Harness) -> list[str]:

@@ -13,7 +13,7 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.stack import create_lane
 from tests.integration.conftest import Harness
-from tests.integration.test_lanes import lanes, running_of, send
+from tests.support.harness import lanes, running_of, send
 
 
 def two_pools_full(harness: Harness) -> dict[str, Any]:

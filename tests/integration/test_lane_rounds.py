@@ -10,8 +10,7 @@ import pytest
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.stack import create_lane
 from tests.integration.conftest import Harness
-from tests.integration.test_lanes import lanes, send
-from tests.integration.test_rounds import throttle_every_start
+from tests.support.harness import lanes, send, throttle_every_start
 
 
 def three_lanes(harness: Harness, max_concurrency: int, jobs: int) -> list[dict[str, Any]]:

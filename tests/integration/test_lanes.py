@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any
 
 import boto3
@@ -17,26 +16,12 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import create_lane, read_all
 from tests.integration.conftest import Harness
+from tests.support.harness import lanes, running_of, send
 from tests.support.rate_bound import worst_window_excess
 
 ONE_TICK = 10.5
 """An invocation's time for one tick and no other (the margin is 10 s): under a frozen clock a
 lane that waits for its rate's next token would otherwise be ticked for until the clock moves."""
-
-
-def lanes(harness: Harness, max_concurrency: int, document: dict[str, Any]) -> None:
-    harness.configure(max_concurrency, lanes=json.dumps(document))
-
-
-def send(url: str, jobs: list[str], *, group: str | None = None) -> None:
-    sqs = boto3.client("sqs", region_name=REGION)
-    for job in jobs:
-        sqs.send_message(
-            QueueUrl=url,
-            MessageBody=json.dumps({"job": job}),
-            MessageGroupId=group or job,
-            MessageDeduplicationId=uuid.uuid4().hex,
-        )
 
 
 def visible(url: str) -> int:
@@ -46,14 +31,10 @@ def visible(url: str) -> int:
     return int(attributes["ApproximateNumberOfMessages"])
 
 
-def running_of(harness: Harness, arn: str) -> int:
-    pages = harness.sfn.get_paginator("list_executions").paginate(stateMachineArn=arn, statusFilter="RUNNING")
-    return sum(len(page["executions"]) for page in pages)
-
-
 def test_a_higher_priority_lane_takes_the_slots_first_and_the_rest_go_to_the_backfill(
     harness: Harness,
 ) -> None:
+    """A higher-priority lane takes the slots first, and the rest go to the backfill."""
     urgent = create_lane(
         harness.stack.name, "urgent", state_machine_arn=harness.stack.state_machine_arn, priority=10
     )
@@ -69,6 +50,7 @@ def test_a_higher_priority_lane_takes_the_slots_first_and_the_rest_go_to_the_bac
 
 
 def test_an_urgent_job_overtakes_a_backfill_that_keeps_the_pool_full(harness: Harness) -> None:
+    """An urgent job overtakes a backfill that keeps the pool full."""
     urgent = create_lane(
         harness.stack.name, "urgent", state_machine_arn=harness.stack.state_machine_arn, priority=1
     )
@@ -83,6 +65,7 @@ def test_an_urgent_job_overtakes_a_backfill_that_keeps_the_pool_full(harness: Ha
 
 
 def test_lanes_of_equal_priority_share_the_free_slots(harness: Harness) -> None:
+    """Lanes of equal priority share the free slots."""
     other = create_lane(harness.stack.name, "other")
     lanes(harness, 6, {"lanes": [other]})
     send(harness.stack.queue_url, [f"a-{index}" for index in range(10)])
@@ -93,6 +76,7 @@ def test_lanes_of_equal_priority_share_the_free_slots(harness: Harness) -> None:
 
 
 def test_a_slot_an_equal_lane_cannot_use_goes_to_the_other(harness: Harness) -> None:
+    """A slot an equal lane cannot use goes to the other."""
     other = create_lane(harness.stack.name, "other")
     lanes(harness, 6, {"lanes": [other]})
     send(harness.stack.queue_url, ["a-0"])
@@ -102,6 +86,7 @@ def test_a_slot_an_equal_lane_cannot_use_goes_to_the_other(harness: Harness) -> 
 
 
 def test_a_lanes_own_max_holds_inside_its_pool(harness: Harness) -> None:
+    """A lane's own MAX holds inside its pool."""
     backfill = create_lane(harness.stack.name, "backfill", max_concurrency=2)
     lanes(harness, 5, {"lanes": [backfill]})
     send(backfill["queue_url"], [f"b-{index}" for index in range(6)])
@@ -114,6 +99,7 @@ def test_a_lanes_own_max_holds_inside_its_pool(harness: Harness) -> None:
 
 
 def test_each_pool_caps_its_own_lanes_and_ends_of_its_state_machine_free_its_slots(harness: Harness) -> None:
+    """Each pool caps its own lanes, and ends of its state machine free its slots."""
     glue = create_lane(harness.stack.name, "glue", pool="glue")
     lanes(harness, 2, {"pools": {"glue": {"max_concurrency": 3}}, "lanes": [glue]})
     send(harness.stack.queue_url, [f"a-{index}" for index in range(5)])
@@ -145,6 +131,7 @@ def test_each_pool_caps_its_own_lanes_and_ends_of_its_state_machine_free_its_slo
 
 
 def test_a_state_machine_two_lanes_start_counts_once(harness: Harness) -> None:
+    """A state machine two lanes start counts once."""
     urgent = create_lane(harness.stack.name, "urgent", state_machine_arn=harness.stack.state_machine_arn)
     lanes(harness, 4, {"lanes": [urgent]})
     for execution in range(3):
@@ -156,6 +143,7 @@ def test_a_state_machine_two_lanes_start_counts_once(harness: Harness) -> None:
 
 
 def test_poison_in_a_lane_goes_to_its_own_dead_letter_queue(harness: Harness) -> None:
+    """Poison in a lane goes to its own dead letter queue."""
     other = create_lane(harness.stack.name, "other")
     lanes(harness, 5, {"lanes": [other]})
     boto3.client("sqs", region_name=REGION).send_message(
@@ -171,6 +159,7 @@ def test_poison_in_a_lane_goes_to_its_own_dead_letter_queue(harness: Harness) ->
 
 
 def test_a_paused_lane_receives_nothing_and_its_slots_go_to_the_others(harness: Harness) -> None:
+    """A paused lane receives nothing and its slots go to the others."""
     other = create_lane(harness.stack.name, "other", priority=5)
     lanes(harness, 4, {"lanes": [other]})
     harness.ssm.put_parameter(
@@ -187,6 +176,7 @@ def test_a_paused_lane_receives_nothing_and_its_slots_go_to_the_others(harness: 
 
 
 def test_the_control_parameter_steers_a_pool_and_a_lanes_max_live(harness: Harness) -> None:
+    """The control parameter steers a pool's and a lane's MAX live."""
     glue = create_lane(harness.stack.name, "glue", pool="glue", max_concurrency=1)
     lanes(harness, 0, {"pools": {"glue": {"max_concurrency": 1}}, "lanes": [glue]})
     send(glue["queue_url"], [f"g-{index}" for index in range(6)])
@@ -206,6 +196,7 @@ def test_the_control_parameter_steers_a_pool_and_a_lanes_max_live(harness: Harne
 
 
 def test_a_paused_pool_starts_nothing_while_the_others_go_on(harness: Harness) -> None:
+    """A paused pool starts nothing while the others go on."""
     glue = create_lane(harness.stack.name, "glue", pool="glue")
     lanes(harness, 5, {"pools": {"glue": {"max_concurrency": 5}}, "lanes": [glue]})
     harness.ssm.put_parameter(
@@ -267,6 +258,7 @@ def test_a_malformed_control_parameter_stops_the_tick_and_keeps_every_job(
 
 
 def test_a_malformed_lanes_stops_the_tick_before_any_queue_is_read(harness: Harness) -> None:
+    """A malformed `LANES` stops the tick before any queue is read."""
     harness.configure(5, lanes=json.dumps({"lanes": [{"name": "x"}]}))
     harness.send("{}")
     with pytest.raises(ConfigurationError, match=r"LANES: lanes\[0\]\.queue_url: field required"):
@@ -276,6 +268,7 @@ def test_a_malformed_lanes_stops_the_tick_before_any_queue_is_read(harness: Harn
 
 
 def test_a_rate_capped_lane_starts_its_burst_then_at_its_rate_across_cold_starts(harness: Harness) -> None:
+    """A rate capped lane starts its burst then at its rate across cold starts."""
     paced = create_lane(harness.stack.name, "paced", starts_per_second=2)
     lanes(harness, 10, {"lanes": [paced]})
     send(paced["queue_url"], [f"p-{index}" for index in range(6)], group="one-group")
@@ -348,6 +341,7 @@ def test_a_holder_ticking_for_a_rate_sees_the_lane_paused_within_the_parameters_
 
 
 def test_slots_a_rate_capped_lane_cannot_use_go_to_the_other_lanes(harness: Harness) -> None:
+    """Slots a rate capped lane cannot use go to the other lanes."""
     paced = create_lane(harness.stack.name, "paced", starts_per_second=1, priority=9)
     lanes(harness, 5, {"lanes": [paced]})
     send(paced["queue_url"], [f"p-{index}" for index in range(5)])
@@ -359,6 +353,7 @@ def test_slots_a_rate_capped_lane_cannot_use_go_to_the_other_lanes(harness: Harn
 
 
 def test_two_takes_that_race_never_spend_the_same_tokens(harness: Harness) -> None:
+    """Two takes that race never spend the same tokens."""
     first = RateBucket(harness.dynamodb, harness.stack.state_table, "paced", 3.0)
     second = RateBucket(harness.dynamodb, harness.stack.state_table, "paced", 3.0)
     assert first.take(1, 999.0) == 1
@@ -382,6 +377,7 @@ def test_two_takes_that_race_never_spend_the_same_tokens(harness: Harness) -> No
 def test_the_return_value_and_the_metrics_have_each_lanes_and_each_pools_figures(
     harness: Harness, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The return value and the metrics have each lane's and each pool's figures."""
     glue = create_lane(harness.stack.name, "glue", pool="glue")
     lanes(harness, 3, {"pools": {"glue": {"max_concurrency": 2}}, "lanes": [glue]})
     send(glue["queue_url"], ["g-0", "g-1", "g-2"])
@@ -415,6 +411,7 @@ def test_the_return_value_and_the_metrics_have_each_lanes_and_each_pools_figures
 
 
 def test_without_lanes_the_return_value_keeps_its_keys(harness: Harness) -> None:
+    """Without `LANES` the return value keeps its keys."""
     harness.send("{}")
     assert set(harness.tick()) == {
         "running",

@@ -13,27 +13,7 @@ import pytest
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.events import EndedExecution
 from tests.integration.conftest import Harness
-
-
-def still_listed(harness: Harness, *names: str, redriven_at: datetime | None = None) -> Callable[..., None]:
-    """ListExecutions lag after an end: the list keeps showing ``names`` as RUNNING."""
-
-    def hook(parsed: dict[str, Any], **_: Any) -> None:
-        listed = {item["name"] for item in parsed["executions"]}
-        for name in names:
-            if name not in listed:
-                item: dict[str, Any] = {
-                    "executionArn": harness.arn_of(name),
-                    "stateMachineArn": harness.stack.state_machine_arn,
-                    "name": name,
-                    "status": "RUNNING",
-                    "startDate": datetime.now(UTC),
-                }
-                if redriven_at is not None:
-                    item["redriveDate"] = redriven_at
-                parsed["executions"].insert(0, item)
-
-    return hook
+from tests.support.harness import still_listed
 
 
 def full_then_one_ends(harness: Harness, max_concurrency: int = 2) -> str:

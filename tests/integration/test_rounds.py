@@ -10,13 +10,13 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from tests.integration.conftest import Harness
+from tests.support.harness import throttle_every_start
 
 
 def count_calls(harness: Harness) -> Counter[str]:
@@ -157,37 +157,6 @@ def test_round_throttled_start_stops_every_group_and_frees_unattempted_records(h
     started = {execution["name"] for execution in harness.executions()}
     assert len(kept) == 6  # the five started and the one whose start was throttled (it may exist)
     assert started < kept
-
-
-def throttle_every_start(harness: Harness) -> dict[str, int]:
-    """Every StartExecution of the handler throttled after retries; the starts tried, and most at once.
-
-    A throttled start takes a while (botocore's retries back off): the calls a tick sends at
-    once meet in the hook (up to a second) before each is throttled, so a tick that sends
-    more than ten at once is seen doing it.
-    """
-    lock = threading.Lock()
-    counts = {"tried": 0, "in_flight": 0, "most": 0}
-    crowd = threading.Event()
-
-    def throttle_after_a_while(**_: Any) -> None:
-        with lock:
-            counts["tried"] += 1
-            counts["in_flight"] += 1
-            counts["most"] = max(counts["most"], counts["in_flight"])
-            if counts["in_flight"] > 10:
-                crowd.set()
-        try:
-            crowd.wait(timeout=1)
-            raise ClientError(
-                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "StartExecution"
-            )
-        finally:
-            with lock:
-                counts["in_flight"] -= 1
-
-    harness.on("before-call.states.StartExecution", throttle_after_a_while)
-    return counts
 
 
 def test_round_every_start_throttled_tries_at_most_one_receive_batch(harness: Harness) -> None:

@@ -58,6 +58,7 @@ def end(harness: Harness, job: str) -> dict[str, Any]:
 def test_a_group_at_its_limit_waits_while_the_others_start_and_its_held_job_is_received_once(
     harness: Harness,
 ) -> None:
+    """A group at its limit waits while the others start, and its held job is received once."""
     harness.configure(10, max_per_group=2)
     noisy = send_jobs(harness, "noisy", 5)
     quiet = send_jobs(harness, "quiet", 2)
@@ -86,6 +87,7 @@ def test_a_group_at_its_limit_waits_while_the_others_start_and_its_held_job_is_r
 
 
 def test_a_held_job_starts_in_the_tick_its_groups_end_frees_a_place_in_send_order(harness: Harness) -> None:
+    """A held job starts in the tick its group's end frees a place, in send order."""
     harness.configure(10, max_per_group=1)
     noisy = send_jobs(harness, "noisy", 3)
     harness.tick()
@@ -126,6 +128,7 @@ def test_without_an_end_event_a_groups_place_comes_back_in_the_tick_that_counts_
 
 
 def test_an_execution_running_for_days_still_counts_in_its_group(harness: Harness) -> None:
+    """An execution running for days still counts in its group."""
     harness.configure(10, max_per_group=1)
     send_jobs(harness, "noisy", 2)
     harness.tick()
@@ -139,12 +142,14 @@ def test_an_execution_running_for_days_still_counts_in_its_group(harness: Harnes
 
 
 def test_the_hold_keeps_the_job_in_flight_for_four_hours_at_most() -> None:
+    """The hold keeps the job in flight for four hours at most."""
     assert HOLD_SECONDS == 4 * 3600
     # 14 days of retention, one receive per hold: below the template's MaxReceiveCount of 100.
     assert 14 * 86400 // HOLD_SECONDS == 84
 
 
 def test_with_fair_share_a_newcomer_takes_the_next_free_slot_ahead_of_a_backlog(harness: Harness) -> None:
+    """With fair share a newcomer takes the next free slot ahead of a backlog."""
     harness.configure(3, fair_share=True)
     noisy = send_jobs(harness, "noisy", 12)
     harness.tick()
@@ -160,6 +165,7 @@ def test_with_fair_share_a_newcomer_takes_the_next_free_slot_ahead_of_a_backlog(
 
 
 def test_without_fair_share_the_backlog_keeps_the_free_slot(harness: Harness) -> None:
+    """Without fair share the backlog keeps the free slot."""
     harness.configure(3)
     noisy = send_jobs(harness, "noisy", 12)
     harness.tick()
@@ -171,6 +177,7 @@ def test_without_fair_share_the_backlog_keeps_the_free_slot(harness: Harness) ->
 
 
 def test_a_group_limit_from_lanes_and_the_control_parameter(harness: Harness) -> None:
+    """A group's limit comes from `LANES` and from the control parameter."""
     harness.configure(10)
     harness.ssm.put_parameter(
         Name=harness.stack.control_parameter,

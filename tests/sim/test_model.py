@@ -13,6 +13,7 @@ from dispatcher.core.executions import execution_arn
 from tests.support.records import starts_at
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.checks import in_process
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES
 from tests.support.sim.scheduler import Scheduler, SimPool
 from tests.support.world import Lag
@@ -93,12 +94,6 @@ def test_a_throttled_call_is_retried_as_botocore_does_then_gives_up(aws: InMemor
     assert message == "ReceiveMessage failed with ThrottlingException: Rate exceeded"
     assert (aws.usage.calls["ReceiveMessage"], aws.usage.throttles["ReceiveMessage"]) == (4, 4)
     assert 4 * aws.latency <= elapsed <= 4 * aws.latency + 1 + 2 + 4  # three backoffs of rand * 1, 2, 4
-
-
-def in_process(aws: InMemoryAws, body: object) -> None:
-    """Run ``body`` as a participant of the simulation, to its end."""
-    aws.scheduler.spawn(body, "test")  # type: ignore[arg-type]
-    aws.scheduler.run_until(aws.scheduler.now + 600)
 
 
 def test_fifo_hands_out_in_send_order_and_blocks_a_group_while_one_of_its_messages_is_in_flight(

@@ -12,10 +12,9 @@ from dispatcher.core.pacing import Paces
 from dispatcher.tick.count import Counter, Records
 from dispatcher.tick.warm import WarmState
 from tests.sim.conftest import backlog, function
-from tests.sim.test_model import in_process
-from tests.sim.test_service import every_job_started_once_in_order
 from tests.support.records import starts_at
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.checks import every_job_started_once_in_order, in_process
 from tests.support.sim.dynamodb import LedgerView
 from tests.support.sim.function import EventSourceMapping
 from tests.support.world import EventPlan, Lag

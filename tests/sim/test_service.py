@@ -18,25 +18,13 @@ from dispatcher.tick.service import LOOP_INTERVAL_SECONDS
 from tests.sim.conftest import backlog, function
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.checks import every_job_started_once_in_order
 from tests.support.sim.function import EventSourceMapping
 from tests.support.world import EventPlan, Lag
 
 pytestmark = pytest.mark.no_cover
 """Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the
 same lines run, measured, in tests/unit and tests/integration; CONTRIBUTING, "The suite's time")."""
-
-
-def every_job_started_once_in_order(aws: InMemoryAws) -> None:
-    """No loss, no duplicate, the body as input, each group in send order, and the queue drained."""
-    started = aws.started()
-    by_job = {json.loads(execution.input)["job"]: execution for execution in started}
-    sent = {json.loads(message.body)["job"]: message for message in aws.queue.sent}
-    assert len(started) == len(by_job) == len(sent)
-    assert all(by_job[job].input == message.body for job, message in sent.items())
-    for group in {message.group for message in aws.queue.sent}:
-        jobs = [json.loads(message.body)["job"] for message in aws.queue.sent if message.group == group]
-        assert [by_job[job].sequence for job in jobs] == sorted(by_job[job].sequence for job in jobs)
-    assert aws.queue.depth() == (0, 0)
 
 
 def test_a_large_backlog_drains_under_the_cap_with_lag_and_lossy_late_events() -> None:

@@ -14,10 +14,12 @@ from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 
 def test_equal_lanes_share_equally_and_the_first_take_the_indivisible_rest() -> None:
+    """Equal lanes share equally, and the first take the indivisible rest."""
     assert share(10, {"a": UNBOUNDED, "b": UNBOUNDED, "c": UNBOUNDED}) == {"a": 4, "b": 3, "c": 3}
 
 
 def test_what_a_small_room_leaves_goes_to_the_others() -> None:
+    """What a small room leaves goes to the others."""
     assert share(10, {"a": 1, "b": UNBOUNDED, "c": 2}) == {"a": 1, "b": 7, "c": 2}
     assert share(10, {"a": 0, "b": 3}) == {"a": 0, "b": 3}
     assert share(0, {"a": 5}) == {"a": 0}
@@ -30,6 +32,7 @@ def test_what_a_small_room_leaves_goes_to_the_others() -> None:
     rooms=st.dictionaries(st.sampled_from("abcdefgh"), st.integers(min_value=0, max_value=80), max_size=8),
 )
 def test_a_share_fills_every_slot_it_can_and_is_fair(free: int, rooms: dict[str, int]) -> None:
+    """A share fills every slot it can, and is fair."""
     shares = share(free, rooms)
     assert set(shares) == set(rooms)
     assert all(0 <= shares[lane] <= rooms[lane] for lane in rooms)
@@ -45,6 +48,7 @@ def test_a_share_fills_every_slot_it_can_and_is_fair(free: int, rooms: dict[str,
 
 
 def test_a_lower_priority_gets_nothing_until_every_higher_lane_is_spent() -> None:
+    """A lower priority gets nothing until every higher lane is spent."""
     allocation = Allocation(
         free=10,
         claims=[Claim("backfill", 0), Claim("urgent", 10), Claim("reports", 10, room=2)],
@@ -60,6 +64,7 @@ def test_a_lower_priority_gets_nothing_until_every_higher_lane_is_spent() -> Non
 
 
 def test_what_a_drained_lane_leaves_goes_to_its_equals_first() -> None:
+    """What a drained lane leaves goes to its equals first."""
     allocation = Allocation(free=9, claims=[Claim("a", 1), Claim("b", 1), Claim("c", 1), Claim("low", 0)])
     assert allocation.next_pass() == {"a": 3, "b": 3, "c": 3}
     allocation.took("a", 3, 0)  # a had nothing visible
@@ -85,6 +90,7 @@ def test_the_rest_of_a_pass_goes_to_the_lanes_that_started_least_so_each_gets_it
 
 
 def test_a_stopped_pool_offers_nothing_more_and_a_spent_lane_is_skipped() -> None:
+    """A stopped pool offers nothing more, and a spent lane is skipped."""
     allocation = Allocation(free=4, claims=[Claim("a", 0), Claim("b", 0)])
     allocation.took("a", 2, 2, spent=True)
     assert allocation.next_pass() == {"b": 2}
@@ -95,6 +101,7 @@ def test_a_stopped_pool_offers_nothing_more_and_a_spent_lane_is_skipped() -> Non
 
 
 def test_a_lanes_room_is_its_own_max_less_its_running_within_its_rate_and_zero_when_paused() -> None:
+    """A lane's room is its own MAX less its RUNNING, within its rate's tokens, and 0 when paused."""
     assert room_of(None, 7) == UNBOUNDED
     assert room_of(4, 1) == 3
     assert room_of(4, 6) == 0

@@ -95,6 +95,7 @@ TOPOLOGY = Topology(
 
 
 def test_parse_control_reads_pools_lanes_and_gates_overrides() -> None:
+    """`parse_control` reads the pools', lanes' and gates' overrides."""
     value = '{"pools": {"glue": {"max_concurrency": 4}}, "lanes": {"urgent": {"paused": true}}, "gates": {}}'
     assert parse_control("/p", value) == Control(
         pools={"glue": Override(max_concurrency=4)}, lanes={"urgent": Override(paused=True)}
@@ -104,6 +105,7 @@ def test_parse_control_reads_pools_lanes_and_gates_overrides() -> None:
 
 
 def test_steer_overrides_each_pool_and_lane_and_keeps_what_it_does_not_name() -> None:
+    """`steer` overrides each pool and lane, and keeps what it does not name."""
     assert steer(TOPOLOGY, None, None) is TOPOLOGY
     assert steer(TOPOLOGY, Control(), "/p") == TOPOLOGY
     steered = steer(
@@ -174,6 +176,7 @@ def test_a_key_naming_what_the_topology_does_not_have_is_stale_and_steers_nothin
     ],
 )
 def test_steer_refuses_what_the_topology_can_not_take(control: Control, message: str) -> None:
+    """`steer` refuses what the topology can't take."""
     with pytest.raises(ConfigurationError, match=f"^control parameter /p: {message}"):
         steer(TOPOLOGY, control, "/p")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,23 +15,9 @@ from dispatcher.core.events import (
     end_news,
     is_sqs_batch,
 )
-from tests.unit.test_planning import MACHINE, status_change
+from tests.support.events import MACHINE, record, status_change
 
 SAMPLE = Path(__file__).parents[2] / "events" / "end-event-batch.json"
-
-
-def record(body: object, message_id: str = "m-1") -> dict[str, Any]:
-    """One record as an SQS event source mapping delivers it."""
-    return {
-        "messageId": message_id,
-        "receiptHandle": "handle",
-        "body": body if isinstance(body, str) else json.dumps(body),
-        "attributes": {"ApproximateReceiveCount": "1"},
-        "messageAttributes": {},
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ends",
-        "awsRegion": "us-east-1",
-    }
 
 
 def test_a_batch_frees_every_end_of_the_machine_and_skips_every_other_record_with_a_reason() -> None:

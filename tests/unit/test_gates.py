@@ -20,8 +20,8 @@ from dispatcher.core.gates import (
     release_problem,
     token_digest,
 )
-from tests.unit.test_end_events import record as sqs_record
-from tests.unit.test_planning import message
+from tests.support.events import message
+from tests.support.events import record as sqs_record
 
 GATED = "arn:aws:states:us-east-1:123456789012:stateMachine:ingest"
 OTHER = "arn:aws:states:us-east-1:123456789012:stateMachine:other"
@@ -64,6 +64,7 @@ def test_a_malformed_request_is_poison_with_a_reason(body: str, problem: str) ->
 
 
 def test_a_request_is_planned_as_an_admission_with_its_token() -> None:
+    """A request is planned as an admission with its token."""
     decision = plan_request(message(request("e-1", "tok")), GATED)
     assert decision == Enter(message=message(request("e-1", "tok")), name="e-1", token="tok")
 
@@ -107,18 +108,21 @@ def test_poison_waits_for_a_slot_like_a_job_and_does_not_take_one() -> None:
 
 
 def test_the_admission_output_names_the_gate_and_when_in_iso_8601() -> None:
+    """The admission output names the gate, and when in ISO 8601."""
     output = json.loads(admission_output("crawl", 1_800_000_000.25))
     assert output == {"gate": "crawl", "admitted_at": "2027-01-15T08:00:00.250Z"}
     assert datetime.fromisoformat(output["admitted_at"]).timestamp() == 1_800_000_000.25
 
 
 def test_a_token_is_kept_as_a_digest_that_tells_tokens_apart() -> None:
+    """A token is kept as a digest that tells tokens apart."""
     assert token_digest("a") == token_digest("a")
     assert token_digest("a") != token_digest("b")
     assert len(token_digest("t" * 2048)) == 32
 
 
 def test_a_release_is_the_execution_and_the_gate_with_when_it_was_sent() -> None:
+    """A release is the execution and the gate with when it was sent."""
     arn = execution_arn(GATED, "e-1")
     assert read_release({"release": arn, "gate": "crawl", "extra": 1}, 5.0) == Release("crawl", arn, 5.0)
     assert (
@@ -130,6 +134,7 @@ def test_a_release_is_the_execution_and_the_gate_with_when_it_was_sent() -> None
 
 
 def test_a_release_of_an_unknown_gate_or_another_machines_execution_frees_nothing() -> None:
+    """A release of an unknown gate, or of another machine's execution, frees nothing."""
     gates = {"crawl": GATED}
     assert release_problem(Release("crawl", execution_arn(GATED, "e"), 0.0), gates) is None
     assert (
@@ -154,6 +159,7 @@ def test_a_batch_carries_releases_with_their_sent_timestamps_beside_the_ends() -
 
 
 def test_a_release_invoking_the_function_directly_was_sent_now() -> None:
+    """A release invoking the function directly was sent now."""
     arn = execution_arn(GATED, "e-1")
     assert end_news({"release": arn, "gate": "crawl"}, GATED, now=7.0) == EndNews(
         releases=(Release("crawl", arn, 7.0),)

@@ -8,45 +8,14 @@ from typing import Any
 import pytest
 
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, location, parse_lanes
+from dispatcher.core.topology import DEFAULT, Gate, PoolLimit, location, parse_lanes
 from dispatcher.settings import load_settings
-
-ACCOUNT = "123456789012"
-
-
-def arn(name: str) -> str:
-    return f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:{name}"
-
-
-def queue(name: str) -> str:
-    return f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/{name}.fifo"
-
-
-ENVIRONMENT_LANE = Lane(
-    name=DEFAULT,
-    pool=DEFAULT,
-    queue_url=queue("jobs"),
-    dead_letter_queue_url=queue("dead-letters"),
-    state_machine_arn=arn("jobs"),
-)
-
-
-def lane(name: str, machine: str | None = None, **more: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "queue_url": queue(name),
-        "dead_letter_queue_url": queue(f"{name}-dead-letters"),
-        "state_machine_arn": arn(machine or name),
-        **more,
-    }
-
-
-def parse(document: Any) -> Any:
-    return parse_lanes(json.dumps(document), ENVIRONMENT_LANE, 10)
+from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 
 
 @pytest.mark.parametrize("text", [None, "", "  ", "{}", '{"pools": {}, "lanes": [], "gates": []}'])
 def test_without_lanes_there_is_the_environments_lane_in_the_environments_pool(text: str | None) -> None:
+    """Without `LANES` there is the environment's lane in the environment's pool."""
     topology = parse_lanes(text, ENVIRONMENT_LANE, 7)
     assert topology.pools == (PoolLimit(DEFAULT, 7),)
     assert topology.lanes == (ENVIRONMENT_LANE,)
@@ -56,6 +25,7 @@ def test_without_lanes_there_is_the_environments_lane_in_the_environments_pool(t
 
 
 def test_pools_and_lanes_are_read_with_their_defaults_and_a_shared_state_machine_counts_once() -> None:
+    """Pools and lanes are read with their defaults, and a shared state machine counts once."""
     topology = parse(
         {
             "pools": {"glue": {"max_concurrency": 10}},
@@ -120,6 +90,7 @@ def test_a_gate_may_guard_a_lanes_state_machine_in_another_pool() -> None:
 
 
 def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
+    """A lane may start the environment's state machine in its pool."""
     topology = parse({"lanes": [lane("urgent", "jobs", priority=1)]})
     assert topology.state_machines_of(DEFAULT) == (arn("jobs"),)
 
@@ -203,6 +174,7 @@ def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
     ],
 )
 def test_a_malformed_lanes_is_a_configuration_error_naming_the_field(document: Any, message: str) -> None:
+    """A malformed `LANES` is a configuration error naming the field."""
     with pytest.raises(ConfigurationError) as raised:
         parse(document)
     assert str(raised.value).startswith(message)
@@ -217,11 +189,13 @@ def test_a_malformed_lanes_is_a_configuration_error_naming_the_field(document: A
     ],
 )
 def test_lanes_that_are_not_a_json_object_are_a_configuration_error(text: str, message: str) -> None:
+    """`LANES` that is not a JSON object is a configuration error."""
     with pytest.raises(ConfigurationError, match=f"^{message}"):
         parse_lanes(text, ENVIRONMENT_LANE, 1)
 
 
 def test_a_location_is_written_as_the_contract_writes_it() -> None:
+    """A location is written as the contract writes it."""
     assert location(("lanes", 1, "queue_url")) == "lanes[1].queue_url"
     assert location(("pools", "glue", "max_concurrency")) == "pools.glue.max_concurrency"
     assert location(()) == ""
@@ -230,6 +204,7 @@ def test_a_location_is_written_as_the_contract_writes_it() -> None:
 def test_the_environment_gives_the_default_lane_and_lanes_adds_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The environment gives the default lane, and `LANES` adds the rest."""
     monkeypatch.setenv("QUEUE_URL", queue("jobs"))
     monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", queue("dead-letters"))
     monkeypatch.setenv("STATE_MACHINE_ARN", arn("jobs"))

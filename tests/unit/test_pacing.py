@@ -21,6 +21,7 @@ from dispatcher.tick.warm import SEEN_RUNNING_LIMIT, WarmState
 
 
 def test_a_pace_grants_its_burst_at_once_then_its_rate() -> None:
+    """A pace grants its burst at once, then its rate."""
     pace = Pace(rate=2.0, burst=5.0)
     assert pace.take(100.0, 8) == 5
     assert pace.take(100.0, 1) == 0
@@ -29,6 +30,7 @@ def test_a_pace_grants_its_burst_at_once_then_its_rate() -> None:
 
 
 def test_a_reservation_owes_tokens_and_says_how_long_to_wait() -> None:
+    """A reservation owes tokens and says how long to wait."""
     pace = Pace(rate=10.0, burst=20.0)
     assert pace.reserve(0.0, 15) == 0.0
     assert pace.reserve(0.0, 15) == pytest.approx(1.0)  # 10 owed at 10/s
@@ -37,6 +39,7 @@ def test_a_reservation_owes_tokens_and_says_how_long_to_wait() -> None:
 
 
 def test_ready_takes_nothing_and_never_asks_for_more_than_the_bucket() -> None:
+    """Ready takes nothing and never asks for more than the bucket."""
     pace = Pace(rate=0.6, burst=3.0)
     assert pace.ready(0.0, 3)
     assert pace.ready(0.0, 3)  # nothing taken
@@ -63,6 +66,7 @@ def test_the_paces_stay_below_step_functions_buckets(region: str) -> None:
 
 
 def test_start_threads_follow_the_quota_and_the_latency_within_bounds() -> None:
+    """Start threads follow the quota and the latency, within bounds."""
     assert start_threads(285.0, 0.02) == 18  # 285 a second, 20 ms, 3 phases: 17.1
     assert start_threads(285.0, 0.05) == START_THREADS_HIGHEST
     assert start_threads(142.5, 0.001) == START_THREADS_LOWEST
@@ -70,6 +74,7 @@ def test_start_threads_follow_the_quota_and_the_latency_within_bounds() -> None:
 
 
 def test_the_latency_moves_toward_what_is_measured() -> None:
+    """The latency moves toward what is measured."""
     latency = Latency()
     for _ in range(100):
         latency.observe(0.02)
@@ -79,10 +84,12 @@ def test_the_latency_moves_toward_what_is_measured() -> None:
 
 
 def test_region_of_an_arn() -> None:
+    """The region is read from an ARN."""
     assert region_of("arn:aws:states:eu-central-1:123456789012:stateMachine:jobs") == "eu-central-1"
 
 
 def test_quotas_are_scoped_by_account_and_region_not_by_state_machine() -> None:
+    """Quotas are scoped by account and region not by state machine."""
     assert quota_scope("arn:aws:states:eu-central-1:123456789012:stateMachine:jobs") == (
         "123456789012:eu-central-1"
     )
@@ -109,6 +116,7 @@ def record(name: str, at: float) -> LedgerStart:
 
 
 def test_a_known_window_adds_reads_drops_settled_and_forgets_the_old() -> None:
+    """A known window adds reads, drops what settled and forgets the old."""
     known = KnownWindow(read_at=1000.0)
     known.add(StateWindow(starts=(record("a", 950.0), record("b", 999.0))), 1000.0)
     assert known.rereads_from() == 1000.0 - REREAD_SECONDS

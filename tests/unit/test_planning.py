@@ -26,19 +26,13 @@ from dispatcher.core.messages import (
     DEAD_LETTER_HEADROOM_BYTES,
     DISPATCH_ERROR_MAX_LENGTH,
     SQS_MAX_MESSAGE_ATTRIBUTES,
-    QueuedMessage,
     dead_letter_attributes,
     dispatch_error,
 )
 from tests.inputs import json_of_size
+from tests.support.events import MACHINE, message, status_change
 
 NOW = 1_800_000_000.0
-
-
-def message(
-    body: str = "{}", *, message_id: str = "m-1", group: str = "g", **fields: object
-) -> QueuedMessage:
-    return QueuedMessage(message_id=message_id, receipt_handle="r", body=body, group_id=group, **fields)
 
 
 def record(name: str, age: float) -> LedgerStart:
@@ -355,27 +349,6 @@ def test_by_group_keeps_send_order_within_each_group() -> None:
     received = [message(message_id=name, group=name[0]) for name in ("a1", "b1", "a2", "c1", "b2", "a3")]
     groups = by_group(admit(received, 10).starts)
     assert [[start.name for start in group] for group in groups] == [["a1", "a2", "a3"], ["b1", "b2"], ["c1"]]
-
-
-def status_change(**detail: object) -> dict[str, object]:
-    return {
-        "version": "0",
-        "detail-type": "Step Functions Execution Status Change",
-        "source": "aws.states",
-        "time": "2026-11-21T12:00:05Z",
-        "detail": {
-            "executionArn": f"{MACHINE.replace(':stateMachine:', ':execution:')}:job-1",
-            "stateMachineArn": MACHINE,
-            "name": "job-1",
-            "status": "SUCCEEDED",
-            "startDate": 1_795_262_400_000,
-            "stopDate": 1_795_262_404_500,
-            **detail,
-        },
-    }
-
-
-MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
 
 
 @pytest.mark.parametrize("status", ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"])

@@ -11,11 +11,13 @@ from dispatcher.core.rate import BucketState, available, burst, next_token_in, r
 
 
 def test_the_burst_is_one_seconds_worth_and_at_least_one() -> None:
+    """The burst is one second's worth, and at least one."""
     assert burst(2.0) == 2.0
     assert burst(0.1) == 1.0
 
 
 def test_a_new_bucket_is_full_and_refills_at_the_rate() -> None:
+    """A new bucket is full, and refills at the rate."""
     granted, state = take(None, 5, 100.0, 2.0)
     assert (granted, state) == (2, BucketState(0.0, 100.0))
     assert available(state, 100.4, 2.0) == 0
@@ -27,12 +29,14 @@ def test_a_new_bucket_is_full_and_refills_at_the_rate() -> None:
 
 
 def test_a_clock_behind_the_last_take_adds_nothing() -> None:
+    """A clock behind the last take adds nothing."""
     state = BucketState(0.5, 100.0)
     assert refilled(state, 90.0, 1.0) == BucketState(0.5, 100.0)
     assert take(state, 1, 90.0, 1.0)[0] == 0
 
 
 def test_a_slow_rate_grants_one_start_then_one_every_period() -> None:
+    """A slow rate grants one start, then one every period."""
     granted, state = take(None, 3, 0.0, 0.2)
     assert granted == 1
     assert take(state, 1, 4.9, 0.2)[0] == 0

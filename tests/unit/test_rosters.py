@@ -48,6 +48,7 @@ def test_an_end_after_the_admission_frees_the_place_an_earlier_runs_end_does_not
 
 
 def test_checks_are_due_for_those_inside_long_enough_longest_first_each_again_later() -> None:
+    """Checks are due for those inside long enough, longest first, each again later."""
     inside = [admission("young", NOW - 5), admission("old", NOW - 100), admission("middle", NOW - 40)]
     assert [record.name for record in due_checks(inside, {}, NOW)] == ["old", "middle"]
     checked = {"old": NOW - 1, "middle": NOW - CHECK_AFTER_SECONDS}
@@ -75,10 +76,12 @@ def test_a_whole_listing_frees_those_it_should_show_and_does_not_after_the_lists
 def test_a_checked_execution_keeps_its_place_while_it_runs_or_no_read_shows_it(
     status: str | None, inside: bool
 ) -> None:
+    """A checked execution keeps its place while it runs or no read shows it."""
     assert still_inside(status) is inside
 
 
 def test_a_confirmation_marks_the_admissions_it_follows_and_is_stale_once_none_is_left() -> None:
+    """A confirmation marks the admissions it follows, and is stale once none is left."""
     records = [
         admission("a", 10.0, done=False),
         admission("b", 10.0, done=False),
@@ -95,6 +98,7 @@ def test_a_confirmation_marks_the_admissions_it_follows_and_is_stale_once_none_i
 
 
 def test_how_long_the_longest_inside_has_been_inside() -> None:
+    """How long the longest inside has been inside."""
     assert oldest_inside_seconds([], NOW) is None
     assert oldest_inside_seconds([admission("a", NOW - 3.5), admission("b", NOW - 1)], NOW) == 3.5
     assert oldest_inside_seconds([admission("a", NOW + 1)], NOW) == 0.0
@@ -102,6 +106,7 @@ def test_how_long_the_longest_inside_has_been_inside() -> None:
 
 
 def test_group_counts_come_from_the_roster_records() -> None:
+    """Group counts come from the roster records."""
     records = [
         RosterEntry(member="lane", name=name, recorded_at=0.0, state_machine_arn=GATED, group=group)
         for name, group in (("x", "a"), ("y", "a"), ("z", "b"))

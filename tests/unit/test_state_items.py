@@ -31,12 +31,14 @@ ELSEWHERE = "arn:aws:states:us-east-1:210987654321:stateMachine:glue"
 
 
 def test_a_key_names_the_state_machine_only_when_it_is_not_the_partitions() -> None:
+    """A key names the state machine only when it is not the partition's."""
     assert machine_suffix(OWN, OWN) == machine_suffix("", OWN) == ""
     assert machine_suffix(GLUE, OWN) == "#glue"
     assert machine_suffix(ELSEWHERE, OWN) == f"#{ELSEWHERE}", "same name, another account: the ARN"
 
 
 def test_one_name_in_three_machines_is_three_records_with_keys_of_their_own_in_one_item() -> None:
+    """One name in three machines is three records with keys of their own in one item."""
     lanes = [
         LedgerRequest(machine, {"job": f"g-{index}"}) for index, machine in enumerate((OWN, GLUE, ELSEWHERE))
     ]
@@ -63,6 +65,7 @@ def test_an_item_of_the_partitions_own_machine_is_what_it_was_before_lanes() -> 
 
 
 def test_ends_are_kept_once_per_execution_of_each_machine_with_the_latest_stop() -> None:
+    """Ends are kept once per execution of each machine, with the latest stop."""
     ended = [
         EndedExecution(name="job", stopped_at=1.0),
         EndedExecution(name="job", stopped_at=3.0, state_machine_arn=OWN),
@@ -78,6 +81,7 @@ def test_ends_are_kept_once_per_execution_of_each_machine_with_the_latest_stop()
 
 
 def test_a_round_of_more_than_25_starts_is_items_of_25() -> None:
+    """A round of more than 25 starts is items of 25."""
     lanes = [LedgerRequest(GLUE, {f"job-{index}": "g" for index in range(60)})]
     packs = start_packs(ledger_starts_of(lanes, 1_000.0, OWN)[0])
     assert [len(pack) for pack in packs] == [25, 25, 10]
@@ -109,6 +113,7 @@ def test_an_admission_is_an_item_of_its_gates_partition_keyed_by_the_execution()
 
 
 def test_a_confirmation_sorts_after_every_admission_and_reads_back_its_names() -> None:
+    """A confirmation sorts after every admission and reads back its names."""
     item = confirmation_item(OWN, "crawl", ["b", "a", "b"], 2_000.0)
     assert item["sk"]["S"].startswith("~confirmed#")
     assert item["sk"]["S"] > "zzzz"  # after any execution name: "~" is no name's character

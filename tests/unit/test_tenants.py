@@ -13,7 +13,7 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.tenants import PASSED_OVER_RECEIVES, Hold, Share, admit_shared, due_to_show
 from dispatcher.settings import load_settings
-from tests.unit.test_lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
+from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 
 
 def jobs(*groups: str) -> list[QueuedMessage]:
@@ -38,6 +38,7 @@ def ids(messages: Any) -> list[str]:
 
 
 def test_a_group_at_its_limit_is_held_and_its_later_jobs_wait_behind_it() -> None:
+    """A group at its limit is held, and its later jobs wait behind it."""
     admission = admit_shared(jobs("a", "a", "b", "a"), 10, Share(max_per_group=2), {"a": 1})
     assert ids(admission.starts) == ["a1", "b1"]
     assert ids(admission.held_for_group) == ["a2"]
@@ -45,12 +46,14 @@ def test_a_group_at_its_limit_is_held_and_its_later_jobs_wait_behind_it() -> Non
 
 
 def test_the_round_s_own_starts_count_toward_the_limit() -> None:
+    """The round's own starts count toward the limit."""
     admission = admit_shared(jobs("a", "a", "a", "b"), 10, Share(max_per_group=2), {})
     assert ids(admission.starts) == ["a1", "a2", "b1"]
     assert ids(admission.held_for_group) == ["a3"]
 
 
 def test_a_group_below_its_limit_waits_for_a_slot_without_being_held() -> None:
+    """A group below its limit waits for a slot without being held."""
     admission = admit_shared(jobs("a", "b"), 1, Share(max_per_group=5), {})
     assert ids(admission.starts) == ["a1"]
     assert admission.held_for_group == ()
@@ -58,6 +61,7 @@ def test_a_group_below_its_limit_waits_for_a_slot_without_being_held() -> None:
 
 
 def test_fair_share_gives_the_slot_to_the_group_holding_fewest_ahead_of_older_jobs() -> None:
+    """Fair share gives the slot to the group holding fewest ahead of older jobs."""
     admission = admit_shared(
         jobs("noisy", "noisy", "noisy", "quiet"), 1, Share(fair_share=True), {"noisy": 9}
     )
@@ -66,6 +70,7 @@ def test_fair_share_gives_the_slot_to_the_group_holding_fewest_ahead_of_older_jo
 
 
 def test_fair_share_levels_the_groups_and_keeps_each_group_s_order() -> None:
+    """Fair share levels the groups and keeps each group's order."""
     admission = admit_shared(
         jobs("a", "a", "a", "a", "b", "b", "c"), 4, Share(fair_share=True), {"a": 1, "b": 0, "c": 2}
     )
@@ -76,6 +81,7 @@ def test_fair_share_levels_the_groups_and_keeps_each_group_s_order() -> None:
 
 
 def test_fair_share_serves_a_job_passed_over_too_often_first_before_sqs_would_dead_letter_it() -> None:
+    """Fair share serves a job passed over too often first, before SQS would dead-letter it."""
     noisy = jobs("noisy", "quiet")
     aged = [noisy[0].model_copy(update={"receive_count": PASSED_OVER_RECEIVES}), noisy[1]]
     assert ids(admit_shared(noisy, 1, Share(fair_share=True), {"noisy": 9}).starts) == ["quiet1"]
@@ -83,16 +89,19 @@ def test_fair_share_serves_a_job_passed_over_too_often_first_before_sqs_would_de
 
 
 def test_fair_share_alone_uses_every_slot_in_order() -> None:
+    """Fair share alone uses every slot in order."""
     admission = admit_shared(jobs("a", "a", "a", "a"), 3, Share(fair_share=True), {"a": 50})
     assert ids(admission.starts) == ["a1", "a2", "a3"]
 
 
 def test_fair_share_ties_go_to_the_group_received_first() -> None:
+    """Fair share ties go to the group received first."""
     admission = admit_shared(jobs("b", "a"), 1, Share(fair_share=True), {})
     assert ids(admission.starts) == ["b1"]
 
 
 def test_poison_is_dead_lettered_with_a_slot_and_does_not_count_in_its_group() -> None:
+    """Poison is dead-lettered with a slot and does not count in its group."""
     poison = QueuedMessage(message_id="p", receipt_handle="r", body="not json", group_id="a")
     admission = admit_shared([poison, *jobs("a")], 2, Share(max_per_group=1), {})
     assert ids(admission.dead_letters) == ["p"]
@@ -100,6 +109,7 @@ def test_poison_is_dead_lettered_with_a_slot_and_does_not_count_in_its_group() -
 
 
 def test_without_a_share_admission_is_the_plain_one() -> None:
+    """Without a share admission is the plain one."""
     messages = jobs("a", "a", "b", "c")
     plain = admit(messages, 2)
     shared = admit_shared(messages, 2, Share(), {"a": 100})
@@ -112,12 +122,14 @@ def test_without_a_share_admission_is_the_plain_one() -> None:
 
 
 def test_held_jobs_are_shown_once_their_group_is_below_its_limit_or_has_none() -> None:
+    """Held jobs are shown once their group is below its limit, or has none."""
     holds = [Hold("a", "a1", "r", 0.0), Hold("b", "b1", "r", 0.0)]
     assert due_to_show(holds, {"a": 2, "b": 1}, Share(max_per_group=2)) == [holds[1]]
     assert due_to_show(holds, {"a": 2, "b": 2}, Share(fair_share=True)) == holds
 
 
 def test_lanes_and_gates_read_their_group_settings() -> None:
+    """Lanes and gates read their group settings."""
     topology = parse(
         {
             "lanes": [lane("tenants", max_per_group=3, fair_share=True)],
@@ -152,6 +164,7 @@ def test_lanes_and_gates_read_their_group_settings() -> None:
     ],
 )
 def test_a_malformed_group_setting_names_its_field(document: Any, message: str) -> None:
+    """A malformed group setting names its field."""
     with pytest.raises(ConfigurationError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse(document)
 
@@ -168,6 +181,7 @@ def environment(**more: str) -> dict[str, str]:
 
 
 def test_the_environment_s_lane_takes_max_per_group_and_fair_share() -> None:
+    """The environment's lane takes max_per_group and fair_share from its variables."""
     default = load_settings(environment(MAX_PER_GROUP="2", FAIR_SHARE="true")).topology().default_lane
     assert (default.max_per_group, default.fair_share) == (2, True)
     assert load_settings(environment()).topology().default_lane == ENVIRONMENT_LANE
@@ -175,11 +189,13 @@ def test_the_environment_s_lane_takes_max_per_group_and_fair_share() -> None:
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
 def test_a_bad_max_per_group_names_the_variable(value: str) -> None:
+    """A bad max_per_group names the variable."""
     with pytest.raises(ConfigurationError, match="MAX_PER_GROUP"):
         load_settings(environment(MAX_PER_GROUP=value))
 
 
 def test_the_control_parameter_steers_a_lane_s_and_a_gate_s_share_live() -> None:
+    """The control parameter steers a lane's and a gate's share live."""
     topology = parse({"lanes": [lane("tenants", max_per_group=3)], "gates": [lane("crawl", "gated")]})
     control = parse_control(
         "/p",
@@ -216,5 +232,6 @@ def test_the_control_parameter_steers_a_lane_s_and_a_gate_s_share_live() -> None
     ],
 )
 def test_a_malformed_group_override_is_a_configuration_error_naming_it(value: Any, field: str) -> None:
+    """A malformed group override is a configuration error naming it."""
     with pytest.raises(ConfigurationError, match=f"control parameter /p is malformed: {field}"):
         parse_control("/p", json.dumps(value))

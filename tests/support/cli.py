@@ -1,0 +1,55 @@
+"""What the CLI's tests set up through the CLI itself: failed executions to re-run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+
+from dispatcher.local.account import REGION
+from dispatcher.local.stack import send_jobs, set_downstream
+from tests.cli.conftest import Cli
+
+
+def fail_jobs(cli: Cli, jobs: list[tuple[str, str]]) -> None:
+    """Enqueue (name, group) jobs while the downstream API is down; tick until each failed and is spooled."""
+    set_downstream(cli.stack.downstream_table, up=False)
+    send_jobs(
+        cli.stack.queue_url,
+        [{"body": json.dumps({"order": name}), "group": group, "name": name} for name, group in jobs],
+    )
+    aws = {"sqs": boto3.client("sqs", region_name=REGION)}
+    started = 0
+
+    def all_started() -> bool:
+        nonlocal started
+        started += cli.tick_in_process()["started"]
+        return started >= len(jobs)
+
+    wait_for(all_started, what="every job started")
+    wait_for(lambda: spooled(aws, cli) == len(jobs), what="every failure spooled")
+    set_downstream(cli.stack.downstream_table, up=True)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """``condition``'s first truthy value; an error after ``timeout`` (a bound for a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def spooled(aws: dict[str, Any], cli: Cli) -> int:
+    attributes = aws["sqs"].get_queue_attributes(
+        QueueUrl=cli.stack.spool_queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )

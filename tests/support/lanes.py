@@ -1,0 +1,41 @@
+"""Lanes for the unit tests: one account's ARNs and queue URLs, a `LANES` entry, `parse_lanes`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
+
+ACCOUNT = "123456789012"
+
+
+def arn(name: str) -> str:
+    return f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:{name}"
+
+
+def queue(name: str) -> str:
+    return f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/{name}.fifo"
+
+
+ENVIRONMENT_LANE = Lane(
+    name=DEFAULT,
+    pool=DEFAULT,
+    queue_url=queue("jobs"),
+    dead_letter_queue_url=queue("dead-letters"),
+    state_machine_arn=arn("jobs"),
+)
+
+
+def lane(name: str, machine: str | None = None, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "queue_url": queue(name),
+        "dead_letter_queue_url": queue(f"{name}-dead-letters"),
+        "state_machine_arn": arn(machine or name),
+        **more,
+    }
+
+
+def parse(document: Any) -> Any:
+    return parse_lanes(json.dumps(document), ENVIRONMENT_LANE, 10)

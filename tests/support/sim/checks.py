@@ -1,0 +1,26 @@
+"""What the in-memory AWS's tests ask of a run: an invocation in process; every job started once, in order."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.sim.aws import InMemoryAws
+
+
+def in_process(aws: InMemoryAws, body: object) -> None:
+    """Run ``body`` as a participant of the simulation, to its end."""
+    aws.scheduler.spawn(body, "test")  # type: ignore[arg-type]
+    aws.scheduler.run_until(aws.scheduler.now + 600)
+
+
+def every_job_started_once_in_order(aws: InMemoryAws) -> None:
+    """No loss, no duplicate, the body as input, each group in send order, and the queue drained."""
+    started = aws.started()
+    by_job = {json.loads(execution.input)["job"]: execution for execution in started}
+    sent = {json.loads(message.body)["job"]: message for message in aws.queue.sent}
+    assert len(started) == len(by_job) == len(sent)
+    assert all(by_job[job].input == message.body for job, message in sent.items())
+    for group in {message.group for message in aws.queue.sent}:
+        jobs = [json.loads(message.body)["job"] for message in aws.queue.sent if message.group == group]
+        assert [by_job[job].sequence for job in jobs] == sorted(by_job[job].sequence for job in jobs)
+    assert aws.queue.depth() == (0, 0)
