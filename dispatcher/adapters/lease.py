@@ -79,7 +79,7 @@ class TickLease:
             ExpressionAttributeValues={":me": {"S": owner}},
         )
 
-    def release(self, owner: str) -> bool:
+    def let_go_unless_asked(self, owner: str) -> bool:
         """Let go unless another tick was asked for; False (and the request taken) when it was.
 
         A holder that lost the lease (its time ran out) lets go of nothing.

@@ -93,16 +93,23 @@ class SourceQueue:
         """
         return self._in_batches(messages, self._client.delete_message_batch, {}, "DeleteMessageBatch")
 
-    def release(self, messages: Sequence[QueuedMessage], visibility_seconds: int = 0) -> list[QueuedMessage]:
-        """Make messages visible again at once (or after ``visibility_seconds``); return those that failed.
+    def make_visible(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """Make messages visible again at once; return those that failed.
 
-        A message that fails to release simply reappears when its visibility timeout
-        ends, so nothing is lost. A held job stays in flight for longer: its group waits.
+        A message that fails to become visible simply reappears when its visibility
+        timeout ends, so nothing is lost.
         """
+        return self._change_visibility(messages, 0)
+
+    def hide(self, messages: Sequence[QueuedMessage], seconds: int) -> list[QueuedMessage]:
+        """Keep messages in flight for ``seconds`` (a held job: its group waits); return those that failed."""
+        return self._change_visibility(messages, seconds)
+
+    def _change_visibility(self, messages: Sequence[QueuedMessage], seconds: int) -> list[QueuedMessage]:
         return self._in_batches(
             messages,
             self._client.change_message_visibility_batch,
-            {"VisibilityTimeout": visibility_seconds},
+            {"VisibilityTimeout": seconds},
             "ChangeMessageVisibilityBatch",
         )
 

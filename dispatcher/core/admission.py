@@ -104,7 +104,7 @@ class Admission:
     starts: tuple[Start, ...]
     """At most the free slots, in receive order: record these, then start them."""
     dead_letters: tuple[DeadLetter, ...]
-    held_back: tuple[QueuedMessage, ...]
+    waiting: tuple[QueuedMessage, ...]
     """Beyond the free slots, or behind a held-back message of the same group."""
 
 
@@ -127,22 +127,22 @@ def admit(
     """
     starts: list[Start] = []
     dead_letters: list[DeadLetter] = []
-    held_back: list[QueuedMessage] = []
+    waiting: list[QueuedMessage] = []
     order = GroupOrder()
     slots = 0
     for message in messages:
         decision = plan(message) if order.may_start(message) else None
         needs = not isinstance(decision, Start) or takes_slot(decision)
         if decision is None or (needs and slots >= free):
-            order.hold_back(message)
-            held_back.append(message)
+            order.wait(message)
+            waiting.append(message)
             continue
         if isinstance(decision, DeadLetter):
             dead_letters.append(decision)
         else:
             starts.append(decision)
             slots += needs
-    return Admission(tuple(starts), tuple(dead_letters), tuple(held_back))
+    return Admission(tuple(starts), tuple(dead_letters), tuple(waiting))
 
 
 def by_group(starts: Iterable[Start]) -> list[list[Start]]:
@@ -167,9 +167,9 @@ class GroupOrder:
     blocked_groups: set[str] = field(default_factory=set)
 
     def may_start(self, message: QueuedMessage) -> bool:
-        """True unless an earlier message of the same group was held back."""
+        """True unless an earlier message of the same group waits."""
         return message.group_id not in self.blocked_groups
 
-    def hold_back(self, message: QueuedMessage) -> None:
-        """Record that this message is released, blocking its group for the tick."""
+    def wait(self, message: QueuedMessage) -> None:
+        """Record that this message waits, and its group's later ones behind it, for the tick."""
         self.blocked_groups.add(message.group_id)

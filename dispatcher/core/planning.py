@@ -42,10 +42,10 @@ class TickPlan:
         return sum(pool.free for pool in self.pools)
 
 
-def held_by_rate(tokens: int | None, room: int) -> tuple[bool, bool]:
-    """Whether a lane's tokens held it below ``room`` (what its pool and own MAX left it), and had none."""
-    held = tokens is not None and tokens < room
-    return held, held and tokens == 0
+def bound_by_rate(tokens: int | None, room: int) -> tuple[bool, bool]:
+    """Whether a lane's tokens bound it below ``room`` (what its pool and own MAX left it), and had none."""
+    bound = tokens is not None and tokens < room
+    return bound, bound and tokens == 0
 
 
 def plan_tick(
@@ -69,8 +69,8 @@ def plan_tick(
         for lane in topology.lanes_of(pool.name):
             have = tokens.get(lane.name)
             room = room_of(lane.max_concurrency, running[lane.state_machine_arn], paused=lane.paused)
-            held, none = held_by_rate(have, min(room, count.free))
-            if held:
+            is_bound, none = bound_by_rate(have, min(room, count.free))
+            if is_bound:
                 bound.add(lane.name)
             if none:
                 starved.add(lane.name)

@@ -75,7 +75,7 @@ class SharedAdmission(Admission):
     """An admission that shares slots among groups: also the jobs held for their group's limit."""
 
     held_for_group: tuple[QueuedMessage, ...] = ()
-    """Of ``held_back``: the first job of each group at its limit (to hold in flight)."""
+    """Of ``waiting``: the first job of each group at its limit (to hold in flight)."""
 
 
 Queued = tuple[int, QueuedMessage, "Start | DeadLetter"]
@@ -102,7 +102,7 @@ def group_queues(messages: Sequence[QueuedMessage], plan: Plan) -> GroupQueues:
     for index, message in enumerate(messages):
         decision = plan(message) if order.may_start(message) else None
         if decision is None:
-            order.hold_back(message)
+            order.wait(message)
             held.add(index)
             continue
         queues.setdefault(message.group_id, []).append((index, message, decision))
@@ -236,4 +236,4 @@ def _next_group(
 def _fields(
     admission: Admission,
 ) -> tuple[tuple[Start, ...], tuple[DeadLetter, ...], tuple[QueuedMessage, ...]]:
-    return admission.starts, admission.dead_letters, admission.held_back
+    return admission.starts, admission.dead_letters, admission.waiting

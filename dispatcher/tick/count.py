@@ -70,11 +70,11 @@ class Records:
             # list stops showing them, which is safe.
             logger.warning("could not record every end", extra={"left": left, "reason": reason})
 
-    def hold(self) -> None:
+    def lease_taken(self) -> None:
         """The lease is held from now on, without a break: later reads of the window may be partial."""
         self._holding = True
 
-    def let_go(self) -> None:
+    def lease_ended(self) -> None:
         """The lease is no longer held: the next read is whole."""
         self._holding = False
         self._known = None
@@ -184,7 +184,7 @@ class Counter:
         oldest = None
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
-        running, settled = self._settle(planned.to_check, planned.running, now, listing.listed_at)
+        running, settled = self._check_recorded(planned.to_check, planned.running, now, listing.listed_at)
         if settled:
             self._records.void(settled, now)
         return Count(running, oldest, {start.name: start.recorded_at for start in settled})
@@ -214,7 +214,7 @@ class Counter:
             self._warm.saw_running(execution, now)
         return counts
 
-    def _settle(
+    def _check_recorded(
         self, to_check: Sequence[LedgerStart], running: int, now: float, listed_at: float
     ) -> tuple[int, list[LedgerStart]]:
         """RUNNING with the recorded starts to check, oldest first, until MAX; those that ended.

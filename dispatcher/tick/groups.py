@@ -130,7 +130,7 @@ class GroupBook:
             for hold in due
         ]
         try:
-            queue.release(messages)
+            queue.make_visible(messages)
         except TransientError as error:
             logger.warning(
                 "could not show held jobs", extra={"member": self.member.name, "reason": str(error)}
@@ -165,7 +165,7 @@ class GroupBook:
                 "could not note held jobs", extra={"member": self.member.name, "reason": str(error)}
             )
             return list(messages)
-        failed = queue.release(messages, visibility_seconds=HOLD_SECONDS)
+        failed = queue.hide(messages, HOLD_SECONDS)
         failed_ids = {message.message_id for message in failed}
         for hold in holds:
             if hold.message_id not in failed_ids:

@@ -88,7 +88,7 @@ class LeaseHolder:
                         asked = self._await_ask()
                     else:
                         self._runtime.sleep(FIRST_GRACE_SECONDS)
-                if not asked and lease.release(owner):
+                if not asked and lease.let_go_unless_asked(owner):
                     return
                 churn = True
                 if not time_for_another_tick():

@@ -142,7 +142,7 @@ class Passes:
             results = rounds.run({lane: (lane_rounds[lane], part) for lane, part in parts.items()})
             halted: StopReason | None = None
             for lane, (counts, stop) in results.items():
-                report.settle(lane, counts)
+                report.count_round(lane, counts)
                 started[lane] += counts[Outcome.STARTED]
                 left[lane] -= counts[Outcome.STARTED]
                 if stop is not None:

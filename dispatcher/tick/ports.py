@@ -36,8 +36,12 @@ class JobQueue(Protocol):
         """Delete done messages; those that failed to delete (they come back)."""
         ...
 
-    def release(self, messages: Sequence[QueuedMessage], visibility_seconds: int = 0) -> list[QueuedMessage]:
-        """Make messages visible again now (or in ``visibility_seconds``: a held job); those that failed."""
+    def make_visible(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """Make messages visible again now (they wait for a later round); those that failed."""
+        ...
+
+    def hide(self, messages: Sequence[QueuedMessage], seconds: int) -> list[QueuedMessage]:
+        """Keep messages in flight for ``seconds`` (a job held for its group); those that failed."""
         ...
 
 
@@ -209,7 +213,7 @@ class Lease(Protocol):
         """Take a request for another tick, if one came (True, and the request taken)."""
         ...
 
-    def release(self, owner: str) -> bool:
+    def let_go_unless_asked(self, owner: str) -> bool:
         """Let go unless another tick was asked for (then False, and the request taken)."""
         ...
 
@@ -226,7 +230,7 @@ class StartThreads(Protocol):
         """How many calls run at once, at most."""
         ...
 
-    def settle(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
+    def gather(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
         """``call`` on each item; once every one is done, each one's result or exception, in order."""
         ...
 

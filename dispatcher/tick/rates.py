@@ -52,7 +52,7 @@ class RateWaits:
         """The tick's plan: the lanes its tokens held below what was free, and of those, with none at all."""
         self._bound, self._zero = set(bound), set(starved)
 
-    def settle(self, stops: Mapping[str, StopReason | None]) -> None:
+    def book(self, stops: Mapping[str, StopReason | None]) -> None:
         """After a tick: ``stops``, each lane's that had a round, says which of them wait for tokens."""
         waiting = {
             lane

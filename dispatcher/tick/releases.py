@@ -36,7 +36,7 @@ def release(
     if not valid:
         return
     with runtime.pool(min(len(valid), RELEASE_THREADS)) as threads:
-        freed = threads.settle(
+        freed = threads.gather(
             lambda each: rosters[each.gate].release(topology.gate(each.gate), each.name, each.sent_at), valid
         )
     for each, result in zip(valid, freed, strict=True):

@@ -105,7 +105,7 @@ class TickReport:
             (GATE, counts) for counts in self.gates.values()
         ]
 
-    def settle(self, member: str, counts: Counts) -> None:
+    def count_round(self, member: str, counts: Counts) -> None:
         """Count one round of a member (a lane, or a gate)."""
         (self.gates if member in self.gates else self.lanes).setdefault(member, Counts()).update(counts)
 

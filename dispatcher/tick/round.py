@@ -7,7 +7,7 @@ each rate-capped lane's tokens (taken now, so the calls follow them at once), re
 together in `BatchWriteItem` calls of 25, then started on the start threads, one group
 per thread (a first wave of at most 10 groups of all the lanes, rate-capped lanes first,
 the rest once it came back unthrottled). Then each lane deletes what is done in batches
-of 10, dead-letters its poison and releases the rest, the lanes at once. With one lane,
+of 10, dead-letters its poison and makes the rest visible again, the lanes at once. With one lane,
 this is that lane's round.
 """
 
@@ -43,7 +43,7 @@ class MemberRound:
     """One pool member's side of its rounds in one tick (a lane's, or a gate's): its queue and dead letters.
 
     A member receives its part of a round, decides what its free slots admit, and, once
-    the round's calls are made, deletes what is done, dead-letters its poison and releases
+    the round's calls are made, deletes what is done, dead-letters its poison and makes visible
     the rest. What it admits, how it is paced and what its call is are the member's own.
     """
 
@@ -120,12 +120,12 @@ class MemberRound:
         sizes = sizes[: max(1 if look_ahead else 0, self._fan_out.receives(len(sizes)))]
         if not sizes:
             return first, None
-        batches = self._pool.settle(lambda size: queue.receive(size, wait=False), sizes)
+        batches = self._pool.gather(lambda size: queue.receive(size, wait=False), sizes)
         self._fan_out.learn(len(sizes), sum(1 for batch in batches if isinstance(batch, list) and batch))
         try:
             more, throttled = _received(batches)
         except BaseException:
-            queue.release(
+            queue.make_visible(
                 first + [message for batch in batches if isinstance(batch, list) for message in batch]
             )
             raise
@@ -146,7 +146,7 @@ class MemberRound:
         try:
             admission = self.decide(messages, free)
         except BaseException:
-            self.release(messages)
+            self.make_visible(messages)
             raise
         return Prepared(self, messages, receive_stop, admission)
 
@@ -156,7 +156,7 @@ class MemberRound:
     def starts_of(self, part: Prepared, clock: Callable[[], float]) -> MemberStarts:
         """The part's calls, its admission decided: its poison and what waits go to its outcome."""
         part.outcome.dead_letters += part.admission.dead_letters
-        part.outcome.add(Outcome.WAITING, part.admission.held_back)
+        part.outcome.add(Outcome.WAITING, part.admission.waiting)
         if isinstance(part.admission, SharedAdmission):
             part.outcome.held_for_group += part.admission.held_for_group
         part.starts = self._starts(part, clock)
@@ -176,7 +176,7 @@ class MemberRound:
             outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
 
     def settle(self, part: Prepared) -> Counts:
-        """Delete what is done, release what waits; the member's counts of the round."""
+        """Delete what is done, make what waits visible again; the member's counts of the round."""
         outcome = part.outcome
         queue = self._ports.queue
         for letter in outcome.dead_letters:
@@ -187,7 +187,7 @@ class MemberRound:
         unsettled = {message.message_id for message in outcome.unsettled}
         done = [message for message in outcome.done() if message.message_id not in unsettled]
         failed_deletes = self._delete(done, outcome)
-        queue.release(self._still_waiting(outcome))
+        queue.make_visible(self._still_waiting(outcome))
         if self.book is not None:
             self.book.started(outcome.of(Outcome.STARTED) + self._also_counted(outcome))
         return outcome.counts(delete_failures=len(failed_deletes))
@@ -195,13 +195,13 @@ class MemberRound:
     def _delete(self, done: list[QueuedMessage], outcome: RoundOutcome) -> list[QueuedMessage]:
         """Delete the round's finished messages; those whose delete failed (they come back, found started)."""
         queue = self._ports.queue
-        deletes = self._pool.settle(queue.delete, chunks(done, SQS_BATCH_LIMIT))
+        deletes = self._pool.gather(queue.delete, chunks(done, SQS_BATCH_LIMIT))
         failure = first_failure(deletes)
         if isinstance(failure, ConfigurationError):
             # Nothing can be deleted: let every message of the round come back now. The
             # started ones are found already started, the poison is dead-lettered again
             # under the same deduplication id.
-            queue.release(outcome.waiting + done)
+            queue.make_visible(outcome.waiting + done)
             raise failure
         if failure is not None:
             raise failure
@@ -229,9 +229,9 @@ class MemberRound:
         """Of the round's jobs not started now, those counted in their group from now on (already started)."""
         return outcome.of(Outcome.ALREADY)
 
-    def release(self, messages: Sequence[QueuedMessage]) -> None:
+    def make_visible(self, messages: Sequence[QueuedMessage]) -> None:
         """Make messages this member received visible again now (best effort: else they come back later)."""
-        self._ports.queue.release(messages)
+        self._ports.queue.make_visible(messages)
 
 
 def _received(
@@ -309,7 +309,7 @@ class Round:
         failure = first_failure(received)
         if not isinstance(failure, TransientError | None):
             for part in prepared:
-                part.lane.release(part.messages)
+                part.lane.make_visible(part.messages)
             raise failure
         if prepared:
             results.update(self._admit(prepared))
@@ -335,7 +335,7 @@ class Round:
         except BaseException:
             # A configuration error or a bug: every message of the round stays queued.
             for part in prepared:
-                part.lane.release(part.messages)
+                part.lane.make_visible(part.messages)
             raise
         counts = self._each(lambda part: part.lane.settle(part), prepared)
         self._raise_first(counts)
@@ -370,7 +370,7 @@ class Round:
     def _each(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
         """``call`` on each item, on the lane threads when there are several; each result or failure."""
         if len(items) != 1:
-            return self._lane_threads.settle(call, items)
+            return self._lane_threads.gather(call, items)
         try:
             return [call(items[0])]
         except BaseException as error:  # handed back, as a thread pool hands back every failure

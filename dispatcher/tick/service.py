@@ -171,7 +171,7 @@ class Dispatcher:
             logger.warning("could not take the tick lease", extra={"reason": str(error)})
             holder.let_go_after_failure()
             return self._stopped(StopReason.THROTTLED)
-        self._records.hold()
+        self._records.lease_taken()
         try:
             report = self._ticks(ended)
             holder.hand_back(report, self.tick, self._time_for_another_tick, self._rate_due)
@@ -179,7 +179,7 @@ class Dispatcher:
             holder.let_go_after_failure()
             raise
         finally:
-            self._records.let_go()
+            self._records.lease_ended()
         return report
 
     def _stopped(self, reason: StopReason) -> TickReport:
@@ -261,7 +261,7 @@ class Dispatcher:
         self._rates.planned(plan.bound, plan.starved)
         report = self._report(plan, counted)
         report.stopped = self._spend(plan, counted.gates, report)
-        self._rates.settle(self._passes.lane_stops)
+        self._rates.book(self._passes.lane_stops)
         if self._tenants.books:
             held, at_limit, largest = books_total(self._tenants.books)
             report.tenants = TenantFigures(held=held, groups_at_limit=at_limit, largest_group_share=largest)
@@ -387,7 +387,7 @@ class Dispatcher:
             logger.info("looking for pending admissions' requests", extra={"gate": gate.name})
             probe = GateRound(gate.ports, threads, warm=self._warm, counter=gate, probing=True)
             for name, (counts, _) in rounds.run({gate.name: (probe, 0)}).items():
-                report.settle(name, counts)
+                report.count_round(name, counts)
 
     def _by_listing_age(self, machines: Iterable[str]) -> list[str]:
         """State machines counted oldest listing first (never listed first).

@@ -370,7 +370,7 @@ class Starter:
         """
         if len(calls) == 1:
             return {_identity(record) for record in calls[0].make()}
-        written = self._pool.settle(Write.make, calls)
+        written = self._pool.gather(Write.make, calls)
         failure = first_failure([result for result in written if not isinstance(result, TransientError)])
         if failure is not None:
             raise failure
@@ -396,7 +396,7 @@ class Starter:
         stop = threading.Event()
         groups = [(lane, group) for lane in lanes for group in by_group(lane.starts)]
         wave = min(SQS_BATCH_LIMIT, self._pool.width)
-        first = self._settle([(lane, group[:1]) for lane, group in groups[:wave]], stop)
+        first = self._start_groups([(lane, group[:1]) for lane, group in groups[:wave]], stop)
         rest: list[tuple[MemberStarts, list[Start]]] = []
         for (lane, group), head in zip(groups, first, strict=False):
             lane.outcome.merge(head)
@@ -406,14 +406,14 @@ class Starter:
             elif len(group) > 1:
                 rest.append((lane, group[1:]))
         later = rest + groups[wave:]
-        for (lane, _), outcome in zip(later, self._settle(later, stop), strict=True):
+        for (lane, _), outcome in zip(later, self._start_groups(later, stop), strict=True):
             lane.outcome.merge(outcome)
 
-    def _settle(
+    def _start_groups(
         self, groups: list[tuple[MemberStarts, list[Start]]], stop: threading.Event
     ) -> list[GroupOutcome]:
         """Start groups on the start threads, each in order; raise a failure that isn't back-pressure."""
-        outcomes = self._pool.settle(lambda item: self._start_group(item[0], item[1], stop), groups)
+        outcomes = self._pool.gather(lambda item: self._start_group(item[0], item[1], stop), groups)
         failure = first_failure(outcomes)
         if failure is not None:
             raise failure

@@ -19,7 +19,7 @@ class ThreadPool:
         self._executor = executor
         self.width = width
 
-    def settle(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
+    def gather(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
         """Run ``call`` on each item; once every one is done, its result or its exception.
 
         Waiting for all before looking at any failure matters: a failure must not be acted

@@ -182,7 +182,7 @@ def test_delete_and_release_report_stale_receipt_handles(harness: Harness) -> No
     queue = SourceQueue(harness.sqs, harness.stack.queue_url, wait_seconds=0)
     stale = _message(harness).model_copy(update={"receipt_handle": "not-a-handle"})
     assert queue.delete([stale]) == [stale]
-    assert queue.release([stale]) == [stale]
+    assert queue.make_visible([stale]) == [stale]
 
 
 def test_delete_and_release_on_a_missing_queue_are_configuration_errors(harness: Harness) -> None:
@@ -194,7 +194,7 @@ def test_delete_and_release_on_a_missing_queue_are_configuration_errors(harness:
     ):
         gone.delete([message])
     with pytest.raises(ConfigurationError, match=r"ChangeMessageVisibilityBatch on .*-gone"):
-        gone.release([message])
+        gone.make_visible([message])
 
 
 def test_dead_letter_keeps_body_group_attributes_and_reason(harness: Harness) -> None:

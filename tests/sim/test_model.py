@@ -56,7 +56,7 @@ def test_a_pool_runs_width_calls_at_once_and_hands_back_every_result_in_order() 
         return item * 10
 
     def parent() -> None:
-        results.extend(SimPool(scheduler, 4).settle(call, list(range(8))))
+        results.extend(SimPool(scheduler, 4).gather(call, list(range(8))))
         results.append(scheduler.now)
 
     scheduler.spawn(parent, "parent")
@@ -109,7 +109,7 @@ def test_fifo_hands_out_in_send_order_and_blocks_a_group_while_one_of_its_messag
         first = queue.receive(2)
         received.append([message.body for message in first])
         received.append([message.body for message in queue.receive(10)])
-        queue.release(first[1:])
+        queue.make_visible(first[1:])
         queue.delete(first[:1])
         received.append([message.body for message in queue.receive(10)])
 

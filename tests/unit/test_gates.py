@@ -90,7 +90,7 @@ def test_an_execution_inside_takes_no_slot_and_the_others_wait_for_one() -> None
     plan = once_a_round(lambda each: plan_request(each, GATED))
     decided = admit(received, 0, plan, takes_slot=lambda start: start.name != "inside")
     assert [start.name for start in decided.starts] == ["inside"]
-    assert [held.message_id for held in decided.held_back] == ["1", "3", "4"]
+    assert [held.message_id for held in decided.waiting] == ["1", "3", "4"]
     decided = admit(received, 1, once_a_round(lambda each: plan_request(each, GATED)))
     assert [start.name for start in decided.starts] == ["new-1"]
     assert [letter.message.message_id for letter in decided.dead_letters] == []

@@ -56,9 +56,9 @@ def _report() -> TickReport:
             "glue": PoolFigures(max_concurrency=3, running=2, free=1),
         },
     )
-    report.settle(DEFAULT, Counts({STARTED: 3, REDRIVEN: 1, ALREADY: 2, DEAD: 1, WAITING: 5, FAILED: 1}))
-    report.settle("urgent", Counts({STARTED: 4, DEAD: 2, WAITING: 1}))
-    report.settle("etl", Counts({STARTED: 2, ALREADY: 1, REFUSED: 3, DEAD: 4, WAITING: 6, FAILED: 2}))
+    report.count_round(DEFAULT, Counts({STARTED: 3, REDRIVEN: 1, ALREADY: 2, DEAD: 1, WAITING: 5, FAILED: 1}))
+    report.count_round("urgent", Counts({STARTED: 4, DEAD: 2, WAITING: 1}))
+    report.count_round("etl", Counts({STARTED: 2, ALREADY: 1, REFUSED: 3, DEAD: 4, WAITING: 6, FAILED: 2}))
     report.tenants = TenantFigures(held=2, groups_at_limit=1, largest_group_share=0.25)
     return report
 
@@ -203,7 +203,7 @@ def test_the_return_value_of_lanes_gates_pools_and_tenants_holds_every_key_in_it
 def test_the_return_value_of_one_lane_keeps_the_contracts_keys_and_no_member_lists() -> None:
     """Without lanes or gates: the contract's totals only, no lanes, pools or gate keys."""
     report = TickReport(running=2, free=1, stopped=StopReason.DRAINED, lanes={DEFAULT: Counts()})
-    report.settle(DEFAULT, Counts({STARTED: 1}))
+    report.count_round(DEFAULT, Counts({STARTED: 1}))
     assert report.as_dict() == {
         "running": 2,
         "free": 1,

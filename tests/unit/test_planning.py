@@ -171,12 +171,12 @@ def test_dispatch_error_keeps_short_reasons_and_bounds_long_ones() -> None:
     assert long.endswith("…")
 
 
-def test_group_order_blocks_only_the_held_back_group() -> None:
+def test_group_order_blocks_only_the_waiting_group() -> None:
     """After one message of a group is held back, later ones of that group wait; others don't."""
     order = GroupOrder()
     first_a, second_a, first_b = message(group="a"), message(group="a", message_id="m-2"), message(group="b")
     assert order.may_start(first_a)
-    order.hold_back(first_a)
+    order.wait(first_a)
     assert not order.may_start(second_a)
     assert order.may_start(first_b)
 
@@ -319,7 +319,7 @@ def test_admit_starts_up_to_free_in_receive_order() -> None:
     received = [message(message_id=f"m-{index}", group=f"g{index}") for index in range(5)]
     admission = admit(received, 3)
     assert [start.name for start in admission.starts] == ["m-0", "m-1", "m-2"]
-    assert admission.held_back == tuple(received[3:])
+    assert admission.waiting == tuple(received[3:])
 
 
 def test_admit_dead_letters_poison_without_spending_a_slot() -> None:
@@ -340,7 +340,7 @@ def test_admit_holds_back_the_rest_of_a_group_behind_a_held_message() -> None:
     ]
     admission = admit(received, 1)
     assert [start.name for start in admission.starts] == ["a1"]
-    assert [held.message_id for held in admission.held_back] == ["b1", "b2", "c1"]
+    assert [held.message_id for held in admission.waiting] == ["b1", "b2", "c1"]
     assert admission.dead_letters == ()
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from dispatcher.core import rate
 from dispatcher.core.errors import TransientError
-from dispatcher.core.planning import held_by_rate
+from dispatcher.core.planning import bound_by_rate
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.report import StopReason
 
@@ -36,8 +36,8 @@ class Bucket:
 
 
 def claims(waits: RateWaits, *claimed: tuple[str, int | None, int]) -> None:
-    """One tick's claims (lane, tokens, room), as the tick plans them (`held_by_rate`)."""
-    held = {lane: held_by_rate(tokens, room) for lane, tokens, room in claimed}
+    """One tick's claims (lane, tokens, room), as the tick plans them (`bound_by_rate`)."""
+    held = {lane: bound_by_rate(tokens, room) for lane, tokens, room in claimed}
     waits.planned(
         frozenset(lane for lane, (bound, _) in held.items() if bound),
         frozenset(lane for lane, (_, none) in held.items() if none),
@@ -48,7 +48,7 @@ def test_a_lane_its_tokens_held_below_its_room_waits_unless_its_queue_ran_dry() 
     """Offered fewer than its room by its tokens: it waits if it started all, not if it drained."""
     waits = RateWaits({"a": Bucket(None), "b": Bucket(None)})
     claims(waits, ("a", 2, 10), ("b", 2, 10))
-    waits.settle({"a": None, "b": StopReason.DRAINED})
+    waits.book({"a": None, "b": StopReason.DRAINED})
     assert waits.waiting == {"a"}
 
 
@@ -56,7 +56,7 @@ def test_a_lane_whose_round_found_its_rate_spent_waits() -> None:
     """Another invocation took the tokens between the claim and the take: the round stops on capacity."""
     waits = RateWaits({"a": Bucket(None)})
     claims(waits, ("a", 5, 5))
-    waits.settle({"a": StopReason.CAPACITY})
+    waits.book({"a": StopReason.CAPACITY})
     assert waits.waiting == {"a"}
 
 
@@ -64,7 +64,7 @@ def test_slots_not_tokens_holding_a_lane_back_is_no_wait_for_the_rate() -> None:
     """Tokens enough for every slot: the lane waits for slots (ends bring ticks), not for its rate."""
     waits = RateWaits({"a": Bucket(None)})
     claims(waits, ("a", 2, 2), ("unrated", None, 0))
-    waits.settle({"a": None})
+    waits.book({"a": None})
     assert waits.waiting == frozenset()
 
 
@@ -72,12 +72,12 @@ def test_a_lane_with_no_token_keeps_its_verdict_until_it_has_a_round() -> None:
     """No token, so no round: it still waits if it waited; a lane never seen waiting does not start to."""
     waits = RateWaits({"a": Bucket(None), "b": Bucket(None)})
     claims(waits, ("a", 1, 10))
-    waits.settle({"a": None})
+    waits.book({"a": None})
     claims(waits, ("a", 0, 10), ("b", 0, 10))
-    waits.settle({})
+    waits.book({})
     assert waits.waiting == {"a"}
     claims(waits, ("a", 1, 10))
-    waits.settle({"a": StopReason.DRAINED})
+    waits.book({"a": StopReason.DRAINED})
     assert waits.waiting == frozenset()
 
 
@@ -88,7 +88,7 @@ def test_the_next_token_due_is_the_soonest_of_the_waiting_lanes() -> None:
     )
     assert waits.due(100.0) is None, "no lane waits yet"
     claims(waits, ("slow", 0, 3), ("fast", 0, 3))
-    waits.settle({"slow": StopReason.CAPACITY, "fast": StopReason.CAPACITY})
+    waits.book({"slow": StopReason.CAPACITY, "fast": StopReason.CAPACITY})
     assert waits.due(100.0) == 0.25
 
 

@@ -42,7 +42,7 @@ def test_a_group_at_its_limit_is_held_and_its_later_jobs_wait_behind_it() -> Non
     admission = admit_shared(jobs("a", "a", "b", "a"), 10, Share(max_per_group=2), {"a": 1})
     assert ids(admission.starts) == ["a1", "b1"]
     assert ids(admission.held_for_group) == ["a2"]
-    assert ids(admission.held_back) == ["a2", "a3"]
+    assert ids(admission.waiting) == ["a2", "a3"]
 
 
 def test_the_round_s_own_starts_count_toward_the_limit() -> None:
@@ -57,7 +57,7 @@ def test_a_group_below_its_limit_waits_for_a_slot_without_being_held() -> None:
     admission = admit_shared(jobs("a", "b"), 1, Share(max_per_group=5), {})
     assert ids(admission.starts) == ["a1"]
     assert admission.held_for_group == ()
-    assert ids(admission.held_back) == ["b1"]
+    assert ids(admission.waiting) == ["b1"]
 
 
 def test_fair_share_gives_the_slot_to_the_group_holding_fewest_ahead_of_older_jobs() -> None:
@@ -66,7 +66,7 @@ def test_fair_share_gives_the_slot_to_the_group_holding_fewest_ahead_of_older_jo
         jobs("noisy", "noisy", "noisy", "quiet"), 1, Share(fair_share=True), {"noisy": 9}
     )
     assert ids(admission.starts) == ["quiet1"]
-    assert ids(admission.held_back) == ["noisy1", "noisy2", "noisy3"]
+    assert ids(admission.waiting) == ["noisy1", "noisy2", "noisy3"]
 
 
 def test_fair_share_levels_the_groups_and_keeps_each_group_s_order() -> None:
@@ -77,7 +77,7 @@ def test_fair_share_levels_the_groups_and_keeps_each_group_s_order() -> None:
     # b (0) takes one; a and b hold 1 each: a, received first; then b (1) before a and c (2);
     # then a (2), received before c (2).
     assert ids(admission.starts) == ["a1", "a2", "b1", "b2"]
-    assert ids(admission.held_back) == ["a3", "a4", "c1"]
+    assert ids(admission.waiting) == ["a3", "a4", "c1"]
 
 
 def test_fair_share_serves_a_job_passed_over_too_often_first_before_sqs_would_dead_letter_it() -> None:
@@ -113,10 +113,10 @@ def test_without_a_share_admission_is_the_plain_one() -> None:
     messages = jobs("a", "a", "b", "c")
     plain = admit(messages, 2)
     shared = admit_shared(messages, 2, Share(), {"a": 100})
-    assert (shared.starts, shared.dead_letters, shared.held_back) == (
+    assert (shared.starts, shared.dead_letters, shared.waiting) == (
         plain.starts,
         plain.dead_letters,
-        plain.held_back,
+        plain.waiting,
     )
     assert shared.held_for_group == ()
 

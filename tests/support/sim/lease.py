@@ -84,7 +84,7 @@ class LeaseView:
 
         return self._call("UpdateItem", take)
 
-    def release(self, owner: str) -> bool:
+    def let_go_unless_asked(self, owner: str) -> bool:
         """Conditional `DeleteItem` unless another tick was asked for; then `UpdateItem` takes the request."""
 
         def delete() -> bool:

@@ -176,7 +176,7 @@ class SimPool:
         """How many participants take items at once."""
         return self._width
 
-    def settle(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
+    def gather(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
         """``call`` on each item, ``width`` at a time; each one's result or exception, in order."""
         if not items:
             return []

@@ -248,10 +248,14 @@ class JobQueueView:
         """``DeleteMessageBatch`` in chunks of 10; the messages not deleted."""
         return self._in_batches(messages, "DeleteMessageBatch", delete=True)
 
-    def release(self, messages: Sequence[QueuedMessage], visibility_seconds: int = 0) -> list[QueuedMessage]:
-        """``ChangeMessageVisibilityBatch`` (to 0, or to hold) in chunks of 10; the messages not changed."""
+    def make_visible(self, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
+        """``ChangeMessageVisibilityBatch`` to 0 in chunks of 10; the messages not changed."""
+        return self._in_batches(messages, "ChangeMessageVisibilityBatch", delete=False)
+
+    def hide(self, messages: Sequence[QueuedMessage], seconds: int) -> list[QueuedMessage]:
+        """``ChangeMessageVisibilityBatch`` to ``seconds`` in chunks of 10; the messages not changed."""
         return self._in_batches(
-            messages, "ChangeMessageVisibilityBatch", delete=False, visibility_seconds=visibility_seconds
+            messages, "ChangeMessageVisibilityBatch", delete=False, visibility_seconds=seconds
         )
 
     def _in_batches(
