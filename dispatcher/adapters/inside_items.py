@@ -92,6 +92,16 @@ def held_item(own: str, member: str, hold: Hold) -> dict[str, Any]:
     }
 
 
+def hold_of(item: Mapping[str, Any]) -> Hold:
+    """The held job a `held_item` notes."""
+    return Hold(
+        group=item["group"]["S"],
+        message_id=item["message_id"]["S"],
+        receipt_handle=item["receipt_handle"]["S"],
+        held_at=float(item["recorded_at"]["N"]),
+    )
+
+
 def read_inside(
     items: Iterable[Mapping[str, Any]], member: Member
 ) -> tuple[list[RosterEntry], list[Confirmation], list[Hold]]:
@@ -102,14 +112,7 @@ def read_inside(
     for item in items:
         kind = item.get("kind", {}).get("S")
         if kind == HELD_KIND:
-            holds.append(
-                Hold(
-                    group=item["group"]["S"],
-                    message_id=item["message_id"]["S"],
-                    receipt_handle=item["receipt_handle"]["S"],
-                    held_at=float(item["recorded_at"]["N"]),
-                )
-            )
+            holds.append(hold_of(item))
         elif kind == CONFIRMED_KIND:
             confirmations.append(
                 Confirmation(

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.inside_items import HELD_KIND, inside_partition
+from dispatcher.adapters.inside_items import HELD_KIND, hold_of, inside_partition
 from dispatcher.adapters.item_keys import INSIDE_KIND, number
 from dispatcher.adapters.table import INSIDE_RECORD_LIFETIME_SECONDS
 from dispatcher.core.lane_rosters import PLACE
@@ -124,14 +124,7 @@ def read_packed(
                 )
             )
         elif kind == HELD_KIND:
-            holds.append(
-                Hold(
-                    group=item["group"]["S"],
-                    message_id=item["message_id"]["S"],
-                    receipt_handle=item["receipt_handle"]["S"],
-                    held_at=float(item["recorded_at"]["N"]),
-                )
-            )
+            holds.append(hold_of(item))
         elif kind == HEAD_KIND:
             version = item["version"]["S"]
     return entries, gone, holds, version

@@ -32,6 +32,7 @@ from dispatcher.adapters.state_items import (
     starts_item,
     void_item,
 )
+from dispatcher.adapters.table import query_pages
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import TransientError
@@ -201,14 +202,7 @@ class StartLedgerTable:
 
     def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Every item a Query returns, page after page."""
-        while True:
-            with translated(f"Query on state table {self.table}"):
-                page = self._client.query(**request)
-            yield from page.get("Items", [])
-            last_key = page.get("LastEvaluatedKey")
-            if not last_key:
-                return
-            request["ExclusiveStartKey"] = last_key
+        return query_pages(self._client, self.table, request)
 
     def void(self, starts: Sequence[LedgerStart], now: float) -> int:
         """Void starts that no longer count (ended, superseded, never started); how many were left.

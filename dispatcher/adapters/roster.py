@@ -22,7 +22,7 @@ from dispatcher.adapters.inside_items import (
     inside_partition,
     read_inside,
 )
-from dispatcher.adapters.table import conditional
+from dispatcher.adapters.table import conditional, query_pages
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
 from dispatcher.core.rosters import RosterEntry, RosterRead, confirmed
@@ -59,14 +59,7 @@ class RosterCalls:
             "ExpressionAttributeValues": {":pk": {"S": inside_partition(self._own, member)}},
             "ConsistentRead": True,
         }
-        while True:
-            with translated(f"Query on state table {self.table}"):
-                page = self._client.query(**request)
-            yield from page.get("Items", [])
-            last_key = page.get("LastEvaluatedKey")
-            if not last_key:
-                return
-            request["ExclusiveStartKey"] = last_key
+        return query_pages(self._client, self.table, request)
 
     def _hold(self, member: Member, holds: Sequence[Hold]) -> None:
         """Note held jobs in ``member``'s roster, 25 a `BatchWriteItem`; raises unless each is written."""

@@ -8,6 +8,7 @@ claims (`RerunClaims`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dispatcher.adapters.errors import translated
@@ -24,6 +25,18 @@ INSIDE_RECORD_LIFETIME_SECONDS = 366 * 24 * 3600
 """An admission into a gate is its execution's place until it leaves, and a STANDARD execution
 runs for a year at most: the TTL sweep is the last backstop, past any execution's end."""
 CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+def query_pages(client: DynamoDBClient, table: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every item a `Query` of the state table returns, page after page."""
+    while True:
+        with translated(f"Query on state table {table}"):
+            page = client.query(**request)
+        yield from page.get("Items", [])
+        last_key = page.get("LastEvaluatedKey")
+        if not last_key:
+            return
+        request["ExclusiveStartKey"] = last_key
 
 
 class _ConditionFailedError(Exception):

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dispatcher.core.control import Control, steer
 from dispatcher.core.topology import Topology
 from dispatcher.settings import Settings
+from dispatcher.tick.policy import TickPolicy
 from dispatcher.tick.ports import Resources, Runtime, wire
-from dispatcher.tick.service import Dispatcher, TickPolicy
+from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.warm import WarmState
 
 

@@ -26,9 +26,10 @@ from dispatcher.core.pacing import Pace
 from dispatcher.core.tenants import FAIR_SHARE_LOOK_AHEAD, SharedAdmission
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
+from dispatcher.tick.outcomes import RoundOutcome
 from dispatcher.tick.ports import MemberPorts, Roster, Runtime, StartLedger, StartThreads
 from dispatcher.tick.report import StopReason
-from dispatcher.tick.starts import MemberStarts, RoundOutcome, Starter, by_roster
+from dispatcher.tick.starts import MemberStarts, Starter, by_roster
 from dispatcher.tick.threads import first_failure
 from dispatcher.tick.warm import WarmState
 

@@ -27,6 +27,7 @@ from dispatcher.tick.groups import Tenants, books_total
 from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.lane_round import LaneRound
 from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
+from dispatcher.tick.policy import TickPolicy
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
@@ -44,22 +45,6 @@ from dispatcher.tick.warm import WarmState
 LOOP_INTERVAL_SECONDS = 1.0
 LANE_THREADS = 32
 """Lanes whose calls of one round are made at once (a receive, a dead-lettering, a settle each)."""
-
-
-@dataclass(frozen=True)
-class TickPolicy:
-    """The limits one invocation works within (from the settings and the control parameter)."""
-
-    topology: Topology
-    """Every pool, lane and gate with its live limits (pool ``default`` is the environment's)."""
-    time_margin_seconds: float = 10.0
-    """Stop admitting when less Lambda time than this remains (one round of starts)."""
-    start_concurrency: int = 0
-    """Message groups started at once; 0 sizes it from the `StartExecution` quota and latency."""
-    list_reuse_seconds: float = 1.0
-    """A `ListExecutions` read is reused by later ticks of a warm container for this long."""
-    loop_seconds: float = 0.0
-    """Keep ticking for up to this long while jobs wait for slots; 0 is one tick."""
 
 
 @dataclass(frozen=True)
