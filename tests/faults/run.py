@@ -522,6 +522,12 @@ class ScenarioRun:
             bound += (
                 math.ceil(self.gate_run.waiting() / self.gate_run.limit(self.scenario.max_concurrency)) + 1
             )
+        # A repeat sent to the other lane of the same machine: when both lanes receive its name
+        # in one round, the second lane's copy and its group wait a round (`LaneStarts.to_record`),
+        # and that lane's round may find nothing else to do ("waiting").
+        crossing = 0 if self.scenario.lane is None else len(self.scenario.lane.crossing)
+        bound += crossing
+        waited = 0
         if tenants is not None and (tenants.default_limit or tenants.lane_limit):
             # A group at its limit starts no more in a tick: at least one job a tick still starts.
             bound += left
@@ -539,7 +545,8 @@ class ScenarioRun:
                     f"leak: with faults off the tick counted {report['running']} RUNNING, truly {running}"
                     + (f" and {waiting} waiting at the gate" if waiting else "")
                 )
-            if report["stopped"] not in {"capacity", "drained", "throttled"}:
+            waited += report["stopped"] == "waiting"
+            if report["stopped"] not in {"capacity", "drained", "throttled", "waiting"} or waited > crossing:
                 self.outcome.violations.append(f"liveness: a quiet tick stopped with {report['stopped']!r}")
             self.advance(settle)
             if report["stopped"] == "drained" and self._visible_messages() == 0:
