@@ -10,11 +10,13 @@ import pytest
 
 from dispatcher import handler
 from dispatcher.local.account import FAKE_CREDENTIALS
+from dispatcher.local.server import quick_serialize
 from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.tally import FINISHED, Tally
 from tests.support.models import share_service_models
 
 share_service_models()
+quick_serialize()  # moto in the test processes (`mock_aws`) too: tests/integration/test_emulator.py
 
 
 @pytest.fixture(autouse=True)

@@ -97,6 +97,64 @@ def quick_dispatch(app: Any) -> Any:
     return app
 
 
+def quick_serialize() -> None:
+    """Make moto's response serializer remember where to look in a dict: the same answers, faster.
+
+    For every member of every structure of a response (each AttributeValue of each item a
+    DynamoDB `Query` returns has ten), moto builds six alias providers to list the keys the
+    member's value may sit under, then tries each key. For a plain dict that list depends on
+    the member only (its service, its structure and its name), so here it is worked out once
+    per member, and looked up in the dict directly. A `Query` of 100 state-table items took
+    0.59 s of CPU, now 0.16 s.
+    Any other value (a model object, a dotted key, a response transformer) goes moto's way.
+    """
+    from moto.core.serialize import (  # noqa: PLC0415 — local-only
+        DEFAULT_ALIAS_PROVIDERS,
+        AttributePickerContext,
+        ResponseSerializer,
+        XFormedAttributePicker,
+    )
+
+    get_value = ResponseSerializer.get_value
+    if getattr(get_value, "quick", False):
+        return
+    known: dict[tuple[str, str, str], tuple[str, ...] | None] = {}
+
+    def possible_keys(self: Any, value: Any, key: str, shape: Any) -> tuple[str, ...] | None:
+        parent = getattr(shape, "parent", None)
+        if parent is None:
+            return None
+        # Within a service's model a structure's name and a member's key name the member.
+        memo = (self.operation_model.service_model.service_name, parent.name, key)
+        if memo not in known:
+            picker = self._value_picker
+            context = AttributePickerContext(obj=value, key=key, shape=shape)
+            keys = tuple(picker.get_possible_keys(context))
+            known[memo] = None if any("." in each for each in keys) else keys
+        return known[memo]
+
+    def quick(self: Any, value: Any, key: str, shape: Any) -> Any:
+        picker = self._value_picker
+        if (
+            type(value) is not dict
+            or type(picker) is not XFormedAttributePicker
+            or picker.alias_providers is not DEFAULT_ALIAS_PROVIDERS
+            or picker.response_transformers
+        ):
+            return get_value(self, value, key, shape)
+        keys = possible_keys(self, value, key, shape)
+        if keys is None:
+            return get_value(self, value, key, shape)
+        for each in keys:
+            if each in value:
+                return value[each]
+        return None
+
+    quick.quick = True  # type: ignore[attr-defined]
+    quick.moto = get_value  # type: ignore[attr-defined]
+    ResponseSerializer.get_value = quick  # type: ignore[method-assign]
+
+
 def patient_task_tokens() -> None:
     """Make moto's `SendTaskSuccess` wait for an execution that has just started.
 
@@ -165,6 +223,7 @@ def moto_server(
 
     atomic_sqs()
     patient_task_tokens()
+    quick_serialize()
     app: Callable[..., Any] = quick_dispatch(DomainDispatcherApplication(create_backend_app))
     if wrap is not None:
         app = wrap(app)
