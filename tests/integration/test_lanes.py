@@ -16,7 +16,7 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import create_lane, read_all
 from tests.integration.conftest import Harness
-from tests.support.harness import lanes, running_of, send
+from tests.support.harness import lanes, running_in_moto, running_of, send
 from tests.support.rate_bound import worst_window_excess
 
 ONE_TICK = 10.5
@@ -486,7 +486,7 @@ def test_twenty_state_machines_share_the_listing_pace_in_turn_and_the_cap_holds(
             machines.append(machines.pop(0))
             clock.tick(1.0)
             harness.tick(cold=False)
-            assert sum(running_of(harness, arn) for arn in machines) <= 30
+            assert sum(running_in_moto(arn) for arn in machines) <= 30
     assert first == len(machines), "a new container lists each state machine once"
     later = listed[first:]
     # within the pace, 1.5 pages a second for the account (the first tick's reads used the burst)

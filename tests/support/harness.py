@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from dispatcher.local.account import REGION
+from dispatcher.local.account import ACCOUNT_ID, REGION
 from tests.integration.conftest import Harness
 
 
@@ -32,8 +32,17 @@ def send(url: str, jobs: list[str], *, group: str | None = None) -> None:
 
 
 def running_of(harness: Harness, arn: str) -> int:
+    """RUNNING executions of ``arn`` as `ListExecutions` shows them (through the harness's hooks)."""
     pages = harness.sfn.get_paginator("list_executions").paginate(stateMachineArn=arn, statusFilter="RUNNING")
     return sum(len(page["executions"]) for page in pages)
+
+
+def running_in_moto(arn: str) -> int:
+    """RUNNING executions of ``arn`` as moto holds them: the truth, without a listing or its lag."""
+    from moto.stepfunctions.models import stepfunctions_backends  # noqa: PLC0415
+
+    machine = stepfunctions_backends[ACCOUNT_ID][REGION].describe_state_machine(arn)
+    return sum(execution.status == "RUNNING" for execution in machine.executions)
 
 
 def still_listed(harness: Harness, *names: str, redriven_at: datetime | None = None) -> Callable[..., None]:
