@@ -214,3 +214,23 @@ def deployed(
     arns = {name: f"arn:{name}" for name in template["Resources"]}
     arns.update(attributes or {})
     return Deployed(template, resolved, arns, evaluate_conditions(template, resolved))
+
+
+STATUS_ORDER = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
+"""The closed statuses in the order the template lists them."""
+
+LANE_MACHINES = [
+    "arn:aws:states:us-east-1:123456789012:stateMachine:urgent",
+    "arn:aws:states:eu-west-1:123456789012:stateMachine:backfill",
+]
+LANE_QUEUES = [
+    "arn:aws:sqs:us-east-1:123456789012:urgent.fifo",
+    "arn:aws:sqs:us-east-1:123456789012:backfill.fifo",
+]
+LANE_DEAD_LETTERS = ["arn:aws:sqs:us-east-1:123456789012:urgent-dlq.fifo"]
+WITH_LANES = {
+    "LaneQueueArns": ",".join(LANE_QUEUES),
+    "LaneDeadLetterQueueArns": ",".join(LANE_DEAD_LETTERS),
+    "LaneStateMachineArns": ",".join(LANE_MACHINES),
+}
+"""Template parameters of a stack with two more lanes (one in another region)."""

@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 from cfnlint.api import lint_file
 
-from dispatcher.core.events import failure_pattern, refill_pattern
-from dispatcher.core.executions import CLOSED_STATUSES, execution_arn
+from dispatcher.core.executions import execution_arn
 from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
-from dispatcher.local.events import event_from_description, matches
 from dispatcher.settings import (
     MAX_CONCURRENCY_PARAMETER,
     MAX_START_CONCURRENCY,
@@ -24,8 +22,12 @@ from dispatcher.settings import (
     load_settings,
 )
 from tests.infra.template import (
+    LANE_DEAD_LETTERS,
+    LANE_MACHINES,
+    LANE_QUEUES,
     SAMPLE_WORKFLOW_ARN,
     TEMPLATE,
+    WITH_LANES,
     deployed,
     function_statements,
     sam_template,
@@ -34,7 +36,6 @@ from tests.infra.template import (
 )
 
 ROOT = Path(__file__).parents[2]
-STATUS_ORDER = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
 
 
 def test_template_is_cfn_lint_clean() -> None:
@@ -189,22 +190,6 @@ def test_function_policy_grants_each_service_its_own_resource() -> None:
     ]
 
 
-LANE_MACHINES = [
-    "arn:aws:states:us-east-1:123456789012:stateMachine:urgent",
-    "arn:aws:states:eu-west-1:123456789012:stateMachine:backfill",
-]
-LANE_QUEUES = [
-    "arn:aws:sqs:us-east-1:123456789012:urgent.fifo",
-    "arn:aws:sqs:us-east-1:123456789012:backfill.fifo",
-]
-LANE_DEAD_LETTERS = ["arn:aws:sqs:us-east-1:123456789012:urgent-dlq.fifo"]
-WITH_LANES = {
-    "LaneQueueArns": ",".join(LANE_QUEUES),
-    "LaneDeadLetterQueueArns": ",".join(LANE_DEAD_LETTERS),
-    "LaneStateMachineArns": ",".join(LANE_MACHINES),
-}
-
-
 def test_each_lanes_queues_and_state_machine_are_granted_by_name_and_nothing_more() -> None:
     """A lane is a parameter change: its queue, DLQ and state machine (and its executions) are named."""
     by_sid = deployed(WITH_LANES).statements()
@@ -240,77 +225,6 @@ def test_samconfig_has_deploy_defaults() -> None:
     assert deploy["capabilities"] == "CAPABILITY_IAM"
     assert deploy["resolve_s3"] is True
     assert deploy["confirm_changeset"] is True
-
-
-def test_refill_rule_sends_closed_status_changes_of_the_target_state_machine_to_the_end_event_queue() -> None:
-    """An EventBridge rule sends every end of an execution of the target state machine, whole, to a queue."""
-    resources = transformed()["Resources"]
-    rule = resources["CompletionRule"]["Properties"]
-    pattern = deployed()(rule["EventPattern"])
-    assert pattern == {
-        "source": ["aws.states"],
-        "detail-type": ["Step Functions Execution Status Change"],
-        "detail": {
-            "stateMachineArn": [SAMPLE_WORKFLOW_ARN],
-            "status": sorted(CLOSED_STATUSES, key=STATUS_ORDER.index),
-        },
-    }
-    assert pattern == refill_pattern(SAMPLE_WORKFLOW_ARN)
-    assert deployed(WITH_LANES)(rule["EventPattern"]) == refill_pattern([SAMPLE_WORKFLOW_ARN, *LANE_MACHINES])
-    [rule_target] = rule["Targets"]
-    assert rule_target["Arn"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
-    assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), "the body is the whole event"
-    assert rule_target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 60
-    [allow, deny] = resources["EndEventQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
-    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
-    assert allow["Action"] == "sqs:SendMessage"
-    assert allow["Resource"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
-    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["CompletionRule", "Arn"]}}}
-    assert deny["Effect"] == "Deny"
-    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    assert not any(
-        resource["Type"] == "AWS::Lambda::Permission"
-        and resource["Properties"]["Principal"] == "events.amazonaws.com"
-        for resource in resources.values()
-    ), "EventBridge no longer invokes the function"
-
-
-def test_the_function_takes_end_events_in_batches_through_an_event_source_mapping() -> None:
-    """Batch size, window and maximum concurrency as chosen; visibility and DLQ as Lambda advises."""
-    resources = transformed()["Resources"]
-    mapping = resources["EndEventMapping"]["Properties"]
-    assert mapping["FunctionName"] == {"Ref": "DispatcherFunction"}
-    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
-    assert mapping["BatchSize"] == 100
-    assert mapping["MaximumBatchingWindowInSeconds"] == 1, "a freed slot waits at most a second for its batch"
-    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
-    assert "FunctionResponseTypes" not in mapping, "the handler never fails a record"
-    queue = resources["EndEventQueue"]["Properties"]
-    timeout = resources["DispatcherFunction"]["Properties"]["Timeout"]
-    assert queue["VisibilityTimeout"] >= 6 * timeout
-    assert "FifoQueue" not in queue, "a standard queue: batches of more than 10 and a batching window"
-    assert queue["SqsManagedSseEnabled"] is True
-    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["EndEventDeadLetterQueue", "Arn"]}
-    dead_letters = resources["EndEventDeadLetterQueue"]["Properties"]
-    assert dead_letters["MessageRetentionPeriod"] > queue["MessageRetentionPeriod"]
-    [grant] = [statement for statement in function_statements() if statement["Sid"] == "EndEventQueue"]
-    assert sorted(grant["Action"]) == ["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"]
-    assert grant["Resource"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
-    role = resources["DispatcherFunctionRole"]["Properties"]
-    assert not any("SQSQueueExecutionRole" in str(arn) for arn in role.get("ManagedPolicyArns", []))
-
-
-def test_refill_rule_is_on_by_default_and_can_be_switched_off() -> None:
-    """RefillOnCompletion (default true) enables the rule and the mapping; false leaves only the schedule."""
-    template = transformed()
-    assert template["Parameters"]["RefillOnCompletion"]["Default"] == "true"
-    assert template["Conditions"]["RefillOnCompletion"] == {
-        "Fn::Equals": [{"Ref": "RefillOnCompletion"}, "true"]
-    }
-    state = template["Resources"]["CompletionRule"]["Properties"]["State"]
-    assert state == {"Fn::If": ["RefillOnCompletion", "ENABLED", "DISABLED"]}
-    enabled = template["Resources"]["EndEventMapping"]["Properties"]["Enabled"]
-    assert enabled == {"Fn::If": ["RefillOnCompletion", True, False]}
 
 
 def test_throughput_parameters_match_the_settings_bounds() -> None:
@@ -391,84 +305,6 @@ def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
         assert metric in emitted
     variables = sam_template()["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
-
-
-def test_failure_spool_keeps_whole_failure_events_for_the_redrive_window() -> None:
-    """FailureSpool (default true) sends FAILED, TIMED_OUT and ABORTED events, whole, to a 14-day queue.
-
-    The rule's pattern is the one the emulator delivers with (`failure_pattern`), so the
-    tests' spool is filled as the deployed one is.
-    """
-    template = transformed()
-    resources = template["Resources"]
-    assert template["Parameters"]["FailureSpool"]["Default"] == "true"
-    for name in ("FailureSpoolQueue", "FailureSpoolRule", "FailureSpoolPolicy"):
-        assert resources[name]["Condition"] == "FailureSpool"
-    queue = resources["FailureSpoolQueue"]["Properties"]
-    assert queue["MessageRetentionPeriod"] == 14 * 24 * 3600
-    assert "FifoQueue" not in queue
-    rule = resources["FailureSpoolRule"]["Properties"]
-    assert deployed()(rule["EventPattern"]) == failure_pattern(SAMPLE_WORKFLOW_ARN)
-    every_lane = failure_pattern([SAMPLE_WORKFLOW_ARN, *LANE_MACHINES])
-    assert deployed(WITH_LANES)(rule["EventPattern"]) == every_lane, "re-runs of every lane's failures"
-    [rule_target] = rule["Targets"]
-    assert rule_target["Arn"] == {"Fn::GetAtt": ["FailureSpoolQueue", "Arn"]}
-    assert not {"Input", "InputPath", "InputTransformer"} & set(rule_target), (
-        "the body must be the whole event"
-    )
-    [allow, deny] = resources["FailureSpoolPolicy"]["Properties"]["PolicyDocument"]["Statement"]
-    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
-    assert allow["Action"] == "sqs:SendMessage"
-    assert allow["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["FailureSpoolRule", "Arn"]}}}
-    assert deny["Effect"] == "Deny"
-    assert template["Outputs"]["SpoolQueueUrl"]["Value"] == {"Ref": "FailureSpoolQueue"}
-
-
-def test_emulated_events_match_the_rules_as_eventbridge_would() -> None:
-    """The emulator's matcher: the spool takes its machine's failures only; the refill rule every end."""
-    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
-
-    def event(status: str, machine: str = arn) -> dict[str, object]:
-        return event_from_description(
-            {
-                "executionArn": f"{machine.replace(':stateMachine:', ':execution:')}:x",
-                "stateMachineArn": machine,
-                "name": "x",
-                "status": status,
-                "startDate": 1.0,
-                "stopDate": 2.0,
-                "input": "{}",
-            }
-        )
-
-    statuses = [*STATUS_ORDER, "RUNNING"]
-    assert [matches(failure_pattern(arn), event(status)) for status in statuses] == [
-        False, True, True, True, False
-    ]  # fmt: skip
-    assert [matches(refill_pattern(arn), event(status)) for status in statuses] == [
-        True, True, True, True, False
-    ]  # fmt: skip
-    assert not matches(failure_pattern(arn), event("FAILED", arn + "-other"))
-
-
-def test_emulated_events_leave_out_a_large_input_as_eventbridge_does() -> None:
-    """Input and output above 248 KiB together: the event says the input is not included."""
-    description = {
-        "executionArn": "arn:aws:states:us-east-1:123456789012:execution:jobs:x",
-        "stateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:jobs",
-        "name": "x",
-        "status": "FAILED",
-        "startDate": 1.0,
-        "stopDate": 2.0,
-        "input": '{"padding": "' + "x" * 200_000 + '"}',
-        "output": '{"padding": "' + "y" * 60_000 + '"}',
-    }
-    large = event_from_description(description)["detail"]
-    assert (large["input"], large["inputDetails"]) == (None, {"included": False})
-    small = event_from_description({**description, "output": None})["detail"]
-    assert small["input"] == description["input"]
-    assert small["inputDetails"] == {"included": True}
-    assert (small["startDate"], small["stopDate"]) == (1000, 2000)
 
 
 DEPLOY_PAGE = ROOT / "docs" / "deploy-and-local.md"
