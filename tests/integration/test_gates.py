@@ -10,124 +10,26 @@ token again while the execution runs), the test makes `SendTaskSuccess` answer a
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.adapters.lease import LEASE_SORT_KEY
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import event_from_description, sqs_event
-from dispatcher.local.gates import create_gate, create_release_queue
-from dispatcher.local.server import patient_task_tokens
+from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import create_lane, read_all
 from tests.integration.conftest import Harness
 from tests.support.crashes import Crash
-
-GATE = "crawl"
-SETTLE_SECONDS = 20.0
-LONG_SECONDS = 300
-"""A Wait that outlasts a test: what holds a place keeps it."""
-
-
-@dataclass
-class Gated:
-    """One gate of the harness's stack, its gated workflow, and what the test saw of it."""
-
-    harness: Harness
-    entry: dict[str, Any]
-    release_queue_url: str
-    admissions: list[tuple[float, str]] = field(default_factory=list)
-    """(when, execution ARN) of every `SendTaskSuccess` the dispatcher made, accepted or not."""
-    gates: set[str] = field(default_factory=lambda: {GATE})
-    """The gates an admission may name (a test may configure one more)."""
-
-    @property
-    def machine(self) -> str:
-        """The gated workflow's state machine."""
-        return str(self.entry["state_machine_arn"])
-
-    def configure(self, max_concurrency: int, **gate: Any) -> None:
-        """The function's environment with this gate in ``LANES`` (``gate``: its options)."""
-        self.harness.configure(max_concurrency, lanes=json.dumps({"gates": [{**self.entry, **gate}]}))
-
-    def start(self, name: str) -> str:
-        """Start a gated execution (as its own producer does, not through the dispatcher)."""
-        return str(
-            self.harness.sfn.start_execution(stateMachineArn=self.machine, name=name, input="{}")[
-                "executionArn"
-            ]
-        )
-
-    def status(self, name: str) -> str:
-        """What `DescribeExecution` says of one gated execution."""
-        return str(
-            self.harness.sfn.describe_execution(executionArn=execution_arn(self.machine, name))["status"]
-        )
-
-    def waiting(self) -> int:
-        """Requests on the gate's queue (visible or in flight)."""
-        return sum(self.harness.queue_counts(self.entry["queue_url"]))
-
-    def wait_for_requests(self, count: int) -> None:
-        """Until ``count`` executions sent their request (moto runs them on threads of its own)."""
-        wait_until(lambda: self.waiting() >= count, f"{count} request(s) on the gate's queue")
-
-    def releases(self) -> dict[str, Any] | None:
-        """The release messages sent so far, as the event source mapping delivers them (None: none)."""
-        messages = self.harness.sqs.receive_message(
-            QueueUrl=self.release_queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
-        ).get("Messages", [])
-        for message in messages:
-            self.harness.sqs.delete_message(
-                QueueUrl=self.release_queue_url, ReceiptHandle=message["ReceiptHandle"]
-            )
-        if not messages:
-            return None
-        event = sqs_event([message["Body"] for message in messages])
-        for record, message in zip(event["Records"], messages, strict=True):
-            record["attributes"]["SentTimestamp"] = message["Attributes"]["SentTimestamp"]
-        return event
-
-    def record_admissions(self) -> None:
-        """Note each `SendTaskSuccess` the handler's clients make, checking its output on the way."""
-
-        def hook(params: dict[str, Any], **_: Any) -> None:
-            output = json.loads(params["output"])
-            assert output["gate"] in self.gates
-            assert output["admitted_at"].endswith("Z")
-            self.admissions.append((time.time(), params["taskToken"]))
-
-        self.harness.on("provide-client-params.states.SendTaskSuccess", hook)
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = SETTLE_SECONDS) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
-        time.sleep(0.05)
+from tests.support.gated import GATE, LONG_SECONDS, Gated, gate_on, wait_until
 
 
 @pytest.fixture
 def gated(executing_harness: Harness) -> Gated:
     """A gate on a sample gated workflow (no free part, a section of 1 s), in pool default."""
-    release_url = create_release_queue(executing_harness.stack.name)
-    entry = create_gate(
-        executing_harness.stack.name,
-        GATE,
-        release_queue_url=release_url,
-        free_seconds=0,
-        section_seconds=1,
-    )
-    gate = Gated(executing_harness, entry, release_url)
-    gate.configure(2)
-    gate.record_admissions()
-    return gate
+    return gate_on(executing_harness)
 
 
 def test_a_real_gated_workflow_runs_through_the_gate_with_at_most_max_inside(gated: Gated) -> None:
@@ -380,131 +282,3 @@ def test_an_execution_that_ends_inside_leaves_on_its_status_change_event(gated: 
     report = harness.tick(event)
     assert (report["admitted"], report["gates"][GATE]["inside"]) == (1, 0)
     assert _admitted(gated, "second")
-
-
-def test_a_paused_gate_admits_nothing_and_its_executions_wait(gated: Gated) -> None:
-    """``gates.<name>.paused`` in the control parameter: nothing is received from its queue."""
-    harness = gated.harness
-    gated.configure(2)
-    harness.ssm.put_parameter(
-        Name=harness.stack.control_parameter,
-        Value=json.dumps({"gates": {GATE: {"paused": True}}}),
-        Type="String",
-        Overwrite=True,
-    )
-    gated.start("waits")
-    gated.wait_for_requests(1)
-    assert harness.tick()["admitted"] == 0
-    assert harness.queue_counts(gated.entry["queue_url"]) == (1, 0)
-    harness.ssm.put_parameter(
-        Name=harness.stack.control_parameter,
-        Value=json.dumps({"gates": {GATE: {"max_concurrency": 1}}}),
-        Type="String",
-        Overwrite=True,
-    )
-    assert harness.tick()["admitted"] == 1
-
-
-def test_moto_send_task_success_is_tried_again_while_a_new_execution_sets_up(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The emulator's fix of moto's race: tripping on an execution not set up yet, the call goes again."""
-    from moto.stepfunctions.parser.models import StepFunctionsParserBackend  # noqa: PLC0415
-
-    calls: list[str] = []
-
-    def racing(_backend: object, token: str, _outcome: str) -> str:
-        calls.append(token)
-        if len(calls) < 3:
-            raise AttributeError("'NoneType' object has no attribute 'callback_pool_manager'")
-        return "sent"
-
-    monkeypatch.setattr(StepFunctionsParserBackend, "send_task_success", racing)
-    patient_task_tokens()
-    assert StepFunctionsParserBackend.send_task_success(object(), "token", "{}") == "sent"  # type: ignore[arg-type]
-    assert calls == ["token"] * 3
-
-
-def test_a_rounds_admissions_are_recorded_25_a_call_with_the_calls_made_at_once(gated: Gated) -> None:
-    """Thirty requests: two `BatchWriteItem` calls of admissions (25 and 5), each in flight with the other."""
-    harness = gated.harness
-    document = {"pools": {"own": {"max_concurrency": 40}}, "gates": [{**gated.entry, "pool": "own"}]}
-    harness.configure(1, lanes=json.dumps(document))  # the gate's round is all its own
-    for index in range(30):
-        gated.start(f"e{index}")
-    gated.wait_for_requests(30)
-    together = threading.Barrier(2, timeout=SETTLE_SECONDS)
-    sizes: list[int] = []
-
-    def meet(params: dict[str, Any], **_: Any) -> None:
-        items = [request["PutRequest"]["Item"] for request in next(iter(params["RequestItems"].values()))]
-        if all(item.get("kind", {}).get("S") == INSIDE_KIND for item in items):
-            sizes.append(len(items))
-            together.wait()
-
-    harness.on("provide-client-params.dynamodb.BatchWriteItem", meet)
-    assert harness.tick()["admitted"] == 30
-    assert sorted(sizes) == [5, 25]
-
-
-def test_an_admissions_call_that_fails_leaves_its_requests_and_the_other_calls_admit(gated: Gated) -> None:
-    """One of the two record calls fails after retries: its admissions wait for the next tick; none twice."""
-    harness = gated.harness
-    document = {"pools": {"own": {"max_concurrency": 40}}, "gates": [{**gated.entry, "pool": "own"}]}
-    harness.configure(1, lanes=json.dumps(document))
-    for index in range(30):
-        gated.start(f"e{index}")
-    gated.wait_for_requests(30)
-    harness.fail("dynamodb.BatchWriteItem", "ProvisionedThroughputExceededException", after=1)
-    first = harness.tick()
-    assert first["admitted"] in {5, 25}
-    assert gated.waiting() == 30 - first["admitted"]
-    harness.clear_hooks()
-    gated.record_admissions()
-    assert harness.tick()["admitted"] == 30 - first["admitted"]
-    tokens = [token for _, token in gated.admissions]
-    assert (len(tokens), len(set(tokens))) == (30, 30)
-    assert gated.waiting() == 0
-
-
-def test_a_gate_admits_at_most_max_per_group_of_one_tenant_and_the_next_when_one_leaves(
-    executing_harness: Harness,
-) -> None:
-    """Gate MAX 5, one per group: the noisy tenant's second request is held while the quiet one enters."""
-    harness = executing_harness
-    release_url = create_release_queue(harness.stack.name)
-    entry = create_gate(
-        harness.stack.name,
-        "tenants",
-        release_queue_url=release_url,
-        free_seconds=0,
-        section_seconds=LONG_SECONDS,
-        group_path="$.tenant",
-    )
-    gate = Gated(harness, entry, release_url, gates={"tenants"})
-    harness.configure(5, lanes=json.dumps({"gates": [{**entry, "max_per_group": 1}]}))
-    tenants = (("noisy-1", "noisy"), ("noisy-2", "noisy"), ("quiet-1", "quiet"))
-    for count, (name, tenant) in enumerate(tenants, start=1):
-        harness.sfn.start_execution(
-            stateMachineArn=gate.machine, name=name, input=json.dumps({"tenant": tenant})
-        )
-        gate.wait_for_requests(count)  # one at a time: the noisy group's requests in this order
-
-    first = harness.tick()
-
-    assert (first["admitted"], first["gates"]["tenants"]["inside"]) == (2, 0)
-    assert first["tenants"]["held"] == 1
-    assert harness.tick()["admitted"] == 0
-    harness.sfn.stop_execution(executionArn=execution_arn(gate.machine, "noisy-1"))
-    ended = event_from_description(
-        {
-            **harness.sfn.describe_execution(executionArn=execution_arn(gate.machine, "noisy-1")),
-            "status": "ABORTED",
-        }
-    )
-    ended["detail"]["stopDate"] = int(time.time() * 1000)  # moto's stop lands on its own thread
-    after = harness.tick(ended)
-    assert after["admitted"] == 1
-    wait_until(lambda: gate.status("noisy-2") == "RUNNING" and gate.waiting() == 0, "noisy-2 admitted")
-    for name in ("noisy-2", "quiet-1"):
-        harness.sfn.stop_execution(executionArn=execution_arn(gate.machine, name))
