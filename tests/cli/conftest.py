@@ -22,7 +22,9 @@ from dispatcher.local.emulation import Emulation
 from dispatcher.local.events import Rule, to_queue
 from dispatcher.local.server import emulated_server
 from dispatcher.local.stack import Stack, create_stack, register_stack
+from dispatcher.settings import STACK_OUTPUTS, variable
 from dispatcher.telemetry import metrics
+from tests.support.bad_input import LINES
 from tests.support.in_process import run_cli
 
 SCRIPT = Path(sys.executable).parent / "dispatcher"
@@ -176,3 +178,20 @@ def crash_once_before(
         return made
 
     monkeypatch.setattr(Aws, "client", client)
+
+
+@pytest.fixture
+def shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A shell with no dispatcher settings, no AWS configuration, and the test's files in the cwd."""
+    names = {variable(name) for name in STACK_OUTPUTS} | {"MAX_CONCURRENCY"}
+    for name in names | {"AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION"}:
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name, text in LINES.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
