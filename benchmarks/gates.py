@@ -19,7 +19,7 @@ import math
 import random
 from typing import Any
 
-from benchmarks import full_scale, prices
+from benchmarks import billing, full_scale, prices
 from dispatcher.core import quotas
 from dispatcher.core.executions import execution_name
 from tests.support.sim.aws import InMemoryAws, SimGate
@@ -167,7 +167,7 @@ def bill(result: dict[str, Any]) -> list[tuple[str, float]]:
     """
     per_admission = prices.PER_MILLION / max(1, result["admissions"])
     return [
-        *full_scale.bill(result),
+        *billing.bill(result),
         (
             "SQS FIFO: the workflows' requests (one each)",
             result["requests"] * per_admission * prices.SQS_FIFO_REQUEST,

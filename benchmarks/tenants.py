@@ -28,7 +28,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from benchmarks import full_scale
+from benchmarks import billing, full_scale
 from benchmarks.gates import percentile
 from dispatcher.core.tenants import HOLD_SECONDS
 from tests.support.sim.aws import InMemoryAws
@@ -242,7 +242,7 @@ def lines(runs: list[dict[str, Any]]) -> list[str]:
         say.append(
             f"     ListExecutions {calls.get('ListExecutions', 0) / seconds:.2f}/s, DescribeExecution"
             f" {calls.get('DescribeExecution', 0) / starts:.4f}/start, bill"
-            f" ${sum(cost for _, cost in full_scale.bill(run)):.2f}/M,"
+            f" ${sum(cost for _, cost in billing.bill(run)):.2f}/M,"
             f" {len(run['violations'])} over the cap, {len(run['errors'])} errors"
             + (
                 f"; {run['held_jobs']:,} jobs held, at most {run['holds_per_job']} hold(s) each"
@@ -284,8 +284,8 @@ def targets(runs: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
     load, quiet, noisy = offered(runs)
     short_rate = short["starts"] / short["seconds"]
     short_share = short_rate / min(quota, load)
-    short_bill = sum(cost for _, cost in full_scale.bill(short))
-    long_bills = {run["design"]: sum(cost for _, cost in full_scale.bill(run)) for run in (fair, limited)}
+    short_bill = sum(cost for _, cost in billing.bill(short))
+    long_bills = {run["design"]: sum(cost for _, cost in billing.bill(run)) for run in (fair, limited)}
     long_runs = (fair, limited)
     hours = max(run["seconds"] for run in long_runs) / 3600
     allowed_holds = 1 + int(hours * 3600 // HOLD_SECONDS)
