@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -14,9 +15,11 @@ from dispatcher.local.server import quick_serialize
 from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.tally import FINISHED, Tally
 from tests.support.models import share_service_models
+from tests.support.tracing import libraries_traced, untrace_libraries
 
 share_service_models()
 quick_serialize()  # moto in the test processes (`mock_aws`) too: tests/integration/test_emulator.py
+untrace_libraries()  # coverage measures `dispatcher/`, not botocore or moto: tests/support/tracing.py
 
 
 @pytest.fixture(autouse=True)
@@ -30,6 +33,17 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     handler.reset_clients()
     yield
     handler.reset_clients()
+
+
+@pytest.fixture(autouse=True)
+def _library_tracing(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `traced_libraries` runs with botocore and moto traced, as every other module."""
+    with (
+        libraries_traced()
+        if request.node.get_closest_marker("traced_libraries")
+        else contextlib.nullcontext()
+    ):
+        yield
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

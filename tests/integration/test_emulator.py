@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import boto3
@@ -10,11 +11,15 @@ import pytest
 from moto import mock_aws
 from moto.core.serialize import ResponseSerializer
 
-from dispatcher.local.server import quick_serialize
+from dispatcher.local.account import local_client
+from dispatcher.local.server import emulated_server, quick_serialize
+
+pytestmark = pytest.mark.traced_libraries
+"""What this module measures runs inside moto: traced here (tests/support/tracing.py)."""
 
 
 def _answers() -> list[dict[str, Any]]:
-    """Read answers of each service the dispatcher uses, over every kind of DynamoDB value."""
+    """Read answers of each service the dispatcher and its CLI use, over every kind of DynamoDB value."""
     dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
     stepfunctions, ssm = boto3.client("stepfunctions"), boto3.client("ssm")
     dynamodb.create_table(
@@ -53,6 +58,9 @@ def _answers() -> list[dict[str, Any]]:
     )["stateMachineArn"]
     stepfunctions.start_execution(stateMachineArn=arn, name="e")
     ssm.put_parameter(Name="/p", Value="{}", Type="String")
+    cloudformation = boto3.client("cloudformation")  # the CLI's stack outputs: moto serializes a model object
+    template = {"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}, "Outputs": {"QueueUrl": {"Value": "v"}}}
+    cloudformation.create_stack(StackName="s", TemplateBody=json.dumps(template))
     answers = [
         dynamodb.query(
             TableName="t",
@@ -66,13 +74,23 @@ def _answers() -> list[dict[str, Any]]:
         stepfunctions.list_executions(stateMachineArn=arn),
         stepfunctions.describe_state_machine(stateMachineArn=arn),
         ssm.get_parameter(Name="/p"),
+        cloudformation.describe_stacks(StackName="s"),
     ]
     for answer in answers:
         answer.pop("ResponseMetadata")
     return answers
 
 
-VOLATILE = ("ReceiptHandle", "MessageId", "SequenceNumber", "Date", "Timestamp", "LastModified")
+VOLATILE = (
+    "ReceiptHandle",
+    "MessageId",
+    "SequenceNumber",
+    "Date",
+    "Timestamp",
+    "LastModified",
+    "StackId",
+    "CreationTime",
+)
 """What differs between two runs of the same calls: ids, handles and moments."""
 
 
@@ -87,12 +105,34 @@ def _drop(value: Any) -> Any:
 
 def test_moto_answers_the_same_with_the_shortcut_as_without(monkeypatch: pytest.MonkeyPatch) -> None:
     """Query, GetItem, ReceiveMessage, ListExecutions, GetParameter…: the same answers both ways."""
-    quick_serialize()
+    moto_way = ResponseSerializer.get_value.moto  # type: ignore[attr-defined]
+    monkeypatch.setattr(ResponseSerializer, "get_value", moto_way)
+    quick_serialize()  # a shortcut with nothing remembered yet: each member is looked up here first
     with mock_aws():
         quick = _answers()
-    monkeypatch.setattr(ResponseSerializer, "get_value", ResponseSerializer.get_value.moto)  # type: ignore[attr-defined]
+    monkeypatch.setattr(ResponseSerializer, "get_value", moto_way)
     with mock_aws():
         slow = _answers()
     assert quick[0]["Count"] == 2
     assert quick[0]["Items"][0]["l"]["L"][0]["M"]["at"] == {"N": "3"}
     assert _drop(quick) == _drop(slow)
+
+
+def test_in_the_process_a_long_poll_waits_and_a_described_execution_passes_the_emulation() -> None:
+    """The loopback's answers, an empty queue's long poll, `DescribeExecution` through `Emulation`."""
+    with emulated_server(execute=False) as (endpoint_url, _):
+        sqs = local_client("sqs", endpoint_url)
+        queue_url = sqs.create_queue(QueueName="empty")["QueueUrl"]
+        began = time.monotonic()
+        assert sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1).get("Messages", []) == []
+        assert time.monotonic() - began >= 1
+        states = local_client("stepfunctions", endpoint_url)
+        machine = states.create_state_machine(
+            name="waits",
+            definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+            roleArn="arn:aws:iam::123456789012:role/unused",
+        )["stateMachineArn"]
+        execution = states.start_execution(stateMachineArn=machine, name="one")["executionArn"]
+        described = states.describe_execution(executionArn=execution)
+        assert (described["name"], described["status"]) == ("one", "RUNNING")
+        assert "redriveCount" not in described
