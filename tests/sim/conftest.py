@@ -13,6 +13,13 @@ from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.function import EventSourceMapping, Function, counted_logs
 
 
+@pytest.fixture(autouse=True)
+def _quiet_ticks() -> Iterator[None]:
+    """The ticks' INFO lines go to a counter, as the `aws` fixture's do, in the tests that build their own AWS."""
+    with counted_logs("WARNING"):
+        yield
+
+
 @pytest.fixture
 def aws() -> Iterator[InMemoryAws]:
     """AWS in memory, in virtual time, with us-east-1's quotas and 20 ms a call."""
