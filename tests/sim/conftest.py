@@ -15,7 +15,7 @@ from tests.support.sim.function import EventSourceMapping, Function, counted_log
 
 @pytest.fixture(autouse=True)
 def _quiet_ticks() -> Iterator[None]:
-    """The ticks' INFO lines go to a counter, as the `aws` fixture's do, in the tests that build their own AWS."""
+    """The ticks' INFO lines go to a counter in every test, as the `aws` fixture sends its own."""
     with counted_logs("WARNING"):
         yield
 
