@@ -15,10 +15,13 @@ from dispatcher.local.server import quick_serialize
 from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.tally import FINISHED, Tally
 from tests.support.models import share_service_models
+from tests.support.quick_moto import quick_queries, quick_receipt_handles
 from tests.support.tracing import libraries_traced, untrace_libraries
 
 share_service_models()
 quick_serialize()  # moto in the test processes (`mock_aws`) too: tests/integration/test_emulator.py
+quick_queries()  # tests only, as the next: tests/integration/test_quick_moto.py
+quick_receipt_handles()
 untrace_libraries()  # coverage measures `dispatcher/`, not botocore or moto: tests/support/tracing.py
 
 
