@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.in_process import run_cli
+from tests.support.in_process import run_cli, run_local_helper
 
 pytestmark = pytest.mark.no_cover
 """Journeys, not line tests: each page's session replays what the CLI's focused tests run,
@@ -43,6 +43,8 @@ HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
 LOCAL_ARGS = re.compile(r'make local LOCAL_ARGS="([^"]*)"')
 WRITES_FILE = re.compile(r"cat > \S+ <<")
 PLAIN_DISPATCHER = re.compile(r"dispatcher [^|<>;&$`\n*?]*")
+PLAIN_HELPER = re.compile(r"python -m dispatcher\.local [^|<>;&$`\n*?#]*(#[^\n]*)?")
+"""``python -m dispatcher.local ARGUMENTS``, a comment after it or not: run here, as a plain `dispatcher`."""
 MASKS = [
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"), "<time>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
@@ -172,14 +174,18 @@ def test_the_pages_with_sessions_are_the_ones_users_follow() -> None:
 def run_step(step: Step, cwd: Path, emulator: Emulator | None) -> list[str]:
     """One ``$`` command as a user pastes it (with the emulator's exports once it runs): what it prints.
 
-    A plain ``dispatcher ARGUMENTS`` (no pipe, redirection, loop or variable) runs in this
-    process, in the shell's environment and folder (tests/support/in_process.py): the same
-    output, without a process's start. Any other command runs in bash.
+    A plain ``dispatcher ARGUMENTS`` or ``python -m dispatcher.local ARGUMENTS`` (no pipe,
+    redirection, loop or variable) runs in this process, in the shell's environment and
+    folder (tests/support/in_process.py): the same output, without a process's start. Any
+    other command runs in bash.
     """
     command = step.command if emulator is None else step.command.replace(DOCUMENTED_PORT, emulator.endpoint)
     environment = shell_environment({} if emulator is None else emulator.exports)
     if PLAIN_DISPATCHER.fullmatch(command):
         ran = run_cli(shlex.split(command)[1:], environment, cwd=cwd)
+        return (ran.stdout + ran.stderr).splitlines()
+    if PLAIN_HELPER.fullmatch(command):
+        ran = run_local_helper(shlex.split(command, comments=True)[3:], environment, cwd=cwd)
         return (ran.stdout + ran.stderr).splitlines()
     result = subprocess.run(
         ["bash", "-c", command],
