@@ -20,7 +20,7 @@ from tests.support.tracing import libraries_traced, untrace_libraries
 
 share_service_models()
 quick_serialize()  # moto in the test processes (`mock_aws`) too: tests/integration/test_emulator.py
-quick_queries()  # tests only, as the next: tests/integration/test_quick_moto.py
+quick_queries()  # these two in the test processes only: tests/integration/test_quick_moto.py
 quick_receipt_handles()
 untrace_libraries()  # coverage measures `dispatcher/`, not botocore or moto: tests/support/tracing.py
 

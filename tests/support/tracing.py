@@ -4,9 +4,10 @@ Under Python 3.11 coverage's tracer is called on every frame of every module whi
 is on, measured or not. Most of a test's frames are botocore's (building a client,
 serializing a request, parsing the answer) and moto's (serving it):
 `tests/integration/test_tick.py` took 38 s of CPU with coverage, 23 s without, and 25 s
-with coverage and its tracer put aside as here. Here the
-tracer is put aside while a client is built or a call made, and while moto's server
-answers another process; it comes back where botocore or moto call `dispatcher/` code
+with coverage and its tracer put aside as here.
+
+The tracer is put aside while a client is built or a call made, and while moto's server
+answers another process. It comes back where botocore or moto call `dispatcher/` code
 again (the loopback, the emulation's middleware, a hook on the default session), so
 those lines are measured as before. The code `dispatcher.local` patches into moto
 (`quick_serialize`, `quick_dispatch`, the atomic SQS receive) runs inside moto, so it
