@@ -12,6 +12,7 @@ from freezegun import freeze_time
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from tests.integration.conftest import Harness
+from tests.support.clock import advance
 from tests.support.records import starts_at
 
 
@@ -83,9 +84,9 @@ def test_tick_start_recorded_by_a_dead_process_holds_a_slot_for_90_seconds(harne
     harness.send("{}")
     with freeze_time("2026-11-21 12:00:00", tick=True) as frozen:
         ledger.record(starts_at(ledger, {"crashed-before-start": "group"}, time.time()))
-        frozen.tick(60)
+        advance(frozen, 60)
         held = harness.tick()
-        frozen.tick(31)
+        advance(frozen, 31)
         freed = harness.tick()
     assert (held["running"], held["started"]) == (1, 0)
     assert (freed["running"], freed["started"]) == (0, 1)

@@ -10,6 +10,7 @@ from freezegun import freeze_time
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS
 from dispatcher.core.errors import ConfigurationError
 from tests.integration.conftest import Harness
+from tests.support.clock import advance
 
 
 def _control(harness: Harness, value: str) -> None:
@@ -94,7 +95,7 @@ def test_control_read_is_cached_for_at_most_five_seconds(harness: Harness) -> No
         assert harness.tick()["stopped"] == "paused"
         _control(harness, '{"paused": false}')
         assert harness.tick(cold=False)["stopped"] == "paused"
-        frozen.tick(CONTROL_MAX_AGE_SECONDS + 1)
+        advance(frozen, CONTROL_MAX_AGE_SECONDS + 1)
         assert harness.tick(cold=False)["started"] == 1
 
 

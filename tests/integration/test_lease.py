@@ -12,6 +12,7 @@ from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.state_items import read_items
 from dispatcher.tick.holder import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS
 from tests.integration.conftest import Harness
+from tests.support.clock import advance
 
 
 def _lease_key(harness: Harness) -> dict[str, Any]:
@@ -89,7 +90,7 @@ def test_lease_of_a_dead_holder_expires_with_its_invocation(harness: Harness) ->
     with freeze_time(tick=True) as frozen:
         _hold(harness, time.time() + 60)
         assert harness.tick()["stopped"] == "busy"
-        frozen.tick(61)
+        advance(frozen, 61)
         result = harness.tick()
     assert result["started"] == 1
     assert _lease(harness) is None

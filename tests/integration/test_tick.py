@@ -16,6 +16,7 @@ from dispatcher.in_process import LocalContext
 from dispatcher.producer import Job
 from tests.inputs import json_of_size
 from tests.integration.conftest import Harness
+from tests.support.clock import advance
 
 
 def test_tick_starts_max_minus_running(harness: Harness) -> None:
@@ -290,7 +291,7 @@ def test_tick_waits_for_a_redrive_job_s_execution_describe_does_not_show_yet(har
         young = harness.tick()
         assert (young["started"], young["dead_lettered"]) == (1, 0), "only the other group went"
         assert young["stopped"] == "waiting", "the round after hands back the same two: not received again"
-        frozen.tick(RECENT_START_WINDOW_SECONDS + 1)
+        advance(frozen, RECENT_START_WINDOW_SECONDS + 1)
         old = harness.tick()
     assert (old["started"], old["dead_lettered"]) == (1, 1)
     [letter] = harness.dead_letters()
