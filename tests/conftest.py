@@ -16,7 +16,7 @@ from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.tally import FINISHED, Tally
 from tests.support.models import share_service_models
 from tests.support.quick_moto import quick_queries, quick_receipt_handles
-from tests.support.tracing import libraries_traced, untrace_libraries
+from tests.support.tracing import libraries_traced, one_coverage_in_a_worker, untrace_libraries
 
 share_service_models()
 quick_serialize()  # moto in the test processes (`mock_aws`) too: tests/integration/test_emulator.py
@@ -47,6 +47,15 @@ def _library_tracing(request: pytest.FixtureRequest) -> Iterator[None]:
         else contextlib.nullcontext()
     ):
         yield
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: one coverage only, so that a `no_cover` test is not traced."""
+    plugin = session.config.pluginmanager.get_plugin("_cov")
+    controller = getattr(plugin, "cov_controller", None)
+    if getattr(session.config, "workerinput", None) is not None and controller is not None:
+        one_coverage_in_a_worker(controller.cov)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
