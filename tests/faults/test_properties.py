@@ -26,7 +26,13 @@ from tests.support.crashes import CrashPlan
 from tests.support.faulty_aws import FaultyAws, Request
 from tests.support.world import EventPlan, FaultPlan, Lag
 
-FAST_PROFILE_SCENARIOS = int(os.environ.get("FAULT_SCENARIOS", "16"))
+CHOSEN_SEEDS = (0, 1, 8, 9, 11, 12, 16, 19, 29, 32, 37, 39, 40, 41)
+"""The fast profile's generated scenarios, chosen by measurement (`python -m tests.faults.profile`):
+of seeds 0-47, these draw 6,457 of the 6,539 branches, faults, calls and figures all 48 draw,
+in 33.8 s of CPU; seeds 0-15 drew 6,362 in 42.6 s. The soak is the place for breadth."""
+FAST_PROFILE_SEEDS = (
+    tuple(range(int(os.environ["FAULT_SCENARIOS"]))) if "FAULT_SCENARIOS" in os.environ else CHOSEN_SEEDS
+)
 
 pytestmark = pytest.mark.no_cover
 """Whole scenarios under faults check behaviour, not which lines run: the tests of each part
@@ -34,7 +40,7 @@ pytestmark = pytest.mark.no_cover
 these added about 20 s to the suite's pytest time (CONTRIBUTING, "The suite's time")."""
 
 
-@pytest.mark.parametrize("seed", range(FAST_PROFILE_SCENARIOS))
+@pytest.mark.parametrize("seed", FAST_PROFILE_SEEDS)
 def test_generated_scenario_keeps_every_invariant(seed: int, faulty_aws: FaultyAws) -> None:
     """Cap, no loss, no duplicates, order and liveness hold under a generated fault schedule."""
     scenario = Scenario.generate(seed)
