@@ -40,7 +40,8 @@ FIGURES = (
     "admissions",
     "refused_tokens",
 )
-"""The `Outcome` figures whose being non-zero is a draw of its own."""
+"""The `Outcome` figures whose being non-zero is a draw of its own: not those every scenario has
+(messages, ticks, executions), and not `Tally`'s, which adds up a scenario's figures by field."""
 
 
 @dataclass(frozen=True)
