@@ -11,14 +11,13 @@ import pytest
 
 from dispatcher import handler
 from dispatcher.local.account import FAKE_CREDENTIALS
-from dispatcher.local.server import quick_serialize
+from dispatcher.local.server import quick_serialize, share_service_models
 from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.tally import FINISHED, Tally
-from tests.support.models import share_service_models
 from tests.support.quick_moto import quick_queries, quick_receipt_handles
 from tests.support.tracing import libraries_traced, one_coverage_in_a_worker, untrace_libraries
 
-share_service_models()
+share_service_models()  # every session a test makes reads the models once a process
 quick_serialize()  # moto in the test processes (`mock_aws`) too: tests/integration/test_emulator.py
 quick_queries()  # these two in the test processes only: tests/integration/test_quick_moto.py
 quick_receipt_handles()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from dispatcher.adapters.clients import service_models
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.loopback import serve_here
 
@@ -20,6 +21,24 @@ _SQS_LOCK = threading.RLock()
 
 RECEIVE_POLL_SECONDS = 0.05
 """How often a long-polling receive looks again, without the lock in between."""
+
+
+def share_service_models() -> None:
+    """Every botocore session this process makes from now on shares one loader of service models.
+
+    moto makes sessions of its own (importing its EC2 backend, which moto's Step Functions
+    interpreter does, lists the regions through a new one), and each would read and parse
+    the same model files again: a quarter of the CPU time `dispatcher local` takes to
+    start (5.0 s, 3.8 s with one loader). The CLI's sessions use the same loader
+    (`dispatcher.adapters.clients.service_models`); what each call does is unchanged.
+    """
+    import botocore.session  # noqa: PLC0415 — local-only
+    from botocore.loaders import Loader  # noqa: PLC0415
+
+    def shared(search_path_string: str | None = None) -> Loader:
+        return service_models()
+
+    botocore.session.create_loader = shared
 
 
 def atomic_sqs() -> None:
@@ -221,6 +240,7 @@ def moto_server(
     )
     from werkzeug.serving import make_server  # noqa: PLC0415
 
+    share_service_models()
     atomic_sqs()
     patient_task_tokens()
     quick_serialize()

@@ -63,9 +63,7 @@ def measure(seeds: list[int]) -> list[Measured]:
     from tests.faults.run import run_scenario  # noqa: PLC0415 — after the environment is set
     from tests.faults.scenario import Scenario  # noqa: PLC0415
     from tests.support.faulty_aws import faulty_moto_server  # noqa: PLC0415
-    from tests.support.models import share_service_models  # noqa: PLC0415
 
-    share_service_models()
     measured = []
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

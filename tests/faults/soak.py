@@ -51,9 +51,7 @@ def run_share(seeds: list[int]) -> Tally:
     from tests.faults.scenario import Scenario  # noqa: PLC0415
     from tests.faults.tally import Tally  # noqa: PLC0415
     from tests.support.faulty_aws import faulty_moto_server  # noqa: PLC0415
-    from tests.support.models import share_service_models  # noqa: PLC0415
 
-    share_service_models()
     tally = Tally()
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
         for done, seed in enumerate(seeds, start=1):
