@@ -265,8 +265,13 @@ def test_releases_of_unknown_gates_or_other_machines_are_skipped_and_never_fail_
     assert report["gates"][GATE]["inside"] == 1
 
 
-def test_an_execution_that_ends_inside_leaves_on_its_status_change_event(gated: Gated) -> None:
-    """Stopped inside the section: its event frees the place at once, and the next is admitted."""
+def test_an_execution_that_ends_inside_leaves_on_its_status_change_event(executing_harness: Harness) -> None:
+    """Stopped inside the section: its event frees the place at once, and the next is admitted.
+
+    The section outlasts the test: the stop must find the execution inside however slowly
+    the steps before it run (with a section of 1 s, a busy machine let it finish first).
+    """
+    gated = gate_on(executing_harness, section_seconds=LONG_SECONDS)
     harness = gated.harness
     gated.configure(1)
     gated.start("first")

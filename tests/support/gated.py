@@ -98,15 +98,15 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = SETTLE
         time.sleep(0.05)
 
 
-def gate_on(harness: Harness) -> Gated:
-    """A gate on a sample gated workflow (no free part, a section of 1 s), in pool default."""
+def gate_on(harness: Harness, section_seconds: int = 1) -> Gated:
+    """A gate on a sample gated workflow (no free part, a section of ``section_seconds``), in pool default."""
     release_url = create_release_queue(harness.stack.name)
     entry = create_gate(
         harness.stack.name,
         GATE,
         release_queue_url=release_url,
         free_seconds=0,
-        section_seconds=1,
+        section_seconds=section_seconds,
     )
     gate = Gated(harness, entry, release_url)
     gate.configure(2)
