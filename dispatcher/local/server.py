@@ -12,6 +12,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import botocore.session
+from botocore.loaders import Loader
+
 from dispatcher.adapters.clients import service_models
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.loopback import serve_here
@@ -32,8 +35,6 @@ def share_service_models() -> None:
     start (5.0 s, 3.8 s with one loader). The CLI's sessions use the same loader
     (`dispatcher.adapters.clients.service_models`); what each call does is unchanged.
     """
-    import botocore.session  # noqa: PLC0415 — local-only
-    from botocore.loaders import Loader  # noqa: PLC0415
 
     def shared(search_path_string: str | None = None) -> Loader:
         return service_models()
