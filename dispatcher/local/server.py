@@ -24,6 +24,9 @@ _SQS_LOCK = threading.RLock()
 
 RECEIVE_POLL_SECONDS = 0.05
 """How often a long-polling receive looks again, without the lock in between."""
+SHUTDOWN_POLL_SECONDS = 0.05
+"""How often the server looks for a request to stop (werkzeug's default, 0.5 s, is the time
+Ctrl-C waits for `dispatcher local` to stop)."""
 
 
 def share_service_models() -> None:
@@ -255,7 +258,7 @@ def moto_server(
                 self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
             )
             self._server_ready_event.set()
-            self._server.serve_forever()
+            self._server.serve_forever(poll_interval=SHUTDOWN_POLL_SECONDS)
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     # moto logs every failed state of a workflow it runs as an error: failures are expected here.
