@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -17,11 +18,20 @@ from tests.faults.tally import FINISHED, Tally
 from tests.support.quick_moto import quick_queries, quick_receipt_handles
 from tests.support.tracing import libraries_traced, one_coverage_in_a_worker, untrace_libraries
 
+COLLECTOR_THRESHOLDS = 50_000, 20, 50
+"""The cyclic garbage collector runs after 50,000 allocations, not 700, and rarely scans the whole heap.
+
+A test process holds botocore's models, moto's backends and the clients of every harness
+it made; with Python's defaults, each full collection walks all of it, and collections
+took 15 % of a fault scenario's CPU. Cycles are still collected, later (CONTRIBUTING, "The
+suite's time")."""
+
 share_service_models()  # every session a test makes reads the models once a process
 quick_serialize()  # moto in the test processes (`mock_aws`) too: tests/integration/test_emulator.py
 quick_queries()  # these two in the test processes only: tests/integration/test_quick_moto.py
 quick_receipt_handles()
 untrace_libraries()  # coverage measures `dispatcher/`, not botocore or moto: tests/support/tracing.py
+gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 
 @pytest.fixture(autouse=True)
