@@ -50,8 +50,8 @@ from benchmarks.report import (
     report_quota,
     report_throughput,
 )
+from tests.support.plans import Lag
 from tests.support.sim.function import EventSourceMapping
-from tests.support.world import Lag
 
 FULL_SCALE_PLOT = ROOT / "benchmarks" / "full-scale.png"
 LISTING = {"max": 5000, "levels": [0, 999, 1000, 1001, 2500, 5000, 7500]}

@@ -23,7 +23,7 @@ from dispatcher.local.account import REGION
 from dispatcher.local.events import sqs_event
 from dispatcher.local.stack import Stack, create_stack
 from tests.support.faulty_aws import backend_execution
-from tests.support.world import Execution
+from tests.support.runs import Execution
 
 LAMBDA_TIMEOUT_SECONDS = 60.0
 TIME_MARGIN_SECONDS = 15.0

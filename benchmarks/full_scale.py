@@ -24,9 +24,9 @@ from typing import Any
 from benchmarks.billing import SQS_OPERATIONS, bill
 from dispatcher.core import quotas
 from dispatcher.settings import Settings
+from tests.support.plans import EventPlan, Lag
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.function import MEMORY_MB, EventSourceMapping, Function, counted_logs
-from tests.support.world import EventPlan, Lag
 
 MAX_CONCURRENCY = 3000
 SHORTEST, LONGEST = 5.0, 15.0

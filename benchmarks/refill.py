@@ -28,7 +28,8 @@ from benchmarks.driver import (
 )
 from benchmarks.wire import emulator, fast_sqs
 from dispatcher.local.account import pointed_at
-from tests.support.world import EventPlan, Lag, World
+from tests.support.plans import EventPlan, Lag
+from tests.support.world import World
 
 SCHEDULE_EVENT = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
 EVENT_DELAY_SECONDS = 1.0

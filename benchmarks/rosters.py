@@ -24,9 +24,9 @@ from typing import Any
 from benchmarks import full_scale, gates
 from benchmarks.gate_report import LEAK_WITH_EVENT_SECONDS
 from benchmarks.gates import JUDGED_SECONDS, percentile
+from tests.support.plans import EventPlan
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.function import EventSourceMapping, Function
-from tests.support.world import EventPlan
 
 LONG = (540.0, 660.0)
 """Each section (the gate) or execution (the lane) lasts 9–11 minutes."""

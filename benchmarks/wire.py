@@ -23,7 +23,8 @@ from typing import Any
 
 from dispatcher.local.server import moto_server
 from tests.support.faulty_aws import SERVICE_BY_TARGET, FaultyAws
-from tests.support.world import EventPlan, FaultPlan, Lag, World
+from tests.support.plans import EventPlan, FaultPlan, Lag
+from tests.support.world import World
 
 SYSTEMS = ("naive", "list-only", "dispatcher")
 """User agent markers, most specific first: baselines carry "dispatcher bench-<name>"."""

@@ -15,7 +15,8 @@ from typing import Any
 
 from dispatcher.core.events import is_sqs_batch
 from dispatcher.local.events import sqs_event
-from tests.support.world import Execution, World, execution_event
+from tests.support.runs import Execution, execution_event
+from tests.support.world import World
 
 REDELIVERY_SECONDS = (1.0, 30.0, 90.0)
 """When a doubled batch comes again: soon, after a visibility timeout, past the list's lag."""

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from tests.faults.run import ScenarioRun
     from tests.faults.scenario import Job
-    from tests.support.world import Execution
+    from tests.support.runs import Execution
 
 
 def check_end_state(run: ScenarioRun) -> None:

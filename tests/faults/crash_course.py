@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from tests.faults.scenario import Job, Scenario
 from tests.support.crashes import CrashPlan
-from tests.support.world import EventPlan, FaultPlan, Lag
+from tests.support.plans import EventPlan, FaultPlan, Lag
 
 
 def crash_course(plan: CrashPlan, *, redrives: bool | None = None) -> Scenario:

@@ -48,7 +48,8 @@ from tests.support.gate_world import Entry, Gates, GateSpec
 
 if TYPE_CHECKING:
     from dispatcher.local.stack import Stack
-    from tests.support.world import FaultPlan, World
+    from tests.support.plans import FaultPlan
+    from tests.support.world import World
 
 GATE = "crawl"
 GATE_POOL = "api"

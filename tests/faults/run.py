@@ -59,7 +59,8 @@ from tests.support.faulty_aws import (
     FaultyAws,
     backend_execution,
 )
-from tests.support.world import Execution, World, execution_event
+from tests.support.runs import Execution, execution_event
+from tests.support.world import World
 
 
 class ScenarioRun:

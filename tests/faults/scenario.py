@@ -24,7 +24,7 @@ from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import (
     REJECTED_INPUT_MARKER,
 )
-from tests.support.world import EventPlan, FaultPlan, Lag
+from tests.support.plans import EventPlan, FaultPlan, Lag
 
 ADVICE = re.compile(r"finish with `dispatcher rerun --(\w+)`")
 """How a skipped failure says which mode an earlier run queued it for."""

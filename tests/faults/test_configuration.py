@@ -23,7 +23,7 @@ from dispatcher.local.stack import sample_workflow
 from tests.faults.run import ScenarioRun
 from tests.faults.scenario import Job, Scenario
 from tests.support.faulty_aws import FaultyAws
-from tests.support.world import FaultPlan, Lag
+from tests.support.plans import FaultPlan, Lag
 
 
 def backlog() -> list[Job]:

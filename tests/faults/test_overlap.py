@@ -28,7 +28,8 @@ from tests.support.overlap import (
     send_jobs,
     ticker,
 )
-from tests.support.world import FaultPlan, Lag, World
+from tests.support.plans import FaultPlan, Lag
+from tests.support.world import World
 
 pytestmark = pytest.mark.no_cover
 """Whole fault scenarios: untraced (tracing doubles a test's CPU time, and the same lines run,

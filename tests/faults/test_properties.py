@@ -24,7 +24,7 @@ from tests.faults.run import ScenarioRun, run_scenario
 from tests.faults.scenario import Job, Scenario
 from tests.support.crashes import CrashPlan
 from tests.support.faulty_aws import FaultyAws, Request
-from tests.support.world import EventPlan, FaultPlan, Lag
+from tests.support.plans import EventPlan, FaultPlan, Lag
 
 CHOSEN_SEEDS = (0, 1, 8, 9, 11, 12, 16, 19, 29, 32, 37, 39, 40, 41)
 """The fast profile's generated scenarios, chosen by measurement (`python -m tests.faults.profile`):

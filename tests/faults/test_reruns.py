@@ -12,7 +12,7 @@ from tests.faults.run import run_scenario
 from tests.faults.scenario import Job, Scenario
 from tests.support.crashes import CrashPlan
 from tests.support.faulty_aws import FaultyAws
-from tests.support.world import EventPlan, FaultPlan, Lag
+from tests.support.plans import EventPlan, FaultPlan, Lag
 
 pytestmark = pytest.mark.no_cover
 """Whole scenarios under faults check behaviour, not which lines run (tests/faults/test_properties.py)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tests.support.world import Execution, FaultPlan, Lag, World
+from tests.support.plans import FaultPlan, Lag
+from tests.support.runs import Execution
+from tests.support.world import World
 
 START = 1_800_000_000.0
 ARN = "arn:aws:states:us-east-1:123456789012:execution:jobs:"

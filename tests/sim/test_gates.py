@@ -15,10 +15,10 @@ from dispatcher.core.quotas import step_functions
 from dispatcher.core.rosters import CHECK_AFTER_SECONDS
 from dispatcher.core.topology import DEFAULT
 from tests.sim.conftest import settings
+from tests.support.plans import EventPlan, Lag
 from tests.support.sim.aws import InMemoryAws, SimGate
 from tests.support.sim.function import EventSourceMapping, Function
 from tests.support.sim.gated import GatedExecutions, GatedWorkload
-from tests.support.world import EventPlan, Lag
 
 pytestmark = pytest.mark.no_cover
 """Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the

@@ -20,11 +20,11 @@ from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.warm import WarmState
 from tests.sim.conftest import settings
+from tests.support.plans import EventPlan, Lag
 from tests.support.rate_bound import worst_window_excess
 from tests.support.sim.aws import InMemoryAws, SimLane
 from tests.support.sim.function import EventSourceMapping, Function
 from tests.support.sim.scheduler import SimPool
-from tests.support.world import EventPlan, Lag
 
 pytestmark = pytest.mark.no_cover
 """Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the

@@ -10,13 +10,13 @@ import pytest
 from dispatcher.core.admission import DeadLetter
 from dispatcher.core.errors import ExecutionExistsError, RejectedInputError, TransientError
 from dispatcher.core.executions import execution_arn
+from tests.support.plans import Lag
 from tests.support.records import starts_at
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.checks import in_process
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES
 from tests.support.sim.scheduler import Scheduler, SimPool
-from tests.support.world import Lag
 
 pytestmark = pytest.mark.no_cover
 """Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the

@@ -12,12 +12,12 @@ from dispatcher.core.pacing import Paces
 from dispatcher.tick.count import Counter, Records
 from dispatcher.tick.warm import WarmState
 from tests.sim.conftest import backlog, function
+from tests.support.plans import EventPlan, Lag
 from tests.support.records import starts_at
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.checks import every_job_started_once_in_order, in_process
 from tests.support.sim.dynamodb import LedgerView
 from tests.support.sim.function import EventSourceMapping
-from tests.support.world import EventPlan, Lag
 
 pytestmark = pytest.mark.no_cover
 """Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the

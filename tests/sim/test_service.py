@@ -16,11 +16,11 @@ from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
 from dispatcher.core.quotas import Bucket
 from dispatcher.tick.service import LOOP_INTERVAL_SECONDS
 from tests.sim.conftest import backlog, function
+from tests.support.plans import EventPlan, Lag
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.checks import every_job_started_once_in_order
 from tests.support.sim.function import EventSourceMapping
-from tests.support.world import EventPlan, Lag
 
 pytestmark = pytest.mark.no_cover
 """Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the

@@ -40,7 +40,8 @@ from dispatcher.core.messages import SQS_MAX_MESSAGE_ATTRIBUTES
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.server import moto_server
 from tests.support.gate_world import TASK_TIMED_OUT
-from tests.support.world import InFlight, World
+from tests.support.runs import InFlight
+from tests.support.world import World
 
 DISPATCHER_USER_AGENT = "dispatcher"
 VISIBILITY_TIMEOUT_SECONDS = 120.0

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tests.support.world import Execution, World
+    from tests.support.runs import Execution
+    from tests.support.world import World
 
 TASK_TIMED_OUT = "TaskTimedOut"
 INVALID_TOKEN = "InvalidToken"

@@ -19,7 +19,8 @@ import boto3
 from dispatcher.local.account import FAKE_CREDENTIALS, REGION
 from dispatcher.local.stack import Stack, create_stack
 from tests.support.faulty_aws import FaultyAws, backend_execution
-from tests.support.world import FaultPlan, Lag, World
+from tests.support.plans import FaultPlan, Lag
+from tests.support.world import World
 
 
 @dataclass

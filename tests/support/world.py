@@ -2,7 +2,7 @@
 
 `World` knows when each execution truly started and ended, on a virtual clock (or the
 real one, for the benchmark), and what an eventually consistent `ListExecutions` or
-`DescribeExecution` would show at any moment (`Lag`). It checks the cap at the moment
+`DescribeExecution` would show at any moment (`Lag`, `LaggingReads`). It checks the cap at the moment
 of every start or redrive the dispatcher makes, draws the faults a `FaultPlan` asks
 for and the status change events an `EventPlan` delivers (lost, duplicated, late).
 The moto-backed fault harness (`tests.support.faulty_aws`) and the benchmark drive it.
@@ -16,18 +16,27 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import random
 import threading
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
-from dispatcher.local.events import status_change_event
-from dispatcher.local.redrive import Redrives, Stopped
+from dispatcher.local.redrive import Redrives
+from tests.support.plans import EventPlan, FaultPlan
+from tests.support.reads import LaggingReads
+from tests.support.runs import (
+    Delivery,
+    Execution,
+    GroupCaps,
+    InFlight,
+    Run,
+    calls_downstream,
+    execution_event,
+    planned_seconds,
+)
 
 if TYPE_CHECKING:
     from tests.support.gate_world import Gates
@@ -37,145 +46,7 @@ LIST_REUSE_SECONDS = LISTING_MAX_AGE_SECONDS
 `ListExecutions` pace is short): a foreign execution counts once a read this old could show it."""
 
 
-@dataclass
-class Lag:
-    """How stale `ListExecutions` and `DescribeExecution` may be, in virtual seconds.
-
-    ``start``: a new execution may be missing from the list for up to this long.
-    ``end``: a finished execution may still be listed (and described) as RUNNING.
-    ``describe``: `DescribeExecution` may say a new execution does not exist.
-    ``flaky``: each call draws its own staleness (an execution seen once may be missed
-    again by a later call, as reads from different replicas would); otherwise each
-    execution has one fixed delay and, once seen, stays seen.
-    """
-
-    start: float = 0.0
-    end: float = 0.0
-    describe: float = 0.0
-    flaky: bool = False
-
-
-@dataclass
-class EventPlan:
-    """How the emulated EventBridge delivers status change events of ended executions."""
-
-    enabled: bool = False
-    lost: float = 0.0
-    """Chance an event is never delivered."""
-    duplicated: float = 0.0
-    """Chance an event is delivered twice (each copy with its own delay)."""
-    delay: float = 0.0
-    """Each delivery comes up to this many seconds after the end (so events reorder)."""
-    batch_size: int = 0
-    """0: each event invokes the function by itself. Otherwise the events go to an SQS queue and
-    an event source mapping invokes the function with batches of up to this many records."""
-    batch_lost: float = 0.0
-    """Chance a batch never reaches the function."""
-    batch_doubled: float = 0.0
-    """Chance a batch is delivered again later (at least once: its invocation outlived the visibility)."""
-    malformed: float = 0.0
-    """Chance a batch also carries a record that is not an end of the state machine."""
-
-
-@dataclass
-class FaultPlan:
-    """Which faults the middleware injects into the dispatcher's requests."""
-
-    throttle: dict[str, float] = field(default_factory=dict)
-    """Operation (e.g. ``StartExecution``) → chance a request is throttled."""
-    server_error: dict[str, float] = field(default_factory=dict)
-    """Operation → chance of a 500 before the request is processed."""
-    lost_response: dict[str, float] = field(default_factory=dict)
-    """Operation → chance the request is processed and the client gets a 500."""
-    partial_delete: float = 0.0
-    """Chance each `DeleteMessageBatch` entry fails (reported in ``Failed``)."""
-    denied: frozenset[str] = frozenset()
-    """Operations the dispatcher's role may not call (AccessDeniedException)."""
-    lag: Lag = field(default_factory=Lag)
-    enabled: bool = True
-
-    def quiet(self) -> None:
-        """Switch injected faults off (the documented lag of AWS stays)."""
-        self.enabled = False
-
-
-@dataclass
-class Run:
-    """One run of an execution: its start, and a redrive is another run of the same execution."""
-
-    started_at: float
-    planned_end: float
-    appear_after: float
-    vanish_after: float
-    ended_at: float | None = None
-    status: str = "SUCCEEDED"
-    """How this run ended (FAILED when it called the downstream API during the outage)."""
-
-    def running_at(self, moment: float) -> bool:
-        """Whether this run was RUNNING at ``moment``."""
-        return self.started_at <= moment and (self.ended_at is None or self.ended_at > moment)
-
-
-@dataclass
-class Execution:
-    """One execution as the ground truth knows it, on the virtual clock."""
-
-    arn: str
-    name: str
-    input: str
-    sequence: int
-    by_dispatcher: bool
-    describe_after: float
-    runs: list[Run]
-
-    @property
-    def started_at(self) -> float:
-        """When the execution was first started."""
-        return self.runs[0].started_at
-
-    @property
-    def ended_at(self) -> float | None:
-        """When its latest run ended (None while it runs)."""
-        return self.runs[-1].ended_at
-
-    @property
-    def redriven_at(self) -> float | None:
-        """When it was last redriven, if ever."""
-        return self.runs[-1].started_at if len(self.runs) > 1 else None
-
-    def running_at(self, moment: float) -> bool:
-        """Whether the execution was RUNNING at ``moment``."""
-        return any(run.running_at(moment) for run in self.runs)
-
-
-@dataclass(order=True)
-class Delivery:
-    """A status change event EventBridge will deliver at ``at``."""
-
-    at: float
-    sequence: int
-    event: dict[str, Any] = field(compare=False)
-
-
-@dataclass
-class InFlight:
-    """A message the dispatcher received and has neither deleted nor released."""
-
-    receipt_handle: str
-    visible_at: float
-
-
-@dataclass
-class GroupCaps:
-    """Each lane's limit per message group, and whose group each execution is."""
-
-    limits: dict[str, int] = field(default_factory=dict)
-    """Lane → its ``max_per_group``."""
-    of: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Execution name → (the lane that starts it, its message group)."""
-
-
-class World:
+class World(LaggingReads):
     """The ground truth: virtual time, executions, in-flight messages, injected faults.
 
     With a ``clock`` (the benchmark's `time.time`) the world runs on real time instead:
@@ -273,7 +144,7 @@ class World:
             for execution in due:
                 run = execution.runs[-1]
                 run.ended_at = max(run.planned_end, run.started_at)
-                if _calls_downstream(execution.input) and run.ended_at < self.outage_until:
+                if calls_downstream(execution.input) and run.ended_at < self.outage_until:
                     run.status = "FAILED"
                 self._close(execution)
                 end(execution)
@@ -372,7 +243,7 @@ class World:
         with self.lock:
             execution = self.executions[arn]
             lag = self.faults.lag
-            planned = _planned_seconds(execution.input) if seconds is None else seconds
+            planned = planned_seconds(execution.input) if seconds is None else seconds
             execution.runs.append(
                 Run(
                     started_at=self.now,
@@ -408,7 +279,7 @@ class World:
         with self.lock:
             if arn in self.executions:
                 return
-            seconds = _planned_seconds(execution_input)
+            seconds = planned_seconds(execution_input)
             lag = self.faults.lag
             run = Run(
                 started_at=self.now,
@@ -502,119 +373,6 @@ class World:
         delay = self.faults.lag.start if self.faults.lag.flaky else run.appear_after
         return run.started_at + delay + LIST_REUSE_SECONDS <= self.now
 
-    def _stale_delay(self, fixed: float, bound: float) -> float:
-        return self.lag_rng.uniform(0, bound) if self.faults.lag.flaky else fixed
-
-    def _listed(self, run: Run) -> bool:
-        lag = self.faults.lag
-        if run.started_at + self._stale_delay(run.appear_after, lag.start) > self.now:
-            return False
-        return run.ended_at is None or run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now
-
-    def listed_running(self, machine: str | None = None) -> list[tuple[Execution, float | None]]:
-        """What an eventually consistent `ListExecutions(RUNNING)` returns now, newest first.
-
-        Each listed execution comes with the redriveDate the list shows: the latest
-        run's once the list has caught up with it, none while it still shows an earlier
-        run that has ended (the end lag). ``machine``: of that state machine only.
-        """
-        lag_end = self.faults.lag.end
-        while self._ended and self._ended[0][0] + lag_end <= self.now:
-            self._ended.popleft()  # gone from every read, however late
-        ended = {arn: self.executions[arn] for _, arn in self._ended}
-        if machine is None:
-            candidates = ended | self._open
-        else:
-            mine = {arn: execution for arn, execution in ended.items() if state_machine_of(arn) == machine}
-            candidates = mine | self._open_in[machine]
-        listed = []
-        for execution in sorted(candidates.values(), key=lambda execution: execution.sequence):
-            shown = [run for run in execution.runs if self._listed(run)]
-            if shown:
-                redriven_at = None if shown[-1] is execution.runs[0] else shown[-1].started_at
-                listed.append((execution, redriven_at))
-        return sorted(listed, key=lambda item: -item[0].sequence)
-
-    def described(self, arn: str) -> tuple[str, int] | None:
-        """What an eventually consistent `DescribeExecution` says: status and redriveCount, or None (missing).
-
-        A redrive shows once the start lag of its run has passed; until then the read
-        shows the run before it.
-        """
-        execution = self.executions.get(arn)
-        if execution is None:
-            return None
-        lag = self.faults.lag
-        if execution.started_at + self._stale_delay(execution.describe_after, lag.describe) > self.now:
-            return None
-        index = len(execution.runs) - 1
-        while index > 0 and (
-            execution.runs[index].started_at
-            + self._stale_delay(execution.runs[index].appear_after, lag.start)
-            > self.now
-        ):
-            index -= 1
-        run = execution.runs[index]
-        if run.ended_at is None or run.ended_at + self._stale_delay(run.vanish_after, lag.end) > self.now:
-            return "RUNNING", index
-        return run.status, index
-
-    def truly(self, arn: str) -> tuple[str, int] | None:
-        """Status and redriveCount as they are (what `RedriveExecution` itself goes by)."""
-        execution = self.executions.get(arn)
-        if execution is None:
-            return None
-        run = execution.runs[-1]
-        return ("RUNNING" if run.ended_at is None else run.status), len(execution.runs) - 1
-
-    def stopped(self, arn: str) -> Stopped | None:
-        """Status and stop time as they are (what `RedriveExecution` goes by); None: no such execution."""
-        execution = self.executions.get(arn)
-        if execution is None:
-            return None
-        run = execution.runs[-1]
-        return Stopped("RUNNING" if run.ended_at is None else run.status, run.ended_at)
-
     def chance(self, rate: float) -> bool:
         """Draw whether a fault that hits at ``rate`` hits now (never while faults are off)."""
         return self.faults.enabled and rate > 0 and self.rng.random() < rate
-
-
-def execution_event(
-    execution: Execution, status: str, state_machine_arn: str | None = None
-) -> dict[str, Any]:
-    """The status change event of ``execution``'s latest run, as EventBridge delivers it."""
-    run = execution.runs[-1]
-    failed = status in REDRIVABLE_STATUSES
-    return status_change_event(
-        execution_arn=execution.arn,
-        state_machine_arn=state_machine_arn or state_machine_of(execution.arn),
-        name=execution.name,
-        status=status,
-        started_at=execution.started_at,
-        stopped_at=None if status == "RUNNING" else run.ended_at,
-        execution_input=execution.input,
-        error="Job.Failed" if failed else None,
-        cause="planned by the scenario" if failed else None,
-        redrive_count=len(execution.runs) - 1,
-        redriven_at=execution.redriven_at,
-        event_id=f"event-{execution.sequence}-{len(execution.runs)}-{status}",
-    )
-
-
-def _calls_downstream(execution_input: str) -> bool:
-    """Whether the job calls the downstream API (so fails during an outage)."""
-    try:
-        document = json.loads(execution_input)
-    except ValueError:
-        return False
-    return isinstance(document, dict) and document.get("downstream") is True
-
-
-def _planned_seconds(execution_input: str) -> float:
-    try:
-        document = json.loads(execution_input)
-    except ValueError:
-        return 0.0
-    seconds = document.get("seconds", 0.0) if isinstance(document, dict) else 0.0
-    return float(seconds) if isinstance(seconds, int | float) else 0.0

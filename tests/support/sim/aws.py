@@ -26,6 +26,8 @@ from dispatcher.core.quotas import SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION
 from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology
 from dispatcher.tick.ports import Ports, wire
 from tests.support.gate_world import Gates, GateSpec
+from tests.support.plans import EventPlan, FaultPlan, Lag
+from tests.support.runs import Delivery, Execution
 from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
 from tests.support.sim.dynamodb import LedgerView, StateTable
 from tests.support.sim.faults import Faults, Process
@@ -35,7 +37,7 @@ from tests.support.sim.rate import RateItems, RateView
 from tests.support.sim.scheduler import Scheduler
 from tests.support.sim.sqs import DeadLetterBox, DeadLettersView, FifoQueue, JobQueueView
 from tests.support.sim.stepfunctions import ExecutionsView, StepFunctions, TaskTokensView
-from tests.support.world import Delivery, EventPlan, Execution, FaultPlan, Lag, World
+from tests.support.world import World
 
 START = 1_800_000_000.0
 REGION = "us-east-1"

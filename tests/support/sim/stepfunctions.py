@@ -24,9 +24,10 @@ from dispatcher.core.executions import (
     state_machine_of,
 )
 from dispatcher.core.quotas import step_functions
+from tests.support.runs import Execution
 from tests.support.sim.api import Client, LiveBucket
 from tests.support.sim.scheduler import Scheduler
-from tests.support.world import Execution, World
+from tests.support.world import World
 
 Result = TypeVar("Result")
 
