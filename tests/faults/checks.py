@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dispatcher.core.rerun import RESTART, restart_name
+from tests.faults.ending import dead_letters, visible_messages
 from tests.faults.scenario import POISON_KINDS
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ def check_end_state(run: ScenarioRun) -> None:
     """Every invariant the end state can show: loss, duplicates, inputs, re-runs, dead letters, order."""
     violations = run.outcome.violations
     jobs = run.scenario.jobs
-    left = run._visible_messages()
+    left = visible_messages(run)
     if left:
         violations.append(f"loss: {left} message(s) still on the source queue at the end")
     ours = {
@@ -110,7 +111,7 @@ def _check_rerun_lanes(run: ScenarioRun, restarts: dict[str, Execution]) -> None
 
 
 def _check_dead_letters(run: ScenarioRun) -> None:
-    letters = run.dead_letters()
+    letters = dead_letters(run)
     for job in run.scenario.jobs:
         found = letters.pop(job.message_id, [])
         if job.poison is None:

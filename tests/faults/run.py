@@ -5,14 +5,14 @@ each step of the schedule and, between them, a tick for every status change even
 emulated EventBridge delivers, each tick a cold start or a warm one. First with faults
 on, then with faults and events off until the queue drains (liveness must not depend on
 best-effort events). It returns an `Outcome`: what was processed, what was injected, and
-every violation of the invariants in DESIGN.md (`tests.faults.checks`).
+every violation of the invariants in DESIGN.md (`tests.faults.checks`). The quiet end is
+`tests.faults.ending`; what the operator and others do meanwhile, `tests.faults.acts`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import random
 import uuid
 from typing import Any
@@ -21,45 +21,34 @@ import boto3
 
 from dispatcher import handler
 from dispatcher.core.control import Control
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
-from dispatcher.core.executions import execution_arn
 from dispatcher.core.outcomes import total_keys
-from dispatcher.core.rerun import REDRIVE, RESTART
 from dispatcher.core.topology import DEFAULT
 from dispatcher.core.topology import GATE as GATE_KIND
 from dispatcher.core.topology import LANE as LANE_KIND
 from dispatcher.local.account import REGION, environment
-from dispatcher.local.stack import Stack, create_stack, read_all
+from dispatcher.local.stack import Stack, create_stack
 from dispatcher.settings import variable
+from tests.faults.acts import forget_stale_keys, misdirect, rerun, rerun_what_failed, start_external
 from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state, crossing_names
+from tests.faults.ending import drain, queues, settle_gate
 from tests.faults.gates import GATE, GateRun
 from tests.faults.lanes import LANE, LaneRun
-from tests.faults.operator import (
-    STALE_MEMBER,
-    expire_holds,
-    forget_stale_key,
-    leave_stale_key,
-    run_rerun,
-)
+from tests.faults.operator import leave_stale_key
 from tests.faults.process import TICK_SECONDS, DispatcherProcess, on_virtual_time
 from tests.faults.scenario import (
-    ADVICE,
     CONTROL_OVERRIDE,
     MAX_DURATION_SECONDS,
-    MAX_LAG_SECONDS,
     Job,
     Scenario,
 )
 from tests.faults.tally import FINISHED, Outcome
-from tests.faults.tenants import LONG_SECONDS
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import (
-    VISIBILITY_TIMEOUT_SECONDS,
     FaultyAws,
     backend_execution,
 )
-from tests.support.runs import Execution, execution_event
+from tests.support.runs import Execution
 from tests.support.world import World
 
 
@@ -170,14 +159,6 @@ class ScenarioRun:
             "gates": [gate for part in parts for gate in part.get("gates", [])],
         }
 
-    @property
-    def queues(self) -> list[tuple[str, str]]:
-        """(job queue, dead-letter queue) of each lane, default first."""
-        found = [(self.stack.queue_url, self.stack.dead_letter_queue_url)]
-        if self.lane is not None:
-            found.append((self.lane["queue_url"], self.lane["dead_letter_queue_url"]))
-        return found
-
     def run(self) -> Outcome:
         """Fault phase, then a quiet phase until drained, then the checks."""
         with on_virtual_time(self.world, self.advance), environment(self.environment()):
@@ -185,18 +166,18 @@ class ScenarioRun:
                 for job in self.scenario.jobs:
                     if job.arrives == tick:
                         self.send(job)
-                self._start_external(tick)
-                self._misdirect(tick)
+                start_external(self, tick)
+                misdirect(self, tick)
                 if tick in self.scenario.reruns:
-                    self._rerun(self.scenario.reruns[tick])
+                    rerun(self, self.scenario.reruns[tick])
                 self._tick(tick)
                 self.advance(self.scenario.intervals[tick])
             self.outcome.executions_in_fault_phase = self._dispatcher_executions()
-            self._drain()
-            self._rerun_what_failed()
+            drain(self)
+            rerun_what_failed(self)
             if self.gate_run is not None:
-                self._settle_gate()
-            self._forget_stale_keys()
+                settle_gate(self)
+            forget_stale_keys(self)
         check_end_state(self)
         if self.gate_run is not None:
             self.outcome.violations += self.gate_run.check()
@@ -256,104 +237,6 @@ class ScenarioRun:
             report = self.process.tick(event=event, cold=cold)
         assert report is not None
         return report
-
-    def _start_external(self, tick: int) -> None:
-        seconds = self.scenario.external.get(tick)
-        if seconds is not None:
-            self.sfn.start_execution(
-                stateMachineArn=self.stack.state_machine_arn,
-                name=f"external-{tick}",
-                input=json.dumps({"seconds": seconds}),
-            )
-            redrive_after = self.scenario.redrives.get(tick)
-            if redrive_after is not None:
-                arn = execution_arn(self.stack.state_machine_arn, f"external-{tick}")
-                self.redrive_after[arn] = redrive_after
-
-    def _rerun(self, crash: CrashPlan | None, mode: str | None = None) -> None:
-        """The operator runs `dispatcher rerun`; killed, its held spool messages come back later.
-
-        With ``rerun_switch``, the runs after the first killed one are in the other mode;
-        failures an earlier run queued the other way are skipped, and the operator then
-        does as the skip says (runs that mode once).
-        """
-        mode = mode or self.rerun_mode
-        self.modes_used.add(mode)
-        if mode != self.scenario.rerun_mode:
-            self.outcome.rerun_switches += 1
-        result, sent = run_rerun(mode, crash)
-        self.outcome.reruns += 1
-        if result.crashed and self.scenario.rerun_switch:
-            self.rerun_mode = REDRIVE if self.scenario.rerun_mode == RESTART else RESTART
-        refusals = [
-            match.group(1)
-            for skipped in result.skipped
-            if (match := ADVICE.search(skipped.get("skipped", ""))) is not None
-        ]
-        self.outcome.rerun_refused += len(refusals)
-        for entry in sent:
-            attributes = {
-                key: value["StringValue"] for key, value in entry.get("MessageAttributes", {}).items()
-            }
-            self.rerun_queues.setdefault(attributes["ExecutionName"], set()).add(entry["QueueUrl"])
-            if "RedriveCount" in attributes:
-                self.redrive_jobs.add((attributes["ExecutionName"], int(attributes["RedriveCount"])))
-            else:
-                self.restart_jobs.add(attributes["ExecutionName"])
-        self.outcome.rerun_jobs += len(result.queued)
-        if result.crashed:
-            self.outcome.rerun_crashes += 1
-            expire_holds(self.stack.spool_queue_url)
-        elif result.exit_status != 0:
-            # An AWS error that outlived the CLI's retries: the operator runs it again later.
-            self.world.injected["`dispatcher rerun` failed on AWS errors"] += 1
-        for other in sorted(set(refusals) - {mode}):
-            if mode == self.rerun_mode:  # not from inside an advised run
-                self._rerun(None, other)
-
-    def _forget_stale_keys(self) -> None:
-        """The operator removes each stale key `status` would list: `forget` takes it, once."""
-        for kind in self.scenario.stale.values():
-            status, printed = forget_stale_key(kind)
-            forgotten = json.loads(printed).get("forgotten", {}) if status == 0 else {}
-            if f"{kind}.{STALE_MEMBER}" not in forgotten:
-                self.outcome.violations.append(f"forget --{kind} {STALE_MEMBER}: exit {status}, {printed!r}")
-
-    def _spooled(self) -> int:
-        attributes = self.sqs.get_queue_attributes(
-            QueueUrl=self.stack.spool_queue_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"]) + int(
-            attributes["ApproximateNumberOfMessagesNotVisible"]
-        )
-
-    def _rerun_what_failed(self) -> None:
-        """The outage is over: re-run whatever is spooled, and drain, until nothing failed is left."""
-        self.world.outage_until = 0.0
-        for _ in range(3):
-            expire_holds(self.stack.spool_queue_url)
-            if not self._spooled():
-                return
-            self._rerun(None)
-            self._drain()
-        if self._spooled():
-            self.outcome.violations.append(f"loss: {self._spooled()} spooled failure(s) never re-run")
-
-    def _misdirect(self, tick: int) -> None:
-        """An event that must change nothing: for another state machine, or a RUNNING status."""
-        kind = self.scenario.misdirected.get(tick)
-        running = [execution for execution in self.world.running() if execution.by_dispatcher]
-        if kind is None or not running:
-            return
-        execution = self.rng.choice(running)
-        if kind == "other machine":
-            event = execution_event(execution, "SUCCEEDED", self.stack.state_machine_arn + "-other")
-            event["detail"]["stopDate"] = int(self.world.now * 1000)
-        else:
-            event = execution_event(execution, "RUNNING")
-        self.world.injected[f"misdirected event ({kind})"] += 1
-        self._tick(None, event=event)
 
     def _steer_lane(self, tick: int | None) -> None:
         """The operator steers the lane or the gate, and the gate's executions go on, before this tick.
@@ -481,137 +364,11 @@ class ScenarioRun:
             # A handle that fails belongs to a message deleted or received again since (or
             # to the other lane's queue, or the gate's).
             gate_queue = [] if self.gate_run is None else [(self.gate_run.entry["queue_url"], "")]
-            for queue_url, _ in self.queues + gate_queue:
+            for queue_url, _ in queues(self) + gate_queue:
                 with contextlib.suppress(self.sqs.exceptions.ClientError):
                     self.sqs.change_message_visibility(
                         QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0
                     )
-
-    def _drain(self) -> None:
-        """Faults and events off: wait out visibility timeouts and recorded starts, then tick to the end."""
-        self.world.faults.quiet()
-        self.world.events.enabled = False
-        self.world.deliveries.clear()
-        # Someone else's redrive during the drain would start an execution the list can't
-        # show yet, and the exact count below could not be checked.
-        self.redrive_after.clear()
-        self.redrives.clear()
-        if self.lane_run is not None:
-            self.lane_run.resume(self.ssm, self.stack.control_parameter, self.world)
-            handler.reset_clients()  # the control parameter's cache (5 s) is long expired by the end
-            self.lane_run.read_afresh(self.world)
-        if self.gate_run is not None:
-            self.gate_run.resume(self.ssm, self.stack.control_parameter)
-            handler.reset_clients()
-        tenants = self.scenario.tenants
-        longest = LONG_SECONDS if tenants is not None and tenants.long_jobs else MAX_DURATION_SECONDS
-        # What ran in the fault phase has ended, and the list has stopped showing it.
-        self.advance(
-            max(VISIBILITY_TIMEOUT_SECONDS + RECENT_START_WINDOW_SECONDS, longest) + MAX_LAG_SECONDS + 1
-        )
-        left = self._visible_messages()
-        # One tick per MAX messages, one to see the queue empty, one spare; and one more per
-        # name collision, which waits a tick if DescribeExecution doesn't show the original yet.
-        collisions = sum(job.poison == "name collision" for job in self.scenario.jobs)
-        bound = math.ceil(left / self.scenario.max_concurrency) + 2 + collisions
-        if self.lane_run is not None and self.lane_run.limited():
-            # Each quiet tick starts at most the lane's own limit of its jobs: its MAX, its
-            # pool's, one bucket of its rate (it refills in between).
-            bound += math.ceil(sum(self.queue_counts(self.lane)) / self.lane_run.limit())
-        if self.gate_run is not None:
-            # Each quiet tick admits at most the gate's limit of its waiting executions.
-            bound += (
-                math.ceil(self.gate_run.waiting() / self.gate_run.limit(self.scenario.max_concurrency)) + 1
-            )
-        # A repeat sent to the other lane of the same machine: when both lanes receive its name
-        # in one round, the second lane's copy and its group wait a round (`LaneStarts.to_record`),
-        # and that lane's round may find nothing else to do ("waiting").
-        crossing = 0 if self.scenario.lane is None else len(self.scenario.lane.crossing)
-        bound += crossing
-        waited = 0
-        if tenants is not None and (tenants.default_limit or tenants.lane_limit):
-            # A group at its limit starts no more in a tick: at least one job a tick still starts.
-            bound += left
-        settle = longest + MAX_LAG_SECONDS + 1
-        for _ in range(bound):
-            running = self._truly_running()
-            waiting = 0 if self.gate_run is None else self.gate_run.waiting()
-            report = self._tick(None)
-            if report is None:
-                return
-            # An admission recorded by a tick that died before its call holds a place until its
-            # request comes back: a waiting execution may be counted (never one that left).
-            if not running <= report["running"] <= running + waiting:
-                self.outcome.violations.append(
-                    f"leak: with faults off the tick counted {report['running']} RUNNING, truly {running}"
-                    + (f" and {waiting} waiting at the gate" if waiting else "")
-                )
-            waited += report["stopped"] == "waiting"
-            if report["stopped"] not in {"capacity", "drained", "throttled", "waiting"} or waited > crossing:
-                self.outcome.violations.append(f"liveness: a quiet tick stopped with {report['stopped']!r}")
-            self.advance(settle)
-            if report["stopped"] == "drained" and self._visible_messages() == 0:
-                return
-        self.outcome.violations.append(
-            f"liveness: {left} message(s) not drained within {bound} quiet ticks"
-            f" at MAX {self.scenario.max_concurrency}"
-        )
-
-    def _settle_gate(self) -> None:
-        """Once every gated execution ended, a quiet tick counts no one inside and leaves no admission."""
-        assert self.gate_run is not None
-        self.advance(MAX_DURATION_SECONDS + MAX_LAG_SECONDS + 1)
-        report = self._tick(None)
-        inside = None if report is None else report["gates"][GATE]["inside"]
-        if inside != 0 or self.gate_run.recorded():
-            self.outcome.violations.append(
-                f"leak: once every gated execution ended, the tick counted {inside} inside the gate,"
-                f" and the state table still holds {self.gate_run.recorded()}"
-            )
-
-    def _truly_running(self) -> int:
-        """What a quiet tick must count: the lanes' executions, and who is inside the gate (not who waits)."""
-        if self.gate_run is None:
-            return len(self.world.running())
-        lanes = [
-            execution
-            for execution in self.world.running()
-            if not execution.arn.startswith(self.gate_run.prefix)
-        ]
-        return len(lanes) + self.gate_run.inside()
-
-    def queue_counts(self, lane: dict[str, Any] | None = None) -> tuple[int, int]:
-        """(visible, in flight) messages on the source queue (or on ``lane``'s)."""
-        attributes = self.sqs.get_queue_attributes(
-            QueueUrl=self.stack.queue_url if lane is None else lane["queue_url"],
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"]), int(
-            attributes["ApproximateNumberOfMessagesNotVisible"]
-        )
-
-    def _visible_messages(self) -> int:
-        """Messages on the lanes' queues and the gate's (visible or in flight)."""
-        gate = (
-            0
-            if self.gate_run is None
-            else sum(self.queue_counts({"queue_url": self.gate_run.entry["queue_url"]}))
-        )
-        return (
-            sum(self.queue_counts()) + (0 if self.lane is None else sum(self.queue_counts(self.lane))) + gate
-        )
-
-    def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
-        """Every DLQ message (deleted once read), by its deduplication id (the source MessageId).
-
-        Each message's ``Lane`` says whose DLQ held it (None: lane default's).
-        """
-        letters: dict[str, list[dict[str, Any]]] = {}
-        for lane, (_, dead_letter_url) in zip([None, LANE], self.queues, strict=False):
-            for message in read_all(dead_letter_url, self.sqs):
-                message["Lane"] = lane
-                letters.setdefault(message["Attributes"]["MessageDeduplicationId"], []).append(message)
-        return letters
 
 
 def run_scenario(scenario: Scenario, middleware: FaultyAws) -> Outcome:

@@ -14,6 +14,7 @@ from typing import Any
 
 from dispatcher.core.executions import MAX_INPUT_BYTES
 from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
+from tests.faults.ending import dead_letters, queue_counts
 from tests.faults.run import ScenarioRun
 from tests.faults.scenario import Job, Scenario
 from tests.inputs import json_of_size
@@ -151,7 +152,7 @@ def test_each_bad_input_is_dead_lettered_with_its_reason_and_neighbours_start_in
             break
         run.advance(1)
 
-    letters = run.dead_letters()
+    letters = dead_letters(run)
     executions = {execution.name: execution for execution in run.world.executions.values()}
     problems: list[str] = []
     order: list[int] = []
@@ -173,4 +174,4 @@ def test_each_bad_input_is_dead_lettered_with_its_reason_and_neighbours_start_in
     assert problems == [], "\n".join(problems)
     assert letters == {}
     assert order == sorted(order), "a bad input changed the order of its group"
-    assert run.queue_counts() == (0, 0)
+    assert queue_counts(run) == (0, 0)

@@ -20,6 +20,7 @@ from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.events import status_change_event
 from dispatcher.local.stack import sample_workflow
+from tests.faults.ending import dead_letters, queue_counts
 from tests.faults.run import ScenarioRun
 from tests.faults.scenario import Job, Scenario
 from tests.support.faulty_aws import FaultyAws
@@ -92,12 +93,12 @@ def test_broken_environment_stops_the_tick_and_keeps_every_message(
     overrides = breakage(run)
     with pytest.raises(ConfigurationError, match=expected):
         run.tick(**overrides)
-    assert run.queue_counts() == (3, 0)
-    assert run.dead_letters() == {}
+    assert queue_counts(run) == (3, 0)
+    assert dead_letters(run) == {}
     assert run.world.executions == {}
     assert run.tick()["started"] == 2
-    assert list(run.dead_letters()) == [jobs[0].message_id]
-    assert run.queue_counts() == (0, 0)
+    assert list(dead_letters(run)) == [jobs[0].message_id]
+    assert queue_counts(run) == (0, 0)
 
 
 DENIABLE = [
@@ -150,12 +151,12 @@ def test_access_denied_stops_the_tick_names_the_call_and_keeps_every_message(
     event = ended_elsewhere(run) if ended else None
     with pytest.raises(ConfigurationError, match=f"{operation}.* failed with AccessDeniedException"):
         run.tick(event)
-    assert run.queue_counts() == (3, 0)
+    assert queue_counts(run) == (3, 0)
     run.world.faults.denied = frozenset()
     run.advance(100)  # a start recorded before the denied call holds its slot for 90 s
     run.tick()
-    assert sorted(run.dead_letters()) == [jobs[0].message_id]
-    assert run.queue_counts() == (0, 0)
+    assert sorted(dead_letters(run)) == [jobs[0].message_id]
+    assert queue_counts(run) == (0, 0)
     assert sorted(execution.name for execution in run.world.executions.values()) == sorted(
         [warm_up.message_id, jobs[1].message_id, jobs[2].message_id]
     )
