@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.local.server import moto_server
-from tests.support.faulty_aws import SERVICE_BY_TARGET, FaultyAws
+from tests.support.exchanges import SERVICE_BY_TARGET
+from tests.support.faulty_aws import FaultyAws
 from tests.support.plans import EventPlan, FaultPlan, Lag
 from tests.support.world import World
 

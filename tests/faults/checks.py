@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from dispatcher.core.rerun import RESTART, restart_name
 from tests.faults.ending import dead_letters, visible_messages
-from tests.faults.scenario import POISON_KINDS
+from tests.faults.jobs import POISON_KINDS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from tests.faults.jobs import Job
     from tests.faults.run import ScenarioRun
-    from tests.faults.scenario import Job
     from tests.support.runs import Execution
 
 

@@ -10,7 +10,8 @@ import json
 import zlib
 from dataclasses import replace
 
-from tests.faults.scenario import Job, Scenario
+from tests.faults.jobs import Job
+from tests.faults.scenario import Scenario
 from tests.support.crashes import CrashPlan
 from tests.support.plans import EventPlan, FaultPlan, Lag
 

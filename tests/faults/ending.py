@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from dispatcher import handler
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.local.stack import read_all
-from tests.faults.gates import GATE
+from tests.faults.gate_plans import GATE
+from tests.faults.jobs import MAX_DURATION_SECONDS
 from tests.faults.lanes import LANE
-from tests.faults.scenario import MAX_DURATION_SECONDS, MAX_LAG_SECONDS
+from tests.faults.scenario import MAX_LAG_SECONDS
 from tests.faults.tenants import LONG_SECONDS
 from tests.support.faulty_aws import VISIBILITY_TIMEOUT_SECONDS
 

@@ -37,7 +37,7 @@ from tests.support.rate_bound import worst_window_excess
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from tests.faults.scenario import Job
+    from tests.faults.jobs import Job
     from tests.support.world import World
 
 LANE = "urgent"

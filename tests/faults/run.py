@@ -32,16 +32,13 @@ from tests.faults.acts import forget_stale_keys, misdirect, rerun, rerun_what_fa
 from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state, crossing_names
 from tests.faults.ending import drain, queues, settle_gate
-from tests.faults.gates import GATE, GateRun
+from tests.faults.gate_plans import GATE
+from tests.faults.gates import GateRun
+from tests.faults.jobs import MAX_DURATION_SECONDS, Job
 from tests.faults.lanes import LANE, LaneRun
 from tests.faults.operator import leave_stale_key
 from tests.faults.process import TICK_SECONDS, DispatcherProcess, on_virtual_time
-from tests.faults.scenario import (
-    CONTROL_OVERRIDE,
-    MAX_DURATION_SECONDS,
-    Job,
-    Scenario,
-)
+from tests.faults.scenario import CONTROL_OVERRIDE, Scenario
 from tests.faults.tally import FINISHED, Outcome
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import (

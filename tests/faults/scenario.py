@@ -8,22 +8,17 @@ one; `tests.faults.checks` checks its end; `tests.faults.tally` adds the outcome
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from dispatcher.core.executions import MAX_INPUT_BYTES
-from tests.faults.gates import GatePlan, plan_gate
+from tests.faults.gate_plans import GatePlan, plan_gate
+from tests.faults.jobs import MAX_DURATION_SECONDS, Job, backlog
 from tests.faults.lanes import LanePlan, plan_lane
 from tests.faults.operator import RERUN_CRASH_POINTS
 from tests.faults.tenants import TenantPlan, plan_tenants
 from tests.support.crashes import CRASH_POINTS, CrashPlan
-from tests.support.faulty_aws import (
-    REJECTED_INPUT_MARKER,
-)
 from tests.support.plans import EventPlan, FaultPlan, Lag
 
 ADVICE = re.compile(r"finish with `dispatcher rerun --(\w+)`")
@@ -58,46 +53,7 @@ PROCESSED_THEN_FAILED = (
 )
 CONTROL_OVERRIDE = 3
 """How much higher MAX_CONCURRENCY is than the control parameter's MAX in a controlled scenario."""
-MAX_DURATION_SECONDS = 120.0
 MAX_LAG_SECONDS = 60.0
-
-# What each kind of poison is, and the DispatchError it must get.
-POISON_KINDS: dict[str, str] = {
-    "invalid json": "input is not valid JSON",
-    "blank body": "input is not valid JSON",
-    "too large": f"larger than the {MAX_INPUT_BYTES}-byte Step Functions limit",
-    "name with space": "invalid ExecutionName: execution name contains whitespace",
-    "name too long": "invalid ExecutionName: execution name is 81 characters, longer than 80",
-    "binary name": "ExecutionName attribute must be of type String, not Binary",
-    "rejected input": "Step Functions rejected the start: InvalidExecutionInput",
-    "name collision": "name collision",
-}
-
-
-@dataclass
-class Job:
-    """One message a producer sends, and what must become of it."""
-
-    key: str
-    group: str
-    body: str
-    arrives: int
-    name: str | None = None
-    name_type: str = "String"
-    poison: str | None = None
-    """The kind of poison (a key of POISON_KINDS), or None for a valid job."""
-    duplicate_of: str | None = None
-    """The key of the job this one repeats (same name, same input)."""
-    attributes: dict[str, Any] = field(default_factory=dict)
-    """Further message attributes, as SendMessage takes them."""
-    message_id: str = ""
-    lane: str | None = None
-    """The lane whose queue it is sent to (None: lane default)."""
-
-    @property
-    def execution_name(self) -> str:
-        """The execution this job must end as (valid jobs only)."""
-        return self.name or self.message_id
 
 
 @dataclass
@@ -154,7 +110,7 @@ class Scenario:
         max_concurrency = rng.choice([1, 1, 2, 3, 4, 5, 8])
         groups = [f"g{index}" for index in range(rng.randint(1, 5))]
         arrival_ticks = rng.randint(1, 6)
-        jobs = _backlog(rng, rng.randint(1, 24), groups, arrival_ticks)
+        jobs = backlog(rng, rng.randint(1, 24), groups, arrival_ticks)
         plan = FaultPlan(
             lag=Lag(
                 start=rng.choice([0.0, 5.0, 30.0, MAX_LAG_SECONDS]),
@@ -324,7 +280,7 @@ def _widen(rng: random.Random, plan: FaultPlan, *, faults: bool) -> Wide | None:
     if rng.random() >= WIDE_SHARE:
         return None
     size = rng.randint(15, 35)
-    jobs = _backlog(rng, size, [f"w{index}" for index in range(size)], 1)
+    jobs = backlog(rng, size, [f"w{index}" for index in range(size)], 1)
     if faults and rng.random() < 0.5:
         plan.throttle["StartExecution"] = 1.0
     return Wide(rng.choice([12, 20, 30]), jobs, rng.choice([0, 32]))
@@ -341,61 +297,3 @@ def _plans(reruns: dict[int, CrashPlan | None]) -> dict[int, str]:
 
 def _rates(rng: random.Random, operations: tuple[str, ...], share: float) -> dict[str, float]:
     return {operation: rng.choice([0.1, 0.3, 0.7]) for operation in operations if rng.random() < share}
-
-
-def _backlog(rng: random.Random, size: int, groups: list[str], arrival_ticks: int) -> list[Job]:
-    jobs: list[Job] = []
-    named: list[Job] = []
-    for index in range(size):
-        key = f"{rng.getrandbits(32):08x}-{index}"
-        group = rng.choice(groups)
-        arrives = rng.randrange(arrival_ticks)
-        seconds = rng.choice([0.0, 1.0, 10.0, 45.0, MAX_DURATION_SECONDS])
-        downstream = rng.random() < 0.4
-        body = json.dumps({"job": key, "seconds": seconds, **({"downstream": True} if downstream else {})})
-        draw = rng.random()
-        if draw < 0.12:
-            jobs.append(_poison(rng, key, group, arrives, named))
-        elif draw < 0.2 and named:
-            original = rng.choice(named)
-            # Same group, sent later: a redelivery from the producer's side.
-            jobs.append(
-                Job(
-                    key,
-                    original.group,
-                    original.body,
-                    max(arrives, original.arrives),
-                    original.name,
-                    duplicate_of=original.key,
-                )
-            )
-        else:
-            job = Job(key, group, body, arrives, name=f"job-{key}" if rng.random() < 0.5 else None)
-            jobs.append(job)
-            if job.name:
-                named.append(job)
-    return jobs
-
-
-def _poison(  # noqa: PLR0911 — one return per kind of poison
-    rng: random.Random, key: str, group: str, arrives: int, named: list[Job]
-) -> Job:
-    kind = rng.choice(list(POISON_KINDS))
-    body = json.dumps({"job": key})
-    if kind == "name collision" and named:
-        original = rng.choice(named)
-        return Job(key, original.group, body, max(arrives, original.arrives), original.name, poison=kind)
-    if kind in {"name collision", "invalid json"}:
-        return Job(key, group, f"{{not json {key}", arrives, poison="invalid json")
-    if kind == "blank body":
-        return Job(key, group, " \n\t", arrives, poison=kind)
-    if kind == "too large":
-        padding = "x" * (MAX_INPUT_BYTES - len(body) + 1)
-        return Job(key, group, json.dumps({"job": key, "padding": padding}), arrives, poison=kind)
-    if kind == "name with space":
-        return Job(key, group, body, arrives, name=f"job {key}", poison=kind)
-    if kind == "name too long":
-        return Job(key, group, body, arrives, name="n" * 81, poison=kind)
-    if kind == "binary name":
-        return Job(key, group, body, arrives, name=f"job-{key}", name_type="Binary", poison=kind)
-    return Job(key, group, json.dumps({"job": key, "note": REJECTED_INPUT_MARKER}), arrives, poison=kind)

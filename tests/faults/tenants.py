@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.faults.scenario import Job
+    from tests.faults.jobs import Job
 
 TENANT_SHARE = 1 / 3
 """Of the scenarios, those that count by group somewhere."""

@@ -15,8 +15,9 @@ from typing import Any
 from dispatcher.core.executions import MAX_INPUT_BYTES
 from dispatcher.core.messages import DEAD_LETTER_HEADROOM_BYTES, SQS_MAX_MESSAGE_BYTES
 from tests.faults.ending import dead_letters, queue_counts
+from tests.faults.jobs import Job
 from tests.faults.run import ScenarioRun
-from tests.faults.scenario import Job, Scenario
+from tests.faults.scenario import Scenario
 from tests.inputs import json_of_size
 from tests.support.faulty_aws import REJECTED_INPUT_MARKER, FaultyAws
 

@@ -21,8 +21,9 @@ from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.events import status_change_event
 from dispatcher.local.stack import sample_workflow
 from tests.faults.ending import dead_letters, queue_counts
+from tests.faults.jobs import Job
 from tests.faults.run import ScenarioRun
-from tests.faults.scenario import Job, Scenario
+from tests.faults.scenario import Scenario
 from tests.support.faulty_aws import FaultyAws
 from tests.support.plans import FaultPlan, Lag
 

@@ -21,7 +21,8 @@ from dispatcher import handler
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack
-from tests.support.faulty_aws import FaultyAws, Request
+from tests.support.exchanges import Request
+from tests.support.faulty_aws import FaultyAws
 from tests.support.overlap import (
     overlap_round,
     real_time,

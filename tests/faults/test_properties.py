@@ -20,10 +20,12 @@ from typing import Any
 import pytest
 
 from dispatcher.core.batching import SQS_BATCH_LIMIT
+from tests.faults.jobs import Job
 from tests.faults.run import ScenarioRun, run_scenario
-from tests.faults.scenario import Job, Scenario
+from tests.faults.scenario import Scenario
 from tests.support.crashes import CrashPlan
-from tests.support.faulty_aws import FaultyAws, Request
+from tests.support.exchanges import Request
+from tests.support.faulty_aws import FaultyAws
 from tests.support.plans import EventPlan, FaultPlan, Lag
 
 CHOSEN_SEEDS = (0, 1, 8, 9, 11, 12, 16, 19, 29, 32, 37, 39, 40, 41)

@@ -8,8 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from tests.faults.jobs import Job
 from tests.faults.run import run_scenario
-from tests.faults.scenario import Job, Scenario
+from tests.faults.scenario import Scenario
 from tests.support.crashes import CrashPlan
 from tests.support.faulty_aws import FaultyAws
 from tests.support.plans import EventPlan, FaultPlan, Lag

@@ -24,7 +24,8 @@ import pytest
 from dispatcher.core.executions import REDRIVABLE_STATUSES
 from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, Job
 from tests.faults.crash_course import crash_course
-from tests.faults.scenario import POISON_KINDS, Scenario
+from tests.faults.jobs import POISON_KINDS
+from tests.faults.scenario import Scenario
 from tests.sim.conftest import function
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.sim.aws import InMemoryAws

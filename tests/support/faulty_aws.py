@@ -32,13 +32,20 @@ import io
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from dispatcher.core.executions import MAX_INPUT_BYTES, name_problem
 from dispatcher.core.messages import SQS_MAX_MESSAGE_ATTRIBUTES
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.server import moto_server
+from tests.support.exchanges import (
+    SERVICE_BY_TARGET,
+    THROTTLE_CODES,
+    Request,
+    Response,
+    error_response,
+    json_response,
+)
 from tests.support.gate_world import TASK_TIMED_OUT
 from tests.support.runs import InFlight
 from tests.support.world import World
@@ -47,60 +54,6 @@ DISPATCHER_USER_AGENT = "dispatcher"
 VISIBILITY_TIMEOUT_SECONDS = 120.0
 REJECTED_INPUT_MARKER = "step-functions-rejects-this"
 """An input containing this string is refused by the emulated Step Functions."""
-
-THROTTLE_CODES = {
-    "states": "ThrottlingException",
-    "sqs": "RequestThrottled",
-    "dynamodb": "ThrottlingException",
-    "ssm": "ThrottlingException",
-}
-SERVICE_BY_TARGET = {
-    "AWSStepFunctions": "states",
-    "AmazonSQS": "sqs",
-    "DynamoDB_20120810": "dynamodb",
-    "AmazonSSM": "ssm",
-}
-
-
-@dataclass
-class Request:
-    """One request as the middleware sees it."""
-
-    service: str
-    operation: str
-    body: dict[str, Any]
-    from_dispatcher: bool
-
-
-@dataclass
-class Response:
-    """A WSGI response, buffered so it can be inspected or replaced."""
-
-    status: str
-    headers: list[tuple[str, str]]
-    body: bytes
-
-    @property
-    def ok(self) -> bool:
-        """2xx."""
-        return self.status.startswith("2")
-
-    def json(self) -> Any:
-        """The JSON body."""
-        return json.loads(self.body or b"{}")
-
-
-def json_response(status: int, document: dict[str, Any]) -> Response:
-    """A JSON-protocol response."""
-    reason = {200: "OK", 400: "Bad Request", 500: "Internal Server Error"}[status]
-    body = json.dumps(document, default=str).encode()
-    headers = [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(body)))]
-    return Response(f"{status} {reason}", headers, body)
-
-
-def error_response(code: str, message: str, status: int = 400) -> Response:
-    """An AWS JSON-protocol error, as botocore parses it."""
-    return json_response(status, {"__type": code, "message": message})
 
 
 class FaultyAws:
