@@ -21,7 +21,7 @@ from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.members import lanes_needs, member
-from dispatcher.cli.origins import configured_lanes, destination_of, read_origins
+from dispatcher.cli.origins import Origins, configured_lanes, destination_of, read_origins
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
@@ -31,7 +31,6 @@ from dispatcher.core.rerun import (
     RESTART,
     Destination,
     Filters,
-    Origin,
     Rerun,
     Spooled,
     by_execution,
@@ -64,7 +63,7 @@ def _read_spool(spool: HeldQueue, quiet: bool) -> tuple[list[Spooled], int]:
 
 def _selected(
     args: argparse.Namespace, aws: Aws, resources: Resources, spooled: list[Spooled], *, groups: bool
-) -> tuple[list[tuple[Spooled, Destination]], dict[str, Origin]]:
+) -> tuple[list[tuple[Spooled, Destination]], Origins]:
     """The failures the filters (and ``--lane``) keep, each with where its re-run goes; their origins.
 
     ``groups``: their recorded message groups are wanted too (a restart without ``--group``).
@@ -168,8 +167,14 @@ def _plan(
     plans: list[tuple[Rerun, str | None]] = []
     for item, where in selected:
         spool.keep_hidden()
-        origin = origins.get(item.failure.execution_arn)
-        group = choose_group(item.failure.execution_arn, None if origin is None else origin.group, args.group)
+        arn = item.failure.execution_arn
+        if arn in origins.unread:
+            # Its group and lane are not known: a guess could put it past its group's limit.
+            unread = f"its start record can't be read now ({origins.unread[arn]}): run this again"
+            plans.append((Rerun(item, mode, skip=unread), where.lane))
+            continue
+        origin = origins.found.get(arn)
+        group = choose_group(arn, None if origin is None else origin.group, args.group)
         if where.lane is None:
             plans.append((Rerun(item, mode, skip=where.unknown), None))
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.cli.config import Aws, Resources
@@ -57,58 +57,73 @@ def configured_lanes(resources: Resources) -> Lanes:
     return Lanes({lane.name: lane.queue_url for lane in lanes}, of_machine)
 
 
+@dataclass
+class Origins:
+    """What the start records say of the failures that need them; those whose records can't be read."""
+
+    found: dict[str, Origin] = field(default_factory=dict)
+    """Execution ARN → what its start record says (a failure with no record left is missing)."""
+    unread: dict[str, str] = field(default_factory=dict)
+    """Execution ARN → why its start record could not be read (AWS still failing after retries)."""
+
+
 def read_origins(
     aws: Aws, resources: Resources, failures: Sequence[Spooled], lanes: Lanes, *, groups: bool
-) -> dict[str, Origin]:
-    """Execution ARN → what its start record says, for the failures that need it.
+) -> Origins:
+    """What each failure's start record says, for the failures that need it.
 
     ``groups``: every failure's group is wanted (a restart without ``--group``); otherwise
     only the failures of a state machine several lanes start are looked up (for their lane).
-    Without a state table, or when it can't be read, none (said once on stderr).
+    Without a state table, none (said once on stderr). A failure whose records can't be
+    read now is in ``unread``: its group and lane are not known, and nothing is guessed.
     """
     wanted = [
         item for item in failures if groups or lanes.shared(state_machine_of(item.failure.execution_arn))
     ]
     if not wanted:
-        return {}
+        return Origins()
     if not resources.state_table:
         sys.stderr.write(
             "no state table configured: each re-run gets a group of its own (or pass --group),"
             " a failure of a state machine several lanes start needs --lane,"
             " and nothing records which way a failure was re-run\n"
         )
-        return {}
+        return Origins()
     by_machine: dict[str, list[Spooled]] = {}
     for item in wanted:
         by_machine.setdefault(state_machine_of(item.failure.execution_arn), []).append(item)
-    found: dict[str, Origin] = {}
+    origins = Origins()
     for machine, items in by_machine.items():
-        found |= _origins_of(aws, resources, resources.state_table, machine, items)
-    return found
+        read = _origins_of(aws, resources, machine, items)
+        origins.found |= read.found
+        origins.unread |= read.unread
+    return origins
 
 
-def _origins_of(
-    aws: Aws, resources: Resources, state_table: str, machine: str, items: Sequence[Spooled]
-) -> dict[str, Origin]:
-    """The start records of one state machine's failures (none, said on stderr, when unreadable)."""
+def _origins_of(aws: Aws, resources: Resources, machine: str, items: Sequence[Spooled]) -> Origins:
+    """The start records of one state machine's failures (all unread, said on stderr, on a failure)."""
     # Every lane's records are under the default lane's state machine.
-    table = StartLedgerTable(aws.client("dynamodb"), state_table, resources.state_machine_arn or machine)
+    table = StartLedgerTable(
+        aws.client("dynamodb"), resources.need("state_table"), resources.state_machine_arn or machine
+    )
     try:
         origins = table.origins({item.failure.name: item.failure.started_at for item in items}, machine)
     except DispatcherError as error:
-        sys.stderr.write(f"could not read the start records ({error}); each re-run gets a group of its own\n")
-        return {}
-    return {
-        item.failure.execution_arn: origins[item.failure.name]
-        for item in items
-        if item.failure.name in origins
-    }
+        sys.stderr.write(
+            f"could not read the start records ({error}): their failures stay on the spool; run this again\n"
+        )
+        return Origins(unread={item.failure.execution_arn: str(error) for item in items})
+    return Origins(
+        found={
+            item.failure.execution_arn: origins[item.failure.name]
+            for item in items
+            if item.failure.name in origins
+        }
+    )
 
 
-def destination_of(
-    item: Spooled, origins: dict[str, Origin], lanes: Lanes, chosen: str | None
-) -> Destination | None:
+def destination_of(item: Spooled, origins: Origins, lanes: Lanes, chosen: str | None) -> Destination | None:
     """The lane ``item``'s re-run goes to, or why it can't be known; None: not ``--lane``'s failure."""
-    origin = origins.get(item.failure.execution_arn)
+    origin = origins.found.get(item.failure.execution_arn)
     machine = state_machine_of(item.failure.execution_arn)
     return destination(None if origin is None else origin.lane, lanes.starting(machine), chosen)

@@ -17,8 +17,10 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from dispatcher import cli as cli_module
+from dispatcher.cli.config import Aws
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import read_all
 from dispatcher.producer import Job
@@ -168,6 +170,48 @@ def test_rerun_redrive_continues_the_same_executions_under_the_cap_and_never_twi
     report = cli.tick_in_process()
     assert (report["started"], report["already_started"]) == (0, 1)
     assert executions(aws, cli)["order-0"]["redriveCount"] == 1
+
+
+def test_a_rerun_whose_start_record_cant_be_read_guesses_no_group_and_stays_spooled(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start record still throttled after retries: the failure stays spooled, in no guessed group."""
+    fail_jobs(cli, [("order-1", "customer-1")])
+    unhooked = Aws.client
+
+    def throttle(**_: Any) -> None:
+        raise ClientError(
+            {
+                "Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"},
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            },
+            "Query",
+        )
+
+    def client(self: Aws, service: str) -> Any:
+        made = unhooked(self, service)
+        made.meta.events.register("before-call.dynamodb.Query", throttle)
+        return made
+
+    monkeypatch.setattr(Aws, "client", client)
+    for mode in ("--redrive", "--restart"):
+        result = cli.run("rerun", mode, "--json")
+        assert result.returncode == 0, result.stderr
+        assert "could not read the start records" in result.stderr
+        assert "their failures stay on the spool; run this again" in result.stderr
+        document = json.loads(result.stdout)
+        assert document["queued"] == []
+        [skipped] = document["skipped"]
+        assert skipped["name"] == "order-1"
+        assert skipped["skipped"].startswith("its start record can't be read now (")
+        assert "ThrottlingException" in skipped["skipped"]
+        assert skipped["skipped"].endswith("): run this again")
+    assert read_all(cli.stack.queue_url) == [], "no job queued in a group of its own"
+    monkeypatch.setattr(Aws, "client", unhooked)
+    assert failed(cli)["total"] == 1, "the failure is still spooled"
+    again = cli.run("rerun", "--redrive")
+    assert again.returncode == 0, again.stderr
+    assert "queued redrive order-1 (redriveCount 0) in group customer-1 (recorded)" in again.stdout
 
 
 def test_an_interrupted_rerun_loses_nothing_and_a_second_run_queues_each_job_once(cli: Cli) -> None:
