@@ -20,7 +20,9 @@ def every_job_started_once_in_order(aws: InMemoryAws) -> None:
     sent = {json.loads(message.body)["job"]: message for message in aws.queue.sent}
     assert len(started) == len(by_job) == len(sent)
     assert all(by_job[job].input == message.body for job, message in sent.items())
-    for group in {message.group for message in aws.queue.sent}:
-        jobs = [json.loads(message.body)["job"] for message in aws.queue.sent if message.group == group]
+    groups: dict[str, list[int]] = {}  # each group's jobs in send order, read in one pass
+    for message in aws.queue.sent:
+        groups.setdefault(message.group, []).append(json.loads(message.body)["job"])
+    for jobs in groups.values():
         assert [by_job[job].sequence for job in jobs] == sorted(by_job[job].sequence for job in jobs)
     assert aws.queue.depth() == (0, 0)
