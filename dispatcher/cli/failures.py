@@ -168,9 +168,8 @@ def _plan(
     for item, where in selected:
         spool.keep_hidden()
         arn = item.failure.execution_arn
-        if arn in origins.unread:
-            # Its group and lane are not known: a guess could put it past its group's limit.
-            unread = f"its start record can't be read now ({origins.unread[arn]}): run this again"
+        unread = origins.why_unread(arn)
+        if unread is not None:  # its group and lane unknown: a guess could pass its group's limit
             plans.append((Rerun(item, mode, skip=unread), where.lane))
             continue
         origin = origins.found.get(arn)

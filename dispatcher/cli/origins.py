@@ -66,6 +66,11 @@ class Origins:
     unread: dict[str, str] = field(default_factory=dict)
     """Execution ARN → why its start record could not be read (AWS still failing after retries)."""
 
+    def why_unread(self, execution_arn: str) -> str | None:
+        """Why a failure can't be re-run now: its start record could not be read (None: it could)."""
+        reason = self.unread.get(execution_arn)
+        return None if reason is None else f"its start record can't be read now ({reason}): run this again"
+
 
 def read_origins(
     aws: Aws, resources: Resources, failures: Sequence[Spooled], lanes: Lanes, *, groups: bool
