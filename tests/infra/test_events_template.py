@@ -56,7 +56,10 @@ def test_the_function_takes_end_events_in_batches_through_an_event_source_mappin
     assert mapping["FunctionName"] == {"Ref": "DispatcherFunction"}
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
     assert mapping["BatchSize"] == 100
-    assert mapping["MaximumBatchingWindowInSeconds"] == 1, "a freed slot waits at most a second for its batch"
+    assert mapping["MaximumBatchingWindowInSeconds"] == {"Ref": "EndEventBatchWindow"}
+    window = transformed()["Parameters"]["EndEventBatchWindow"]
+    assert window["Default"] == 1, "by default a freed slot waits at most a second for its batch"
+    assert window["MinValue"] == 1, "Lambda needs a window of at least 1 s for batches of more than 10"
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
     assert "FunctionResponseTypes" not in mapping, "the handler never fails a record"
     queue = resources["EndEventQueue"]["Properties"]
