@@ -181,7 +181,17 @@ def tenants_section(quick: bool, report: Report, results: dict[str, Any]) -> Non
     measured = 300.0 if quick else tenants.MEASURED_SECONDS
     runs = side_by_side(
         tenants.call,
-        [(name, measured) for name in ("fair_share", "max_per_group", "short", "short baseline")],
+        [
+            (name, measured)
+            for name in (
+                "fair_share",
+                "max_per_group",
+                "short",
+                "short baseline",
+                "fair_share 2 s",
+                "max_per_group 2 s",
+            )
+        ],
     )
     results["tenants"] = runs
     report.say(
@@ -191,7 +201,9 @@ def tenants_section(quick: bool, report: Report, results: dict[str, Any]) -> Non
         f" {tenants.LONG_QUIET} quiet tenants each sending one every {tenants.LONG_QUIET_EVERY:.0f} s (with"
         f" fair_share; with max_per_group {tenants.GROUP_LIMIT}); and section 8's 5–15 s jobs, the noisy"
         f" tenant keeping {tenants.SHORT_NOISY_WAITING:,} queued and {tenants.SHORT_QUIET:,} quiet ones"
-        f" each sending one every {tenants.SHORT_QUIET_EVERY:.0f} s, with fair_share and without"
+        f" each sending one every {tenants.SHORT_QUIET_EVERY:.0f} s, with fair_share and without;"
+        f" the long runs again with ends gathered for {tenants.LONGER_WINDOW_SECONDS:g} s"
+        " (EndEventBatchWindow)"
     )
     for line in tenants.lines(runs):
         report.say(line)
