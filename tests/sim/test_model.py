@@ -139,6 +139,30 @@ def test_fifo_messages_come_back_when_their_visibility_timeout_runs_out(aws: InM
     assert counts == [1, 0, 1, 2]
 
 
+def test_a_long_poll_answers_when_a_message_comes_and_waits_its_whole_wait_when_none_does(
+    aws: InMemoryAws,
+) -> None:
+    """As AWS's: a job sent 0.3 s into a 1 s poll is handed out then; with none sent, the poll takes 1 s."""
+    queue = aws.ports(aws.clients(), wait_seconds=1).default.queue
+    seen: list[tuple[int, float]] = []
+
+    def body() -> None:
+        began = aws.scheduler.now
+        aws.scheduler.call_at(began + 0.3, lambda: aws.queue.send("{}", "g"))
+        seen.append((len(queue.receive(10)), aws.scheduler.now - began))
+        began = aws.scheduler.now
+        seen.append((len(queue.receive(10)), aws.scheduler.now - began))
+
+    in_process(aws, body)
+    (first, came_after), (second, empty_after) = seen
+    assert first == 1
+    assert 0.3 <= came_after <= 0.3 + 0.05 + 0.1, (
+        "handed out within a step of its send (and a call's latency)"
+    )
+    assert second == 0
+    assert 1.0 <= empty_after <= 1.1, "an empty poll waits its whole wait"
+
+
 def test_the_dead_letter_queue_keeps_a_letter_sent_again_only_after_five_minutes(aws: InMemoryAws) -> None:
     """FIFO deduplication by the source MessageId: again at 299 s is dropped, at 301 s stored (as on AWS)."""
     source = aws.queue.send("{not json", "g")

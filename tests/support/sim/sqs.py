@@ -5,17 +5,19 @@ message in flight when it was asked (moto does the same; AWS may favour one grou
 changes who gets which message, not how many); the messages it hands out are hidden for
 the visibility timeout, and their groups are blocked until each is deleted, released or
 seen again. Each action of a queue has AWS's FIFO quota of 300 calls a second. A long
-poll that finds nothing waits its whole wait (AWS would answer as soon as a message
-came). The dead-letter queue keeps FIFO's 5-minute deduplication window (the dispatcher
-sends each letter under its source MessageId, so a letter sent again after a crash is
-stored once). Not modelled: the redrive policy's maxReceiveCount, message retention, the
-job queue's deduplication window (every message a producer sends here is new).
+poll that finds nothing answers as soon as a message can be handed out, as AWS does
+(looking every `LONG_POLL_STEP_SECONDS`), or after its whole wait. The dead-letter queue
+keeps FIFO's 5-minute deduplication window (the dispatcher sends each letter under its
+source MessageId, so a letter sent again after a crash is stored once). Not modelled: the
+redrive policy's maxReceiveCount, message retention, the job queue's deduplication window
+(every message a producer sends here is new).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +34,8 @@ from tests.support.sim.scheduler import Scheduler
 VISIBILITY_TIMEOUT_SECONDS = 120.0
 DEDUPLICATION_WINDOW_SECONDS = 300.0
 """The template's job queue."""
+LONG_POLL_STEP_SECONDS = 0.05
+"""How often a waiting long poll looks again (AWS answers the moment a message can be handed out)."""
 
 
 @dataclass(eq=False)
@@ -229,12 +233,17 @@ class JobQueueView:
         self._faults = faults
 
     def receive(self, count: int, *, wait: bool = True) -> list[QueuedMessage]:
-        """``ReceiveMessage``: up to ``count`` messages; a long poll waits when there are none."""
+        """``ReceiveMessage``: up to ``count`` messages; with none, a long poll waits for the first."""
 
         def hand_out() -> list[Message]:
             messages = self._queue.hand_out(count)
-            if not messages and wait and self._wait_seconds:
-                self._scheduler.sleep(self._wait_seconds)
+            steps = math.ceil(self._wait_seconds / LONG_POLL_STEP_SECONDS) if wait else 0
+            for step in range(steps):
+                if messages:
+                    break
+                self._scheduler.sleep(
+                    min(LONG_POLL_STEP_SECONDS, self._wait_seconds - step * LONG_POLL_STEP_SECONDS)
+                )
                 messages = self._queue.hand_out(count)
             return messages
 
