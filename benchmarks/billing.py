@@ -69,3 +69,8 @@ def bill(result: dict[str, Any]) -> list[tuple[str, float]]:
         ),
         ("EventBridge Scheduler", result["schedule_invocations"] * per_start * prices.SCHEDULER_INVOCATION),
     ]
+
+
+def total(result: dict[str, Any]) -> float:
+    """The whole bill per million executions: the sum of `bill`'s lines."""
+    return sum(cost for _, cost in bill(result))

@@ -163,6 +163,7 @@ def long_run(mode: str, seconds: float = MEASURED_SECONDS, window: float = 1.0) 
     return {
         **result,
         "design": design,
+        "window": window,
         "quiet_waits": _waits(aws, result["measured_from"]),
         "running": [running for running, _ in samples],
         "noisy_running": [noisy for _, noisy in samples],
@@ -253,7 +254,7 @@ def lines(runs: list[dict[str, Any]]) -> list[str]:
         say.append(
             f"     ListExecutions {calls.get('ListExecutions', 0) / seconds:.2f}/s, DescribeExecution"
             f" {calls.get('DescribeExecution', 0) / starts:.4f}/start, bill"
-            f" ${sum(cost for _, cost in billing.bill(run)):.2f}/M,"
+            f" ${billing.total(run):.2f}/M,"
             f" {len(run['violations'])} over the cap, {len(run['errors'])} errors"
             + (
                 f"; {run['held_jobs']:,} jobs held, at most {run['holds_per_job']} hold(s) each"
@@ -295,10 +296,10 @@ def targets(runs: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
     load, quiet, noisy = offered(runs)
     short_rate = short["starts"] / short["seconds"]
     short_share = short_rate / min(quota, load)
-    short_bill = sum(cost for _, cost in billing.bill(short))
-    long_bills = {run["design"]: sum(cost for _, cost in billing.bill(run)) for run in (fair, limited)}
+    short_bill = billing.total(short)
+    long_bills = {run["design"]: billing.total(run) for run in (fair, limited)}
     long_runs = (fair, limited)
-    longer = [run for run in runs if "ends gathered" in run["design"]]
+    longer = [run for run in runs if run.get("window", 1.0) != 1.0]
     hours = max(run["seconds"] for run in long_runs) / 3600
     allowed_holds = 1 + int(hours * 3600 // HOLD_SECONDS)
     return [
@@ -356,13 +357,11 @@ def targets(runs: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
             f"long runs, ends gathered for {LONGER_WINDOW_SECONDS:g} s: bill ≤ ${LONG_BILL_PER_MILLION:.2f}"
             f" per million and a quiet wait p95 ≤ {QUIET_P95_SECONDS} s (the template's window is 1 s)",
             all(
-                sum(cost for _, cost in billing.bill(run)) <= LONG_BILL_PER_MILLION
-                and _p95(run["quiet_waits"]) <= QUIET_P95_SECONDS
+                billing.total(run) <= LONG_BILL_PER_MILLION and _p95(run["quiet_waits"]) <= QUIET_P95_SECONDS
                 for run in longer
             ),
             ", ".join(
-                f"{run['design']} ${sum(cost for _, cost in billing.bill(run)):.2f},"
-                f" p95 {_p95(run['quiet_waits']):.2f} s"
+                f"{run['design']} ${billing.total(run):.2f}, p95 {_p95(run['quiet_waits']):.2f} s"
                 for run in longer
             ),
         ),
