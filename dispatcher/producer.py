@@ -20,15 +20,28 @@ dispatcher dead-letters it as a name collision) instead of being dropped by SQS.
 Order: a batch holds at most one job per message group, and a group's next job is sent
 only once the one before it is on the queue. A job that still can't be sent fails the
 group's later jobs of that call too, so the queue never holds them out of order.
+
+Following and cancelling (``job``, ``cancel``, ``cancel_group``) need more than the queue:
+the state table, the lanes and the state machines. They come from the constructor's
+keyword arguments, else from the function's own environment variables (``STATE_TABLE``,
+``STATE_MACHINE_ARN``, ``DEAD_LETTER_QUEUE_URL``, ``LANES``, ``CONTROL_PARAMETER``), so
+``Producer(queue_url)`` in a process with the function's environment can do both:
+
+    producer.send({"order": 42}, group="customer-7", name="order-42", start_by=deadline)
+    producer.job("order-42").state           # "not started", "running", "cancelled", ...
+    producer.cancel("order-42", reason="upload deleted")   # "cancelled", or raises
+    producer.cancel_group("customer-7", reason="tenant left")
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -38,7 +51,9 @@ from botocore.exceptions import ClientError
 from dispatcher.adapters.errors import translated
 from dispatcher.core.batching import SQS_BATCH_LIMIT
 from dispatcher.core.errors import DispatcherError, TransientError
+from dispatcher.core.jobs import JobReport, start_by_text
 from dispatcher.core.messages import Job
+from dispatcher.following import Jobs, jobs_from_settings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -46,8 +61,19 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
-__all__ = ["Failure", "Job", "JobRejectedError", "Producer", "SendFailedError", "SendResult", "Sent"]
+__all__ = [
+    "AlreadyStartedError",
+    "Failure",
+    "Job",
+    "JobRejectedError",
+    "Producer",
+    "SendFailedError",
+    "SendResult",
+    "Sent",
+]
 
+FOLLOW_SETTINGS = ("state_table", "state_machine_arn", "dead_letter_queue_url", "lanes", "control_parameter")
+"""What following and cancelling need beyond the queue (the function's variables, in lower case)."""
 BATCH_PAYLOAD_LIMIT = 262_144
 """SendMessageBatch's total payload limit on every queue (larger single jobs go alone)."""
 CLIENT_CONFIG = Config(
@@ -92,6 +118,10 @@ class SendFailedError(DispatcherError):
     """SQS did not take the job, after retries."""
 
 
+class AlreadyStartedError(DispatcherError):
+    """``cancel`` came too late: the job's execution exists (its ARN and status are in the message)."""
+
+
 @dataclass(eq=False)
 class _Pending:
     job: Job
@@ -112,13 +142,22 @@ class Producer:
         attempts: int = 3,
         backoff_seconds: float = 0.2,
         sleep: Callable[[float], None] = time.sleep,
+        **settings: str | None,
     ) -> None:
-        """``attempts``: tries per failed batch entry (botocore retries whole calls by itself)."""
+        """``attempts``: tries per failed batch entry (botocore retries whole calls by itself).
+
+        ``settings``: what following and cancelling need beyond the queue, by the function's
+        variable names in lower case (``state_table``, ``state_machine_arn``,
+        ``dead_letter_queue_url``, ``lanes``, ``control_parameter``); each one not given
+        comes from the environment.
+        """
         self.queue_url = queue_url
         self._client = client or boto3.client("sqs", config=CLIENT_CONFIG)
         self._attempts = attempts
         self._backoff_seconds = backoff_seconds
         self._sleep = sleep
+        self._settings = {key: value for key, value in settings.items() if value is not None}
+        self._jobs: Jobs | None = None
 
     def send(
         self,
@@ -127,12 +166,18 @@ class Producer:
         group: str,
         name: str | None = None,
         deduplication_id: str | None = None,
+        start_by: datetime | None = None,
     ) -> str:
         """Send one job; its MessageId. Raises ``JobRejectedError`` or ``SendFailedError``.
 
         ``body``: JSON text (sent verbatim) or a value such as a dict (sent as its JSON text).
+        ``start_by``: an aware datetime after which the job must not start (it expires).
         """
-        job = Job(body, group, name, deduplication_id)  # type: ignore[arg-type]  # Job takes its JSON text
+        try:
+            deadline = None if start_by is None else start_by_text(start_by)
+        except ValueError as error:
+            raise JobRejectedError(str(error)) from error
+        job = Job(body, group, name, deduplication_id, start_by=deadline)  # type: ignore[arg-type]
         problem = job.problem()
         if problem is not None:
             raise JobRejectedError(problem)
@@ -140,6 +185,39 @@ class Producer:
         if result.failed:
             raise SendFailedError(result.failed[0].reason)
         return result.sent[0].message_id
+
+    def job(self, name: str, lane: str | None = None) -> JobReport:
+        """Where job ``name`` of the lane (default: ``default``) is: its ``state`` and what is known of it.
+
+        ``as_json()`` gives the fields of ``dispatcher job --json``.
+        """
+        return self._following().job(name, lane)
+
+    def cancel(
+        self, name: str, lane: str | None = None, reason: str | None = None, stop: bool = False
+    ) -> str:
+        """Cancel job ``name``: ``"cancelled"`` (it never starts) or ``"stopped"`` (with ``stop``).
+
+        Raises ``AlreadyStartedError`` when its execution exists (and was not stopped).
+        """
+        answer = self._following().cancel(name, lane, reason, stop=stop)
+        if answer.execution is not None and answer.word != "stopped":
+            execution = answer.execution
+            raise AlreadyStartedError(f"already started: {name} is {execution.status} ({execution.arn})")
+        return answer.word
+
+    def cancel_group(self, group: str, lane: str | None = None, reason: str | None = None) -> None:
+        """Cancel message group ``group``'s jobs sent until now, not started (a tenant that leaves)."""
+        self._following().cancel_group(group, lane, reason)
+
+    def _following(self) -> Jobs:
+        """The dispatcher's jobs, built on first use."""
+        if self._jobs is None:
+            settings = {
+                key: self._settings.get(key) or os.environ.get(key.upper()) for key in FOLLOW_SETTINGS
+            }
+            self._jobs = jobs_from_settings(self.queue_url, settings)
+        return self._jobs
 
     def send_batch(
         self, jobs: Iterable[Job], *, progress: Callable[[SendResult], None] | None = None

@@ -87,6 +87,11 @@ class Settings(BaseModel):
         default=False,
         description="Lane default: free slots go first to the message groups with fewest RUNNING.",
     )
+    max_wait_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        description="Lane default: a job received this long after it was sent expires (absent: no bound).",
+    )
 
     lanes: str | None = Field(
         default=None,
@@ -106,6 +111,7 @@ class Settings(BaseModel):
             state_machine_arn=self.state_machine_arn,
             max_per_group=self.max_per_group,
             fair_share=self.fair_share,
+            max_wait_seconds=self.max_wait_seconds,
         )
         return parse_lanes(self.lanes, default, self.max_concurrency)
 

@@ -89,6 +89,7 @@ def held_item(own: str, member: str, hold: Hold) -> dict[str, Any]:
         "receipt_handle": {"S": hold.receipt_handle},
         "recorded_at": number(hold.held_at),
         "expires_at": {"N": str(int(hold.held_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
+        **({} if hold.name is None else {"name": {"S": hold.name}}),
     }
 
 
@@ -99,6 +100,7 @@ def hold_of(item: Mapping[str, Any]) -> Hold:
         message_id=item["message_id"]["S"],
         receipt_handle=item["receipt_handle"]["S"],
         held_at=float(item["recorded_at"]["N"]),
+        name=item["name"]["S"] if "name" in item else None,
     )
 
 

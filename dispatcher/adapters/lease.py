@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dispatcher.adapters.errors import translated
 from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, conditional
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 LEASE_SORT_KEY = "tick"
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """The tick lease as one read found it."""
+
+    owner: str
+    held_until: float
+    asked: bool
+    """Another tick was asked of the holder and it has not taken the ask yet."""
 
 
 class TickLease:
@@ -51,6 +63,16 @@ class TickLease:
             ConditionExpression="attribute_not_exists(pk) OR held_until < :now OR #owner = :me",
             ExpressionAttributeNames={"#owner": "owner"},
             ExpressionAttributeValues={":now": {"N": f"{now:.6f}"}, ":me": {"S": owner}},
+        )
+
+    def peek(self) -> LeaseState | None:
+        """Who holds the lease, until when, and whether another tick was asked of them (None: nobody)."""
+        with translated(f"GetItem on state table {self.table}"):
+            item = self._client.get_item(TableName=self.table, Key=self._key, ConsistentRead=True).get("Item")
+        if item is None:
+            return None
+        return LeaseState(
+            owner=item["owner"]["S"], held_until=float(item["held_until"]["N"]), asked="again" in item
         )
 
     def ask_again(self, owner: str, now: float) -> bool:

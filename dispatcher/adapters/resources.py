@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dispatcher.adapters.clients import Clients
+from dispatcher.adapters.jobs import JobTable
 from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.ledger import StartLedgerTable
@@ -60,3 +61,7 @@ class AwsResources:
     def task_tokens(self) -> TaskTokens:
         """`SendTaskSuccess`, through the start client (admissions are made at the rate starts are)."""
         return TaskTokens(self._clients.starts)
+
+    def job_records(self, state_machine_arn: str) -> JobTable:
+        """The state table's pending cancellations and job records, keyed by one state machine."""
+        return JobTable(self._clients.dynamodb, self._table, state_machine_arn)

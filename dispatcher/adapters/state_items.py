@@ -40,6 +40,7 @@ from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFE
 from dispatcher.core.batching import chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow, latest_ends
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.jobs import Cancellations, GroupCancellation
 from dispatcher.core.rerun import Origin
 
 ENDED_KIND = "ended"
@@ -49,6 +50,37 @@ PACK_LIMIT = 500
 """Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
 STARTS_PACK_LIMIT = 25
 """Starts an item holds at most (a few KB: the write units of a full item, no more)."""
+
+
+NAME_KIND = "n"
+GROUP_KIND = "g"
+CANCEL_KIND = "cancel"
+PENDING_PREFIX = "~cancel#"
+"""``~`` sorts after the digits every record's sort key begins with."""
+
+
+def pending_key(lane: str, kind: str, value: str) -> str:
+    """A pending cancellation's sort key (lane names hold no ``#``, so the lane is its first field)."""
+    return f"{PENDING_PREFIX}{lane}#{kind}#{value}"
+
+
+def read_pending(items: Iterable[Mapping[str, Any]]) -> dict[str, Cancellations]:
+    """Each lane's pending cancellations in the items of one read of the partition."""
+    names: dict[str, set[str]] = {}
+    groups: dict[str, dict[str, GroupCancellation]] = {}
+    for item in items:
+        lane, kind, value = item["sk"]["S"].removeprefix(PENDING_PREFIX).split("#", 2)
+        if kind == NAME_KIND:
+            names.setdefault(lane, set()).add(value)
+        elif kind == GROUP_KIND:
+            before = float(item["before"]["N"])
+            found = groups.setdefault(lane, {})
+            if value not in found or found[value].before < before:
+                found[value] = GroupCancellation(value, before, item.get("reason", {}).get("S", ""))
+    return {
+        lane: Cancellations(frozenset(names.get(lane, ())), groups.get(lane, {}))
+        for lane in {*names, *groups}
+    }
 
 
 def _optional_int(text: str | None) -> int | None:
@@ -245,6 +277,7 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
     starts: list[LedgerStart] = []
     ended: list[EndedExecution] = []
     void: set[str] = set()
+    pending: list[Mapping[str, Any]] = []
     for item in items:
         kind = item.get("kind", {}).get("S")
         if kind == STARTS_KIND:
@@ -265,6 +298,8 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
                     name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]), state_machine_arn=own
                 )
             )
+        elif kind == CANCEL_KIND:
+            pending.append(item)
         elif "resolved" in item:
             void.add(item["sk"]["S"])
         elif "name" in item:
@@ -273,6 +308,7 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
         starts=tuple(record for record in starts if record.sort_key not in void),
         ended=tuple(ended),
         void=frozenset(void),
+        cancellations=read_pending(pending),
     )
 
 

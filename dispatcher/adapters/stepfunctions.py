@@ -17,6 +17,7 @@ from dispatcher.core.errors import (
     TransientError,
 )
 from dispatcher.core.executions import ExecutionState, execution_arn, same_input
+from dispatcher.core.jobs import ExecutionFacts
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -101,6 +102,25 @@ class StateMachine:
     def _describe(self, name: str, missing: CodeError) -> DescribeExecutionOutputTypeDef:
         with translated("DescribeExecution", {NO_SUCH_EXECUTION: missing}):
             return self._client.describe_execution(executionArn=execution_arn(self.arn, name))
+
+    def facts(self, name: str) -> ExecutionFacts | None:
+        """Where execution ``name`` is and when it ran; None when there is none."""
+        try:
+            description = self._describe(name, _NoSuchExecutionError)
+        except _NoSuchExecutionError:
+            return None
+        stopped = description.get("stopDate")
+        return ExecutionFacts(
+            arn=description["executionArn"],
+            status=description["status"],
+            started_at=description["startDate"].timestamp(),
+            stopped_at=None if stopped is None else stopped.timestamp(),
+        )
+
+    def stop(self, name: str, error: str, cause: str) -> None:
+        """Stop execution ``name`` (`StopExecution`, with this error and cause)."""
+        with translated("StopExecution"):
+            self._client.stop_execution(executionArn=execution_arn(self.arn, name), error=error, cause=cause)
 
     def state_of(self, name: str) -> ExecutionState | None:
         """Status, ``redriveCount`` and input of execution ``name``; None when there is none."""

@@ -6,11 +6,12 @@ import argparse
 import re
 import time
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import NoReturn, Protocol, TextIO
 
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.executions import REDRIVABLE_STATUSES
+from dispatcher.core.jobs import start_by_text
 
 RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -116,6 +117,26 @@ def moment(text: str) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.now().astimezone().tzinfo)
     return when.timestamp()
+
+
+def deadline(text: str) -> str:
+    """``--start-by``: ``30m``, ``2h``, ``1d`` from now, or an ISO 8601 time (UTC unless it says otherwise).
+
+    As a ``StartBy`` value: ISO 8601 in UTC, to the second.
+    """
+    relative = RELATIVE.match(text.strip())
+    if relative:
+        when = time.time() + float(relative.group(1)) * UNITS[relative.group(2)]
+        return start_by_text(datetime.fromtimestamp(when, UTC))
+    try:
+        found = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (use 30m, 2h, 1d from now, or 2026-11-27T10:00:00Z)"
+        ) from None
+    if found.tzinfo is None:
+        found = found.replace(tzinfo=UTC)
+    return start_by_text(found)
 
 
 def statuses(text: str) -> frozenset[str]:

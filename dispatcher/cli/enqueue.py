@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
-from dispatcher.cli.args import AddCommand
+from dispatcher.cli.args import AddCommand, deadline
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, UsageError
 from dispatcher.cli.members import lane_or_gate
@@ -148,7 +148,7 @@ def prepare_enqueue(args: argparse.Namespace) -> list[str]:
     problems = [f"BODY: {problem}" for problem in [input_problem(body)] if problem]
     problems += _option_problems(args.group, args.name)
     if not problems:
-        args.jobs = [Job(body, str(args.group), args.name)]
+        args.jobs = [Job(body, str(args.group), args.name, start_by=args.start_by)]
     return problems
 
 
@@ -176,6 +176,8 @@ def _prepare_file(args: argparse.Namespace) -> list[str]:
     if collisions > 1:
         found.problems.append(f"{collisions} name collisions in {args.file}: nothing was sent")
     args.jobs, args.duplicates = found.jobs, found.duplicates
+    if args.start_by is not None:
+        args.jobs = [replace(job, start_by=args.start_by) for job in args.jobs]
     return found.problems
 
 
@@ -277,7 +279,8 @@ def register(command: AddCommand) -> None:
         "  echo '{\"order\": 43}' | dispatcher enqueue - --group customer-7\n"
         '  dispatcher enqueue --file jobs.jsonl     # lines: {"input": {...}, "group": "g", "name": "n"}\n'
         "  cat jobs.jsonl | dispatcher enqueue --file - --group default\n"
-        "  dispatcher --stack jobs enqueue '{\"order\": 44}' --group customer-7 --lane urgent\n",
+        "  dispatcher --stack jobs enqueue '{\"order\": 44}' --group customer-7 --lane urgent\n"
+        "  dispatcher enqueue '{\"order\": 45}' --group customer-7 --name order-45 --start-by 30m\n",
         needs=lambda args, _resources: (
             ["queue_url"]
             if args.lane is None
@@ -292,3 +295,9 @@ def register(command: AddCommand) -> None:
     enqueue.add_argument("--name", help="the execution name (else the SQS MessageId)")
     enqueue.add_argument("--file", metavar="PATH", help="JSON Lines of jobs; - reads standard input")
     enqueue.add_argument("--lane", metavar="NAME", help="send to this lane's queue (default: lane default)")
+    enqueue.add_argument(
+        "--start-by",
+        metavar="WHEN",
+        type=deadline,
+        help="a deadline: received later, the job never starts (30m, 2h from now, or ISO 8601)",
+    )

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dispatcher.core.executions import input_problem, name_problem
+from dispatcher.core.jobs import EXPIRED_PREFIX
 from dispatcher.core.messages import (
     DISPATCH_ACTION_ATTRIBUTE,
     EXECUTION_NAME_ATTRIBUTE,
@@ -37,6 +38,11 @@ class DeadLetter:
 
     message: QueuedMessage
     reason: str
+
+    @property
+    def expired(self) -> bool:
+        """Whether it is a job whose deadline passed (counted apart from poison)."""
+        return self.reason.startswith(EXPIRED_PREFIX)
 
 
 def plan_message(message: QueuedMessage) -> Start | DeadLetter:

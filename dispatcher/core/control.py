@@ -39,6 +39,8 @@ class LaneOverride(Override):
     """At most this many RUNNING executions of one message group (a JSON boolean is not an integer)."""
     fair_share: StrictBool | None = None
     """Free slots go first to the groups with fewest RUNNING."""
+    max_wait_seconds: StrictInt | None = Field(default=None, ge=1)
+    """A job received this long after it was sent expires (a JSON boolean is not an integer)."""
 
 
 class GateOverride(Override):
@@ -172,6 +174,8 @@ def _shared(member: Member, override: LaneOverride | GateOverride) -> Member:
         changes["max_per_group"] = override.max_per_group
     if isinstance(override, LaneOverride) and override.fair_share is not None:
         changes["fair_share"] = override.fair_share
+    if isinstance(override, LaneOverride) and override.max_wait_seconds is not None:
+        changes["max_wait_seconds"] = override.max_wait_seconds
     return replace(member, **changes)
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
+from dispatcher.core.jobs import Cancellations
 from dispatcher.core.topology import PoolLimit, Topology
 
 LIST_PAGE_SIZE = 1000
@@ -71,6 +72,8 @@ class StateWindow(BaseModel):
     ended: tuple[EndedExecution, ...] = ()
     void: frozenset[str] = frozenset()
     """Sort keys of records that stopped counting: a start read earlier is left out too."""
+    cancellations: dict[str, Cancellations] = Field(default_factory=dict)
+    """Each lane's pending cancellations (every read of the window brings them all)."""
 
 
 REREAD_SECONDS = 2.0

@@ -10,8 +10,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, EXECUTION_NAME_ATTRIBUTE, Held
+from dispatcher.core.messages import (
+    DISPATCH_ERROR_ATTRIBUTE,
+    EXECUTION_NAME_ATTRIBUTE,
+    START_BY_ATTRIBUTE,
+    Held,
+)
 from dispatcher.core.rerun import iso
+
+DROPPED_ON_MOVE = frozenset({DISPATCH_ERROR_ATTRIBUTE, START_BY_ATTRIBUTE})
+"""Attributes a moved dead letter loses: why it was dead-lettered, and a deadline (a redriven
+expired job is one the operator wants to run)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,7 @@ class DeadLetterMove:
 
 
 def plan_move(held: Held) -> DeadLetterMove:
-    """The job-queue copy of a dead letter: same body, group and attributes but ``DispatchError``.
+    """The job-queue copy of a dead letter: its body, group and attributes but ``DispatchError``, ``StartBy``.
 
     The deduplication id is the id of the job-queue message that was dead-lettered
     (the DLQ copy's own deduplication id, by the dispatcher's contract; a message SQS
@@ -52,7 +61,7 @@ def plan_move(held: Held) -> DeadLetterMove:
     original = original or held.message_id
     attributes: dict[str, dict[str, str]] = {}
     for key, value in held.attributes.items():
-        if key == DISPATCH_ERROR_ATTRIBUTE or "StringValue" not in value:
+        if key in DROPPED_ON_MOVE or "StringValue" not in value:
             continue
         attributes[key] = {"DataType": str(value["DataType"]), "StringValue": str(value["StringValue"])}
     attributes.setdefault(EXECUTION_NAME_ATTRIBUTE, {"DataType": "String", "StringValue": original})

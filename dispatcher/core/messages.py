@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +24,8 @@ REDRIVE_COUNT_ATTRIBUTE = "RedriveCount"
 """With ``DispatchAction`` ``redrive``: the execution's ``redriveCount`` when the redrive was asked for."""
 DISPATCH_ERROR_ATTRIBUTE = "DispatchError"
 """The String attribute of a dead-letter copy: why the message can never start."""
+START_BY_ATTRIBUTE = "StartBy"
+"""Optional String attribute: the moment (ISO 8601 with a UTC offset) after which the job must not start."""
 START_ACTION = "start"
 REDRIVE_ACTION = "redrive"
 
@@ -59,6 +62,20 @@ class QueuedMessage(BaseModel):
         default_factory=dict,
         description="Message attributes as SQS returned them, copied to the DLQ.",
     )
+
+
+def parse_start_by(text: str) -> float:
+    """A ``StartBy`` value as epoch seconds; raises ``ValueError`` naming what it must be."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ValueError(
+            f"{START_BY_ATTRIBUTE} must be an ISO 8601 moment with a UTC offset"
+            f" (e.g. 2026-11-27T10:00:00Z), not {text!r}"
+        )
+    return moment.timestamp()
 
 
 def group_problem(group: str) -> str | None:
@@ -157,6 +174,8 @@ class Job:
     """Explicit; by default derived from the name and the body (`message_deduplication_id`)."""
     redrive_count: int | None = None
     """Set: not a new start but "redrive execution ``name``", whose ``redriveCount`` is this now."""
+    start_by: str | None = None
+    """The job's deadline to start by (its ``StartBy`` attribute: ISO 8601 with a UTC offset)."""
     body_problem: str | None = field(default=None, init=False, repr=False, compare=False)
     """Why the body given can't be JSON (then it is not sent)."""
 
@@ -174,6 +193,11 @@ class Job:
             return self.body_problem
         if self.redrive_count is not None and (self.name is None or self.redrive_count < 0):
             return "a redrive job needs the execution's name and its redriveCount (>= 0)"
+        if self.start_by is not None:
+            try:
+                parse_start_by(self.start_by)
+            except ValueError as error:
+                return str(error)
         return job_problem(self.body, self.group, self.name)
 
     def message_deduplication_id(self) -> str | None:
@@ -189,6 +213,8 @@ class Job:
         attributes: dict[str, dict[str, str]] = {}
         if self.name is not None:
             attributes[EXECUTION_NAME_ATTRIBUTE] = {"DataType": "String", "StringValue": self.name}
+        if self.start_by is not None:
+            attributes[START_BY_ATTRIBUTE] = {"DataType": "String", "StringValue": self.start_by}
         if self.redrive_count is not None:
             attributes[DISPATCH_ACTION_ATTRIBUTE] = {"DataType": "String", "StringValue": REDRIVE_ACTION}
             attributes[REDRIVE_COUNT_ATTRIBUTE] = {

@@ -33,6 +33,10 @@ class Outcome(StrEnum):
     """A gate's request whose task token Step Functions refused: deleted, holding no slot."""
     DEAD_LETTERED = "dead_lettered"
     """It can never start: sent to the member's dead-letter queue with the reason, then deleted."""
+    CANCELLED = "cancelled"
+    """A lane's job its producer cancelled before it started: deleted, never started."""
+    EXPIRED = "expired"
+    """A lane's job received after its deadline: dead-lettered with an ``expired:`` reason, never started."""
     WAITING = "waiting"
     """It waits for a later round (no slot, its group's order, a rate, a throttle): shown again."""
     DELETE_FAILED = "delete_failed"
@@ -44,7 +48,16 @@ class Outcome(StrEnum):
         return self in DONE
 
 
-DONE = frozenset({Outcome.STARTED, Outcome.ALREADY, Outcome.REFUSED, Outcome.DEAD_LETTERED})
+DONE = frozenset(
+    {
+        Outcome.STARTED,
+        Outcome.ALREADY,
+        Outcome.REFUSED,
+        Outcome.DEAD_LETTERED,
+        Outcome.CANCELLED,
+        Outcome.EXPIRED,
+    }
+)
 """Outcomes whose message is deleted from its queue (``REDRIVEN`` is counted in ``STARTED``)."""
 
 Counts = Counter[Outcome]
@@ -65,6 +78,8 @@ class Label:
     """Its metric under the member's dimension (``Lane``, ``Gate``); None: not one."""
     within: Outcome | None = None
     """A one-line report says it in brackets after this outcome's words, and only when it is not 0."""
+    quiet: bool = False
+    """A one-line report says it only when it is not 0 (what most lanes never see)."""
 
 
 LABELS: Mapping[str, Mapping[Outcome, Label]] = {
@@ -73,6 +88,8 @@ LABELS: Mapping[str, Mapping[Outcome, Label]] = {
         Outcome.REDRIVEN: Label("redriven", "redriven", "Redriven", within=Outcome.STARTED),
         Outcome.ALREADY: Label("already_started", "already started", "AlreadyStarted"),
         Outcome.DEAD_LETTERED: Label("dead_lettered", "dead-lettered", "DeadLettered", "DeadLettered"),
+        Outcome.CANCELLED: Label("cancelled", "cancelled", "CancelledJobs", quiet=True),
+        Outcome.EXPIRED: Label("expired", "expired", "ExpiredJobs", quiet=True),
         Outcome.WAITING: Label("released", "released", "Released", "Released"),
         Outcome.DELETE_FAILED: Label("delete_failures", "delete failures", "DeleteFailures"),
     },
@@ -140,6 +157,8 @@ def said(report: Mapping[str, Any], kinds: Sequence[str], shown: frozenset[Outco
             if label is None or label.within is not None or label.key in seen:
                 continue
             if shown is not None and outcome not in shown:
+                continue
+            if label.quiet and not report.get(label.key):
                 continue
             seen.add(label.key)
             inner = _within(report, kind, outcome, shown)

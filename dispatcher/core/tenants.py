@@ -57,6 +57,8 @@ class Hold:
     message_id: str
     receipt_handle: str
     held_at: float
+    name: str | None = None
+    """The job's execution name (None: a gate's request, or a name it can't have)."""
 
 
 def held_key(group: str) -> str:

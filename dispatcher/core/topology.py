@@ -64,6 +64,7 @@ class LaneDocument(_Strict):
     starts_per_second: StrictFloat | None = Field(default=None, gt=0)
     max_per_group: StrictInt | None = Field(default=None, ge=1)
     fair_share: StrictBool = False
+    max_wait_seconds: StrictInt | None = Field(default=None, ge=1)
 
 
 class GateDocument(_Strict):
@@ -113,6 +114,8 @@ class Member:
     """At most this many of one message group's executions hold its slots (None: no group limit)."""
     fair_share: bool = False
     """Free slots go first to the groups holding fewest (a lane's; a gate has none)."""
+    max_wait_seconds: int | None = None
+    """A lane's job received this long after it was sent expires (None: no bound; a gate has none)."""
 
     @property
     def tenants(self) -> bool:
@@ -270,6 +273,7 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
             starts_per_second=lane.starts_per_second,
             max_per_group=lane.max_per_group,
             fair_share=lane.fair_share,
+            max_wait_seconds=lane.max_wait_seconds,
         )
         for lane in document.lanes
     ]

@@ -35,6 +35,7 @@ from dispatcher.core.counting import (
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState, execution_arn
+from dispatcher.core.jobs import Cancellations
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, StartLedger
@@ -52,6 +53,8 @@ class Records:
         self._store = store
         self._holding = False
         self._known: KnownWindow | None = None
+        self.cancellations: dict[str, Cancellations] = {}
+        """Each lane's pending cancellations, as this tick's read of the window found them."""
 
     def note_ends(self, ended: Sequence[EndedExecution], now: float) -> None:
         """Keep the events' news for the ticks of the next minute and a half (written as of ``now``)."""
@@ -96,6 +99,7 @@ class Records:
             known = self._known
             window = self._store.window(max(since, known.rereads_from()))
         known.add(window, now)
+        self.cancellations = window.cancellations
         return known.views(oldest)
 
     def void(self, records: Sequence[LedgerStart], now: float) -> None:

@@ -211,7 +211,7 @@ class GateRound(MemberRound):
         """Below `SendTaskSuccess`'s quota, the account's in the gate's region."""
         return self._warm.paces_for(self._counter.state_machine_arn).admit
 
-    def decide(self, messages: Sequence[QueuedMessage], free: int) -> Admission:
+    def decide(self, messages: Sequence[QueuedMessage], free: int, now: float = 0.0) -> Admission:
         """Admit in receive order up to the free slots; an execution inside already takes none.
 
         A request for an execution another request of the round names waits for the next round.

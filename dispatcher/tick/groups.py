@@ -23,6 +23,7 @@ from dispatcher.core.counting import LIST_PAGE_SIZE, RunningListing, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
+from dispatcher.core.jobs import hold_seconds, job_name
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.rosters import (
@@ -156,7 +157,8 @@ class GroupBook:
             return list(messages)
         now = self.clock()
         holds = [
-            Hold(message.group_id, message.message_id, message.receipt_handle, now) for message in messages
+            Hold(message.group_id, message.message_id, message.receipt_handle, now, job_name(message))
+            for message in messages
         ]
         try:
             self.roster.hold(self.member, holds)
@@ -165,7 +167,7 @@ class GroupBook:
                 "could not note held jobs", extra={"member": self.member.name, "reason": str(error)}
             )
             return list(messages)
-        failed = queue.hide(messages, HOLD_SECONDS)
+        failed = self._hide(queue, messages, now)
         failed_ids = {message.message_id for message in failed}
         for hold in holds:
             if hold.message_id not in failed_ids:
@@ -175,6 +177,14 @@ class GroupBook:
             extra={"member": self.member.name, "groups": [hold.group for hold in holds]},
         )
         return list(failed)
+
+    def _hide(self, queue: JobQueue, messages: Sequence[QueuedMessage], now: float) -> list[QueuedMessage]:
+        """Put held jobs in flight for `HOLD_SECONDS`, or until just past their deadline; those not hidden."""
+        by_seconds: dict[int, list[QueuedMessage]] = {}
+        for message in messages:
+            seconds = hold_seconds(message, now, HOLD_SECONDS, self.member.max_wait_seconds)
+            by_seconds.setdefault(seconds, []).append(message)
+        return [failed for seconds, those in by_seconds.items() for failed in queue.hide(those, seconds)]
 
 
 class LaneRoster:

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
-from dispatcher.core.admission import Admission, admit
+from dispatcher.core.admission import Admission, DeadLetter, admit
 from dispatcher.core.errors import TransientError
+from dispatcher.core.jobs import (
+    Cancellations,
+    GroupCancellation,
+    JobRecord,
+    JobState,
+    expiry,
+    job_name,
+    record_of_dead_letter,
+)
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.outcomes import Outcome
 from dispatcher.core.pacing import Pace
 from dispatcher.core.tenants import admit_shared
+from dispatcher.core.topology import Lane
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
 from dispatcher.tick.ports import LanePorts, StartThreads
@@ -27,9 +39,19 @@ class LaneRound(MemberRound):
         *,
         warm: WarmState,
         books: Mapping[str, GroupBook] | None = None,
+        settings: Callable[[], Lane] | None = None,
     ) -> None:
+        """``settings``: the lane as steered now (its deadline bound); None: no bound."""
         super().__init__(ports, pool, warm=warm, books=books)
         self._lane = ports
+        self._settings = settings
+        self._why: dict[str, GroupCancellation | bool] = {}
+        """Message id → what cancelled it (a group's cancellation, or True: by name), this round."""
+
+    @property
+    def max_wait_seconds(self) -> int | None:
+        """The lane's bound on a job's wait, as steered now (None: none)."""
+        return None if self._settings is None else self._settings().max_wait_seconds
 
     @property
     def state_machine_arn(self) -> str:
@@ -45,15 +67,87 @@ class LaneRound(MemberRound):
         """Below `StartExecution`'s quota, the account's in the lane's region."""
         return self._warm.paces_for(self.state_machine_arn).start
 
-    def decide(self, messages: Sequence[QueuedMessage], free: int) -> Admission:
+    def decide(self, messages: Sequence[QueuedMessage], free: int, now: float) -> Admission:
         """Start in receive order up to the free slots, poison to the DLQ, the rest waits (`admit`).
 
-        A lane that counts by message group holds a group's jobs at its limit, and with
-        fair share gives the slots to the groups holding fewest first (`admit_shared`).
+        A job received after its deadline (the receive began at ``now``) is dead-lettered as
+        expired first, taking no slot. A lane that counts by message group holds a group's
+        jobs at its limit, and with fair share gives the slots to the groups holding fewest
+        first (`admit_shared`).
         """
+        max_wait = self.max_wait_seconds
+        expired: list[DeadLetter] = []
+        rest: list[QueuedMessage] = []
+        for message in messages:
+            reason = expiry(message, now, max_wait)
+            if reason is None:
+                rest.append(message)
+            else:
+                expired.append(DeadLetter(message, reason))
         if self.book is None:
-            return admit(messages, free)
-        return admit_shared(messages, free, self.book.share, self.book.running)
+            admission = admit(rest, free)
+        else:
+            admission = admit_shared(rest, free, self.book.share, self.book.running)
+        if expired:
+            admission = replace(admission, dead_letters=(*admission.dead_letters, *expired))
+        return admission
+
+    def screen(self, part: Prepared, cancellations: Cancellations) -> None:
+        """Drop the part's jobs that ``cancellations`` name: its admitted ones never start, what waits leaves.
+
+        A held job of a cancelled group is dropped too. What is dropped is deleted once
+        the round is done (`Outcome.CANCELLED`).
+        """
+        if not cancellations:
+            return
+        outcome = part.outcome
+        for start in part.admission.starts:
+            found = cancellations.cancels(start.message, start.name)
+            if found:
+                outcome.cancelled.add(start.name)
+                self._why[start.message.message_id] = found
+        waiting = outcome.messages[Outcome.WAITING]
+        dropped = []
+        for message in waiting:
+            found = cancellations.cancels(message, job_name(message))
+            if found:
+                dropped.append(message)
+                self._why[message.message_id] = found
+        if dropped:
+            ids = {message.message_id for message in dropped}
+            outcome.messages[Outcome.WAITING] = [
+                message for message in waiting if message.message_id not in ids
+            ]
+            outcome.held_for_group = [
+                message for message in outcome.held_for_group if message.message_id not in ids
+            ]
+            outcome.add(Outcome.CANCELLED, dropped)
+
+    def job_records(self, part: Prepared, now: float) -> list[JobRecord]:
+        """What `dispatcher job` reports of the part's jobs that never started (cancelled, expired, poison).
+
+        A job cancelled by name already has its record (the cancellation wrote it): its
+        pending entry goes, once its message was deleted. A group's job gets its record now.
+        """
+        outcome = part.outcome
+        undeleted = {message.message_id for message in outcome.undeleted}
+        records: list[JobRecord] = []
+        for message in outcome.of(Outcome.CANCELLED):
+            why, name = self._why.get(message.message_id), job_name(message)
+            if name is None or message.message_id in undeleted:
+                continue
+            if isinstance(why, GroupCancellation):
+                reason = why.reason or f"message group {why.group} cancelled"
+                records.append(JobRecord(self.name, name, JobState.CANCELLED, reason, now))
+            else:
+                records.append(JobRecord(self.name, name, JobState.CANCELLED, "", now, pending=True))
+        for letter in outcome.dead_letters:
+            if letter.message.message_id not in undeleted:
+                record = record_of_dead_letter(
+                    self.name, letter.message, letter.reason, now, self.max_wait_seconds
+                )
+                records += [] if record is None else [record]
+        return records
 
     def within_rate(self, part: Prepared, now: float) -> None:
         """Cut the part's admission to the lane's start-rate tokens as of ``now`` (one conditional write).
@@ -75,7 +169,7 @@ class LaneRound(MemberRound):
         if granted < wanted:
             logger.info("starts wait for the lane's rate", extra={"wanted": wanted, "granted": granted})
             part.outcome.rate_spent = part.outcome.stop_reason is None
-            part.admission = self.decide(part.messages, granted)
+            part.admission = self.decide(part.messages, granted, part.received_at)
 
     def _starts(self, part: Prepared, clock: Callable[[], float]) -> LaneStarts:
         lane, latency = self._lane, self._warm.start_latency

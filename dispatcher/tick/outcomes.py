@@ -48,12 +48,13 @@ class GroupOutcome:
     def counts(self, *, delete_failures: int = 0) -> Counts:
         """How many had each outcome."""
         counts = Counts({outcome: len(messages) for outcome, messages in self.messages.items()})
-        counts[Outcome.DEAD_LETTERED] = len(self.dead_letters)
+        counts[Outcome.EXPIRED] = sum(letter.expired for letter in self.dead_letters)
+        counts[Outcome.DEAD_LETTERED] = len(self.dead_letters) - counts[Outcome.EXPIRED]
         counts[Outcome.DELETE_FAILED] = delete_failures
         return counts
 
 
-LEAVING = (Outcome.STARTED, Outcome.ALREADY, Outcome.REFUSED)
+LEAVING = (Outcome.STARTED, Outcome.ALREADY, Outcome.REFUSED, Outcome.CANCELLED)
 """The outcomes of messages deleted once the round is done, beside its dead letters, in that order."""
 
 
@@ -71,6 +72,10 @@ class RoundOutcome(GroupOutcome):
     """Of the done messages, those to leave on the queue (released, not deleted): they come back."""
     held_for_group: list[QueuedMessage] = field(default_factory=list)
     """Of those waiting: the first job of each group at its limit, to hold in flight (`GroupBook.hold`)."""
+    undeleted: list[QueuedMessage] = field(default_factory=list)
+    """Of the done messages, those whose delete failed: they come back."""
+    cancelled: set[str] = field(default_factory=set)
+    """Names of its admitted jobs a cancellation names: they are never started (`Outcome.CANCELLED`)."""
 
     def merge(self, group: GroupOutcome) -> None:
         """Add one group's outcome."""

@@ -16,6 +16,7 @@ from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import LedgerRequest, LedgerStart, RunningListing, StateWindow
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
+from dispatcher.core.jobs import JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.rosters import RosterEntry, RosterRead
 from dispatcher.core.tenants import Hold
@@ -198,6 +199,14 @@ class StartRate(Protocol):
         ...
 
 
+class JobRecords(Protocol):
+    """Jobs that never started: the records of what was dropped, expired or dead-lettered."""
+
+    def settle(self, records: Sequence[JobRecord]) -> int:
+        """Keep the records of jobs dropped, expired or dead-lettered (best effort); how many were left."""
+        ...
+
+
 class Lease(Protocol):
     """The tick lease: whoever holds it counts and spends the free slots."""
 
@@ -282,6 +291,8 @@ class Ports:
     ledger: StartLedger
     """Every lane's recent starts and ends."""
     gates: tuple[GatePorts, ...] = ()
+    jobs: JobRecords | None = None
+    """Pending cancellations and job records (None: no lane's jobs are followed)."""
 
     @property
     def members(self) -> tuple[MemberPorts, ...]:
@@ -333,6 +344,10 @@ class Resources(Protocol):
         """`SendTaskSuccess`, for the gates."""
         ...
 
+    def job_records(self, key: str) -> JobRecords:
+        """The state table's pending cancellations and job records of one dispatcher, keyed by ``key``."""
+        ...
+
 
 def wire(topology: Topology, resources: Resources) -> Ports:
     """The ports of every lane and gate of ``topology``: one `Executions` per lane's state machine.
@@ -375,7 +390,13 @@ def wire(topology: Topology, resources: Resources) -> Ports:
         )
         for gate in topology.gates
     )
-    return Ports(lanes=lanes, lease=resources.lease(key), ledger=resources.ledger(key), gates=gates)
+    return Ports(
+        lanes=lanes,
+        lease=resources.lease(key),
+        ledger=resources.ledger(key),
+        gates=gates,
+        jobs=resources.job_records(key),
+    )
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TypeVar
 from dispatcher.core.admission import Admission
 from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
 from dispatcher.core.errors import ConfigurationError, TransientError
+from dispatcher.core.jobs import Cancellations, JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
@@ -27,7 +28,7 @@ from dispatcher.core.tenants import FAIR_SHARE_LOOK_AHEAD, SharedAdmission
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
 from dispatcher.tick.outcomes import RoundOutcome
-from dispatcher.tick.ports import MemberPorts, Roster, Runtime, StartLedger, StartThreads
+from dispatcher.tick.ports import JobRecords, MemberPorts, Roster, Runtime, StartLedger, StartThreads
 from dispatcher.tick.report import StopReason
 from dispatcher.tick.starts import MemberStarts, Starter, by_roster
 from dispatcher.tick.threads import first_failure
@@ -132,9 +133,16 @@ class MemberRound:
             raise
         return first + more, throttled
 
-    def decide(self, messages: Sequence[QueuedMessage], free: int) -> Admission:
-        """What the member's free slots admit of what it received."""
+    def decide(self, messages: Sequence[QueuedMessage], free: int, now: float) -> Admission:
+        """What the member's free slots admit of what it received (the receive began at ``now``)."""
         raise NotImplementedError
+
+    def screen(self, part: Prepared, cancellations: Cancellations) -> None:
+        """Drop the part's jobs that ``cancellations`` name (only a lane's jobs can be cancelled)."""
+
+    def job_records(self, part: Prepared, now: float) -> list[JobRecord]:
+        """What to keep of the part's jobs that never started (a lane's: cancelled, expired, poison)."""
+        return []
 
     def prepare(self, free: int, *, wait: bool = True, now: float = 0.0) -> Prepared | None:
         """Receive and decide this member's part of a round (None: its queue handed out nothing).
@@ -145,11 +153,11 @@ class MemberRound:
         if not messages:
             return None
         try:
-            admission = self.decide(messages, free)
+            admission = self.decide(messages, free, now)
         except BaseException:
             self.make_visible(messages)
             raise
-        return Prepared(self, messages, receive_stop, admission)
+        return Prepared(self, messages, receive_stop, admission, received_at=now)
 
     def within_rate(self, part: Prepared, now: float) -> None:
         """Cut the part's admission to the member's rate (only a rate-capped lane has one)."""
@@ -188,6 +196,7 @@ class MemberRound:
         unsettled = {message.message_id for message in outcome.unsettled}
         done = [message for message in outcome.done() if message.message_id not in unsettled]
         failed_deletes = self._delete(done, outcome)
+        outcome.undeleted = failed_deletes
         queue.make_visible(self._still_waiting(outcome))
         if self.book is not None:
             self.book.started(outcome.of(Outcome.STARTED) + self._also_counted(outcome))
@@ -260,6 +269,8 @@ class Prepared:
     outcome: RoundOutcome = field(default_factory=RoundOutcome)
     starts: MemberStarts | None = None
     """Its starts, once its admission is decided (`LaneRound.starts_of`)."""
+    received_at: float = 0.0
+    """When its receive began: a job whose deadline passed before then expires."""
 
 
 class Round:
@@ -274,6 +285,8 @@ class Round:
         records: tuple[StartLedger, Mapping[str, Roster]],
         *,
         time_margin_seconds: float,
+        jobs: JobRecords | None = None,
+        cancellations: Callable[[], Mapping[str, Cancellations]] = dict,
     ) -> None:
         """``pool``: the start threads; ``lane_threads``: one per lane of a round, for its own calls.
 
@@ -283,6 +296,9 @@ class Round:
         self._runtime = runtime
         self._warm = warm
         self._ledger, self._rosters = records
+        self._jobs = jobs
+        self._cancellations = cancellations
+        """Each lane's pending cancellations, as this tick read them with its window."""
         self._margin = time_margin_seconds
         self._starter = Starter(pool, *records)
 
@@ -331,6 +347,7 @@ class Round:
                 self._raise_first(self._each(lambda part: part.lane.within_rate(part, now), rated))
             lanes = [part.lane.starts_of(part, self._runtime.clock) for part in prepared]
             self._starter.record(lanes, self._runtime.clock())
+            self._screen(prepared)
             self._starter.start(lanes)
             self._raise_first(self._each(lambda part: part.lane.dead_letter(part.outcome), prepared))
         except BaseException:
@@ -341,10 +358,30 @@ class Round:
         counts = self._each(lambda part: part.lane.settle(part), prepared)
         self._raise_first(counts)
         self._forget_never_started(prepared)
+        self._keep_records(prepared)
         return {
             part.lane.name: (lane_counts, _stop_after(part.outcome, part.receive_stop))  # type: ignore[misc]
             for part, lane_counts in zip(prepared, counts, strict=True)
         }
+
+    def _screen(self, prepared: Sequence[Prepared]) -> None:
+        """Drop the round's cancelled jobs, as this tick's read of the window found the cancellations.
+
+        A cancellation written after that read is not seen here: `dispatcher cancel` waits
+        for the tick in flight to end before it answers (`dispatcher.core.jobs`).
+        """
+        pending = self._cancellations()
+        for part in prepared:
+            part.lane.screen(part, pending.get(part.lane.name, Cancellations()))
+
+    def _keep_records(self, prepared: Sequence[Prepared]) -> None:
+        """Keep what `dispatcher job` reports of the round's jobs that never started; best effort."""
+        if self._jobs is None:
+            return
+        now = self._runtime.clock()
+        records = [record for part in prepared for record in part.lane.job_records(part, now)]
+        if records and self._jobs.settle(records):
+            logger.warning("some job records were not written", extra={"records": len(records)})
 
     def _forget_never_started(self, prepared: Sequence[Prepared]) -> None:
         """Free at once the slots recorded for starts this round never attempted, every lane's together.

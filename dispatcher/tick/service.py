@@ -19,7 +19,7 @@ from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.outcomes import Counts
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Lane, PoolLimit, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Count, Counter, MemberCounter, Records
 from dispatcher.tick.gates import GateCounter, GateRound
@@ -94,7 +94,9 @@ class Dispatcher:
         self._tenants = Tenants(ports, self._warm, runtime.clock)
         books = self._tenants.books
         members: dict[str, MemberRounds] = {
-            name: functools.partial(LaneRound, lane, warm=self._warm, books=books)
+            name: functools.partial(
+                LaneRound, lane, warm=self._warm, books=books, settings=functools.partial(self._lane, name)
+            )
             for name, lane in self._lanes.items()
         }
         for gate in ports.gates:
@@ -117,6 +119,10 @@ class Dispatcher:
                     clock=runtime.clock,
                 ),
             )
+
+    def _lane(self, name: str) -> Lane:
+        """Lane ``name`` with its live settings (the control parameter's, this tick)."""
+        return self._topology.lane(name)
 
     @property
     def _active_pools(self) -> list[PoolLimit]:
@@ -350,6 +356,8 @@ class Dispatcher:
                 self._warm,
                 (self._ports.ledger, {member.name: member.roster for member in self._ports.members}),
                 time_margin_seconds=self._policy.time_margin_seconds,
+                jobs=self._ports.jobs,
+                cancellations=lambda: self._records.cancellations,
             )
             stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)
             if stopped not in HALTING_STOPS:

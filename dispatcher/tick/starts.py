@@ -348,6 +348,10 @@ class Starter:
         """Start one group's messages in order; after a throttle anywhere, start no more."""
         outcome = GroupOutcome()
         for index, start in enumerate(starts):
+            if start.name in lane.outcome.cancelled:
+                # Its producer cancelled it, as this round's read of the cancellations found.
+                outcome.add(Outcome.CANCELLED, [start.message])
+                continue
             if stop.is_set() or start.name not in lane.recorded:
                 outcome.add(Outcome.WAITING, [later.message for later in starts[index:]])
                 break

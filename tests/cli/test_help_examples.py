@@ -40,7 +40,17 @@ tests measure (measured, these added 2 lines of 7,688 to the suite's coverage; C
 EXECUTE = True
 STACK = "jobs"
 FILTERS = ("--error", "--name", "--status", "--since", "--until")
-CHANGES = ("pause", "resume", "set-max", "forget", "enqueue", "tick", "redrive-dead-letters", "rerun")
+CHANGES = (
+    "pause",
+    "resume",
+    "set-max",
+    "forget",
+    "enqueue",
+    "cancel",
+    "tick",
+    "redrive-dead-letters",
+    "rerun",
+)
 FOUND_NOTHING = re.compile(r"no spooled failures|\bqueued? 0 |\"total\": 0\b|\"queued\": \[\]")
 
 
@@ -82,7 +92,7 @@ def changes(arguments: list[str]) -> bool:
     name = next(
         argument
         for argument in arguments
-        if argument in {*CHANGES, "status", "info", "failed", "dead-letters"}
+        if argument in {*CHANGES, "status", "info", "job", "failed", "dead-letters"}
     )
     return name in CHANGES and "--dry-run" not in arguments
 
@@ -139,7 +149,7 @@ def test_the_examples_are_the_ones_printed() -> None:
     found = examples()
     assert len(found) >= 20
     assert any("--error 'Downstream*'" in example for example in found)
-    assert len(COMMAND_GROUPS) == 8
+    assert len(COMMAND_GROUPS) == 9
 
 
 def test_every_help_example_runs_and_every_filter_finds_something(

@@ -305,6 +305,8 @@ def test_without_lanes_the_return_value_keeps_its_keys(harness: Harness) -> None
         "redriven",
         "already_started",
         "dead_lettered",
+        "cancelled",
+        "expired",
         "released",
         "delete_failures",
         "stopped",

@@ -57,7 +57,8 @@ def _report() -> TickReport:
         },
     )
     report.count_round(DEFAULT, Counts({STARTED: 3, REDRIVEN: 1, ALREADY: 2, DEAD: 1, WAITING: 5, FAILED: 1}))
-    report.count_round("urgent", Counts({STARTED: 4, DEAD: 2, WAITING: 1}))
+    report.count_round("urgent", Counts({STARTED: 4, DEAD: 2, WAITING: 1, Outcome.CANCELLED: 8}))
+    report.count_round(DEFAULT, Counts({Outcome.EXPIRED: 9}))
     report.count_round("etl", Counts({STARTED: 2, ALREADY: 1, REFUSED: 3, DEAD: 4, WAITING: 6, FAILED: 2}))
     report.tenants = TenantFigures(held=2, groups_at_limit=1, largest_group_share=0.25)
     return report
@@ -107,6 +108,8 @@ def test_a_tick_of_lanes_gates_pools_and_tenants_emits_each_figure_once(
         ("Redriven", "", "", 1.0),
         ("AlreadyStarted", "", "", 2.0),
         ("DeadLettered", "", "", 7.0),
+        ("CancelledJobs", "", "", 8.0),
+        ("ExpiredJobs", "", "", 9.0),
         ("Released", "", "", 12.0),
         ("DeleteFailures", "", "", 3.0),
         ("Started", "Lane", DEFAULT, 3.0),
@@ -153,6 +156,8 @@ def test_the_return_value_of_lanes_gates_pools_and_tenants_holds_every_key_in_it
             "redriven": 1,
             "already_started": 2,
             "dead_lettered": 7,
+            "cancelled": 8,
+            "expired": 9,
             "released": 12,
             "delete_failures": 3,
             "stopped": "capacity",
@@ -167,6 +172,8 @@ def test_the_return_value_of_lanes_gates_pools_and_tenants_holds_every_key_in_it
                     "redriven": 1,
                     "already_started": 2,
                     "dead_lettered": 1,
+                    "cancelled": 0,
+                    "expired": 9,
                     "released": 5,
                     "delete_failures": 1,
                 },
@@ -175,6 +182,8 @@ def test_the_return_value_of_lanes_gates_pools_and_tenants_holds_every_key_in_it
                     "redriven": 0,
                     "already_started": 0,
                     "dead_lettered": 2,
+                    "cancelled": 8,
+                    "expired": 0,
                     "released": 1,
                     "delete_failures": 0,
                 },
@@ -211,6 +220,8 @@ def test_the_return_value_of_one_lane_keeps_the_contracts_keys_and_no_member_lis
         "redriven": 0,
         "already_started": 0,
         "dead_lettered": 0,
+        "cancelled": 0,
+        "expired": 0,
         "released": 0,
         "delete_failures": 0,
         "stopped": "drained",

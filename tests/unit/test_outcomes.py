@@ -20,22 +20,26 @@ GATE_COUNTS = Counts({Outcome.STARTED: 5, Outcome.REFUSED: 1, Outcome.DEAD_LETTE
 
 
 def test_outcome_done_is_what_leaves_the_queue() -> None:
-    """A start, one made before, a refused token and poison leave the queue; a wait does not."""
+    """A start, one made before, a refused token, poison, a cancelled and an expired job leave; a wait does not."""
     assert {outcome for outcome in Outcome if outcome.done} == {
         Outcome.STARTED,
         Outcome.ALREADY,
         Outcome.REFUSED,
         Outcome.DEAD_LETTERED,
+        Outcome.CANCELLED,
+        Outcome.EXPIRED,
     }
 
 
 def test_keyed_gives_every_key_of_the_kind_in_the_tables_order() -> None:
-    """A lane's counts are its six keys; a gate says admitted where a lane says started."""
+    """A lane's counts are its eight keys; a gate says admitted where a lane says started."""
     assert keyed(LANE, LANE_COUNTS) == {
         "started": 3,
         "redriven": 1,
         "already_started": 0,
         "dead_lettered": 2,
+        "cancelled": 0,
+        "expired": 0,
         "released": 4,
         "delete_failures": 0,
     }
@@ -90,6 +94,14 @@ def test_said_puts_parts_in_brackets_only_when_they_are_not_zero() -> None:
     )
     assert said(report, (LANE,), frozenset({Outcome.STARTED, Outcome.DEAD_LETTERED})) == (
         "started 3, dead-lettered 4"
+    )
+
+
+def test_said_gives_cancelled_and_expired_jobs_only_when_there_are_some() -> None:
+    """Most lanes never cancel or expire a job: a report says so only when one did."""
+    report = {"started": 1, "dead_lettered": 0, "cancelled": 0, "expired": 2, "released": 0}
+    assert said(report, (LANE,), frozenset({Outcome.STARTED, Outcome.CANCELLED, Outcome.EXPIRED})) == (
+        "started 1, expired 2"
     )
 
 

@@ -32,6 +32,7 @@ from tests.support.sim.api import LATENCY_SECONDS, Client, Usage
 from tests.support.sim.dynamodb import LedgerView, StateTable
 from tests.support.sim.faults import Faults, Process
 from tests.support.sim.inside import LaneRosterView, RosterView
+from tests.support.sim.jobs import JobPartitions, JobRecordsView
 from tests.support.sim.lease import LeaseView
 from tests.support.sim.rate import RateItems, RateView
 from tests.support.sim.scheduler import Scheduler
@@ -144,6 +145,11 @@ class SimResources:
         """`SendTaskSuccess`, through the start client (as the function's)."""
         return TaskTokensView(self._aws.stepfunctions, self._clients.starts)
 
+    def job_records(self, key: str) -> JobRecordsView:
+        """The pending cancellations and job records."""
+        assert key == self._aws.state_machine_arn, f"no job records under {key}"
+        return JobRecordsView(self._aws.jobs, self._clients.dynamodb)
+
 
 class InMemoryAws:
     """AWS in memory, in virtual time, with AWS's quotas for one region and a latency per call."""
@@ -179,6 +185,8 @@ class InMemoryAws:
         self.queue = FifoQueue(self.scheduler, f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/jobs.fifo")
         self.dead_letters = DeadLetterBox(self.scheduler)
         self.table = StateTable(self.scheduler, self.usage, self.state_machine_arn)
+        self.jobs = JobPartitions(self.scheduler, self.usage, self.table)
+        """Pending cancellations and job records (the producers' cancellations are written here)."""
         self.lanes = tuple(lanes)
         self.pools = dict(pools or {})
         self.queues = {self.queue.url: self.queue}

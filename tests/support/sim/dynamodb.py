@@ -83,6 +83,11 @@ class StateTable:
         self._items[key] = stored
         self._drop_old()
 
+    def delete(self, key: str) -> None:
+        """Delete an item, if there is one."""
+        if self._items.pop(key, None) is not None:
+            self._keys.remove(key)
+
     def query(self, oldest: float) -> list[list[Stored]]:
         """The pages a `Query` from ``oldest`` reads (1 MB each)."""
         start = bisect.bisect_left(self._keys, sort_key(oldest, ""))

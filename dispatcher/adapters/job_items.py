@@ -1,0 +1,114 @@
+"""How the state table keeps jobs that never started: pending cancellations and job records. Pure.
+
+- The pending cancellations of every lane live in the start ledger's partition, one small
+  item each, under sort keys that sort after every record's (``~cancel#<lane>#n#<name>``
+  for a job, ``~cancel#<lane>#g#<group>`` for a message group): the consistent read of the
+  review window that every tick makes anyway (``sk >= oldest``) brings them, at no call of
+  their own. Only what may still apply stays there: a job's entry goes once a tick has
+  dropped its message, a group's lives its 14 days.
+- ``jobs#<key>``: a record per job (``<lane>#<name>``) that was cancelled, expired or
+  dead-lettered, which ``dispatcher job`` reads, kept 14 days.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dispatcher.adapters.item_keys import number
+from dispatcher.adapters.state_items import (
+    CANCEL_KIND,
+    GROUP_KIND,
+    NAME_KIND,
+    PENDING_PREFIX,
+    partition,
+    pending_key,
+    read_pending,
+)
+from dispatcher.core.jobs import CANCELLATION_LIFETIME_SECONDS, GroupCancellation, JobRecord, JobState
+
+__all__ = [
+    "CANCEL_KIND",
+    "GROUP_KIND",
+    "NAME_KIND",
+    "PENDING_PREFIX",
+    "cancels_partition",
+    "jobs_partition",
+    "pending_group_item",
+    "pending_key",
+    "pending_name_item",
+    "read_pending",
+    "record_item",
+    "record_key",
+    "record_of",
+]
+
+
+def cancels_partition(key: str) -> str:
+    """The partition of one dispatcher's pending cancellations: its start ledger's."""
+    return partition(key)
+
+
+def jobs_partition(key: str) -> str:
+    """The partition of one dispatcher's job records."""
+    return f"jobs#{key}"
+
+
+def expires(now: float) -> dict[str, str]:
+    """The TTL of what is kept 14 days from ``now``."""
+    return {"N": str(int(now) + CANCELLATION_LIFETIME_SECONDS)}
+
+
+def pending_name_item(key: str, lane: str, name: str, now: float) -> dict[str, Any]:
+    """A job's pending cancellation: its name, and nothing a tick needs beyond it."""
+    return {
+        "pk": {"S": cancels_partition(key)},
+        "sk": {"S": pending_key(lane, NAME_KIND, name)},
+        "kind": {"S": CANCEL_KIND},
+        "expires_at": expires(now),
+    }
+
+
+def pending_group_item(key: str, lane: str, group: GroupCancellation) -> dict[str, Any]:
+    """A message group's cancellation: its jobs sent at or before ``before``."""
+    return {
+        "pk": {"S": cancels_partition(key)},
+        "sk": {"S": pending_key(lane, GROUP_KIND, group.group)},
+        "kind": {"S": CANCEL_KIND},
+        "before": number(group.before),
+        "reason": {"S": group.reason},
+        "expires_at": expires(group.before),
+    }
+
+
+def record_key(lane: str, name: str) -> str:
+    """A job record's sort key."""
+    return f"{lane}#{name}"
+
+
+def record_item(key: str, record: JobRecord) -> dict[str, Any]:
+    """A job record as one item."""
+    item: dict[str, Any] = {
+        "pk": {"S": jobs_partition(key)},
+        "sk": {"S": record_key(record.lane, record.name)},
+        "state": {"S": str(record.state)},
+        "reason": {"S": record.reason},
+        "at": number(record.at),
+        "expires_at": expires(record.at),
+    }
+    if record.deadline is not None:
+        item["deadline"] = number(record.deadline)
+    return item
+
+
+def record_of(item: Mapping[str, Any]) -> JobRecord:
+    """The job record an item holds."""
+    lane, name = item["sk"]["S"].split("#", 1)
+    return JobRecord(
+        lane=lane,
+        name=name,
+        state=JobState(item["state"]["S"]),
+        reason=item.get("reason", {}).get("S", ""),
+        at=float(item["at"]["N"]),
+        deadline=float(item["deadline"]["N"]) if "deadline" in item else None,
+    )

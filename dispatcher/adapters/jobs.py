@@ -1,0 +1,127 @@
+"""DynamoDB: the jobs that never started — pending cancellations and job records (`job_items` keys them).
+
+The tick reads the pending cancellations with its window (`dispatcher.adapters.ledger`) and
+writes what it dropped, expired or dead-lettered here in `BatchWriteItem` calls;
+`dispatcher cancel` and the producer client write cancellations and read records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from dispatcher.adapters.errors import translated
+from dispatcher.adapters.job_items import (
+    GROUP_KIND,
+    NAME_KIND,
+    cancels_partition,
+    jobs_partition,
+    pending_group_item,
+    pending_key,
+    pending_name_item,
+    read_pending,
+    record_item,
+    record_key,
+    record_of,
+)
+from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
+from dispatcher.core.errors import TransientError
+from dispatcher.core.jobs import GroupCancellation, JobRecord
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
+
+
+class JobTable:
+    """One dispatcher's pending cancellations and job records, in the state table."""
+
+    def __init__(self, client: DynamoDBClient, table: str, key: str) -> None:
+        """``key``: the default lane's state machine ARN (as the ledger's)."""
+        self._client = client
+        self.table = table
+        self._key = key
+
+    def settle(self, records: Sequence[JobRecord]) -> int:
+        """Keep what the tick dropped, expired or dead-lettered; a name's applied cancellation goes.
+
+        A record marked ``pending`` is a cancellation by name that was applied: its record
+        is the one ``cancel`` wrote (with the reason), and only its pending entry goes.
+
+        `BatchWriteItem` calls of 25 requests, best effort: how many records were left.
+        A pending entry left behind is read again, and finds no message.
+        """
+        # One request per item (`BatchWriteItem` refuses two on one key): the last one wins.
+        requests: dict[tuple[str, str], WriteRequestTypeDef] = {}
+        for record in records:
+            if not record.pending:
+                item = record_item(self._key, record)
+                requests[(jobs_partition(self._key), item["sk"]["S"])] = {"PutRequest": {"Item": item}}
+            else:
+                partition = cancels_partition(self._key)
+                sort = pending_key(record.lane, NAME_KIND, record.name)
+                key = {"pk": {"S": partition}, "sk": {"S": sort}}
+                requests[(partition, sort)] = {"DeleteRequest": {"Key": key}}
+        left = 0
+        for chunk in chunks(list(requests.values()), BATCH_WRITE_LIMIT):
+            try:
+                with translated(f"BatchWriteItem on state table {self.table}"):
+                    response = self._client.batch_write_item(RequestItems={self.table: chunk})
+            except TransientError:
+                left += len(chunk)
+                continue
+            left += len(response.get("UnprocessedItems", {}).get(self.table, []))
+        return left
+
+    def cancel(self, record: JobRecord) -> None:
+        """Cancel a job by name: its record first (what `job` reports), then its pending entry."""
+        with translated(f"PutItem on state table {self.table}"):
+            self._client.put_item(TableName=self.table, Item=record_item(self._key, record))
+            self._client.put_item(
+                TableName=self.table, Item=pending_name_item(self._key, record.lane, record.name, record.at)
+            )
+
+    def cancel_group(self, lane: str, group: GroupCancellation) -> None:
+        """Cancel a message group's jobs sent at or before ``group.before``."""
+        with translated(f"PutItem on state table {self.table}"):
+            self._client.put_item(TableName=self.table, Item=pending_group_item(self._key, lane, group))
+
+    def withdraw(self, lane: str, name: str) -> None:
+        """Take back a cancellation that came too late (the job had started): its entry and its record."""
+        with translated(f"DeleteItem on state table {self.table}"):
+            self._client.delete_item(
+                TableName=self.table,
+                Key={
+                    "pk": {"S": cancels_partition(self._key)},
+                    "sk": {"S": pending_key(lane, NAME_KIND, name)},
+                },
+            )
+            self._client.delete_item(
+                TableName=self.table,
+                Key={"pk": {"S": jobs_partition(self._key)}, "sk": {"S": record_key(lane, name)}},
+            )
+
+    def record(self, lane: str, name: str) -> JobRecord | None:
+        """The job's record (cancelled, expired, dead-lettered), read consistently; None: none."""
+        with translated(f"GetItem on state table {self.table}"):
+            response = self._client.get_item(
+                TableName=self.table,
+                Key={"pk": {"S": jobs_partition(self._key)}, "sk": {"S": record_key(lane, name)}},
+                ConsistentRead=True,
+            )
+        item = response.get("Item")
+        return None if item is None else record_of(item)
+
+    def group_cancellation(self, lane: str, group: str) -> GroupCancellation | None:
+        """A message group's pending cancellation, if it has one."""
+        with translated(f"GetItem on state table {self.table}"):
+            response = self._client.get_item(
+                TableName=self.table,
+                Key={
+                    "pk": {"S": cancels_partition(self._key)},
+                    "sk": {"S": pending_key(lane, GROUP_KIND, group)},
+                },
+                ConsistentRead=True,
+            )
+        item = response.get("Item")
+        return None if item is None else read_pending([item])[lane].groups[group]

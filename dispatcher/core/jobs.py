@@ -1,0 +1,276 @@
+"""Jobs a producer follows, cancels and bounds: deadlines, cancellations and a job's one state. Pure.
+
+A job is named by its execution name within a lane. A deadline is the earlier of its
+``StartBy`` attribute and its lane's ``max_wait_seconds`` after it was sent; a job a tick
+receives after it never starts. A cancellation names one job, or a message group's jobs sent
+before it; a tick drops a job it names instead of starting it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from dispatcher.core.messages import START_BY_ATTRIBUTE, QueuedMessage, parse_start_by
+from dispatcher.core.rerun import iso
+
+EXPIRED_PREFIX = "expired:"
+"""How the `DispatchError` of a job that expired begins."""
+CANCELLATION_LIFETIME_SECONDS = 14 * 24 * 3600
+"""A cancellation is kept this long: the queue's longest retention."""
+CANCELLED_ERROR = "dispatcher.Cancelled"
+"""The error `cancel --stop` stops a running execution with."""
+
+
+class JobState(StrEnum):
+    """The one state `dispatcher job` reports for a job."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    ABORTED = "aborted"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    DEAD_LETTERED = "dead-lettered"
+    HELD = "held"
+    NOT_STARTED = "not started"
+
+
+EXECUTION_STATES = {
+    "RUNNING": JobState.RUNNING,
+    "PENDING_REDRIVE": JobState.RUNNING,
+    "SUCCEEDED": JobState.SUCCEEDED,
+    "FAILED": JobState.FAILED,
+    "TIMED_OUT": JobState.TIMED_OUT,
+    "ABORTED": JobState.ABORTED,
+}
+"""An execution's status → the job's state."""
+
+
+def start_by_text(moment: datetime) -> str:
+    """A ``StartBy`` value from an aware datetime (UTC, whole seconds up); ``ValueError`` if naive."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("start_by must be an aware datetime (with a UTC offset), e.g. datetime.now(UTC)")
+    return iso(math.ceil(moment.timestamp()))
+
+
+def waited(seconds: float) -> str:
+    """A wait as people say it: ``42 s``, ``3 min 5 s``, ``2 h 10 min``, ``3 d 4 h``."""
+    whole = max(0, int(seconds))
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
+    shown = [f"{value} {unit}" for value, unit in parts if value]
+    return " ".join(shown[:2]) or "0 s"
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a job must have been received by to start, and what set it."""
+
+    at: float
+    source: str
+    """``StartBy``, or ``max_wait_seconds`` (the lane's bound)."""
+
+
+def deadline_of(message: QueuedMessage, max_wait_seconds: int | None) -> Deadline | None:
+    """The earlier of the message's ``StartBy`` and its lane's bound after it was sent (None: neither).
+
+    Raises ``ValueError`` for a malformed ``StartBy`` (the message is poison).
+    """
+    deadlines: list[Deadline] = []
+    value = message.attributes.get(START_BY_ATTRIBUTE)
+    if value is not None:
+        if not value.get("DataType", "").startswith("String") or "StringValue" not in value:
+            raise ValueError(f"{START_BY_ATTRIBUTE} attribute must be of type String")
+        deadlines.append(Deadline(parse_start_by(value["StringValue"]), START_BY_ATTRIBUTE))
+    if max_wait_seconds is not None and message.sent_at is not None:
+        deadlines.append(Deadline(message.sent_at + max_wait_seconds, "max_wait_seconds"))
+    return min(deadlines, key=lambda deadline: deadline.at, default=None)
+
+
+def expiry(message: QueuedMessage, now: float, max_wait_seconds: int | None) -> str | None:
+    """Why a message received at ``now`` can never start (expired, or a malformed ``StartBy``), or None.
+
+    ``now``: the moment before the receive that handed it out, so a job expires only when
+    it was surely received after its deadline. The reason begins with `EXPIRED_PREFIX` for
+    a deadline that passed.
+    """
+    try:
+        deadline = deadline_of(message, max_wait_seconds)
+    except ValueError as error:
+        return f"invalid {START_BY_ATTRIBUTE}: {error}"
+    if deadline is None or now <= deadline.at:
+        return None
+    wait = "" if message.sent_at is None else f" after waiting {waited(now - message.sent_at)}"
+    return (
+        f"{EXPIRED_PREFIX} deadline {iso(deadline.at)} ({deadline.source}) passed;"
+        f" received at {iso(now)}{wait}"
+    )
+
+
+def hold_seconds(message: QueuedMessage, now: float, longest: int, max_wait_seconds: int | None) -> int:
+    """How long to hold a job in flight: ``longest``, or until just past its deadline (to expire on time)."""
+    try:
+        deadline = deadline_of(message, max_wait_seconds)
+    except ValueError:
+        return longest
+    if deadline is None:
+        return longest
+    return max(0, min(longest, math.ceil(deadline.at - now) + 1))
+
+
+@dataclass(frozen=True)
+class GroupCancellation:
+    """A message group's cancellation: its jobs sent at or before ``before`` never start."""
+
+    group: str
+    before: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Cancellations:
+    """A lane's pending cancellations, as one read found them: jobs by name, and message groups."""
+
+    names: frozenset[str] = frozenset()
+    groups: Mapping[str, GroupCancellation] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.groups)
+
+    def cancels(self, message: QueuedMessage, name: str | None) -> GroupCancellation | bool:
+        """Whether the job this message carries (named ``name``) is cancelled: by name (True), by its group.
+
+        A group's cancellation takes its jobs sent at or before the cancellation.
+        """
+        if name is not None and name in self.names:
+            return True
+        group = self.groups.get(message.group_id)
+        if group is not None and message.sent_at is not None and message.sent_at <= group.before:
+            return group
+        return False
+
+
+def job_name(message: QueuedMessage) -> str | None:
+    """The execution name a message's job goes by (its ``ExecutionName``, else its ``MessageId``)."""
+    if message.execution_name_type is None:
+        return message.message_id
+    if not message.execution_name_type.startswith("String"):
+        return None
+    return message.execution_name
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What the dispatcher remembers of a job that never started: cancelled, expired or dead-lettered."""
+
+    lane: str
+    name: str
+    state: JobState
+    reason: str
+    at: float
+    """When it was cancelled (asked), expired or dead-lettered (epoch seconds)."""
+    deadline: float | None = None
+    pending: bool = False
+    """A cancellation by name that a tick applied: only its pending entry goes (its record is kept)."""
+
+
+def record_of_dead_letter(
+    lane: str, message: QueuedMessage, reason: str, now: float, max_wait: int | None
+) -> JobRecord | None:
+    """The record of a job the tick dead-lettered (expired, or poison); None when it has no name to keep."""
+    name = job_name(message)
+    if name is None or not 1 <= len(name) <= MAX_RECORDED_NAME:
+        return None
+    expired = reason.startswith(EXPIRED_PREFIX)
+    deadline = None
+    if expired:
+        try:
+            found = deadline_of(message, max_wait)
+        except ValueError:
+            found = None
+        deadline = None if found is None else found.at
+    state = JobState.EXPIRED if expired else JobState.DEAD_LETTERED
+    return JobRecord(lane, name, state, reason, now, deadline)
+
+
+MAX_RECORDED_NAME = 256
+"""A dead-lettered job's name longer than this (not a valid name) is not recorded."""
+
+
+@dataclass(frozen=True)
+class ExecutionFacts:
+    """What `DescribeExecution` says of a job's execution: where to find it and when it ran."""
+
+    arn: str
+    status: str
+    started_at: float
+    stopped_at: float | None = None
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """The one state `dispatcher job` reports, with what is known of it (`as_json` is ``--json``)."""
+
+    name: str
+    lane: str
+    state: JobState
+    execution_arn: str | None = None
+    started_at: float | None = None
+    stopped_at: float | None = None
+    reason: str | None = None
+    deadline: float | None = None
+    rerun_as: str | None = None
+    at: float | None = None
+    """When it was cancelled, expired, dead-lettered or held."""
+
+    def as_json(self) -> dict[str, object]:
+        """``{"name", "lane", "state", ...}``: the fields known, times in ISO 8601."""
+        document: dict[str, object] = {"name": self.name, "lane": self.lane, "state": str(self.state)}
+        optional: dict[str, object | None] = {
+            "execution_arn": self.execution_arn,
+            "started_at": None if self.started_at is None else iso(self.started_at),
+            "stopped_at": None if self.stopped_at is None else iso(self.stopped_at),
+            "reason": self.reason,
+            "deadline": None if self.deadline is None else iso(self.deadline),
+            "rerun_as": self.rerun_as,
+            "at": None if self.at is None else iso(self.at),
+        }
+        document.update({key: value for key, value in optional.items() if value is not None})
+        return document
+
+
+def job_report(  # noqa: PLR0913 — each is one place a job's state can be found
+    name: str,
+    lane: str,
+    *,
+    execution: ExecutionFacts | None,
+    record: JobRecord | None,
+    held_at: float | None,
+    rerun_as: str | None = None,
+) -> JobReport:
+    """The one state of a job: its execution's, else its record's, else held, else not started."""
+    if execution is not None:
+        return JobReport(
+            name,
+            lane,
+            EXECUTION_STATES.get(execution.status, JobState.RUNNING),
+            execution_arn=execution.arn,
+            started_at=execution.started_at,
+            stopped_at=execution.stopped_at,
+            reason=None if record is None or record.state is not JobState.CANCELLED else record.reason,
+            rerun_as=rerun_as,
+        )
+    if record is not None:
+        return JobReport(
+            name, lane, record.state, reason=record.reason, deadline=record.deadline, at=record.at
+        )
+    if held_at is not None:
+        return JobReport(name, lane, JobState.HELD, at=held_at)
+    return JobReport(name, lane, JobState.NOT_STARTED)

@@ -1,0 +1,234 @@
+"""Following and cancelling jobs: what `dispatcher job` / `dispatcher cancel` and the producer client share.
+
+A job is named by its execution name within a lane. Its state is its execution's when one
+exists, else what the dispatcher kept of it (cancelled, expired, dead-lettered), else held
+(for its group's limit), else "not started".
+
+**Why a ``cancelled`` answer is true while ticks run.** A tick reads the pending
+cancellations with its review window, once, after it took the tick lease and before it
+records or starts anything; a round never starts a job they name. A cancellation written
+after that read is not seen by the tick in flight, so ``cancel`` writes its entry, then
+waits for the tick in flight to end: it asks the lease's holder for another tick (as an
+invocation that finds the lease held does) and waits until the holder took that ask (it
+does so only between ticks), let go, or its time ran out. Every tick after that one reads
+the entry. Only then does ``cancel`` look for the execution: none means no tick started the
+job and none ever will (``cancelled``); one means the tick in flight started it first
+(``already started``, and the entry is taken back). The wait is the rest of one tick:
+usually well under a second, at most the function's timeout when its holder died.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.config import Config
+
+from dispatcher.adapters.control import ControlParameter
+from dispatcher.adapters.jobs import JobTable
+from dispatcher.adapters.lane_roster import LaneRosterTable
+from dispatcher.adapters.lease import TickLease
+from dispatcher.adapters.stepfunctions import StateMachine
+from dispatcher.core.control import steer
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.executions import REDRIVABLE_STATUSES, name_problem
+from dispatcher.core.jobs import (
+    CANCELLED_ERROR,
+    ExecutionFacts,
+    GroupCancellation,
+    JobRecord,
+    JobReport,
+    JobState,
+    job_report,
+)
+from dispatcher.core.messages import group_problem
+from dispatcher.core.rerun import restart_name
+from dispatcher.core.topology import DEFAULT, Lane, Topology, parse_lanes
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_stepfunctions import SFNClient
+
+FOLLOW_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5}, user_agent_extra="dispatcher-producer"
+)
+LEASE_POLL_SECONDS = 0.1
+"""How often ``cancel`` looks whether the tick in flight has ended."""
+LEASE_GRACE_SECONDS = 5.0
+"""Beyond the holder's own time (``held_until``), allowed for clocks that disagree."""
+CANCELLED = "cancelled"
+STOPPED = "stopped"
+ALREADY_STARTED = "already started"
+
+
+class UnknownLaneError(ValueError):
+    """The lane named isn't one of the dispatcher's (or it is a gate's name: gates take no part)."""
+
+
+@dataclass(frozen=True)
+class CancelAnswer:
+    """What ``cancel`` did: ``cancelled``, ``stopped`` or ``already started`` (with the execution)."""
+
+    word: str
+    name: str
+    lane: str
+    execution: ExecutionFacts | None = None
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        """``{"name", "lane", "answer", ...}`` for ``--json``."""
+        document: dict[str, object] = {"name": self.name, "lane": self.lane, "answer": self.word}
+        if self.execution is not None:
+            document["execution_arn"] = self.execution.arn
+            document["status"] = self.execution.status
+        if self.reason is not None:
+            document["reason"] = self.reason
+        return document
+
+
+class Jobs:
+    """One dispatcher's jobs: follow one, cancel one, cancel a message group's."""
+
+    def __init__(  # noqa: PLR0913 — the clients, the table, the lanes, and time
+        self,
+        dynamodb: DynamoDBClient,
+        stepfunctions: SFNClient,
+        table: str,
+        topology: Topology,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._dynamodb = dynamodb
+        self._stepfunctions = stepfunctions
+        self._table = table
+        self._topology = topology
+        self._key = topology.default_lane.state_machine_arn
+        self._records = JobTable(dynamodb, table, self._key)
+        self._clock = clock
+        self._sleep = sleep
+
+    def lane(self, name: str | None) -> Lane:
+        """Lane ``name`` (None: ``default``); `UnknownLaneError` for one the dispatcher hasn't."""
+        wanted = name or DEFAULT
+        if wanted in self._topology.names:
+            return self._topology.lane(wanted)
+        if wanted in self._topology.gate_names:
+            raise UnknownLaneError(
+                f"{wanted} is a gate, not a lane: jobs are followed and cancelled on lanes"
+            )
+        known = ", ".join(self._topology.names)
+        raise UnknownLaneError(f"no such lane: {wanted} (lanes: {known})")
+
+    def _machine(self, lane: Lane) -> StateMachine:
+        return StateMachine(self._stepfunctions, lane.state_machine_arn)
+
+    def job(self, name: str, lane: str | None = None) -> JobReport:
+        """The one state of job ``name`` of the lane, with what is known of it."""
+        member = self.lane(lane)
+        machine = self._machine(member)
+        execution = machine.facts(name)
+        record = self._records.record(member.name, name)
+        rerun_as = None
+        if execution is not None and execution.status in REDRIVABLE_STATUSES:
+            derived = restart_name(name, execution.arn)
+            rerun_as = derived if machine.facts(derived) is not None else None
+        held_at = None
+        if execution is None and record is None:
+            roster = LaneRosterTable(self._dynamodb, self._table, self._key).read(member)
+            held_at = next((hold.held_at for hold in roster.held if hold.name == name), None)
+        return job_report(
+            name, member.name, execution=execution, record=record, held_at=held_at, rerun_as=rerun_as
+        )
+
+    def cancel(
+        self, name: str, lane: str | None = None, reason: str | None = None, *, stop: bool = False
+    ) -> CancelAnswer:
+        """Cancel ``name``: it never starts (``cancelled``), or it had (``already started``, ``stopped``)."""
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValueError(f"not a job's name: {problem}")
+        member = self.lane(lane)
+        machine = self._machine(member)
+        reason = reason or "cancelled by its producer"
+        execution = machine.facts(name)
+        if execution is None:
+            self._records.cancel(JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock()))
+            self.await_tick_in_flight()
+            execution = machine.facts(name)
+            if execution is None:
+                return CancelAnswer(CANCELLED, name, member.name, reason=reason)
+            # The tick in flight started it before it could read the cancellation.
+            self._records.withdraw(member.name, name)
+        if stop and execution.status == "RUNNING":
+            machine.stop(name, CANCELLED_ERROR, reason)
+            self._records.settle([JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock())])
+            return CancelAnswer(STOPPED, name, member.name, execution, reason)
+        return CancelAnswer(ALREADY_STARTED, name, member.name, execution)
+
+    def cancel_group(
+        self, group: str, lane: str | None = None, reason: str | None = None
+    ) -> GroupCancellation:
+        """Cancel message group ``group``'s jobs sent until now, not started; its later ones start."""
+        problem = group_problem(group)
+        if problem is not None:
+            raise ValueError(f"not a message group: {problem}")
+        member = self.lane(lane)
+        cancellation = GroupCancellation(group, self._clock(), reason or f"message group {group} cancelled")
+        self._records.cancel_group(member.name, cancellation)
+        self.await_tick_in_flight()
+        return cancellation
+
+    def await_tick_in_flight(self) -> None:
+        """Return once the tick in flight now (if any) has ended: every later tick reads what was written."""
+        lease = TickLease(self._dynamodb, self._table, self._key)
+        if not lease.ask_again(f"cancel-{uuid.uuid4().hex}", self._clock()):
+            return  # no tick holds the lease: the next one reads the window after this
+        first = lease.peek()
+        if first is None:
+            return
+        while True:
+            now = lease.peek()
+            if now is None or now.owner != first.owner or not now.asked:
+                return
+            if self._clock() > now.held_until + LEASE_GRACE_SECONDS:
+                return  # its holder died: its time is up
+            self._sleep(LEASE_POLL_SECONDS)
+
+
+def jobs_from_settings(queue_url: str, settings: Mapping[str, str | None]) -> Jobs:
+    """The jobs of the dispatcher whose lane ``default`` takes ``queue_url``, from its settings.
+
+    ``settings``: ``state_table``, ``state_machine_arn``, ``dead_letter_queue_url``, and
+    optionally ``lanes`` and ``control_parameter`` (the function's variables). Raises
+    ``ValueError`` naming what is missing, or what is wrong with ``LANES``.
+    """
+    required = ("state_table", "state_machine_arn", "dead_letter_queue_url")
+    missing = [key.upper() for key in required if not settings.get(key)]
+    if missing:
+        raise ValueError(
+            f"following and cancelling jobs needs {', '.join(missing)}: pass them to Producer()"
+            " (state_table=..., ...) or set them in the environment"
+        )
+    default = Lane(
+        name=DEFAULT,
+        pool=DEFAULT,
+        queue_url=queue_url,
+        dead_letter_queue_url=str(settings["dead_letter_queue_url"]),
+        state_machine_arn=str(settings["state_machine_arn"]),
+    )
+    try:
+        topology = parse_lanes(settings.get("lanes"), default, 0)
+        name = settings.get("control_parameter")
+        if name:
+            ssm = boto3.client("ssm", config=FOLLOW_CONFIG)
+            topology = steer(topology, ControlParameter(name, client=ssm).read(), name)
+    except ConfigurationError as error:
+        raise ValueError(str(error)) from error
+    dynamodb = boto3.client("dynamodb", config=FOLLOW_CONFIG)
+    stepfunctions = boto3.client("stepfunctions", config=FOLLOW_CONFIG)
+    return Jobs(dynamodb, stepfunctions, str(settings["state_table"]), topology)

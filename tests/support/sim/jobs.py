@@ -1,0 +1,90 @@
+"""The state table's pending cancellations and job records, in memory (the adapter's items and costs).
+
+As `dispatcher.adapters.job_items` keys them: the pending cancellations in the start
+ledger's partition (each tick's read of the window brings them) and the job records in a
+partition of their own. A producer's cancellation is written here directly
+(`JobPartitions.cancel`), as `dispatcher cancel`'s `PutItem` would; its race with a tick is
+the moto tests' and the fault harness's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dispatcher.adapters.job_items import (
+    NAME_KIND,
+    jobs_partition,
+    pending_group_item,
+    pending_key,
+    pending_name_item,
+    record_item,
+)
+from dispatcher.core.errors import TransientError
+from dispatcher.core.jobs import GroupCancellation, JobRecord, JobState
+from tests.support.sim.api import Client, Usage
+from tests.support.sim.dynamodb import StateTable
+from tests.support.sim.inside import InsidePartition
+from tests.support.sim.items import Stored, write_units
+from tests.support.sim.scheduler import Scheduler
+
+Items = list[dict[str, Any]]
+
+
+class JobPartitions:
+    """One dispatcher's two partitions of jobs that never started."""
+
+    def __init__(self, scheduler: Scheduler, usage: Usage, table: StateTable) -> None:
+        self.key = table.own
+        self.table = table
+        """The start ledger's partition, where pending cancellations live."""
+        self.jobs = InsidePartition(scheduler, usage, jobs_partition(table.own))
+        self._scheduler = scheduler
+
+    def cancel(self, lane: str, name: str) -> None:
+        """A producer cancels job ``name`` (its record, then its pending entry; no units are taken)."""
+        now = self._scheduler.now
+        record = JobRecord(lane, name, JobState.CANCELLED, "cancelled by its producer", now)
+        item = record_item(self.key, record)
+        self.jobs.items[item["sk"]["S"]] = Stored(item)
+        pending = pending_name_item(self.key, lane, name, now)
+        self.table.put(pending["sk"]["S"], Stored(pending))
+
+    def cancel_group(self, lane: str, group: str) -> None:
+        """A producer cancels group ``group``'s jobs sent until now."""
+        cancellation = GroupCancellation(group, self._scheduler.now, "tenant left")
+        item = pending_group_item(self.key, lane, cancellation)
+        self.table.put(item["sk"]["S"], Stored(item))
+
+
+class JobRecordsView:
+    """The `JobRecords` port on one container's DynamoDB client."""
+
+    def __init__(self, partitions: JobPartitions, client: Client) -> None:
+        self._partitions = partitions
+        self._client = client
+
+    def settle(self, records: Sequence[JobRecord]) -> int:
+        """One `BatchWriteItem` per 25 requests: the records, and each applied pending entry's delete."""
+        partitions = self._partitions
+        left = 0
+        for start in range(0, len(records), 12):
+            chunk = records[start : start + 12]
+            items: Items = [record_item(partitions.key, record) for record in chunk]
+
+            def admit(items: Items = items) -> bool:
+                return bool(partitions.jobs.write(sum(write_units(item) for item in items)))
+
+            def write(chunk: Sequence[JobRecord] = chunk, items: Items = items) -> None:
+                for record, item in zip(chunk, items, strict=True):
+                    if not record.pending:
+                        partitions.jobs.items[item["sk"]["S"]] = Stored(item)
+                    else:
+                        partitions.table.delete(pending_key(record.lane, NAME_KIND, record.name))
+
+            try:
+                action = "BatchWriteItem on state table"
+                self._client.call("BatchWriteItem", action, admit, write, role="jobs")
+            except TransientError:  # best effort, as the adapter's
+                left += len(chunk)
+        return left
