@@ -20,7 +20,7 @@ GATE_COUNTS = Counts({Outcome.STARTED: 5, Outcome.REFUSED: 1, Outcome.DEAD_LETTE
 
 
 def test_outcome_done_is_what_leaves_the_queue() -> None:
-    """A start, one made before, a refused token, poison, a cancelled and an expired job leave; a wait does not."""
+    """Starts, ones made before, refused tokens, poison, cancelled and expired jobs leave; waits do not."""
     assert {outcome for outcome in Outcome if outcome.done} == {
         Outcome.STARTED,
         Outcome.ALREADY,
