@@ -1,4 +1,4 @@
-"""The boto3 adapters of one container, made from names (`dispatcher.tick.ports.Resources`)."""
+"""The boto3 adapters of one container, made from names (`dispatcher.tick.wiring.Resources`)."""
 
 from __future__ import annotations
 

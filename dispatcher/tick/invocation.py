@@ -13,9 +13,10 @@ from dispatcher.core.control import Control, steer
 from dispatcher.core.topology import Topology
 from dispatcher.settings import Settings
 from dispatcher.tick.policy import TickPolicy
-from dispatcher.tick.ports import Resources, Runtime, wire
+from dispatcher.tick.ports import Runtime
 from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.warm import WarmState
+from dispatcher.tick.wiring import Resources, wire
 
 
 def steered(settings: Settings, control: Control | None, configured: Topology | None = None) -> Topology:

@@ -24,7 +24,8 @@ from dispatcher.core.control import Control
 from dispatcher.core.lane_rosters import KeptRoster
 from dispatcher.core.quotas import SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION
 from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology
-from dispatcher.tick.ports import Ports, wire
+from dispatcher.tick.ports import Ports
+from dispatcher.tick.wiring import wire
 from tests.support.gate_world import Gates, GateSpec
 from tests.support.plans import EventPlan, FaultPlan, Lag
 from tests.support.runs import Delivery, Execution
@@ -87,7 +88,7 @@ class Clients:
 
 
 class SimResources:
-    """The in-memory AWS's views on one container's clients (`dispatcher.tick.ports.Resources`)."""
+    """The in-memory AWS's views on one container's clients (`dispatcher.tick.wiring.Resources`)."""
 
     def __init__(
         self, aws: InMemoryAws, clients: Clients, wait_seconds: int, kept: dict[str, KeptRoster] | None = None
