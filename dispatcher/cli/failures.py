@@ -21,7 +21,7 @@ from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.members import lanes_needs, member
-from dispatcher.cli.origins import Origins, configured_lanes, destination_of, read_origins
+from dispatcher.cli.origins import Origins, cancelled, configured_lanes, destination_of, read_origins
 from dispatcher.cli.output import short, table, when
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
@@ -168,15 +168,15 @@ def _plan(
     for item, where in selected:
         spool.keep_hidden()
         arn = item.failure.execution_arn
-        unread = origins.why_unread(arn)
-        if unread is not None:  # its group and lane unknown: a guess could pass its group's limit
-            plans.append((Rerun(item, mode, skip=unread), where.lane))
+        # Unread records: its group and lane unknown, and a guess could pass its group's limit.
+        skip = origins.why_unread(arn) or where.unknown
+        if skip is None and where.lane is not None:
+            skip = cancelled(aws, resources, where.lane, item.failure.name)
+        if skip is not None:
+            plans.append((Rerun(item, mode, skip=skip), where.lane))
             continue
         origin = origins.found.get(arn)
         group = choose_group(arn, None if origin is None else origin.group, args.group)
-        if where.lane is None:
-            plans.append((Rerun(item, mode, skip=where.unknown), None))
-            continue
         machine = StateMachine(client, state_machine_of(item.failure.execution_arn))
         plans.append((plan_rerun(item, mode, machine.state_of(item.failure.name), group, now), where.lane))
     return plans, unreadable

@@ -11,10 +11,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dispatcher.adapters.jobs import JobTable
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.errors import DispatcherError
 from dispatcher.core.executions import state_machine_of
+from dispatcher.core.jobs import JobState
 from dispatcher.core.rerun import Destination, Origin, Spooled, destination
 from dispatcher.core.topology import DEFAULT
 
@@ -132,3 +134,18 @@ def destination_of(item: Spooled, origins: Origins, lanes: Lanes, chosen: str | 
     origin = origins.found.get(item.failure.execution_arn)
     machine = state_machine_of(item.failure.execution_arn)
     return destination(None if origin is None else origin.lane, lanes.starting(machine), chosen)
+
+
+def cancelled(aws: Aws, resources: Resources, lane: str, name: str) -> str | None:
+    """Why a failure must not be re-run: its job was cancelled (stopped by ``cancel --stop``); else None.
+
+    Needs ``STATE_TABLE`` and the default lane's state machine (which key the job records);
+    without them nothing can say, and None is the answer.
+    """
+    if not resources.state_table or not resources.state_machine_arn:
+        return None
+    table = JobTable(aws.client("dynamodb"), resources.state_table, resources.state_machine_arn)
+    record = table.record(lane, name)
+    if record is None or record.state is not JobState.CANCELLED:
+        return None
+    return f"cancelled ({record.reason or 'no reason given'}): a cancelled job is never re-run"

@@ -20,7 +20,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from dispatcher import cli as cli_module
+from dispatcher.adapters.jobs import JobTable
 from dispatcher.cli.config import Aws
+from dispatcher.core.jobs import JobRecord, JobState
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import read_all
 from dispatcher.producer import Job
@@ -327,3 +329,24 @@ def test_a_failure_queued_one_way_by_a_killed_run_is_not_re_run_the_other_way(
     assert len(jobs) == 2, "order-1's redrive job queued again was the same job, deduplicated by SQS"
     assert jobs[0] == ("order-1", "redrive")
     assert jobs[1][0].startswith("order-2-rerun-"), "order-1 is never restarted"
+
+
+def test_a_failure_whose_job_was_cancelled_stays_on_the_spool_and_is_never_re_run(cli: Cli) -> None:
+    """A job stopped by ``cancel --stop`` keeps its record: ``rerun`` skips it, either way, and says why."""
+    fail_jobs(cli, [("order-1", "customer-1"), ("order-2", "customer-2")])
+    table = JobTable(
+        boto3.client("dynamodb", region_name=REGION), cli.stack.state_table, cli.stack.state_machine_arn
+    )
+    # What `cancel order-1 --stop` keeps of a job it stopped (its execution then ends ABORTED).
+    table.settle([JobRecord("default", "order-1", JobState.CANCELLED, "customer gone", time.time())])
+    for mode in ("--redrive", "--restart"):
+        result = cli.run("rerun", mode, "--dry-run", "--json")
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout)
+        assert [job["name"] for job in document["queued"]] == ["order-2"]
+        [skipped] = document["skipped"]
+        assert (skipped["name"], skipped["skipped"]) == (
+            "order-1",
+            "cancelled (customer gone): a cancelled job is never re-run",
+        )
+    assert failed(cli)["total"] == 2, "both failures are still spooled"

@@ -1,0 +1,174 @@
+"""Deadlines, cancellations and a job's one state: pure, without AWS."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from dispatcher.core.admission import DeadLetter
+from dispatcher.core.jobs import (
+    Cancellations,
+    ExecutionFacts,
+    GroupCancellation,
+    JobRecord,
+    JobState,
+    deadline_of,
+    expiry,
+    hold_seconds,
+    job_name,
+    job_report,
+    record_of_dead_letter,
+    start_by_text,
+    waited,
+)
+from dispatcher.core.messages import QueuedMessage, parse_start_by
+
+SENT = 1_800_000_000.0
+
+
+def _message(
+    start_by: str | None = None, *, sent_at: float | None = SENT, name: str | None = None, group: str = "g"
+) -> QueuedMessage:
+    attributes = {} if start_by is None else {"StartBy": {"DataType": "String", "StringValue": start_by}}
+    if name is not None:
+        attributes["ExecutionName"] = {"DataType": "String", "StringValue": name}
+    return QueuedMessage(
+        message_id="m-1",
+        receipt_handle="r",
+        body="{}",
+        group_id=group,
+        execution_name=name,
+        execution_name_type=None if name is None else "String",
+        sent_at=sent_at,
+        attributes=attributes,
+    )
+
+
+def _iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2027-01-15T08:00:00Z", datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()),
+        ("2027-01-15T09:00:00+01:00", datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp()),
+        ("2027-01-15T08:00:00.250z", datetime(2027, 1, 15, 8, tzinfo=UTC).timestamp() + 0.25),
+    ],
+)
+def test_start_by_is_an_iso_moment_with_a_utc_offset(text: str, expected: float) -> None:
+    """``Z``, ``z`` or an offset; fractions kept."""
+    assert parse_start_by(text) == expected
+
+
+@pytest.mark.parametrize("text", ["2027-01-15T08:00:00", "tomorrow", "", "1800000000"])
+def test_a_start_by_without_an_offset_or_not_a_moment_is_refused(text: str) -> None:
+    """A local time would mean different moments to the producer and the dispatcher."""
+    with pytest.raises(ValueError, match="ISO 8601 moment with a UTC offset"):
+        parse_start_by(text)
+
+
+def test_start_by_text_is_utc_to_the_second_rounded_up_and_refuses_a_naive_datetime() -> None:
+    """Rounded up, never earlier than asked; a naive datetime is refused."""
+    moment = datetime(2027, 1, 15, 9, 0, 0, 100_000, tzinfo=timezone(timedelta(hours=1)))
+    assert start_by_text(moment) == "2027-01-15T08:00:01Z"
+    with pytest.raises(ValueError, match="aware datetime"):
+        start_by_text(datetime(2027, 1, 15, 8))
+
+
+def test_the_earlier_of_start_by_and_the_lanes_bound_applies() -> None:
+    """``StartBy`` 100 s after sending against a 60 s bound: the bound; against 600 s: ``StartBy``."""
+    message = _message(_iso(SENT + 100))
+    assert deadline_of(message, 60) is not None
+    assert (deadline_of(message, 60).at, deadline_of(message, 60).source) == (SENT + 60, "max_wait_seconds")  # type: ignore[union-attr]
+    assert (deadline_of(message, 600).at, deadline_of(message, 600).source) == (SENT + 100, "StartBy")  # type: ignore[union-attr]
+    assert deadline_of(_message(), None) is None
+
+
+def test_a_job_expires_only_when_received_after_its_deadline() -> None:
+    """At the deadline it still starts; a moment after, it expires, saying when and how long it waited."""
+    message = _message(_iso(SENT + 100))
+    assert expiry(message, SENT + 100, None) is None
+    reason = expiry(message, SENT + 190.5, None)
+    assert reason == (
+        f"expired: deadline {_iso(SENT + 100)} (StartBy) passed; received at {_iso(SENT + 190)}"
+        " after waiting 3 min 10 s"
+    )
+    assert DeadLetter(message, reason).expired
+
+
+def test_a_malformed_start_by_is_poison_not_an_expiry() -> None:
+    """Dead-lettered as invalid, counted with the poison."""
+    reason = expiry(_message("next week"), SENT, None)
+    assert reason is not None
+    assert reason.startswith("invalid StartBy: ")
+    assert not DeadLetter(_message(), reason).expired
+    binary = _message().model_copy(update={"attributes": {"StartBy": {"DataType": "Binary"}}})
+    assert expiry(binary, SENT, None) == "invalid StartBy: StartBy attribute must be of type String"
+
+
+def test_a_held_job_is_shown_again_just_past_its_deadline_or_after_the_longest_hold() -> None:
+    """Deadline 100 s away: held 101 s; none, or malformed: the longest; passed: 0."""
+    message = _message(_iso(SENT + 100))
+    assert hold_seconds(message, SENT, 14_400, None) == 101
+    assert hold_seconds(_message(), SENT, 14_400, None) == 14_400
+    assert hold_seconds(_message("soon"), SENT, 14_400, None) == 14_400
+    assert hold_seconds(message, SENT + 500, 14_400, None) == 0
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(0, "0 s"), (42, "42 s"), (185, "3 min 5 s"), (7_800, "2 h 10 min"), (273_600, "3 d 4 h")],
+)
+def test_waits_are_said_as_people_say_them(seconds: float, said: str) -> None:
+    """The two largest units."""
+    assert waited(seconds) == said
+
+
+def test_cancellations_take_a_name_and_a_groups_jobs_sent_until_it() -> None:
+    """By name whatever its group; by group only the jobs sent at or before the cancellation."""
+    cancellations = Cancellations(frozenset({"a"}), {"tenant": GroupCancellation("tenant", SENT, "left")})
+    assert cancellations.cancels(_message(name="a"), "a") is True
+    assert cancellations.cancels(_message(group="tenant"), "b") == GroupCancellation("tenant", SENT, "left")
+    assert not cancellations.cancels(_message(group="tenant", sent_at=SENT + 1), "b")
+    assert not cancellations.cancels(_message(group="other"), "b")
+    assert not Cancellations()
+
+
+def test_a_jobs_name_is_its_execution_name_else_its_message_id() -> None:
+    """A non-String ``ExecutionName`` gives none."""
+    assert job_name(_message()) == "m-1"
+    assert job_name(_message(name="order-1")) == "order-1"
+    assert job_name(_message().model_copy(update={"execution_name_type": "Binary"})) is None
+
+
+def test_one_state_the_execution_first_then_the_record_then_held_then_not_started() -> None:
+    """Each source in turn; a stopped job's reason comes with its execution's state."""
+    facts = ExecutionFacts("arn:x", "ABORTED", SENT, SENT + 5)
+    record = JobRecord("default", "j", JobState.CANCELLED, "not wanted", SENT)
+    stopped = job_report("j", "default", execution=facts, record=record, held_at=None)
+    assert stopped.as_json() == {
+        "name": "j",
+        "lane": "default",
+        "state": "aborted",
+        "execution_arn": "arn:x",
+        "started_at": _iso(SENT),
+        "stopped_at": _iso(SENT + 5),
+        "reason": "not wanted",
+    }
+    assert job_report("j", "default", execution=None, record=record, held_at=None).state is JobState.CANCELLED
+    assert job_report("j", "default", execution=None, record=None, held_at=SENT).state is JobState.HELD
+    assert job_report("j", "default", execution=None, record=None, held_at=None).state is JobState.NOT_STARTED
+
+
+def test_a_dead_letters_record_keeps_its_deadline_when_it_expired() -> None:
+    """Expired: the deadline; poison: none; a name too long to be one: no record."""
+    message = _message(_iso(SENT + 100))
+    expired = record_of_dead_letter("default", message, "expired: ...", SENT + 200, None)
+    assert expired is not None
+    assert (expired.state, expired.deadline) == (JobState.EXPIRED, SENT + 100)
+    poison = record_of_dead_letter("default", message, "input is not valid JSON", SENT, None)
+    assert poison is not None
+    assert (poison.state, poison.deadline) == (JobState.DEAD_LETTERED, None)
+    assert record_of_dead_letter("default", _message(name="x" * 300), "invalid", SENT, None) is None
