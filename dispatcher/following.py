@@ -90,6 +90,21 @@ class CancelAnswer:
         return document
 
 
+@dataclass(frozen=True)
+class AskedCancel:
+    """A cancellation asked for: written (``execution`` None), or not, since the job's execution exists."""
+
+    name: str
+    lane: Lane
+    reason: str
+    execution: ExecutionFacts | None
+
+    @property
+    def written(self) -> bool:
+        """Whether its cancellation was written (the job had no execution yet)."""
+        return self.execution is None
+
+
 class Jobs:
     """One dispatcher's jobs: follow one, cancel one, cancel a message group's."""
 
@@ -149,19 +164,31 @@ class Jobs:
         self, name: str, lane: str | None = None, reason: str | None = None, *, stop: bool = False
     ) -> CancelAnswer:
         """Cancel ``name``: it never starts (``cancelled``), or it had (``already started``, ``stopped``)."""
+        asked = self.ask_cancel(name, lane, reason)
+        if asked.written:
+            self.await_tick_in_flight()
+        return self.answer_cancel(asked, stop=stop)
+
+    def ask_cancel(self, name: str, lane: str | None = None, reason: str | None = None) -> AskedCancel:
+        """The first half of `cancel`: the job's cancellation written, unless its execution exists."""
         problem = name_problem(name)
         if problem is not None:
             raise ValueError(f"not a job's name: {problem}")
         member = self.lane(lane)
-        machine = self._machine(member)
         reason = reason or "cancelled by its producer"
-        execution = machine.facts(name)
+        execution = self._machine(member).facts(name)
         if execution is None:
             self._records.cancel(JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock()))
-            self.await_tick_in_flight()
-            execution = machine.facts(name)
-            if execution is None:
-                return CancelAnswer(CANCELLED, name, member.name, reason=reason)
+        return AskedCancel(name, member, reason, execution)
+
+    def answer_cancel(self, asked: AskedCancel, *, stop: bool = False) -> CancelAnswer:
+        """The second half of `cancel`, once the tick in flight at the first has ended."""
+        name, member, reason = asked.name, asked.lane, asked.reason
+        machine = self._machine(member)
+        execution = asked.execution or machine.facts(name)
+        if execution is None:
+            return CancelAnswer(CANCELLED, name, member.name, reason=reason)
+        if asked.written:
             # The tick in flight started it before it could read the cancellation.
             self._records.withdraw(member.name, name)
         if stop and execution.status == "RUNNING":

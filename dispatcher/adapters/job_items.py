@@ -4,8 +4,9 @@
   item each, under sort keys that sort after every record's (``~cancel#<lane>#n#<name>``
   for a job, ``~cancel#<lane>#g#<group>`` for a message group): the consistent read of the
   review window that every tick makes anyway (``sk >= oldest``) brings them, at no call of
-  their own. Only what may still apply stays there: a job's entry goes once a tick has
-  dropped its message, a group's lives its 14 days.
+  their own. Each lives its 14 days (DynamoDB's TTL): a producer's re-send under a cancelled
+  name, or a message redelivered, is cancelled too; every cancellation made in the last 14
+  days is read by every tick, about 80 bytes each.
 - ``jobs#<key>``: a record per job (``<lane>#<name>``) that was cancelled, expired or
   dead-lettered, which ``dispatcher job`` reads, kept 14 days.
 """

@@ -43,30 +43,16 @@ class JobTable:
         self._key = key
 
     def settle(self, records: Sequence[JobRecord]) -> int:
-        """Keep what the tick dropped, expired or dead-lettered; a name's applied cancellation goes.
+        """Keep what the tick dropped, expired or dead-lettered: `BatchWriteItem` calls of 25, best effort.
 
-        A record marked ``pending`` is a cancellation by name that was applied: its record
-        is the one ``cancel`` wrote (with the reason), and only its pending entry goes.
-
-        `BatchWriteItem` calls of 25 requests, best effort: how many records were left.
-        A pending entry left behind is read again, and finds no message.
+        How many records were left unwritten (`dispatcher job` then says less of them).
         """
-        # One request per item (`BatchWriteItem` refuses two on one key): the last one wins.
-        requests: dict[tuple[str, str], WriteRequestTypeDef] = {}
-        for record in records:
-            if not record.pending:
-                item = record_item(self._key, record)
-                requests[(jobs_partition(self._key), item["sk"]["S"])] = {"PutRequest": {"Item": item}}
-            else:
-                partition = cancels_partition(self._key)
-                sort = pending_key(record.lane, NAME_KIND, record.name)
-                key = {"pk": {"S": partition}, "sk": {"S": sort}}
-                requests[(partition, sort)] = {"DeleteRequest": {"Key": key}}
         left = 0
-        for chunk in chunks(list(requests.values()), BATCH_WRITE_LIMIT):
+        for chunk in chunks([record_item(self._key, record) for record in records], BATCH_WRITE_LIMIT):
+            requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for item in chunk]
             try:
                 with translated(f"BatchWriteItem on state table {self.table}"):
-                    response = self._client.batch_write_item(RequestItems={self.table: chunk})
+                    response = self._client.batch_write_item(RequestItems={self.table: requests})
             except TransientError:
                 left += len(chunk)
                 continue

@@ -177,8 +177,6 @@ class JobRecord:
     at: float
     """When it was cancelled (asked), expired or dead-lettered (epoch seconds)."""
     deadline: float | None = None
-    pending: bool = False
-    """A cancellation by name that a tick applied: only its pending entry goes (its record is kept)."""
 
 
 def record_of_dead_letter(

@@ -126,21 +126,21 @@ class LaneRound(MemberRound):
     def job_records(self, part: Prepared, now: float) -> list[JobRecord]:
         """What `dispatcher job` reports of the part's jobs that never started (cancelled, expired, poison).
 
-        A job cancelled by name already has its record (the cancellation wrote it): its
-        pending entry goes, once its message was deleted. A group's job gets its record now.
+        A job cancelled by name already has its record (the cancellation wrote it, with
+        its reason); a group's job gets its record now.
         """
         outcome = part.outcome
         undeleted = {message.message_id for message in outcome.undeleted}
         records: list[JobRecord] = []
         for message in outcome.of(Outcome.CANCELLED):
             why, name = self._why.get(message.message_id), job_name(message)
-            if name is None or message.message_id in undeleted:
-                continue
-            if isinstance(why, GroupCancellation):
+            if (
+                name is not None
+                and isinstance(why, GroupCancellation)
+                and message.message_id not in undeleted
+            ):
                 reason = why.reason or f"message group {why.group} cancelled"
                 records.append(JobRecord(self.name, name, JobState.CANCELLED, reason, now))
-            else:
-                records.append(JobRecord(self.name, name, JobState.CANCELLED, "", now, pending=True))
         for letter in outcome.dead_letters:
             if letter.message.message_id not in undeleted:
                 record = record_of_dead_letter(

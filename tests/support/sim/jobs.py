@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from dispatcher.adapters.job_items import (
-    NAME_KIND,
     jobs_partition,
     pending_group_item,
-    pending_key,
     pending_name_item,
     record_item,
 )
+from dispatcher.core.batching import BATCH_WRITE_LIMIT
 from dispatcher.core.errors import TransientError
 from dispatcher.core.jobs import GroupCancellation, JobRecord, JobState
 from tests.support.sim.api import Client, Usage
@@ -65,26 +64,22 @@ class JobRecordsView:
         self._client = client
 
     def settle(self, records: Sequence[JobRecord]) -> int:
-        """One `BatchWriteItem` per 25 requests: the records, and each applied pending entry's delete."""
+        """One `BatchWriteItem` per 25 records, best effort (as the adapter's); how many were left."""
         partitions = self._partitions
         left = 0
-        for start in range(0, len(records), 12):
-            chunk = records[start : start + 12]
-            items: Items = [record_item(partitions.key, record) for record in chunk]
+        for start in range(0, len(records), BATCH_WRITE_LIMIT):
+            items: Items = [record_item(partitions.key, record) for record in records[start : start + 25]]
 
             def admit(items: Items = items) -> bool:
                 return bool(partitions.jobs.write(sum(write_units(item) for item in items)))
 
-            def write(chunk: Sequence[JobRecord] = chunk, items: Items = items) -> None:
-                for record, item in zip(chunk, items, strict=True):
-                    if not record.pending:
-                        partitions.jobs.items[item["sk"]["S"]] = Stored(item)
-                    else:
-                        partitions.table.delete(pending_key(record.lane, NAME_KIND, record.name))
+            def write(items: Items = items) -> None:
+                for item in items:
+                    partitions.jobs.items[item["sk"]["S"]] = Stored(item)
 
             try:
                 action = "BatchWriteItem on state table"
                 self._client.call("BatchWriteItem", action, admit, write, role="jobs")
             except TransientError:  # best effort, as the adapter's
-                left += len(chunk)
+                left += len(items)
         return left
