@@ -32,8 +32,10 @@ from dispatcher.adapters.control import ControlParameter
 from dispatcher.adapters.jobs import JobTable
 from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lease import TickLease
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.core.control import steer
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.executions import REDRIVABLE_STATUSES, name_problem
 from dispatcher.core.jobs import (
@@ -56,6 +58,8 @@ if TYPE_CHECKING:
 FOLLOW_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, user_agent_extra="dispatcher-producer"
 )
+RACE_POLL_SECONDS = 1.0
+"""How often ``cancel`` asks again for an execution a start record says may not show yet."""
 LEASE_POLL_SECONDS = 0.1
 """How often ``cancel`` looks whether the tick in flight has ended."""
 LEASE_GRACE_SECONDS = 5.0
@@ -185,7 +189,7 @@ class Jobs:
         """The second half of `cancel`, once the tick in flight at the first has ended."""
         name, member, reason = asked.name, asked.lane, asked.reason
         machine = self._machine(member)
-        execution = asked.execution or machine.facts(name)
+        execution = asked.execution or self._started(machine, name)
         if execution is None:
             return CancelAnswer(CANCELLED, name, member.name, reason=reason)
         if asked.written:
@@ -193,9 +197,31 @@ class Jobs:
             self._records.withdraw(member.name, name)
         if stop and execution.status == "RUNNING":
             machine.stop(name, CANCELLED_ERROR, reason)
-            self._records.settle([JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock())])
+            stopped = JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock(), stopped=True)
+            self._records.settle([stopped])
             return CancelAnswer(STOPPED, name, member.name, execution, reason)
         return CancelAnswer(ALREADY_STARTED, name, member.name, execution)
+
+    def _started(self, machine: StateMachine, name: str) -> ExecutionFacts | None:
+        """The job's execution, if a tick started it; None when none did, and none ever will.
+
+        `DescribeExecution` is eventually consistent: an execution started a moment ago may
+        not show yet. A tick records a start before it calls `StartExecution`, and a record
+        that stays (one never tried is voided) shows a call was made: while the review
+        window holds one of this name, it is asked again, until the execution shows or the
+        record is older than any lag (then no start was made).
+        """
+        ledger = StartLedgerTable(self._dynamodb, self._table, self._key)
+        while True:
+            execution = machine.facts(name)
+            if execution is not None:
+                return execution
+            window = ledger.window(self._clock() - RECENT_START_WINDOW_SECONDS)
+            if not any(
+                start.name == name and start.state_machine_arn == machine.arn for start in window.starts
+            ):
+                return None
+            self._sleep(RACE_POLL_SECONDS)
 
     def cancel_group(
         self, group: str, lane: str | None = None, reason: str | None = None

@@ -99,6 +99,8 @@ def record_item(key: str, record: JobRecord) -> dict[str, Any]:
     }
     if record.deadline is not None:
         item["deadline"] = number(record.deadline)
+    if record.stopped:
+        item["stopped"] = {"BOOL": True}
     return item
 
 
@@ -112,4 +114,5 @@ def record_of(item: Mapping[str, Any]) -> JobRecord:
         reason=item.get("reason", {}).get("S", ""),
         at=float(item["at"]["N"]),
         deadline=float(item["deadline"]["N"]) if "deadline" in item else None,
+        stopped=bool(item.get("stopped", {}).get("BOOL", False)),
     )

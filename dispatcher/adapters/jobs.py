@@ -47,8 +47,14 @@ class JobTable:
 
         How many records were left unwritten (`dispatcher job` then says less of them).
         """
+        # One item per job (`BatchWriteItem` refuses two on one key): a job's latest record.
+        items = list(
+            {
+                record_key(record.lane, record.name): record_item(self._key, record) for record in records
+            }.values()
+        )
         left = 0
-        for chunk in chunks([record_item(self._key, record) for record in records], BATCH_WRITE_LIMIT):
+        for chunk in chunks(items, BATCH_WRITE_LIMIT):
             requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for item in chunk]
             try:
                 with translated(f"BatchWriteItem on state table {self.table}"):

@@ -16,7 +16,6 @@ from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.errors import DispatcherError
 from dispatcher.core.executions import state_machine_of
-from dispatcher.core.jobs import JobState
 from dispatcher.core.rerun import Destination, Origin, Spooled, destination
 from dispatcher.core.topology import DEFAULT
 
@@ -137,7 +136,7 @@ def destination_of(item: Spooled, origins: Origins, lanes: Lanes, chosen: str | 
 
 
 def cancelled(aws: Aws, resources: Resources, lane: str, name: str) -> str | None:
-    """Why a failure must not be re-run: its job was cancelled (stopped by ``cancel --stop``); else None.
+    """Why a failure must not be re-run: its job was stopped by ``cancel --stop``; else None.
 
     Needs ``STATE_TABLE`` and the default lane's state machine (which key the job records);
     without them nothing can say, and None is the answer.
@@ -146,6 +145,6 @@ def cancelled(aws: Aws, resources: Resources, lane: str, name: str) -> str | Non
         return None
     table = JobTable(aws.client("dynamodb"), resources.state_table, resources.state_machine_arn)
     record = table.record(lane, name)
-    if record is None or record.state is not JobState.CANCELLED:
-        return None
+    if record is None or not record.stopped:
+        return None  # a job cancelled before it started has no failure; one dropped as a repeat ran
     return f"cancelled ({record.reason or 'no reason given'}): a cancelled job is never re-run"

@@ -25,6 +25,9 @@ class Start:
     name: str
     redrive_count: int | None = None
     """Set when the message asks to redrive execution ``name`` instead (its expected ``redriveCount``)."""
+    expired: str | None = None
+    """Set when the job's deadline passed but it may have been started before (received again):
+    it is not started; it is found already started, or dead-lettered with this reason."""
 
     @property
     def redrive(self) -> bool:

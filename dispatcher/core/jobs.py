@@ -177,6 +177,8 @@ class JobRecord:
     at: float
     """When it was cancelled (asked), expired or dead-lettered (epoch seconds)."""
     deadline: float | None = None
+    stopped: bool = False
+    """Cancelled while it ran: `cancel --stop` stopped its execution (a re-run must not start it again)."""
 
 
 def record_of_dead_letter(

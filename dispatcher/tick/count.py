@@ -53,6 +53,7 @@ class Records:
         self._store = store
         self._holding = False
         self._known: KnownWindow | None = None
+        self._last: KnownWindow | None = None
         self.cancellations: dict[str, Cancellations] = {}
         """Each lane's pending cancellations, as this tick's read of the window found them."""
 
@@ -100,7 +101,16 @@ class Records:
             window = self._store.window(max(since, known.rereads_from()))
         known.add(window, now)
         self.cancellations = window.cancellations
+        self._last = known
         return known.views(oldest)
+
+    def in_window(self, state_machine_arn: str, name: str) -> bool:
+        """Whether this tick's read of the window holds a start record of that execution."""
+        last = self._last
+        return last is not None and any(
+            record.name == name and record.state_machine_arn == state_machine_arn
+            for record in last.starts.values()
+        )
 
     def void(self, records: Sequence[LedgerStart], now: float) -> None:
         """Void starts that no longer count (best effort: see `StartLedger.void`)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from dispatcher.core.admission import Admission, DeadLetter, admit
+from dispatcher.core.admission import Admission, DeadLetter, Start, admit, plan_message
 from dispatcher.core.errors import TransientError
 from dispatcher.core.jobs import (
     Cancellations,
@@ -32,7 +32,7 @@ from dispatcher.tick.warm import WarmState
 class LaneRound(MemberRound):
     """One lane's side of its rounds in one tick: its queue, its start rate, its dead letters."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 — each is one part of the tick a lane's rounds work with
         self,
         ports: LanePorts,
         pool: StartThreads,
@@ -40,9 +40,15 @@ class LaneRound(MemberRound):
         warm: WarmState,
         books: Mapping[str, GroupBook] | None = None,
         settings: Callable[[], Lane] | None = None,
+        in_window: Callable[[str, str], bool] = lambda _arn, _name: False,
     ) -> None:
-        """``settings``: the lane as steered now (its deadline bound); None: no bound."""
+        """``settings``: the lane as steered now (its deadline bound); None: no bound.
+
+        ``in_window``: whether the tick's review window holds a start record of (state
+        machine, name).
+        """
         super().__init__(ports, pool, warm=warm, books=books)
+        self._in_window = in_window
         self._lane = ports
         self._settings = settings
         self._why: dict[str, GroupCancellation | bool] = {}
@@ -77,19 +83,28 @@ class LaneRound(MemberRound):
         """
         max_wait = self.max_wait_seconds
         expired: list[DeadLetter] = []
+        expiring: list[Start] = []
         rest: list[QueuedMessage] = []
         for message in messages:
-            reason = expiry(message, now, max_wait)
-            if reason is None:
+            planned = plan_message(message)
+            reason = None if isinstance(planned, DeadLetter) else expiry(message, now, max_wait)
+            if reason is None or isinstance(planned, DeadLetter):
                 rest.append(message)
+            elif message.receive_count > 1 and not planned.redrive:
+                # Received before, it may have been started: found so, or expired (`LaneStarts`).
+                expiring.append(replace(planned, expired=reason))
             else:
                 expired.append(DeadLetter(message, reason))
         if self.book is None:
             admission = admit(rest, free)
         else:
             admission = admit_shared(rest, free, self.book.share, self.book.running)
-        if expired:
-            admission = replace(admission, dead_letters=(*admission.dead_letters, *expired))
+        if expired or expiring:
+            admission = replace(
+                admission,
+                starts=(*admission.starts, *expiring),
+                dead_letters=(*admission.dead_letters, *expired),
+            )
         return admission
 
     def screen(self, part: Prepared, cancellations: Cancellations) -> None:
@@ -181,4 +196,5 @@ class LaneRound(MemberRound):
             latency,
             lane.name,
             roster=self.book is not None,
+            in_window=self._in_window,
         )

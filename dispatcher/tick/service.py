@@ -95,7 +95,12 @@ class Dispatcher:
         books = self._tenants.books
         members: dict[str, MemberRounds] = {
             name: functools.partial(
-                LaneRound, lane, warm=self._warm, books=books, settings=functools.partial(self._lane, name)
+                LaneRound,
+                lane,
+                warm=self._warm,
+                books=books,
+                settings=functools.partial(self._lane, name),
+                in_window=self._records.in_window,
             )
             for name, lane in self._lanes.items()
         }

@@ -80,6 +80,8 @@ class LaneStarts:
     """The lane counts by message group: its roster keeps each start until it ends."""
     recorded: set[str] = field(default_factory=set)
     """Names whose start record was written: only these may start."""
+    in_window: Callable[[str, str], bool] = lambda _arn, _name: False
+    """Whether the tick's window holds a start record of (state machine, name): its start may not show yet."""
 
     def to_record(self, taken: set[tuple[str, str]], now: float) -> Recording:
         """Each start once, with its message group (and the redriveCount before, for a redrive).
@@ -110,6 +112,9 @@ class LaneStarts:
         if start.redrive:
             self._redrive(start, outcome)
             return
+        if start.expired is not None:
+            self._expire(start, outcome)
+            return
         state_machine = self.admissions
         message, name = start.message, start.name
         began = self.clock()
@@ -136,6 +141,25 @@ class LaneStarts:
             "started",
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
+
+    def _expire(self, start: Start, outcome: GroupOutcome) -> None:
+        """A job received again after its deadline: found started before, or dead-lettered as expired.
+
+        Received more than once, it may have been started by a tick whose delete failed or
+        that died: `DescribeExecution` says (a first receive needs no call), or, for a start
+        recorded within the review window that it doesn't show yet, a later tick. It is
+        never started now, and its record goes (no call to start it is made).
+        """
+        message, name = start.message, start.name
+        outcome.attempted.discard(name)
+        if self.admissions.state_of(name) is not None:
+            outcome.add(Outcome.ALREADY, [message])
+            logger.info("already started", extra={"execution": name, "message_id": message.message_id})
+        elif self.in_window(self.admissions.arn, name):
+            # Started within the review window, it may not show yet: decide once it would.
+            raise NotYetError(f"{name} was recorded as starting lately; DescribeExecution shows it not yet")
+        else:
+            outcome.dead_letters.append(DeadLetter(message, start.expired or ""))
 
     def _redrive(self, start: Start, outcome: GroupOutcome) -> None:
         """Continue a closed execution from its failed state, unless that was done already.

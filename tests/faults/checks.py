@@ -8,10 +8,12 @@ reason; nothing else), and order within each group.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from dispatcher.core.jobs import EXPIRED_PREFIX
 from dispatcher.core.rerun import RESTART, restart_name
 from tests.faults.ending import dead_letters, visible_messages
+from tests.faults.following import follow_figures
 from tests.faults.jobs import POISON_KINDS
 
 if TYPE_CHECKING:
@@ -34,18 +36,28 @@ def check_end_state(run: ScenarioRun) -> None:
     }
     expected = {job.execution_name for job in jobs if job.poison is None}
     restarts = _restarts(run, ours)
-    for name in sorted(expected - ours.keys()):
+    letters = dead_letters(run)
+    expired = _expired(run, letters)
+    # Ended otherwise: cancelled by its producer, or expired (`tests.faults.following` checks both).
+    excused = {job.execution_name for job in jobs if job.message_id in expired}
+    if run.following is not None:
+        excused |= run.following.never_started()
+        violations += run.following.check(ours, expired)
+        run.outcome.follow.update(follow_figures(run.following, len(expired)))
+    for name in sorted(expected - ours.keys() - excused):
         violations.append(f"loss: no execution for {name}")
     for name in sorted(ours.keys() - expected - restarts.keys()):
         violations.append(f"duplicate: unexpected execution {name}")
-    _check_reruns(run, ours, restarts)
+    _check_reruns(run, ours, restarts, _expired_reruns(run, letters))
     _check_rerun_lanes(run, restarts)
     for job in jobs:
         execution = ours.get(job.execution_name)
+        if job.message_id in expired or job.execution_name in excused:
+            continue  # it never started: a repeat, or a job sent under its name, may have
         if job.poison is None and execution is not None and execution.input != job.body:
             violations.append(f"input: {job.execution_name} started with another input")
-    _check_dead_letters(run)
-    _check_order(run, ours)
+    _check_dead_letters(run, letters)
+    _check_order(run, ours, set(expired))
 
 
 def _restarts(run: ScenarioRun, ours: dict[str, Execution]) -> dict[str, Execution]:
@@ -57,8 +69,14 @@ def _restarts(run: ScenarioRun, ours: dict[str, Execution]) -> dict[str, Executi
     }
 
 
-def _check_reruns(run: ScenarioRun, ours: dict[str, Execution], restarts: dict[str, Execution]) -> None:
-    """Every failure re-run once, in a mode the operator ran: restarted or redriven, never both."""
+def _check_reruns(
+    run: ScenarioRun, ours: dict[str, Execution], restarts: dict[str, Execution], expired: set[str]
+) -> None:
+    """Every failure re-run once, in a mode the operator ran: restarted or redriven, never both.
+
+    ``expired``: the names of re-run jobs that expired (a lane's bound on the wait): their
+    failures end there.
+    """
     violations = run.outcome.violations
     redriven = {name for name, _ in run.world.dispatcher_redrives}
     for name, count in run.world.dispatcher_redrives:
@@ -72,6 +90,8 @@ def _check_reruns(run: ScenarioRun, ours: dict[str, Execution], restarts: dict[s
         if final.status == "SUCCEEDED" and execution.name in redriven and restart is not None:
             violations.append(f"duplicate: {execution.name} redriven and restarted for one failure")
         if final.status != "FAILED":
+            continue
+        if {execution.name, restart_name(execution.name, execution.arn)} & expired:
             continue
         if restart is None:
             violations.append(f"loss: {execution.name} failed and was never re-run")
@@ -110,8 +130,42 @@ def _check_rerun_lanes(run: ScenarioRun, restarts: dict[str, Execution]) -> None
             )
 
 
-def _check_dead_letters(run: ScenarioRun) -> None:
-    letters = dead_letters(run)
+def _reason(letter: dict[str, Any]) -> str:
+    return str(letter.get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue", ""))
+
+
+def _expired(run: ScenarioRun, letters: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """Message id → the ``DispatchError`` of each scenario job dead-lettered as expired.
+
+    Poison too: one whose poison shows only at its start (a name collision) may expire first.
+    """
+    found: dict[str, str] = {}
+    for job in run.scenario.jobs:
+        for letter in letters.get(job.message_id, []):
+            if _reason(letter).startswith(EXPIRED_PREFIX):
+                found[job.message_id] = _reason(letter)
+    return found
+
+
+def _expired_reruns(run: ScenarioRun, letters: dict[str, list[dict[str, Any]]]) -> set[str]:
+    """Execution names of re-run jobs (`rerun`'s, not the scenario's) that expired in the queue."""
+    sent = {job.message_id for job in run.scenario.jobs}
+    return {
+        letter.get("MessageAttributes", {}).get("ExecutionName", {}).get("StringValue", "")
+        for message_id, found in letters.items()
+        if message_id not in sent
+        for letter in found
+        if _reason(letter).startswith(EXPIRED_PREFIX)
+    }
+
+
+def _check_dead_letters(run: ScenarioRun, letters: dict[str, list[dict[str, Any]]]) -> None:
+    letters = dict(letters)
+    cancelled = set() if run.following is None else run.following.never_started()
+    expired = _expired(run, letters)  # checked by `tests.faults.following`, poison or not
+    cancelled |= {job.execution_name for job in run.scenario.jobs if job.message_id in expired}
+    for message_id in [*expired, *_rerun_letters(run, letters, _expired_reruns(run, letters))]:
+        letters.pop(message_id, None)
     for job in run.scenario.jobs:
         found = letters.pop(job.message_id, [])
         if job.poison is None:
@@ -119,6 +173,10 @@ def _check_dead_letters(run: ScenarioRun) -> None:
                 violations = run.outcome.violations
                 reason = found[0].get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue")
                 violations.append(f"dead-lettered a valid job {job.key}: {reason}")
+            continue
+        if job.message_id in expired or (
+            not found and job.poison == "name collision" and _in_place(run, job, cancelled)
+        ):
             continue
         if len(found) != 1:
             run.outcome.violations.append(f"poison {job.key} ({job.poison}) is {len(found)} times in the DLQ")
@@ -136,11 +194,44 @@ def _check_dead_letters(run: ScenarioRun) -> None:
         run.outcome.violations.append(f"DLQ holds a message that was never sent as poison: {dedup_id}")
 
 
-def _check_order(run: ScenarioRun, ours: dict[str, Execution]) -> None:
+def _in_place(run: ScenarioRun, job: Job, cancelled: set[str]) -> bool:
+    """Whether a name collision is none: its name was cancelled, or it started in the original's place.
+
+    The job its name's first message carried never started (it expired, or was cancelled).
+    """
+    if job.execution_name in cancelled:
+        return True
+    execution = next(
+        (
+            each
+            for each in run.world.executions.values()
+            if each.by_dispatcher and each.name == job.execution_name
+        ),
+        None,
+    )
+    return execution is not None and execution.input == job.body
+
+
+def _rerun_letters(run: ScenarioRun, letters: dict[str, list[dict[str, Any]]], names: set[str]) -> list[str]:
+    """The dead letters of expired re-run jobs (a lane's ``MAX_WAIT_SECONDS`` bounds them too)."""
+    if run.scenario.follow is None or run.scenario.follow.max_wait_seconds is None:
+        return []  # without a bound, a re-run job never expires: its dead letter is a violation
+    return [
+        message_id
+        for message_id, found in letters.items()
+        if any(
+            letter.get("MessageAttributes", {}).get("ExecutionName", {}).get("StringValue") in names
+            for letter in found
+        )
+    ]
+
+
+def _check_order(run: ScenarioRun, ours: dict[str, Execution], expired: set[str]) -> None:
     """Within each group, executions started in send order.
 
     A name two lanes admit (a repeat sent to the other lane) may be started by either: its
-    execution tells nothing of its own group's order, so it is left out.
+    execution tells nothing of its own group's order, so it is left out; so is a job that
+    expired (``expired``: message ids) while a repeat of it started its name.
     """
     by_group: dict[str, list[int]] = {}
     crossing = crossing_names(run.scenario.jobs)
@@ -151,6 +242,7 @@ def _check_order(run: ScenarioRun, ours: dict[str, Execution]) -> None:
             and job.duplicate_of is None
             and execution is not None
             and job.execution_name not in crossing
+            and job.message_id not in expired
         ):
             by_group.setdefault(job.group, []).append(execution.sequence)
     for group, sequence in by_group.items():

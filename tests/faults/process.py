@@ -101,6 +101,8 @@ class DispatcherProcess:
     waves: StartWaves = field(default_factory=StartWaves)
     crash: CrashPlan | None = None
     crashed: bool = False
+    act: tuple[str, str, int, Callable[[], None]] | None = None
+    """Something the world does at one call of the tick in flight (operation, when, nth, what): once."""
     _seen: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _current: threading.local = field(default_factory=threading.local)
@@ -135,12 +137,27 @@ class DispatcherProcess:
             self._seen[operation] = self._seen.get(operation, 0) + 1
             self._current.nth = self._seen[operation]
             self.waves.before(operation)
+            act = self._due(operation, "before", self._current.nth)
+        if act is not None:
+            act()
+        with self._lock:
             self._maybe_crash(operation, "before", self._current.nth)
 
     def _after(self, model: Any, http_response: Any, parsed: dict[str, Any], **_: Any) -> None:
         with self._lock:
             self.waves.after(self._current.label, http_response, parsed)
+            act = self._due(self._current.label, "after", self._current.nth)
+        if act is not None:
+            act()
+        with self._lock:
             self._maybe_crash(self._current.label, "after", self._current.nth)
+
+    def _due(self, operation: str, when: str, nth: int) -> Callable[[], None] | None:
+        """The world's act planned at this call, taken (it runs once, outside the lock)."""
+        if self.act is None or self.act[:3] != (operation, when, nth):
+            return None
+        act, self.act = self.act[3], None
+        return act
 
     def _maybe_crash(self, operation: str, when: str, nth: int) -> None:
         """Die at the planned step; ``nth`` counts calls of the operation in the order they were sent."""

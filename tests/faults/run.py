@@ -12,15 +12,18 @@ every violation of the invariants in DESIGN.md (`tests.faults.checks`). The quie
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 
 from dispatcher import handler
 from dispatcher.core.control import Control
+from dispatcher.core.jobs import start_by_text
 from dispatcher.core.outcomes import total_keys
 from dispatcher.core.topology import DEFAULT
 from dispatcher.core.topology import GATE as GATE_KIND
@@ -32,6 +35,7 @@ from tests.faults.acts import forget_stale_keys, misdirect, rerun, rerun_what_fa
 from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state, crossing_names
 from tests.faults.ending import drain, queues, settle_gate
+from tests.faults.following import Following
 from tests.faults.gate_plans import GATE
 from tests.faults.gates import GateRun
 from tests.faults.jobs import MAX_DURATION_SECONDS, Job
@@ -123,6 +127,11 @@ class ScenarioRun:
         """The mode the operator runs `rerun` in now (switched after a kill, with ``rerun_switch``)."""
         self.modes_used: set[str] = set()
 
+    @functools.cached_property
+    def following(self) -> Following | None:
+        """The producer's following and cancelling, when its plan has any (`tests.faults.following`)."""
+        return None if self.scenario.follow is None else Following(self, self.scenario.follow)
+
     def environment(self, **overrides: str) -> dict[str, str]:
         """The function's environment for this scenario."""
         return {
@@ -134,6 +143,7 @@ class ScenarioRun:
             ),
             variable("spool_queue_url"): self.stack.spool_queue_url,
             **({} if self.scenario.tenants is None else self.scenario.tenants.environment()),
+            **self._bound(),
             **(
                 {}
                 if self.lanes_document() is None
@@ -141,6 +151,11 @@ class ScenarioRun:
             ),
             **overrides,
         }
+
+    def _bound(self) -> dict[str, str]:
+        """``MAX_WAIT_SECONDS`` for lane default, when the producer's plan bounds its jobs' wait."""
+        wait = None if self.scenario.follow is None else self.scenario.follow.max_wait_seconds
+        return {} if wait is None else {variable("max_wait_seconds"): str(wait)}
 
     def lanes_document(self) -> dict[str, Any] | None:
         """``LANES``: the second lane and the gate, each with its pool (None: neither)."""
@@ -167,8 +182,16 @@ class ScenarioRun:
                 misdirect(self, tick)
                 if tick in self.scenario.reruns:
                     rerun(self, self.scenario.reruns[tick])
+                if self.following is not None:
+                    self.following.before_tick(tick)
+                    self.process.act = self.following.during(tick)
                 self._tick(tick)
+                if self.following is not None:
+                    self.process.act = None
+                    self.following.after_tick()
                 self.advance(self.scenario.intervals[tick])
+            if self.following is not None:
+                self.following.before_tick(self.scenario.fault_ticks)
             self.outcome.executions_in_fault_phase = self._dispatcher_executions()
             drain(self)
             rerun_what_failed(self)
@@ -216,6 +239,10 @@ class ScenarioRun:
             "MessageGroupId": job.group,
             "MessageDeduplicationId": job.key,
         }
+        follow = self.scenario.follow
+        if follow is not None and job.key in follow.start_by:
+            deadline = datetime.fromtimestamp(self.world.now + follow.start_by[job.key], UTC)
+            job.attributes["StartBy"] = {"DataType": "String", "StringValue": start_by_text(deadline)}
         attributes = dict(job.attributes)
         if job.name is not None:
             value_field = "BinaryValue" if job.name_type == "Binary" else "StringValue"

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tests.faults.following import FollowPlan, plan_follow
 from tests.faults.gate_plans import GatePlan, plan_gate
 from tests.faults.jobs import MAX_DURATION_SECONDS, Job, backlog
 from tests.faults.lanes import LanePlan, plan_lane
@@ -102,6 +103,8 @@ class Scenario:
     stale: dict[int, str] = field(default_factory=dict)
     """Tick → the kind (``pools``, ``lanes``, ``gates``) of a stale key the operator leaves in the
     control parameter before it: a member paused, then removed from ``LANES`` (`tests.faults.operator`)."""
+    follow: FollowPlan | None = None
+    """The producer's cancellations and deadlines (`tests.faults.following`)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -206,6 +209,7 @@ class Scenario:
             gate=gate,
             tenants=tenants,
             stale=_stale(random.Random(f"{seed}:stale"), fault_ticks),
+            follow=plan_follow(random.Random(f"{seed}:follow"), jobs, fault_ticks) if faults else None,
         )
 
     @classmethod
@@ -229,6 +233,7 @@ class Scenario:
             + ("" if self.gate is None else f" {self.gate.describe()}")
             + ("" if self.tenants is None else f" {self.tenants.describe()}")
             + ("" if not self.stale else f" stale={self.stale}")
+            + ("" if self.follow is None else f" {self.follow.describe()}")
         )
 
 

@@ -57,6 +57,8 @@ class Outcome:
     """The gate's entry of ``LANES``, when the scenario had one."""
     reported: Counter[str] = field(default_factory=Counter)
     """What the ticks' return values said of their messages, by key (`dispatcher.core.outcomes`)."""
+    follow: Counter[str] = field(default_factory=Counter)
+    """The producer's cancellations and deadlines, by what became of them (`tests.faults.following`)."""
 
 
 @dataclass
@@ -119,6 +121,10 @@ class Tally:
     largest_blind_wave: int = 0
     reported: Counter[str] = field(default_factory=Counter)
     """What the ticks' return values said of their messages, by key, added up."""
+    follow: Counter[str] = field(default_factory=Counter)
+    """The producers' cancellations and deadlines, added up."""
+    followed: int = 0
+    """Scenarios whose producer cancels or bounds jobs."""
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -167,6 +173,8 @@ class Tally:
         self._add_tenants(outcome)
         self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
         self.reported.update(outcome.reported)
+        self.follow.update(outcome.follow)
+        self.followed += outcome.scenario.follow is not None
         self.injected.update(outcome.injected)
         self.violations.extend(
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
@@ -187,12 +195,18 @@ class Tally:
 
     def as_dict(self) -> dict[str, Any]:
         """The tally as JSON-ready data (a pytest-xdist worker sends it to the controller)."""
-        return {**asdict(self), "injected": dict(self.injected), "reported": dict(self.reported)}
+        counters = {
+            "injected": dict(self.injected),
+            "reported": dict(self.reported),
+            "follow": dict(self.follow),
+        }
+        return {**asdict(self), **counters}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tally:
         """A tally sent by `as_dict`."""
-        return cls(**{**data, "injected": Counter(data["injected"]), "reported": Counter(data["reported"])})
+        counters = {name: Counter(data[name]) for name in ("injected", "reported", "follow")}
+        return cls(**{**data, **counters})
 
     def merge(self, other: Tally) -> None:
         """Fold in another tally (another worker's)."""
@@ -239,10 +253,12 @@ class Tally:
             "gate_tenants",
             "mixed_tenants",
             "long_jobs",
+            "followed",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
         self.reported.update(other.reported)
+        self.follow.update(other.follow)
         self.injected.update(other.injected)
         self.violations.extend(other.violations)
 
@@ -293,6 +309,8 @@ class Tally:
             f"    {'the gate with max_per_group':<44} {self.gate_tenants:>9,}",
             f"    {'a gate and a lane in pool default':<44} {self.mixed_tenants:>9,}",
             f"    {'jobs running 400 s (past every window)':<44} {self.long_jobs:>9,}",
+            f"  scenarios whose producer cancels or bounds{'':<6} {self.followed:>9,}",
+            *(f"    {what:<44} {self.follow[what]:>9,}" for what in FOLLOW_FIGURES),
             f"  what the ticks said of their messages{'':<11} {sum(self.reported.values()):>9,}",
             *(f"    {key:<44} {self.reported[key]:>9,}" for key in total_keys((LANE, GATE))),
             f"  faults injected{'':<33} {self.faults():>9,}",
@@ -304,6 +322,18 @@ class Tally:
         lines += [f"  ! {violation}" for violation in self.violations[:20]]
         return lines
 
+
+FOLLOW_FIGURES = (
+    "jobs cancelled between ticks",
+    "  of them answered cancelled",
+    "jobs cancelled while a tick was in flight",
+    "  answered cancelled (never started)",
+    "  answered already started (the tick won)",
+    "message groups cancelled",
+    "jobs with a StartBy",
+    "jobs expired (dead-lettered, expired:)",
+)
+"""The producers' figures, in the order the soak prints them."""
 
 FINISHED = Tally()
 """Every scenario run in this process (the test session prints it)."""

@@ -262,6 +262,7 @@ class FaultyAws:
             visible_at = self.world.now + VISIBILITY_TIMEOUT_SECONDS
             for message in messages:
                 self.world.in_flight[message["MessageId"]] = InFlight(message["ReceiptHandle"], visible_at)
+                self.world.received.setdefault(message["MessageId"], []).append(self.world.now)
         # SentTimestamp on the virtual clock, like every other time the dispatcher reads.
         stamped = [message for message in messages if "SentTimestamp" in message.get("Attributes", {})]
         for message in stamped:

@@ -68,11 +68,13 @@ class World(LaggingReads):
         self.events = events or EventPlan()
         # One stream per purpose: concurrent starts reach the world in any order, and
         # separate streams keep each kind of draw the same whatever that order is.
-        self.rng = random.Random(f"{seed}:faults")
-        self.lag_rng = random.Random(f"{seed}:lag")
-        self.event_rng = random.Random(f"{seed}:events")
+        self.rng, self.lag_rng, self.event_rng = (
+            random.Random(f"{seed}:{purpose}") for purpose in ("faults", "lag", "events")
+        )
         self.executions: dict[str, Execution] = {}
         self.in_flight: dict[str, InFlight] = {}
+        self.received: dict[str, list[float]] = {}
+        """SQS MessageId → each moment the dispatcher received it, on the virtual clock."""
         self.sent_at: dict[str, float] = {}
         """SQS MessageId → when it was sent, on the virtual clock (its SentTimestamp)."""
         self.deliveries: list[Delivery] = []

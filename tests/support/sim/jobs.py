@@ -66,9 +66,10 @@ class JobRecordsView:
     def settle(self, records: Sequence[JobRecord]) -> int:
         """One `BatchWriteItem` per 25 records, best effort (as the adapter's); how many were left."""
         partitions = self._partitions
+        distinct = list({(record.lane, record.name): record for record in records}.values())
         left = 0
-        for start in range(0, len(records), BATCH_WRITE_LIMIT):
-            items: Items = [record_item(partitions.key, record) for record in records[start : start + 25]]
+        for start in range(0, len(distinct), BATCH_WRITE_LIMIT):
+            items: Items = [record_item(partitions.key, record) for record in distinct[start : start + 25]]
 
             def admit(items: Items = items) -> bool:
                 return bool(partitions.jobs.write(sum(write_units(item) for item in items)))
