@@ -297,6 +297,9 @@ def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
     for metric in ("Running", "MaxConcurrency", "Started", "OldestRunningAge", "ThrottledTicks", "BusyTicks"):
         assert f'"{metric}"' in body
         assert metric in emitted
+    for metric in ("CancelledJobs", "ExpiredJobs"):  # a tick's totals, whatever it did
+        assert f'"{metric}"' in body
+        assert metric in {figure.name for figure in figures(TickReport(stopped=StopReason.DRAINED), topology)}
     variables = sam_template()["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
 
