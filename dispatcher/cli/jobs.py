@@ -14,6 +14,7 @@ from typing import TextIO
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.errors import UsageError
+from dispatcher.cli.output import when
 from dispatcher.core.control import steer
 from dispatcher.core.jobs import JobReport
 from dispatcher.core.rerun import iso
@@ -39,12 +40,18 @@ def jobs_of(aws: Aws, resources: Resources) -> Jobs:
 
 
 def said(report: JobReport) -> str:
-    """A job's state as a few lines: the state first, then what is known of it."""
+    """A job's state as a few lines: the state first, then what is known of it (times in UTC)."""
     lines = [f"{report.name} (lane {report.lane}): {report.state}"]
-    fields = report.as_json()
-    for key in ("execution_arn", "started_at", "stopped_at", "deadline", "at", "reason", "rerun_as"):
-        if key in fields:
-            lines.append(f"  {key.replace('_', ' '):<13} {fields[key]}")
+    moments = {
+        "started at": report.started_at,
+        "stopped at": report.stopped_at,
+        "deadline": report.deadline,
+        "at": report.at,
+    }
+    fields: list[tuple[str, str | None]] = [("execution", report.execution_arn)]
+    fields += [(label, None if moment is None else when(moment)) for label, moment in moments.items()]
+    fields += [("reason", report.reason), ("re-run as", report.rerun_as)]
+    lines += [f"  {label:<11} {value}" for label, value in fields if value]
     return "\n".join(lines) + "\n"
 
 
@@ -78,7 +85,7 @@ def command_cancel(args: argparse.Namespace, aws: Aws, resources: Resources, out
     else:
         execution = answer.execution
         out.write(f"{answer.word} {answer.name} (lane {answer.lane}): {execution.arn} {execution.status}\n")
-        if answer.word == ALREADY_STARTED and not args.stop:
+        if answer.word == ALREADY_STARTED and not args.stop and execution.status == "RUNNING":
             out.write("  to stop it too: dispatcher cancel NAME --stop\n")
     return 1 if answer.word == ALREADY_STARTED else 0
 
@@ -91,8 +98,8 @@ def _cancel_group(jobs: Jobs, args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps({**document, "sent_before": iso(cancellation.before)}) + "\n")
     else:
         out.write(
-            f"cancelled message group {cancellation.group} (lane {lane}): its jobs sent before"
-            f" {iso(cancellation.before)} that have not started never start\n"
+            f"cancelled message group {cancellation.group} (lane {lane}): its jobs sent until"
+            f" {when(cancellation.before)} UTC that have not started never will\n"
         )
     return 0
 
