@@ -53,8 +53,16 @@ def names_of(topology: Topology, kind: str) -> list[str]:
 
 
 def unknown_member(kind: str, name: str, topology: Topology) -> UsageError:
-    """The usage error for a name that isn't configured: it lists the names that are."""
+    """The usage error for a name that isn't configured: it lists the names that are.
+
+    A lane's name given as a gate's, or a gate's as a lane's, says which it is.
+    """
     listed = ", ".join(names_of(topology, kind)) or "none are configured"
+    other = {"lane": "gate", "gate": "lane"}.get(kind)
+    if other is not None and name in names_of(topology, other):
+        return UsageError(
+            f"--{kind} {name}: {name} is a {other}, not a {kind} (use --{other} {name}; {kind}s: {listed})"
+        )
     return UsageError(f"--{kind} {name}: no such {kind} ({kind}s: {listed})")
 
 

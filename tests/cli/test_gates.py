@@ -131,3 +131,13 @@ def test_an_unknown_gate_is_a_usage_error_naming_the_gates(gated: Gated) -> None
     assert result.returncode == 2
     assert result.stderr.strip().endswith("--gate nope: no such gate (gates: crawl)")
     assert result.stdout == ""
+
+
+def test_a_gates_name_given_as_a_lanes_says_it_is_a_gate(gated: Gated) -> None:
+    """`enqueue --lane crawl`: a usage error that says crawl is a gate, and which option names it."""
+    result = gated.cli.run("enqueue", "{}", "--group", "g", "--lane", "crawl")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "--lane crawl: crawl is a gate, not a lane (use --gate crawl; lanes: default)"
+    )
+    assert result.stdout == ""
