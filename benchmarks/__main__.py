@@ -8,6 +8,7 @@
     make bench BENCH_ARGS="--only-gates"      # section 10 alone: a gate at AWS's quotas, and its bill
     make bench BENCH_ARGS="--only-rosters"    # section 11 alone: a lost end at long sections, gate and lane
     make bench BENCH_ARGS="--only-tenants"    # section 12 alone: one noisy tenant beside quiet ones
+    make bench BENCH_ARGS="--only-jobs"       # section 13 alone: what cancelled and expired jobs cost
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -31,6 +32,7 @@ from benchmarks import (
     full_scale,
     gate_report,
     gates,
+    jobs,
     lanes,
     quota,
     refill,
@@ -153,6 +155,26 @@ def gates_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
     )
     results["gates"] = {"runs": runs, "cost": cost}
     report_gates(runs, cost, report)
+
+
+def jobs_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 13: section 8's us-east-1 run without and with 1 % cancelled and 1 % expired jobs."""
+    measured = 120.0 if quick else 600.0
+    plain, followed = side_by_side(
+        full_scale.call_run,
+        [("us-east-1", measured, False), ("us-east-1", measured, True)],
+    )
+    results["jobs"] = {"plain": plain, "followed": followed}
+    report.say(
+        f"13. Jobs followed, cancelled and bounded: section 8's us-east-1 run ({measured:.0f} s"
+        " measured, ends batched), without and with 1 % of the jobs cancelled as they are sent"
+        " and 1 % received after their StartBy"
+    )
+    for line in jobs.lines(plain, followed):
+        report.say(line)
+    for name, met, figures in jobs.targets(plain, followed):
+        report.say(f"   {report.target(name, met, figures)}")
+    report.say()
 
 
 def rosters_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
@@ -283,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-tenants", action="store_true", help="only section 12: one noisy tenant beside quiet ones"
     )
+    parser.add_argument(
+        "--only-jobs", action="store_true", help="only section 13: what cancelled and expired jobs cost"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -302,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         or arguments.only_gates
         or arguments.only_rosters
         or arguments.only_tenants
+        or arguments.only_jobs
     )
     if not only:
         emulator_sections(quick, report, results)
@@ -327,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         rosters_section(quick, report, results)
     if not (arguments.skip_full_scale or (only and not arguments.only_tenants)):
         tenants_section(quick, report, results)
+    if not (arguments.skip_full_scale or (only and not arguments.only_jobs)):
+        jobs_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

@@ -23,6 +23,9 @@ from typing import Any
 
 from benchmarks.billing import SQS_OPERATIONS, bill
 from dispatcher.core import quotas
+from dispatcher.core.messages import START_BY_ATTRIBUTE
+from dispatcher.core.rerun import iso
+from dispatcher.core.topology import DEFAULT
 from dispatcher.settings import Settings
 from tests.support.plans import EventPlan, Lag
 from tests.support.sim.aws import InMemoryAws
@@ -61,10 +64,24 @@ def template_settings(aws: InMemoryAws) -> Settings:
     )
 
 
+FOLLOWED_SHARE = 100
+"""With ``follow``: one job in this many is cancelled by its producer, and one more carries a
+``StartBy`` that has passed when it is received."""
+
+
 def keep_backlog(
-    aws: InMemoryAws, rng: random.Random, until: float, durations: tuple[float, float] = (SHORTEST, LONGEST)
+    aws: InMemoryAws,
+    rng: random.Random,
+    until: float,
+    durations: tuple[float, float] = (SHORTEST, LONGEST),
+    *,
+    follow: bool = False,
 ) -> None:
-    """A producer that keeps ``WAITING`` jobs queued, checked every second, each running ``durations`` s."""
+    """A producer that keeps ``WAITING`` jobs queued, checked every second, each running ``durations`` s.
+
+    ``follow``: 1 % of the jobs cancelled as they are sent, and 1 % with a deadline already
+    passed (section 13).
+    """
     sequence = {"next": 0}
 
     def top_up() -> None:
@@ -73,27 +90,37 @@ def keep_backlog(
             job = sequence["next"]
             sequence["next"] += 1
             body = json.dumps({"job": job, "seconds": round(rng.uniform(*durations), 3)})
-            aws.queue.send(body, f"g{job % GROUPS}")
+            expiring = follow and job % FOLLOWED_SHARE == FOLLOWED_SHARE // 2
+            attributes = {
+                START_BY_ATTRIBUTE: {"DataType": "String", "StringValue": iso(aws.scheduler.now - 1)}
+            }
+            message = aws.queue.send(body, f"g{job % GROUPS}", attributes=attributes if expiring else None)
+            if follow and job % FOLLOWED_SHARE == 0:
+                aws.jobs.cancel(DEFAULT, message.message_id)
         if aws.scheduler.now + 1 < until:
             aws.scheduler.call_at(aws.scheduler.now + 1, top_up)
 
     top_up()
 
 
-def run(region: str, seconds: float = 600.0, mapping: EventSourceMapping | None = None) -> dict[str, Any]:
+def run(
+    region: str, seconds: float = 600.0, mapping: EventSourceMapping | None = None, *, follow: bool = False
+) -> dict[str, Any]:
     """Warm up, then measure ``seconds`` of simulated time in ``region``; the figures.
 
     ``mapping``: ends reach the function in batches through the end-event queue (the
-    template since 0.6); None: one invocation per end event (0.5).
+    template since 0.6); None: one invocation per end event (0.5). ``follow``: 1 % of the
+    jobs cancelled, 1 % expired (`keep_backlog`).
     """
     aws = InMemoryAws(region=region, lag=LAG, events=EVENTS, seed=7)
     aws.world.max_concurrency = MAX_CONCURRENCY
     began = aws.scheduler.now
     end = began + WARM_UP_SECONDS + seconds
-    keep_backlog(aws, random.Random(7), end)
+    keep_backlog(aws, random.Random(7), end, follow=follow)
     function = Function(aws, template_settings(aws), mapping=mapping)
     function.schedule(60.0, until=end)
     design = "batched end events" if mapping else "an invocation per end event"
+    design += ", 1 % cancelled and 1 % expired" if follow else ""
     progress(aws, f"section 8: {region}, {design}", end)
     result = measure(aws, function, region, seconds, end)
     timeline = Counter(int((execution.started_at - began) // TIMELINE_SECONDS) for execution in aws.started())
@@ -152,6 +179,8 @@ def measure(aws: InMemoryAws, function: Function, region: str, seconds: float, e
         },
         "invocations": len(invocations),
         "busy": sum(report["stopped"] == "busy" for report in reports),
+        "cancelled": sum(report.get("cancelled", 0) for report in reports),
+        "expired": sum(report.get("expired", 0) for report in reports),
         "schedule_invocations": sum(run.trigger == "schedule" for run in invocations),
         "gb_seconds": sum(run.ended - run.began for run in invocations) * MEMORY_MB / 1024,
         "traces": sum(min(1, count) + 0.05 * max(0, count - 1) for count in per_second.values()),
@@ -345,3 +374,8 @@ def targets(results: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
             f"{sum(safe(r) for r in results)} violations or errors in {len(results)} runs",
         ),
     ]
+
+
+def call_run(region: str, seconds: float, follow: bool) -> dict[str, Any]:
+    """`run` with the template's batched ends, ``follow`` or not (positional, for a pool's worker)."""
+    return run(region, seconds, EventSourceMapping(), follow=follow)

@@ -102,7 +102,9 @@ class LaneRound(MemberRound):
         if expired or expiring:
             admission = replace(
                 admission,
-                starts=(*admission.starts, *expiring),
+                # First in their groups, as FIFO handed them out: received again, they are
+                # older than their groups' other jobs of this round.
+                starts=(*expiring, *admission.starts),
                 dead_letters=(*admission.dead_letters, *expired),
             )
         return admission

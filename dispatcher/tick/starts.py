@@ -16,7 +16,7 @@ from dispatcher.core.errors import (
     RejectedInputError,
     TransientError,
 )
-from dispatcher.core.executions import execution_arn
+from dispatcher.core.executions import execution_arn, same_input
 from dispatcher.core.lane_rosters import packed
 from dispatcher.core.outcomes import Outcome
 from dispatcher.core.pacing import Latency
@@ -145,17 +145,17 @@ class LaneStarts:
     def _expire(self, start: Start, outcome: GroupOutcome) -> None:
         """A job received again after its deadline: found started before, or dead-lettered as expired.
 
-        Received more than once, it may have been started by a tick whose delete failed or
-        that died: `DescribeExecution` says (a first receive needs no call), or, for a start
-        recorded within the review window that it doesn't show yet, a later tick. It is
-        never started now, and its record goes (no call to start it is made).
+        `DescribeExecution` says whether a tick started it (a delete failed, a tick died): one
+        of its name with another input is another job's. A start recorded within the review
+        window that doesn't show yet is left to a later tick. Never started now (no call).
         """
         message, name = start.message, start.name
         outcome.attempted.discard(name)
-        if self.admissions.state_of(name) is not None:
+        state = self.admissions.state_of(name)
+        if state is not None and (state.input is None or same_input(state.input, message.body)):
             outcome.add(Outcome.ALREADY, [message])
             logger.info("already started", extra={"execution": name, "message_id": message.message_id})
-        elif self.in_window(self.admissions.arn, name):
+        elif state is None and self.in_window(self.admissions.arn, name):
             # Started within the review window, it may not show yet: decide once it would.
             raise NotYetError(f"{name} was recorded as starting lately; DescribeExecution shows it not yet")
         else:

@@ -93,6 +93,14 @@ def _check_reruns(
             continue
         if {execution.name, restart_name(execution.name, execution.arn)} & expired:
             continue
+        if run.following is not None and any(
+            job.execution_name == execution.name
+            and run.following.groups
+            and job.lane is None
+            and job.group in {cancelled.group for cancelled in run.following.groups}
+            for job in run.scenario.jobs
+        ):
+            continue  # its group was cancelled: a re-run job queued in it may have been dropped
         if restart is None:
             violations.append(f"loss: {execution.name} failed and was never re-run")
         elif restart.input != execution.input:
@@ -178,6 +186,8 @@ def _check_dead_letters(run: ScenarioRun, letters: dict[str, list[dict[str, Any]
             not found and job.poison == "name collision" and _in_place(run, job, cancelled)
         ):
             continue
+        if not found and run.following is not None and run.following.in_cancelled_group(job):
+            continue  # its group was cancelled: dropped, not dead-lettered
         if len(found) != 1:
             run.outcome.violations.append(f"poison {job.key} ({job.poison}) is {len(found)} times in the DLQ")
             continue

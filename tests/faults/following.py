@@ -218,6 +218,18 @@ class Following:
             }
         return names
 
+    def in_cancelled_group(self, job: Job) -> bool:
+        """Whether a message group's cancellation took this job (lane default's, sent before it).
+
+        Poison of that group may be dropped instead of dead-lettered, and a re-run job sent
+        in it before the cancellation is dropped too: either way it never starts.
+        """
+        sent = self.run.world.sent_at.get(job.message_id)
+        return job.lane is None and any(
+            cancelled.group == job.group and (sent is None or sent <= cancelled.before)
+            for cancelled in self.groups
+        )
+
     def check(self, ours: dict[str, Execution], expired: dict[str, str]) -> list[str]:
         """The rules: cancelled never starts, expired never starts, expired only after its deadline.
 
