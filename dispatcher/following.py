@@ -206,10 +206,10 @@ class Jobs:
         """The job's execution, if a tick started it; None when none did, and none ever will.
 
         `DescribeExecution` is eventually consistent: an execution started a moment ago may
-        not show yet. A tick records a start before it calls `StartExecution`, and a record
-        that stays (one never tried is voided) shows a call was made: while the review
-        window holds one of this name, it is asked again, until the execution shows or the
-        record is older than any lag (then no start was made).
+        not show yet. A tick records a start before it calls `StartExecution`: while the
+        review window holds a record of this name (voided or not: a record is voided when
+        its execution ended, as when it was never tried), it is asked again, until the
+        execution shows or the record is older than any lag (then no start was made).
         """
         ledger = StartLedgerTable(self._dynamodb, self._table, self._key)
         while True:
@@ -218,7 +218,7 @@ class Jobs:
                 return execution
             window = ledger.window(self._clock() - RECENT_START_WINDOW_SECONDS)
             if not any(
-                start.name == name and start.state_machine_arn == machine.arn for start in window.starts
+                start.name == name and start.state_machine_arn == machine.arn for start in window.recorded
             ):
                 return None
             self._sleep(RACE_POLL_SECONDS)

@@ -308,6 +308,7 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
         starts=tuple(record for record in starts if record.sort_key not in void),
         ended=tuple(ended),
         void=frozenset(void),
+        recorded=tuple(starts),
         cancellations=read_pending(pending),
     )
 

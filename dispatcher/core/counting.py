@@ -72,6 +72,8 @@ class StateWindow(BaseModel):
     ended: tuple[EndedExecution, ...] = ()
     void: frozenset[str] = frozenset()
     """Sort keys of records that stopped counting: a start read earlier is left out too."""
+    recorded: tuple[LedgerStart, ...] = ()
+    """Every start read, voided or not: whether any tick recorded one (`dispatcher cancel`)."""
     cancellations: dict[str, Cancellations] = Field(default_factory=dict)
     """Each lane's pending cancellations (every read of the window brings them all)."""
 
