@@ -52,7 +52,8 @@ def check_end_state(run: ScenarioRun) -> None:
     _check_rerun_lanes(run, restarts)
     for job in jobs:
         execution = ours.get(job.execution_name)
-        if job.message_id in expired or job.execution_name in excused:
+        group_cancelled = run.following is not None and run.following.in_cancelled_group(job)
+        if job.message_id in expired or job.execution_name in excused or group_cancelled:
             continue  # it never started: a repeat, or a job sent under its name, may have
         if job.poison is None and execution is not None and execution.input != job.body:
             violations.append(f"input: {job.execution_name} started with another input")
@@ -176,6 +177,8 @@ def _check_dead_letters(run: ScenarioRun, letters: dict[str, list[dict[str, Any]
         letters.pop(message_id, None)
     for job in run.scenario.jobs:
         found = letters.pop(job.message_id, [])
+        if job.poison is None and found and _taken_name(run, job, found[0]):
+            continue
         if job.poison is None:
             if found:
                 violations = run.outcome.violations
@@ -202,6 +205,17 @@ def _check_dead_letters(run: ScenarioRun, letters: dict[str, list[dict[str, Any]
             run.outcome.violations.append(f"poison {job.key} ({job.poison}) dead-lettered as {reason!r}")
     for dedup_id in letters:
         run.outcome.violations.append(f"DLQ holds a message that was never sent as poison: {dedup_id}")
+
+
+def _taken_name(run: ScenarioRun, job: Job, letter: dict[str, Any]) -> bool:
+    """Whether a valid job met its name taken by another job's input (its original never started).
+
+    Then it is a name collision, rightly dead-lettered so.
+    """
+    return "name collision" in _reason(letter) and any(
+        each.by_dispatcher and each.name == job.execution_name and each.input != job.body
+        for each in run.world.executions.values()
+    )
 
 
 def _in_place(run: ScenarioRun, job: Job, cancelled: set[str]) -> bool:

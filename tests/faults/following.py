@@ -199,9 +199,10 @@ class Following:
         A group's job whose name a message sent after the cancellation carries too (a repeat),
         or a message of the other lane, may start by that message: it is left out.
         """
-        names = {answer.name for answer in self.answered if answer.word == "cancelled"}
         sent_at = self.run.world.sent_at
+        # A name a job of the other lane carries too is that lane's job there: it may start.
         other_lanes = {job.execution_name for job in self.run.scenario.jobs if job.lane is not None}
+        names = {answer.name for answer in self.answered if answer.word == "cancelled"} - other_lanes
         for cancelled in self.groups:
             later = other_lanes | {
                 job.execution_name
