@@ -93,15 +93,11 @@ class Dispatcher:
         """Gate name → its counter (who is inside, for its rounds too)."""
         self._tenants = Tenants(ports, self._warm, runtime.clock)
         books = self._tenants.books
+        lane_round = functools.partial(
+            LaneRound, warm=self._warm, books=books, in_window=self._records.in_window
+        )
         members: dict[str, MemberRounds] = {
-            name: functools.partial(
-                LaneRound,
-                lane,
-                warm=self._warm,
-                books=books,
-                settings=functools.partial(self._lane, name),
-                in_window=self._records.in_window,
-            )
+            name: functools.partial(lane_round, lane, settings=functools.partial(self._lane, name))
             for name, lane in self._lanes.items()
         }
         for gate in ports.gates:
