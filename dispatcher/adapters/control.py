@@ -6,10 +6,10 @@ through Powertools' cache instead (`dispatcher.adapters.cached_control`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dispatcher.adapters.errors import translated
-from dispatcher.core.control import Control, parse_control
+from dispatcher.core.control import Control, parse_control, parse_document
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
@@ -34,12 +34,23 @@ class ControlParameter:
         Raises ``ConfigurationError`` for a malformed value or a denied read, and
         ``TransientError`` when SSM is still throttling after botocore's retries.
         """
+        value = self._value()
+        return None if value is None else parse_control(self.name, value)
+
+    def read_document(self) -> dict[str, Any] | None:
+        """The value as a JSON object, not yet checked key by key (what the CLI mends); None: no parameter.
+
+        A value that isn't a JSON object is a ``ConfigurationError``.
+        """
+        value = self._value()
+        return None if value is None else parse_document(self.name, value)
+
+    def _value(self) -> str | None:
         try:
             with translated(f"GetParameter({self.name})", {NOT_FOUND: _NotFoundError}):
-                value = self._client.get_parameter(Name=self.name)["Parameter"]["Value"]
+                return self._client.get_parameter(Name=self.name)["Parameter"]["Value"]
         except _NotFoundError:
             return None
-        return parse_control(self.name, value)
 
     def write(self, control: Control) -> None:
         """Replace the parameter's value (the CLI's read, modify, write)."""

@@ -8,79 +8,30 @@ from collections.abc import Callable
 from typing import TextIO
 
 from dispatcher.cli.args import AddCommand, non_negative
-from dispatcher.cli.config import Aws, Resources, control_parameter
-from dispatcher.cli.errors import CliError, UsageError
-from dispatcher.cli.members import add_member_options, chosen_member, lanes_needs, member, names_of
-from dispatcher.core.control import (
-    CONTROL_MAX_AGE_SECONDS,
-    Control,
-    GateOverride,
-    LaneOverride,
-    Override,
-    steer,
+from dispatcher.cli.config import Aws, Resources
+from dispatcher.cli.errors import UsageError
+from dispatcher.cli.members import add_member_options, chosen_member, names_of
+from dispatcher.cli.parameter import (
+    Document,
+    change_control,
+    control_needs,
+    entry_of,
+    steered_topology,
+    target_of,
 )
-from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control, Override
 from dispatcher.core.topology import DEFAULT
 
 
-def change_control(
-    aws: Aws,
-    resources: Resources,
-    change: Callable[[Control], Control],
-    write: Callable[[], bool] = lambda: True,
-) -> tuple[str, Control]:
-    """Read, modify, write the control parameter: only the changed key moves.
-
-    ``write``: asked after the change, whether there is anything to write.
-    """
-    control = control_parameter(aws, resources)
-    if control is None:
-        raise CliError(
-            "no control parameter: set CONTROL_PARAMETER or use --stack NAME"
-            " (a stack deployed with the ControlParameter resource)"
-        )
-    # A parameter that doesn't exist yet is created with the changed key alone: the
-    # environment's MAX keeps applying until someone sets one.
-    updated = change(control.read() or Control())
-    if write():
-        control.write(updated)
-    return control.name, updated
-
-
-def _target(args: argparse.Namespace, resources: Resources) -> tuple[str, str] | None:
-    """What ``--pool``, ``--lane`` or ``--gate`` names: (``pools``, ``lanes`` or ``gates``, name).
-
-    None for pool ``default``, which the top-level keys steer.
-    """
-    chosen = chosen_member(args)
-    if chosen is None or chosen == ("pool", DEFAULT):
-        return None
-    kind, name = chosen
-    member(resources, kind, name)  # an unknown name is a usage error
-    return f"{kind}s", name
-
-
-ENTRY_KINDS: dict[str, type[Override]] = {"pools": Override, "lanes": LaneOverride, "gates": GateOverride}
-"""Each kind of entry of the parameter (a lane's and a gate's also share slots among message groups)."""
-
-
-def _changed(args: argparse.Namespace, resources: Resources, **keys: object) -> Callable[[Control], Control]:
+def _changed(
+    args: argparse.Namespace, resources: Resources, **keys: object
+) -> Callable[[Document], Document]:
     """The change to the parameter: ``keys`` at the top level (pool default), or in the named entry."""
-    target = _target(args, resources)
+    target = target_of(args, resources)
 
-    def change(current: Control) -> Control:
-        if target is None:
-            return current.model_copy(update=keys)
-        kind, name = target
-        entries: dict[str, Override] = dict(getattr(current, kind))
-        entries[name] = entries.get(name, ENTRY_KINDS[kind]()).model_copy(update=keys)
-        updated = current.model_copy(update={kind: entries})
-        # What the next tick would refuse (a lane MAX on a shared state machine) is refused now.
-        try:
-            steer(resources.topology(), updated, resources.control_parameter or "")
-        except ConfigurationError as error:
-            raise UsageError(f"not written: {error}") from None
-        return updated
+    def change(current: Document) -> Document:
+        entry_of(current, target).update(keys)
+        return current
 
     return change
 
@@ -110,19 +61,28 @@ def _report(args: argparse.Namespace, name: str, control: Control, out: TextIO) 
 
 def command_pause(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Pause: nothing starts, nothing is lost."""
-    name, control = change_control(aws, resources, _changed(args, resources, paused=True))
+    name, control = change_control(
+        aws, resources, _changed(args, resources, paused=True), topology=steered_topology(args, resources)
+    )
     return _report(args, name, control, out)
 
 
 def command_resume(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Resume after a pause."""
-    name, control = change_control(aws, resources, _changed(args, resources, paused=False))
+    name, control = change_control(
+        aws, resources, _changed(args, resources, paused=False), topology=steered_topology(args, resources)
+    )
     return _report(args, name, control, out)
 
 
 def command_set_max(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """Change MAX without a deploy (a paused dispatcher stays paused)."""
-    name, control = change_control(aws, resources, _changed(args, resources, max_concurrency=args.max))
+    name, control = change_control(
+        aws,
+        resources,
+        _changed(args, resources, max_concurrency=args.max),
+        topology=steered_topology(args, resources),
+    )
     return _report(args, name, control, out)
 
 
@@ -134,22 +94,21 @@ def command_forget(args: argparse.Namespace, aws: Aws, resources: Resources, out
     if name in names_of(topology, kind):
         raise UsageError(
             f"--{kind} {name}: {kind} {name} is configured, so {key} is not stale:"
-            f" change it with pause, resume or set-max --{kind} {name}"
+            f" change it with {_changers(kind)} --{kind} {name}"
         )
-    forgotten: dict[str, Override] = {}
+    forgotten: Document = {}
 
-    def change(current: Control) -> Control:
-        entries: dict[str, Override] = dict(getattr(current, f"{kind}s"))
-        if name in entries:
+    def change(current: Document) -> Document:
+        entries = current.get(f"{kind}s")
+        if isinstance(entries, dict) and name in entries:
             forgotten[key] = entries.pop(name)
-        return current.model_copy(update={f"{kind}s": entries})
+        return current
 
     parameter, control = change_control(aws, resources, change, write=lambda: bool(forgotten))
     if args.json:
-        was = {key: value.model_dump(exclude_none=True) for key, value in forgotten.items()}
-        out.write(json.dumps({"parameter": parameter, "forgotten": was, **control.document()}) + "\n")
+        out.write(json.dumps({"parameter": parameter, "forgotten": forgotten, **control.document()}) + "\n")
     elif forgotten:
-        held = json.dumps(forgotten[key].model_dump(exclude_none=True), sort_keys=True)
+        held = json.dumps(forgotten[key], sort_keys=True)
         out.write(
             f"forgot {key} (it held {held}; parameter {parameter};"
             f" ticks see it within {CONTROL_MAX_AGE_SECONDS} s)\n"
@@ -159,9 +118,9 @@ def command_forget(args: argparse.Namespace, aws: Aws, resources: Resources, out
     return 0
 
 
-def control_needs(args: argparse.Namespace, _resources: Resources) -> list[str]:
-    """Live control needs the control parameter (and, for a pool, lane or gate, what finds the lanes)."""
-    return ["control_parameter", *lanes_needs(args)]
+def _changers(kind: str) -> str:
+    """The commands that change a configured member's keys."""
+    return "pause, resume or set-max" if kind == "pool" else "pause, resume, set-max, set or unset"
 
 
 def register(command: AddCommand) -> None:

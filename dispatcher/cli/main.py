@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from dispatcher import DISTRIBUTION, version
-from dispatcher.cli import control, dead_letters, enqueue, failures, info, jobs, local, status, tick
+from dispatcher.cli import control, dead_letters, enqueue, failures, info, jobs, local, status, tick, tuning
 from dispatcher.cli.args import Handler, Needs, Parser, Prepare
 from dispatcher.cli.config import (
     RESOURCE_FIELDS,
@@ -33,7 +33,7 @@ from dispatcher.cli.errors import INTERRUPTED, PROG, CliError, InterruptedRunErr
 from dispatcher.core.errors import DispatcherError
 from dispatcher.settings import STACK_OUTPUTS, variable
 
-COMMAND_GROUPS = (status, info, control, enqueue, jobs, tick, failures, dead_letters, local)
+COMMAND_GROUPS = (status, info, control, tuning, enqueue, jobs, tick, failures, dead_letters, local)
 MAX_PROBLEMS_SHOWN = 20
 """Usage problems shown, one line each; the rest are counted."""
 READ_VARIABLES = [variable(name) for name in (*RESOURCE_FIELDS[:4], "max_concurrency", *RESOURCE_FIELDS[4:])]

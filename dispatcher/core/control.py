@@ -80,8 +80,8 @@ class Control(Override):
         return json.dumps(self.document(), sort_keys=True)
 
 
-def parse_control(name: str, value: str) -> Control:
-    """The parameter's value as a ``Control``; a ``ConfigurationError`` naming ``name`` if it is malformed."""
+def parse_document(name: str, value: str) -> dict[str, Any]:
+    """The parameter's value as a JSON object, its keys not yet checked; else a ``ConfigurationError``."""
     try:
         document: Any = json.loads(value)
     except ValueError as error:
@@ -90,6 +90,16 @@ def parse_control(name: str, value: str) -> Control:
         raise ConfigurationError(
             f'control parameter {name} must be a JSON object like {{"max_concurrency": 5, "paused": false}}'
         )
+    return document
+
+
+def parse_control(name: str, value: str) -> Control:
+    """The parameter's value as a ``Control``; a ``ConfigurationError`` naming ``name`` if it is malformed."""
+    return checked_control(name, parse_document(name, value))
+
+
+def checked_control(name: str, document: dict[str, Any]) -> Control:
+    """A JSON object as a ``Control``; a ``ConfigurationError`` naming ``name`` and each malformed key."""
     try:
         return Control.model_validate(document)
     except ValidationError as error:

@@ -134,7 +134,7 @@ USAGE_ERRORS = {
         ["forget", "--lane", "default"],
         [
             "--lane default: lane default is configured, so lanes.default is not stale:"
-            " change it with pause, resume or set-max --lane default"
+            " change it with pause, resume, set-max, set or unset --lane default"
         ],
         {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
     ),

@@ -70,6 +70,7 @@ def test_status_shows_who_is_inside_each_gate_and_who_waits_and_counts_them_in_t
     _waiting(gated, 4)
     before = json.loads(cli.run("status", "--json").stdout)
     entry = {"name": "crawl", "pool": "default", "paused": False, "max_concurrency": None, "dead_letters": 0}
+    entry["settings"] = {}
     assert before["gates"] == [{**entry, "inside": 0, "waiting": 4}]
     assert before["running"] == 0
     ticked = cli.run("tick", "--json")

@@ -44,6 +44,8 @@ CHANGES = (
     "pause",
     "resume",
     "set-max",
+    "set",
+    "unset",
     "forget",
     "enqueue",
     "cancel",
@@ -149,7 +151,7 @@ def test_the_examples_are_the_ones_printed() -> None:
     found = examples()
     assert len(found) >= 20
     assert any("--error 'Downstream*'" in example for example in found)
-    assert len(COMMAND_GROUPS) == 9
+    assert len(COMMAND_GROUPS) == 10
 
 
 def test_every_help_example_runs_and_every_filter_finds_something(

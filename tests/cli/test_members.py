@@ -119,6 +119,7 @@ def test_status_shows_each_gates_max_paused_state_and_dead_letters_and_max_0_rea
         "paused": False,
         "max_concurrency": 2,
         "dead_letters": 1,
+        "settings": {},
     }
     assert ok(cli.run("set-max", "0", "--gate", "crawl")).startswith("gate crawl: paused, MAX 0")
     assert ok(cli.run("set-max", "0", "--lane", "glue")).startswith("lane glue: paused, MAX 0")
@@ -141,13 +142,20 @@ def test_status_of_one_pool_lane_or_gate_is_its_entry_and_an_unknown_name_is_a_u
     cli = members.cli
     with pointed_at(cli.endpoint_url):
         send_jobs(members.lanes["glue"]["queue_url"], [{"body": "{}", "group": "g"}])
-    assert ok(cli.run("status", "--pool", "glue", "--json")) == {
+    pool_entry = ok(cli.run("status", "--pool", "glue", "--json"))
+    assert {key: pool_entry[key] for key in ("name", "max_concurrency", "running", "free", "paused")} == {
         "name": "glue",
         "max_concurrency": 4,
         "running": 0,
         "free": 4,
         "paused": False,
     }
+    assert set(pool_entry) == {"name", "max_concurrency", "running", "free", "paused", "lanes", "gates"}
+    assert [(each["name"], each["queued"]) for each in pool_entry["lanes"]] == [("glue", 1)]
+    assert pool_entry["gates"] == []
+    assert [each["name"] for each in ok(cli.run("status", "--pool", "default", "--json"))["gates"]] == [
+        "crawl"
+    ]
     lane = ok(cli.run("status", "--lane", "glue", "--json"))
     assert (lane["name"], lane["queued"], lane["max_concurrency"]) == ("glue", 1, 2)
     assert ok(cli.run("status", "--gate", "crawl", "--json"))["max_concurrency"] == 2

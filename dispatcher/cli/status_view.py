@@ -1,0 +1,243 @@
+"""What `dispatcher status` found, and its text: the top-level row, pools, lanes, gates, settings, stale keys.
+
+Each lane's and gate's settings are shown with their source (`dispatcher.core.effective`),
+and a control parameter the ticks can't read is shown first, with how to mend it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dispatcher.cli.output import age, table
+from dispatcher.cli.parameter import MEND
+from dispatcher.core.effective import shown
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """One pool: its MAX, RUNNING across its lanes' state machines and inside its gates, and free slots."""
+
+    name: str
+    max_concurrency: int
+    running: int
+    free: int
+    paused: bool
+
+
+@dataclass(frozen=True)
+class LaneStatus:
+    """One lane: its queue and dead letters (and its own MAX, None: its pool's alone)."""
+
+    name: str
+    pool: str
+    priority: int
+    queued: int
+    in_flight: int
+    dead_letters: int
+    paused: bool
+    max_concurrency: int | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Each of its settings: the value the ticks use, its source and the configured value."""
+
+
+@dataclass(frozen=True)
+class GateStatus:
+    """One gate: who is inside (as the dispatcher counts them), who waits (its requests), its dead letters."""
+
+    name: str
+    pool: str
+    inside: int
+    waiting: int
+    paused: bool
+    max_concurrency: int | None
+    """The gate's own MAX (None: its pool's alone)."""
+    dead_letters: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Status:
+    """How the dispatcher stands right now: top-level keys are pool and lane ``default``."""
+
+    max_concurrency: int
+    paused: bool
+    running: int
+    free: int
+    queued: int
+    in_flight: int
+    dead_letters: int
+    oldest_running_seconds: float | None
+    max_from: str
+    pools: tuple[PoolStatus, ...] = ()
+    lanes: tuple[LaneStatus, ...] = ()
+    gates: tuple[GateStatus, ...] = ()
+    stale_keys: tuple[str, ...] = ()
+    """Control parameter keys naming a pool, lane or gate that isn't configured: ignored by the ticks."""
+    control_problem: str | None = None
+    """Why the control parameter can't be read (every tick stops on it): the rest is without it."""
+
+
+HEADERS = [
+    "MAX",
+    "PAUSED",
+    "RUNNING",
+    "FREE",
+    "QUEUED",
+    "IN FLIGHT",
+    "DEAD LETTERS",
+    "OLDEST RUNNING",
+]
+
+
+def _summary(status: Status) -> str:
+    """The top-level row (pool and lane ``default``): a header and one row, right-aligned."""
+    row = [
+        str(status.max_concurrency),
+        _yes(status.paused),
+        str(status.running),
+        str(status.free),
+        str(status.queued),
+        str(status.in_flight),
+        str(status.dead_letters),
+        age(status.oldest_running_seconds),
+    ]
+    widths = [max(len(header), len(cell)) for header, cell in zip(HEADERS, row, strict=True)]
+    lines = [
+        "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
+        for cells in (HEADERS, row)
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _pools(pools: tuple[PoolStatus, ...]) -> str:
+    return table(
+        ["POOL", "MAX", "PAUSED", "RUNNING", "FREE"],
+        [
+            [pool.name, str(pool.max_concurrency), _yes(pool.paused), str(pool.running), str(pool.free)]
+            for pool in pools
+        ],
+    )
+
+
+def _lanes(lanes: tuple[LaneStatus, ...]) -> str:
+    return table(
+        ["LANE", "POOL", "PRIORITY", "MAX", "PAUSED", "QUEUED", "IN FLIGHT", "DEAD LETTERS"],
+        [
+            [
+                lane.name,
+                lane.pool,
+                str(lane.priority),
+                _max(lane.max_concurrency),
+                _yes(lane.paused),
+                str(lane.queued),
+                str(lane.in_flight),
+                str(lane.dead_letters),
+            ]
+            for lane in lanes
+        ],
+    )
+
+
+def _gates_table(gates: tuple[GateStatus, ...]) -> str:
+    return table(
+        ["GATE", "POOL", "MAX", "PAUSED", "INSIDE", "WAITING", "DEAD LETTERS"],
+        [
+            [
+                gate.name,
+                gate.pool,
+                _max(gate.max_concurrency),
+                _yes(gate.paused),
+                str(gate.inside),
+                str(gate.waiting),
+                str(gate.dead_letters),
+            ]
+            for gate in gates
+        ],
+    )
+
+
+def _stale(keys: tuple[str, ...]) -> str:
+    """One line per stale key, with the command that removes it."""
+    lines = ["STALE CONTROL KEYS (ignored: no such member is configured)"]
+    for key in keys:
+        kind, _, name = key.partition(".")
+        lines.append(f"{key}  remove it: dispatcher forget --{kind.removesuffix('s')} {name}")
+    return "\n".join(lines)
+
+
+def status_table(status: Status) -> str:
+    """The status as aligned tables: the top-level row, then pools, lanes, gates, settings and stale keys.
+
+    A control parameter the ticks can't read comes first: every tick stops until it is mended.
+    """
+    parts = [] if status.control_problem is None else [problem_text(status.control_problem)]
+    parts.append(_summary(status))
+    if len(status.lanes) > 1 or len(status.pools) > 1 or status.gates or status.stale_keys:
+        parts += [_pools(status.pools), _lanes(status.lanes)]
+        if status.gates:
+            parts.append(_gates_table(status.gates))
+    members: tuple[LaneStatus | GateStatus, ...] = (*status.lanes, *status.gates)
+    if any(each.settings for each in members):
+        parts.append(settings_table(members))
+    if status.stale_keys:
+        parts.append(_stale(status.stale_keys))
+    return "\n\n".join(parts)
+
+
+def member_status(status: Status, kind: str, name: str) -> tuple[dict[str, Any], str]:
+    """One configured pool's, lane's or gate's entry (for ``--json``) and its rows as text.
+
+    A pool's text shows its row, then the rows of its lanes and gates.
+    """
+    entries: dict[str, tuple[Any, ...]] = {"pool": status.pools, "lane": status.lanes, "gate": status.gates}
+    found = next(entry for entry in entries[kind] if entry.name == name)
+    if isinstance(found, LaneStatus):
+        return asdict(found), _with_settings(_lanes((found,)), (found,))
+    if isinstance(found, GateStatus):
+        return asdict(found), _with_settings(_gates_table((found,)), (found,))
+    lanes = tuple(lane for lane in status.lanes if lane.pool == name)
+    gates = tuple(gate for gate in status.gates if gate.pool == name)
+    text = "\n\n".join([_pools((found,)), _lanes(lanes), *([_gates_table(gates)] if gates else [])])
+    document = {
+        **asdict(found),
+        "lanes": [asdict(lane) for lane in lanes],
+        "gates": [asdict(gate) for gate in gates],
+    }
+    return document, _with_settings(text, (*lanes, *gates))
+
+
+def _with_settings(text: str, members: tuple[LaneStatus | GateStatus, ...]) -> str:
+    return text if not any(each.settings for each in members) else f"{text}\n\n{settings_table(members)}"
+
+
+def _max(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def settings_table(members: tuple[LaneStatus | GateStatus, ...]) -> str:
+    """A row per setting that is set anywhere: member, key, the value the ticks use, source, configured."""
+    rows = [
+        [
+            f"{'lane' if isinstance(member, LaneStatus) else 'gate'} {member.name}",
+            key,
+            shown(setting["value"]),
+            setting["source"],
+            shown(setting["configured"]),
+        ]
+        for member in members
+        for key, setting in member.settings.items()
+    ]
+    return table(["SETTING OF", "KEY", "VALUE", "SOURCE", "CONFIGURED"], rows)
+
+
+def problem_text(problem: str) -> str:
+    """A control parameter the ticks can't read: what is wrong, that ticks stop, and how to mend it."""
+    return (
+        f"CONTROL PARAMETER BROKEN: every tick stops (nothing is received) until it is mended.\n"
+        f"{problem}\n{MEND}. Below: what is configured, without the parameter."
+    )
