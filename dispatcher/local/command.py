@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from dispatcher.cli.errors import CliError
+from dispatcher.core.effective import GATE_KEYS, LANE_KEYS, shown
 from dispatcher.core.events import failure_pattern, refill_pattern
 from dispatcher.core.outcomes import Outcome, said, said_keys
 from dispatcher.core.topology import DEFAULT, GATE, LANE
@@ -137,12 +138,12 @@ def _banner(  # noqa: PLR0913 — what the banner says of each option
         *(f"pool {name} (MAX {pool['max_concurrency']})" for name, pool in document.get("pools", {}).items()),
         *(
             f"lane {lane['name']} (priority {lane.get('priority', 0)}, pool {lane.get('pool', DEFAULT)},"
-            f" state machine {_name(lane['state_machine_arn'])})"
+            f" state machine {_name(lane['state_machine_arn'])}{_settings(lane, LANE_KEYS)})"
             for lane in lanes
         ),
         *(
             f"gate {gate['name']} (pool {gate.get('pool', DEFAULT)},"
-            f" guarding the section of {_name(gate['state_machine_arn'])})"
+            f" guarding the section of {_name(gate['state_machine_arn'])}{_settings(gate, GATE_KEYS)})"
             for gate in gates
         ),
     ]
@@ -165,7 +166,7 @@ def _banner(  # noqa: PLR0913 — what the banner says of each option
             for gate in gates[:1]
         ),
         f"  dispatcher --stack {stack} tick            # or tick --invoke: the emulated function",
-        "  python -m dispatcher.local downstream down   # executions fail until 'up'",
+        "  python -m dispatcher.local downstream down   # every lane's executions fail until 'up'",
         f"  dispatcher --stack {stack} failed",
         *([f"  dispatcher --stack {stack} info            # every queue's URL"] if described else []),
         "",
@@ -173,6 +174,11 @@ def _banner(  # noqa: PLR0913 — what the banner says of each option
         "State lives in memory: queues, executions and the table are gone when this stops. Ctrl-C stops.",
     ]
     return "\n".join(lines)
+
+
+def _settings(entry: dict[str, Any], keys: tuple[str, ...]) -> str:
+    """A member's settings in ``LANES`` (``, max_per_group 3``); `status` shows the live ones."""
+    return "".join(f", {key} {shown(entry[key])}" for key in keys if key in entry)
 
 
 def _name(arn: str) -> str:

@@ -134,7 +134,7 @@ def local_members(  # noqa: PLR0913 — one keyword per way of naming members
             definition = (
                 gated_workflow(entry["name"], entry["queue_url"], str(release), section_seconds=wait_seconds)
                 if kind == "gates"
-                else sample_workflow(wait_seconds)
+                else sample_workflow(wait_seconds, stack.downstream_table or None)
             )
             entry["state_machine_arn"] = sfn.create_state_machine(
                 name=name_of(entry["state_machine_arn"]),
