@@ -6,7 +6,7 @@ decides on meaning (stop the tick, dead-letter, release) and never on strings.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
@@ -52,3 +52,19 @@ def problems(error: ValidationError, name: Callable[[str], str] = str) -> str:
     return "; ".join(
         f"{name('.'.join(str(part) for part in issue['loc']))}: {issue['msg']}" for issue in error.errors()
     )
+
+
+def location(loc: Sequence[int | str]) -> str:
+    """A validation error's location as the contract writes it: ``lanes[1].queue_url``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def field_problem(loc: Sequence[int | str], message: str) -> str:
+    """One problem as ``field: what is wrong`` (a bad name of a pool: ``pools.<name>: the name …``)."""
+    message = f"{message[:1].lower()}{message[1:]}"
+    if loc and loc[-1] == "[key]":
+        loc, message = loc[:-1], f"the name: {message}"
+    return f"{location(loc) or 'value'}: {message}"

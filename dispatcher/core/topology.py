@@ -27,7 +27,7 @@ from pydantic import (
     ValidationError,
 )
 
-from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError, field_problem
 
 DEFAULT = "default"
 """The environment's lane and pool."""
@@ -242,14 +242,6 @@ class Topology:
         return sum(1 for other in self.lanes if other.state_machine_arn == lane.state_machine_arn) == 1
 
 
-def location(loc: Sequence[int | str]) -> str:
-    """A validation error's location as the contract writes it: ``lanes[1].queue_url``."""
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
     """``LANES`` (None or blank: absent) with the environment's lane and MAX, as a `Topology`.
 
@@ -306,16 +298,8 @@ def _document(text: str | None) -> LanesDocument:
     try:
         return LanesDocument.model_validate(value)
     except ValidationError as error:
-        found = "; ".join(_problem(issue["loc"], issue["msg"]) for issue in error.errors())
+        found = "; ".join(field_problem(issue["loc"], issue["msg"]) for issue in error.errors())
         raise ConfigurationError(f"LANES: {found}") from error
-
-
-def _problem(loc: Sequence[int | str], message: str) -> str:
-    """One problem as ``field: what is wrong`` (a bad name of a pool: ``pools.<name>: the name …``)."""
-    message = f"{message[:1].lower()}{message[1:]}"
-    if loc and loc[-1] == "[key]":
-        loc, message = loc[:-1], f"the name: {message}"
-    return f"{location(loc) or 'value'}: {message}"
 
 
 def _check_names(document: LanesDocument) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import DEFAULT, Gate, PoolLimit, location, parse_lanes
+from dispatcher.core.errors import ConfigurationError, location
+from dispatcher.core.topology import DEFAULT, Gate, PoolLimit, parse_lanes
 from dispatcher.settings import load_settings
 from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 
