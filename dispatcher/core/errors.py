@@ -64,6 +64,7 @@ def location(loc: Sequence[int | str]) -> str:
 
 def field_problem(loc: Sequence[int | str], message: str) -> str:
     """One problem as ``field: what is wrong`` (a bad name of a pool: ``pools.<name>: the name …``)."""
+    message = message.removeprefix("Value error, ")
     message = f"{message[:1].lower()}{message[1:]}"
     if loc and loc[-1] == "[key]":
         loc, message = loc[:-1], f"the name: {message}"

@@ -25,6 +25,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    field_validator,
 )
 
 from dispatcher.core.errors import ConfigurationError, field_problem
@@ -43,6 +44,14 @@ StateMachineArn = Annotated[StrictStr, Field(pattern=STATE_MACHINE_ARN_PATTERN)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        """``null`` is refused rather than read as "none": a key left out says that, without doubt."""
+        if value is None:
+            raise ValueError("null is not a value here: leave the key out for none")
+        return value
 
 
 class PoolDocument(_Strict):

@@ -16,6 +16,7 @@ a mistake is one line naming its field, not a dispatcher that dies after its ban
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 import boto3
 
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import DEFAULT, Lane, Topology, parse_lanes
+from dispatcher.core.topology import DEFAULT, STATE_MACHINE_ARN_PATTERN, Lane, Topology, parse_lanes
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.gates import GATE, create_release_queue, gated_name, gated_workflow
 from dispatcher.local.stack import Stack, fifo_queues, sample_workflow, workflow_name
@@ -161,6 +162,27 @@ def _check_entries(entries: dict[str, list[dict[str, Any]]]) -> None:
             for key in MEMBER_RESOURCES:
                 if key in entry and not isinstance(entry[key], str):
                     raise ConfigurationError(f"LANES: {kind}[{index}].{key}: input should be a valid string")
+                if key in entry and not _looks_right(key, entry[key]):
+                    what = "a state machine ARN" if key == "state_machine_arn" else "a queue URL"
+                    raise ConfigurationError(
+                        f"LANES: {kind}[{index}].{key}: {entry[key]!r} is not {what}"
+                        f" (e.g. {EXAMPLES[key]}); leave it out and the emulator names one"
+                    )
+
+
+EXAMPLES = {
+    "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo",
+    "dead_letter_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/dead-letters.fifo",
+    "state_machine_arn": "arn:aws:states:us-east-1:123456789012:stateMachine:jobs",
+}
+
+
+def _looks_right(key: str, value: str) -> bool:
+    """Whether a queue URL is an http(s) URL with a path, and a state machine ARN is one."""
+    if key == "state_machine_arn":
+        return re.match(STATE_MACHINE_ARN_PATTERN, value) is not None
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and parts.path.strip("/") != ""
 
 
 def _checked(stack: Stack, document: dict[str, Any]) -> Topology:

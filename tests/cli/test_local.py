@@ -324,10 +324,10 @@ def test_a_lanes_file_has_what_it_names_created_and_checked_as_the_function_chec
                 "max_concurrency": 1,
                 "starts_per_second": 0.5,
             },
-            {"name": "ingest", "pool": "glue", "state_machine_arn": "ingest"},
+            {"name": "ingest", "pool": "glue", "state_machine_arn": arn("ingest")},
             {"name": "urgent", "priority": 10, "state_machine_arn": cli.stack.state_machine_arn},
         ],
-        "gates": [{"name": "crawl", "pool": "glue", "state_machine_arn": "crawler"}],
+        "gates": [{"name": "crawl", "pool": "glue", "state_machine_arn": arn("crawler")}],
     }
     with pointed_at(cli.endpoint_url):
         members = local_members(cli.stack, cli.endpoint_url, wait_seconds=1, document=document)
@@ -357,8 +357,8 @@ def test_a_lanes_file_has_what_it_names_created_and_checked_as_the_function_chec
     assert attributes["Attributes"]["FifoQueue"] == "true"
     assert "reports-dlq.fifo" in attributes["Attributes"]["RedrivePolicy"]
     shared = {
-        "gates": [{"name": "g", "state_machine_arn": "m"}],
-        "lanes": [{"name": "l", "state_machine_arn": "m"}],
+        "gates": [{"name": "g", "state_machine_arn": arn("m")}],
+        "lanes": [{"name": "l", "state_machine_arn": arn("m")}],
     }
     with pytest.raises(ConfigurationError, match=r"LANES: gates\[0\]\.state_machine_arn: it is lanes\[0\]'s"):
         local_members(cli.stack, cli.endpoint_url, wait_seconds=1, document=shared)
@@ -366,6 +366,26 @@ def test_a_lanes_file_has_what_it_names_created_and_checked_as_the_function_chec
         local_members(
             cli.stack, cli.endpoint_url, wait_seconds=1, document={"lanes": [{"name": "x", "pool": "nope"}]}
         )
+    not_an_arn = {"lanes": [{"name": "x", "state_machine_arn": "not-an-arn"}]}
+    with pytest.raises(
+        ConfigurationError, match=r"LANES: lanes\[0\]\.state_machine_arn: 'not-an-arn' is not a"
+    ):
+        local_members(cli.stack, cli.endpoint_url, wait_seconds=1, document=not_an_arn)
+    not_a_url = {"gates": [{"name": "g", "queue_url": "gate.fifo"}]}
+    with pytest.raises(
+        ConfigurationError, match=r"LANES: gates\[0\]\.queue_url: 'gate.fifo' is not a queue URL"
+    ):
+        local_members(cli.stack, cli.endpoint_url, wait_seconds=1, document=not_a_url)
+    null = {"lanes": [{"name": "x", "max_per_group": None}]}
+    with pytest.raises(
+        ConfigurationError, match=r"LANES: lanes\[0\]\.max_per_group: null is not a value here"
+    ):
+        local_members(cli.stack, cli.endpoint_url, wait_seconds=1, document=null)
+
+
+def arn(name: str) -> str:
+    """A state machine's ARN in the emulator's account (the emulator creates it by this name)."""
+    return f"arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
 
 
 def test_gated_interrupted_says_how_many_it_started_without_a_traceback(

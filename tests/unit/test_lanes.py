@@ -138,6 +138,12 @@ def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
             "LANES: lanes[0].max_concurrency: another lane starts the same state machine",
         ),
         ({"gates": [{"name": "g"}]}, "LANES: gates[0].queue_url: field required"),
+        (
+            {"lanes": [lane("a", max_per_group=None)]},
+            "LANES: lanes[0].max_per_group: null is not a value here: leave the key out for none",
+        ),
+        ({"gates": [lane("g", max_concurrency=None)]}, "LANES: gates[0].max_concurrency: null"),
+        ({"pools": {"glue": {"max_concurrency": None}}}, "LANES: pools.glue.max_concurrency: null"),
         ({"gates": [lane("g", priority=1)]}, "LANES: gates[0].priority: extra inputs are not permitted"),
         ({"gates": [lane("g", max_concurrency=-1)]}, "LANES: gates[0].max_concurrency: input should be"),
         ({"gates": [lane("g", pool="glue")]}, "LANES: gates[0].pool: unknown pool 'glue'"),
