@@ -34,6 +34,8 @@ LOCAL_MODULES = (
     "aws_lambda_powertools",
 )
 """What `dispatcher local` needs beyond the package (the `local` extra)."""
+MEMBERS = "dispatcher.local.members"
+"""Where a ``--lanes`` file is checked (local code: imported only when `dispatcher local` runs)."""
 EMULATOR = "dispatcher.local.command"
 DEFAULT_STACK = "dispatcher-local"
 
@@ -107,6 +109,8 @@ def prepare_local(args: argparse.Namespace) -> list[str]:
     """
     args.lanes_document = None
     problems = _read_lanes(args)
+    if args.lanes_document is not None and not problems:
+        problems += _check_lanes(args)
     if args.gate and any(name == TEMPLATE_GATE for name, _ in args.lane or []):
         problems.append(
             f"--lane {TEMPLATE_GATE}: --gate's gate is called {TEMPLATE_GATE}: give the lane another name"
@@ -125,6 +129,22 @@ def prepare_local(args: argparse.Namespace) -> list[str]:
             f"`dispatcher local` takes none of --region, --endpoint-url, --json (given: {', '.join(given)})"
         )
     return problems
+
+
+def _check_lanes(args: argparse.Namespace) -> list[str]:
+    """The ``--lanes`` file checked as the function checks ``LANES``, before the emulator starts (no wait)."""
+    if any(importlib.util.find_spec(module) is None for module in LOCAL_MODULES):
+        return []  # said by the command itself, with how to install the emulator
+    members = importlib.import_module(MEMBERS)
+    try:
+        members.check_members(
+            args.stack_name or args.stack or DEFAULT_STACK,
+            lanes=args.lane or [],
+            document=args.lanes_document,
+        )
+    except ConfigurationError as error:
+        return [f"--lanes {args.lanes}: {error}"]
+    return []
 
 
 def _read_lanes(args: argparse.Namespace) -> list[str]:

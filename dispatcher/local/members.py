@@ -105,25 +105,9 @@ def local_members(  # noqa: PLR0913 — one keyword per way of naming members
     ``--lanes`` file. Raises a `ConfigurationError` naming the field, as the function would,
     before creating anything.
     """
-    document = dict(document or {})
-    for kind in ("lanes", "gates"):
-        if not isinstance(document.get(kind, []), list):
-            raise ConfigurationError(f"LANES: {kind}: input should be a valid list")
-    entries: dict[str, list[dict[str, Any]]] = {
-        "lanes": [*document.get("lanes", [])],
-        "gates": [*document.get("gates", [])],
-    }
-    entries["lanes"] += [
-        {"name": name, "priority": priority, "state_machine_arn": stack.state_machine_arn}
-        for name, priority in lanes
-    ]
-    if gate:
-        entries["gates"].append({"name": GATE})
-    _check_entries(entries)
-    planned = {**document, **_localised(stack, endpoint_url, entries)}
-    _checked(stack, planned)  # every rule of LANES, before anything is created
+    planned = _planned(stack, endpoint_url, lanes=lanes, gate=gate, document=document)
     sqs, sfn = boto3.client("sqs", region_name=REGION), boto3.client("stepfunctions", region_name=REGION)
-    release = create_release_queue(stack.name) if entries["gates"] else None
+    release = create_release_queue(stack.name) if planned["gates"] else None
     made = {stack.state_machine_arn}
     for kind in ("gates", "lanes"):
         for entry in planned[kind]:
@@ -151,6 +135,53 @@ def local_members(  # noqa: PLR0913 — one keyword per way of naming members
         lane_machines=list(topology.state_machines),
         gated_machines=list(dict.fromkeys(gate.state_machine_arn for gate in topology.gates)),
     )
+
+
+def check_members(
+    stack_name: str, *, lanes: Sequence[tuple[str, int]] = (), gate: bool = False, document: dict[str, Any]
+) -> None:
+    """Every rule `local_members` checks, with no emulator yet: a mistake in a file, said at once.
+
+    Raises the `ConfigurationError` `local_members` would (its URLs on ``127.0.0.1``).
+    """
+    endpoint_url = "http://127.0.0.1:0"
+    stack = Stack(
+        queue_url=f"{endpoint_url}/{ACCOUNT_ID}/{stack_name}-jobs.fifo",
+        dead_letter_queue_url=f"{endpoint_url}/{ACCOUNT_ID}/{stack_name}-dead-letters.fifo",
+        state_machine_arn=machine_arn(workflow_name(stack_name)),
+        state_table=f"{stack_name}-state",
+        control_parameter=f"/{stack_name}/control",
+    )
+    _planned(stack, endpoint_url, lanes=lanes, gate=gate, document=document)
+
+
+def _planned(
+    stack: Stack,
+    endpoint_url: str,
+    *,
+    lanes: Sequence[tuple[str, int]],
+    gate: bool,
+    document: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The document with every member's URLs and ARNs in the emulator, checked as ``LANES`` is."""
+    document = dict(document or {})
+    for kind in ("lanes", "gates"):
+        if not isinstance(document.get(kind, []), list):
+            raise ConfigurationError(f"LANES: {kind}: input should be a valid list")
+    entries: dict[str, list[dict[str, Any]]] = {
+        "lanes": [*document.get("lanes", [])],
+        "gates": [*document.get("gates", [])],
+    }
+    entries["lanes"] += [
+        {"name": name, "priority": priority, "state_machine_arn": stack.state_machine_arn}
+        for name, priority in lanes
+    ]
+    if gate:
+        entries["gates"].append({"name": GATE})
+    _check_entries(entries)
+    planned = {**document, **_localised(stack, endpoint_url, entries)}
+    _checked(stack, planned)  # every rule of LANES, before anything is created
+    return planned
 
 
 def _check_entries(entries: dict[str, list[dict[str, Any]]]) -> None:

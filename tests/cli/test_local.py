@@ -243,6 +243,29 @@ def test_cli_local_refuses_lanes_it_cannot_serve_before_it_says_it_is_ready(
     assert errors.startswith(message), errors
 
 
+def test_a_field_error_in_a_lanes_file_is_said_before_the_emulator_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A group limit of 0 or a name for an ARN: one line naming the field, exit 2, and no emulator at all."""
+
+    def never(**_: Any) -> int:
+        raise AssertionError("the emulator started")
+
+    monkeypatch.setattr(emulator_command, "serve", never)
+    monkeypatch.chdir(tmp_path)
+    problems = {
+        "zero.json": ({"lanes": [{"name": "t", "max_per_group": 0}]}, "LANES: lanes[0].max_per_group: input"),
+        "arn.json": (
+            {"gates": [{"name": "g", "state_machine_arn": "crawler"}]},
+            "LANES: gates[0].state_machine_arn:",
+        ),
+    }
+    for file, (document, message) in problems.items():
+        (tmp_path / file).write_text(json.dumps(document))
+        assert cli_module.main(["local", "--lanes", file], out=io.StringIO()) == 2
+        assert capsys.readouterr().err.startswith(f"dispatcher: error: --lanes {file}: {message}")
+
+
 def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cli) -> None:
     """`--gate`: gated executions wait at gate ``gate``; a tick admits MAX of them; status shows both."""
     arguments = ("--stack", "gated", "--schedule", "0", "--wait-seconds", "600", "--max", "2")
