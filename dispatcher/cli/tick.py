@@ -64,10 +64,25 @@ def print_tick(args: argparse.Namespace, report: dict[str, Any], out: TextIO) ->
     else:
         kinds = (LANE, GATE) if "gates" in report else (LANE,)
         out.write(
-            f"running {report.get('running')}, {said(report, kinds, SAID)},"
-            f" stopped: {report.get('stopped', '?')}\n"
+            f"running {report.get('running')}{_per_pool(report)}, {said(report, kinds, SAID)},"
+            f" stopped: {report.get('stopped', '?')}{_held(report)}\n"
         )
     out.flush()
+
+
+def _per_pool(report: dict[str, Any]) -> str:
+    """With pools besides default, each one's RUNNING of its MAX (the total alone reads as one pool's)."""
+    pools = report.get("pools") or {}
+    if len(pools) <= 1:
+        return ""
+    each = ", ".join(f"{name} {pool['running']} of {pool['max_concurrency']}" for name, pool in pools.items())
+    return f" (pools: {each})"
+
+
+def _held(report: dict[str, Any]) -> str:
+    """Jobs the tick left held for their group's limit: "drained" alone would read as an empty queue."""
+    held = (report.get("tenants") or {}).get("held", 0)
+    return f" (jobs held for their group's limit: {held})" if held else ""
 
 
 SAID = frozenset(Outcome) - {Outcome.DELETE_FAILED}

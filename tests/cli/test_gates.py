@@ -112,6 +112,20 @@ def test_a_tick_says_what_its_gates_admitted_and_what_they_did_not() -> None:
     )
 
 
+def test_a_ticks_line_gives_each_pools_running_and_the_jobs_held_beside_drained() -> None:
+    """RUNNING over two pools is said pool by pool; "drained" with held jobs says how many are held."""
+    pools = {
+        "default": {"max_concurrency": 3, "running": 3, "free": 0},
+        "glue": {"max_concurrency": 4, "running": 2, "free": 2},
+    }
+    line = _tick_line({"running": 5, "pools": pools, "stopped": "drained", "tenants": {"held": 26}})
+    assert line.startswith("running 5 (pools: default 3 of 3, glue 2 of 4), started 0,")
+    assert line.endswith(" stopped: drained (jobs held for their group's limit: 26)\n")
+    alone = _tick_line({"pools": {"default": pools["default"]}, "tenants": {"held": 0}})
+    assert alone.startswith("running 0, started 0,")
+    assert alone.endswith(" stopped: capacity\n")
+
+
 def test_pause_resume_and_set_max_take_a_gate_and_change_only_its_keys(gated: Gated) -> None:
     """Pause, resume and set-max take a gate and change only its keys."""
     cli = gated.cli
