@@ -70,6 +70,8 @@ class JobLines:
     """What a JSON Lines file holds: its jobs (each once), and what is wrong with it."""
 
     jobs: list[Job] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    """Each job's line number in the file."""
     problems: list[str] = field(default_factory=list)
     duplicates: int = 0
     """Lines that repeat an earlier line's name and input: one job, sent once (SQS would drop the rest)."""
@@ -119,6 +121,7 @@ def jobs_from_lines(lines: Iterator[str], source: str, default_group: str | None
         if job.name is not None:
             named[job.name] = (number, job)
         found.jobs.append(job)
+        found.lines.append(number)
     return found
 
 
@@ -139,7 +142,7 @@ def _read_file(path: str) -> Iterator[str]:
 
 def prepare_enqueue(args: argparse.Namespace) -> list[str]:
     """Read and check every job before anything is sent (``args.jobs``); the problems found."""
-    args.jobs, args.duplicates = [], 0
+    args.jobs, args.duplicates, args.lines = [], 0, []
     if args.file is not None:
         return _prepare_file(args)
     if args.body is None:
@@ -175,7 +178,7 @@ def _prepare_file(args: argparse.Namespace) -> list[str]:
     collisions = sum("a name collision" in problem for problem in found.problems)
     if collisions > 1:
         found.problems.append(f"{collisions} name collisions in {args.file}: nothing was sent")
-    args.jobs, args.duplicates = found.jobs, found.duplicates
+    args.jobs, args.duplicates, args.lines = found.jobs, found.duplicates, found.lines
     if args.start_by is not None:
         args.jobs = [replace(job, start_by=args.start_by) for job in args.jobs]
     return found.problems
@@ -207,14 +210,21 @@ def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, ou
             if len(result.sent) + len(result.failed) < len(jobs):
                 stop.check()
 
-        with progress.on_ctrl_c(lambda: _interrupted(jobs, so_far)):
+        source = None if args.file is None else ("standard input" if args.file == "-" else args.file)
+        with progress.on_ctrl_c(lambda: _interrupted(jobs, so_far, args.lines, source)):
             result = producer.send_batch(jobs, progress=show)
     return _report(args, result, out, duplicates=args.duplicates)
 
 
-def _interrupted(jobs: list[Job], so_far: SendResult) -> str:
-    """What an interrupted `enqueue` sent, and whether sending the same jobs again is safe."""
+def _interrupted(jobs: list[Job], so_far: SendResult, lines: list[int], source: str | None) -> str:
+    """What an interrupted `enqueue` sent (which lines of a file), and whether sending the same again is safe.
+
+    Batches go out side by side, so what was sent needn't be the file's first lines.
+    """
     line = f"{len(so_far.sent):,} of {len(jobs):,} job(s) sent"
+    if so_far.sent and lines:
+        numbers = {id(job): number for job, number in zip(jobs, lines, strict=True)}
+        line += f" ({line_ranges(sorted(numbers[id(sent.job)] for sent in so_far.sent))} of {source})"
     if not so_far.sent:
         return f"{line}; sending them again is safe"
     unnamed = sum(job.name is None for job in jobs)
@@ -224,6 +234,19 @@ def _interrupted(jobs: list[Job], so_far: SendResult) -> str:
         f"{line}; {unnamed:,} have no name: sent again, those sent already would start twice"
         " (send only the rest, or give every job a name)"
     )
+
+
+def line_ranges(numbers: list[int], shown: int = 6) -> str:
+    """Sorted line numbers as ranges, ``lines 1-10, 21-30``; past ``shown`` ranges, how many more."""
+    ranges: list[list[int]] = []
+    for number in numbers:
+        if ranges and number == ranges[-1][1] + 1:
+            ranges[-1][1] = number
+        else:
+            ranges.append([number, number])
+    said = [f"{first}-{last}" if first != last else str(first) for first, last in ranges]
+    more = f" and {len(said) - shown} more range(s)" if len(said) > shown else ""
+    return f"line{'s' if len(numbers) > 1 else ''} {', '.join(said[:shown])}{more}"
 
 
 def _report(

@@ -12,6 +12,7 @@ import pytest
 
 from dispatcher import cli as cli_module
 from dispatcher.cli.config import Aws
+from dispatcher.cli.enqueue import line_ranges
 from dispatcher.core.messages import deduplication_id
 from dispatcher.local.stack import read_all
 from tests.cli.conftest import Cli, crash_once_before
@@ -85,8 +86,32 @@ def test_cli_enqueue_interrupted_says_what_was_sent_and_whether_to_send_again(
     crash_once_before(monkeypatch, "sqs.SendMessageBatch", after=1)
     assert cli_module.main(["--stack", cli.stack_name, "enqueue", "--file", str(path)]) == 130
     assert (
-        capsys.readouterr().err.splitlines()[-1] == f"dispatcher: interrupted: 10 of 25 job(s) sent; {advice}"
+        capsys.readouterr().err.splitlines()[-1]
+        == f"dispatcher: interrupted: 10 of 25 job(s) sent (lines 1-10 of {path}); {advice}"
     )
+
+
+def test_cli_enqueue_interrupted_names_the_lines_sent_which_needn_t_be_the_first(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A batch takes the head of each group: lines 1, 4-12 went first, not lines 1-10."""
+    path = tmp_path / "jobs.jsonl"
+    groups = ["a", "a", "a", *(f"g{index}" for index in range(12))]
+    path.write_text(
+        "".join(json.dumps({"input": {"n": n}, "group": group}) + "\n" for n, group in enumerate(groups))
+    )
+    crash_once_before(monkeypatch, "sqs.SendMessageBatch", after=1)
+    assert cli_module.main(["--stack", cli.stack_name, "enqueue", "--file", str(path)]) == 130
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"dispatcher: interrupted: 10 of 15 job(s) sent (lines 1, 4-12 of {path}); ")
+    bodies = {json.loads(message["Body"])["n"] for message in read_all(cli.stack.queue_url)}
+    assert bodies == {0, *range(3, 12)}, "the lines said are the ones on the queue"
+
+
+def test_line_ranges_are_short_and_say_how_many_more() -> None:
+    assert line_ranges([7]) == "line 7"
+    assert line_ranges([1, 2, 3, 5, 9, 10]) == "lines 1-3, 5, 9-10"
+    assert line_ranges(list(range(1, 40, 2)), shown=2) == "lines 1, 3 and 18 more range(s)"
 
 
 def test_cli_enqueue_empty_file_says_there_is_nothing_to_send(cli: Cli, tmp_path: Path) -> None:
@@ -199,7 +224,7 @@ def test_cli_enqueue_ctrl_c_mid_batch_counts_exactly_what_is_on_the_queue(
         result = cli.run("enqueue", "--file", str(path))
     assert result.returncode == 130
     assert result.stderr.splitlines()[-1] == (
-        "dispatcher: interrupted: 10 of 25 job(s) sent;"
+        f"dispatcher: interrupted: 10 of 25 job(s) sent (lines 1-10 of {path});"
         " sending the same jobs again is safe: each has a name, and starts once"
     )
     assert len(read_all(cli.stack.queue_url, aws["sqs"])) == 10
