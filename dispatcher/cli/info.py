@@ -11,8 +11,11 @@ import json
 from typing import Any, TextIO
 
 from dispatcher.cli.args import AddCommand
-from dispatcher.cli.config import Aws, Resources, describe_stack
+from dispatcher.cli.config import Aws, Resources, control_parameter, describe_stack
 from dispatcher.cli.output import table
+from dispatcher.core.control import Control
+from dispatcher.core.effective import settings, shown
+from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.topology import Topology
 from dispatcher.settings import (
     DASHBOARD_OUTPUT,
@@ -84,6 +87,14 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
     release = outputs.get(RELEASE_QUEUE_OUTPUT)
     topology = _topology(resources)
     found = members(topology, release)
+    configured = () if topology is None else settings(topology, _control(aws, resources))
+    for entry in (*found["lanes"], *found["gates"]):
+        kind = "lane" if entry in found["lanes"] else "gate"
+        entry["settings"] = {
+            each.key: each.as_json()
+            for each in configured
+            if (each.kind, each.member) == (kind, entry["name"])
+        }
     if args.json:
         document: dict[str, Any] = {
             "stack": args.stack,
@@ -107,7 +118,22 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
             out.write(f"Producers send jobs to {queue}{attached} (docs/producers.md).\n")
         return 0
     _write_members(out, found, outputs, release)
+    if configured:
+        rows = [
+            [f"{each.kind} {each.member}", each.key, shown(each.value), each.source, shown(each.configured)]
+            for each in configured
+        ]
+        out.write("\n" + table(["SETTING OF", "KEY", "VALUE", "SOURCE", "CONFIGURED"], rows) + "\n")
     return 0
+
+
+def _control(aws: Aws, resources: Resources) -> Control | None:
+    """The control parameter's overrides (None: none, or one the ticks can't read: `status` says why)."""
+    parameter = control_parameter(aws, resources)
+    try:
+        return None if parameter is None else parameter.read()
+    except ConfigurationError:
+        return None
 
 
 def _write_members(out: TextIO, found: dict[str, Any], outputs: dict[str, str], release: str | None) -> None:

@@ -224,9 +224,11 @@ def test_info_prints_every_url_a_producer_or_a_gated_workflow_needs(members: Mem
             "dead_letter_queue_url": members.gate["dead_letter_queue_url"],
             "state_machine_arn": members.gate["state_machine_arn"],
             "release_queue_url": members.release_queue_url,
+            "settings": {},
         }
     ]
     text = ok(cli.run("info"))
+    assert "SETTING OF" not in text
     for url in (
         members.lanes["urgent"]["queue_url"],
         members.lanes["glue"]["dead_letter_queue_url"],

@@ -32,6 +32,15 @@ def test_set_changes_a_lanes_group_limit_live_and_unset_gives_back_the_configure
     assert ["lane", "glue", "max_per_group", "1", "parameter", "-"] in [
         line.split() for line in text.splitlines()
     ]
+    info = ok(cli.run("info", "--json"))
+    assert info["lanes"][2]["settings"]["fair_share"] == {
+        "value": True,
+        "source": "parameter",
+        "configured": False,
+    }
+    assert ["lane", "glue", "fair_share", "true", "parameter", "false"] in [
+        line.split() for line in ok(cli.run("info")).splitlines()
+    ]
     with pointed_at(cli.endpoint_url):
         send_jobs(members.lanes["glue"]["queue_url"], [{"body": "{}", "group": "g"} for _ in range(2)])
     assert members.tick()["started"] == 1, "max_per_group 1 holds group g to one RUNNING"

@@ -1,0 +1,46 @@
+"""Each member's effective settings and their sources, without AWS."""
+
+from __future__ import annotations
+
+from dispatcher.core.control import Control
+from dispatcher.core.effective import Setting, settings, shown
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+
+ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:"
+
+
+def topology() -> Topology:
+    default = Lane(DEFAULT, DEFAULT, "q.fifo", "d.fifo", ARN + "jobs", max_per_group=2)
+    tenants = Lane("tenants", DEFAULT, "t.fifo", "td.fifo", ARN + "t", fair_share=True, max_wait_seconds=60)
+    plain = Lane("plain", DEFAULT, "p.fifo", "pd.fifo", ARN + "p")
+    gate = Gate("crawl", DEFAULT, "g.fifo", "gd.fifo", ARN + "g", max_per_group=1)
+    return Topology(pools=(PoolLimit(DEFAULT, 5),), lanes=(default, tenants, plain), gates=(gate,))
+
+
+def test_each_value_comes_from_the_variable_lanes_or_the_parameter_and_unset_ones_are_left_out() -> None:
+    control = Control.model_validate(
+        {"lanes": {"tenants": {"max_per_group": 3}, "plain": {"fair_share": False}}, "gates": {"crawl": {}}}
+    )
+    found = {(each.member, each.key): each for each in settings(topology(), control)}
+    assert found[(DEFAULT, "max_per_group")] == Setting(
+        "lane", DEFAULT, "max_per_group", 2, "MAX_PER_GROUP", 2
+    )
+    assert found[("tenants", "max_per_group")] == Setting(
+        "lane", "tenants", "max_per_group", 3, "parameter", None
+    )
+    assert found[("tenants", "fair_share")].source == "LANES"
+    assert found[("tenants", "max_wait_seconds")].as_json() == {
+        "value": 60,
+        "source": "LANES",
+        "configured": 60,
+    }
+    assert found[("plain", "fair_share")] == Setting("lane", "plain", "fair_share", False, "parameter", False)
+    assert found[("crawl", "max_per_group")].source == "LANES"
+    assert ("plain", "max_per_group") not in found
+    assert (DEFAULT, "fair_share") not in found
+    assert len(found) == 6
+    assert len(settings(topology(), None)) == 4
+
+
+def test_values_are_shown_as_the_tables_write_them() -> None:
+    assert [shown(value) for value in (None, True, False, 3)] == ["-", "true", "false", "3"]
