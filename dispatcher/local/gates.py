@@ -32,20 +32,37 @@ def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's
     free_seconds: float = 1,
     section_seconds: float = 1,
     group_path: str = "$$.Execution.Name",
+    group_from_input: bool = False,
 ) -> str:
     """The sample gated workflow's ASL: free part → gate → section → release → free part.
 
     Each request is its own message group (the execution's name), so the gate's queue
     hands out many at once, oldest first; one fixed group would admit in strict send
     order, ten at a time. ``group_path``: where the request's group comes from instead
-    (``$.tenant``: the input's, for a gate with a limit per group).
+    (``$.tenant``: the input's, for a gate with a limit per group). ``group_from_input``:
+    the input's ``group`` when it has one, else the execution's name (`dispatcher local`'s
+    gates, so ``gated N --group G`` can try a gate's ``max_per_group``).
     """
+    states: dict[str, Any] = {}
+    first = ENTER
+    if group_from_input:
+        first, group_path = "Choose group", "$.gate_group.id"
+        states = {
+            first: {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.group", "IsPresent": True, "Next": "Group from input"}],
+                "Default": "Group by name",
+            },
+            "Group from input": _group_from("$.group"),
+            "Group by name": _group_from("$$.Execution.Name"),
+        }
     return json.dumps(
         {
             "Comment": "A gated workflow: a free part, the section a gate guards, a free part again.",
             "StartAt": "Prepare",
             "States": {
-                "Prepare": {"Type": "Wait", "Seconds": free_seconds, "Next": ENTER},
+                "Prepare": {"Type": "Wait", "Seconds": free_seconds, "Next": first},
+                **states,
                 ENTER: {
                     "Type": "Task",
                     "Comment": "Wait here, at no cost, until the dispatcher admits this execution.",
@@ -83,6 +100,11 @@ def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's
             },
         }
     )
+
+
+def _group_from(path: str) -> dict[str, Any]:
+    """A Pass state that keeps the request's message group (from ``path``) at ``$.gate_group.id``."""
+    return {"Type": "Pass", "Parameters": {"id.$": path}, "ResultPath": "$.gate_group", "Next": ENTER}
 
 
 def create_release_queue(stack: str) -> str:

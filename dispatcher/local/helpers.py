@@ -99,6 +99,11 @@ def gated(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser.add_argument("--stack", default="dispatcher-local", help="the emulated stack (dispatcher-local)")
     parser.add_argument("--gate", default=GATE, help=f"the gate whose workflow to start ({GATE})")
     parser.add_argument(
+        "--group",
+        help="the requests' message group (the input's group: try a gate's max_per_group);"
+        " else each its own (the execution's name)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=120.0, help="give up waiting for the requests after this long (120)"
     )
     args = parser.parse_args(argv)
@@ -106,12 +111,13 @@ def gated(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     sfn = boto3.client("stepfunctions", region_name=REGION)
     machine = _gated_machine(args.stack, args.gate)
     started: list[str] = []
+    given = "{}" if args.group is None else json.dumps({"group": args.group})
     try:
         for _ in range(args.count):
             # Named here: moto leaves an execution started without one unnamed (AWS names it).
             name = f"gated-{uuid.uuid4().hex[:12]}"
             started.append(
-                sfn.start_execution(stateMachineArn=machine, name=name, input="{}")["executionArn"]
+                sfn.start_execution(stateMachineArn=machine, name=name, input=given)["executionArn"]
             )
         deadline = time.monotonic() + args.timeout
         while not all(_asked(sfn, arn) for arn in started):
@@ -123,7 +129,10 @@ def gated(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             f"{len(started)} of {args.count} execution(s) of {machine.rsplit(':', 1)[-1]} started;"
             " they run on, and ask at the gate"
         ) from None
-    out.write(f"started {args.count} execution(s) of {machine.rsplit(':', 1)[-1]}: each asked at the gate\n")
+    group = "" if args.group is None else f" in group {args.group}"
+    out.write(
+        f"started {args.count} execution(s) of {machine.rsplit(':', 1)[-1]}{group}: each asked at the gate\n"
+    )
     return 0
 
 
@@ -154,7 +163,7 @@ def _asked(sfn: Any, execution_arn: str) -> bool:
 HELPERS = {"downstream": downstream, "settle": settle, "gated": gated}
 USAGE = (
     "usage: python -m dispatcher.local downstream down|up [--stack NAME]"
-    " | settle [--stack NAME] [--timeout S] | gated N [--stack NAME] [--gate NAME]\n"
+    " | settle [--stack NAME] [--timeout S] | gated N [--stack NAME] [--gate NAME] [--group G]\n"
 )
 
 

@@ -117,7 +117,13 @@ def local_members(  # noqa: PLR0913 — one keyword per way of naming members
             if entry["state_machine_arn"] in made:
                 continue
             definition = (
-                gated_workflow(entry["name"], entry["queue_url"], str(release), section_seconds=wait_seconds)
+                gated_workflow(
+                    entry["name"],
+                    entry["queue_url"],
+                    str(release),
+                    section_seconds=wait_seconds,
+                    group_from_input=True,
+                )
                 if kind == "gates"
                 else sample_workflow(wait_seconds, stack.downstream_table or None)
             )

@@ -300,6 +300,7 @@ def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cl
             "paused": False,
             "max_concurrency": None,
             "dead_letters": 0,
+            "settings": {},
         }
 
 
@@ -409,6 +410,31 @@ def test_a_lanes_file_has_what_it_names_created_and_checked_as_the_function_chec
 def arn(name: str) -> str:
     """A state machine's ARN in the emulator's account (the emulator creates it by this name)."""
     return f"arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
+
+
+def test_gated_with_a_group_tries_a_gates_limit_per_group(cli: Cli, tmp_path: Path) -> None:
+    """`gated 3 --group t`, `gated 2`: gate crawl (max_per_group 1, MAX 5) admits one of t and both others."""
+    lanes = tmp_path / "lanes.json"
+    lanes.write_text(json.dumps({"gates": [{"name": "crawl", "max_per_group": 1}]}))
+    arguments = ("--stack", "grouped", "--schedule", "0", "--wait-seconds", "600", "--max", "5")
+    with served(cli, *arguments, "--lanes", str(lanes)) as local:
+        assert "guarding the section of grouped-crawl-gated, max_per_group 1)." in local.first
+
+        def run(*command: str) -> str:
+            done = subprocess.run(
+                command, capture_output=True, text=True, env=local.env, timeout=60, check=False
+            )
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        gated = (sys.executable, "-m", "dispatcher.local", "gated")
+        said = run(*gated, "3", "--stack", "grouped", "--gate", "crawl", "--group", "t")
+        assert said == "started 3 execution(s) of grouped-crawl-gated in group t: each asked at the gate\n"
+        run(*gated, "2", "--stack", "grouped", "--gate", "crawl")
+        report = json.loads(run(str(SCRIPT), "--stack", "grouped", "tick", "--invoke", "--json"))
+        assert report["admitted"] == 3, report
+        groups = json.loads(run(str(SCRIPT), "--stack", "grouped", "status", "--groups", "--json"))["groups"]
+        assert [(each["group"], each["running"]) for each in groups if each["group"] == "t"] == [("t", 1)]
 
 
 def test_gated_interrupted_says_how_many_it_started_without_a_traceback(
