@@ -21,13 +21,16 @@ from botocore.exceptions import ClientError
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.state_items import (
+    MEMBERS_KEY,
     PACK_LIMIT,
     end_packs,
     ends_item,
     item_origins,
     ledger_starts_of,
+    members_item,
     partition,
     read_items,
+    read_members,
     start_packs,
     starts_item,
     void_item,
@@ -148,6 +151,18 @@ class StartLedgerTable:
             "ConsistentRead": True,
         }
         return read_items(self._query(request), self._own)
+
+    def record_members(self, queues: Mapping[str, Mapping[str, str]]) -> None:
+        """Keep the members' queues in the one item of the partition that holds them."""
+        with translated(f"PutItem on state table {self.table} (members)"):
+            self._client.put_item(TableName=self.table, Item=members_item(self._partition, queues))
+
+    def members(self) -> dict[str, dict[str, str]]:
+        """The members' queues as kept ({} before a tick kept any): what `status` and `forget` read."""
+        key = {"pk": {"S": self._partition}, "sk": {"S": MEMBERS_KEY}}
+        with translated(f"GetItem on state table {self.table} (members)"):
+            item = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        return {} if item is None else read_members(item)
 
     def groups(self, started: Mapping[str, float], state_machine_arn: str = "") -> dict[str, str]:
         """The message groups recorded for one state machine's executions (`origins`, their groups)."""

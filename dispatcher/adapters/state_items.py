@@ -31,6 +31,7 @@ release's: a start, a start marked ``resolved``, an ``ended``) are still read.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -46,6 +47,8 @@ from dispatcher.core.rerun import Origin
 ENDED_KIND = "ended"
 """An older release's item of one end."""
 STARTS_KIND, ENDS_KIND, VOID_KIND = "starts", "ends", "void"
+MEMBERS_KIND, MEMBERS_KEY = "members", "~members"
+"""The item of the members' queues (`dispatcher.core.member_queues`): after every record."""
 PACK_LIMIT = 500
 """Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
 STARTS_PACK_LIMIT = 25
@@ -228,6 +231,22 @@ def void_item(partition_key: str, records: Sequence[LedgerStart], now: float) ->
     }
 
 
+def members_item(partition_key: str, queues: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """The members' queues, as the one item of the ledger's partition that keeps them (no TTL)."""
+    return {
+        "pk": {"S": partition_key},
+        "sk": {"S": MEMBERS_KEY},
+        "kind": {"S": MEMBERS_KIND},
+        "queues": {"S": json.dumps(queues, sort_keys=True)},
+    }
+
+
+def read_members(item: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The members' queues an item of `members_item` holds."""
+    value: Any = json.loads(item["queues"]["S"])
+    return value if isinstance(value, dict) else {}
+
+
 def _packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
     recorded_at = float(item["recorded_at"]["N"])
     redrives = item.get("redrive_counts", {}).get("M", {})
@@ -278,9 +297,12 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
     ended: list[EndedExecution] = []
     void: set[str] = set()
     pending: list[Mapping[str, Any]] = []
+    members = None
     for item in items:
         kind = item.get("kind", {}).get("S")
-        if kind == STARTS_KIND:
+        if kind == MEMBERS_KIND:
+            members = read_members(item)
+        elif kind == STARTS_KIND:
             starts.extend(_packed_starts(item, own))
         elif kind == ENDS_KIND:
             names = item["names"]["L"]
@@ -310,6 +332,7 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
         void=frozenset(void),
         recorded=tuple(starts),
         cancellations=read_pending(pending),
+        members=members,
     )
 
 

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import TextIO
 
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.cli.args import AddCommand, non_negative
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import UsageError
@@ -20,7 +21,7 @@ from dispatcher.cli.parameter import (
     target_of,
 )
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control, Override
-from dispatcher.core.topology import DEFAULT
+from dispatcher.core.topology import DEFAULT, Topology
 
 
 def _changed(
@@ -105,17 +106,37 @@ def command_forget(args: argparse.Namespace, aws: Aws, resources: Resources, out
         return current
 
     parameter, control = change_control(aws, resources, change, write=lambda: bool(forgotten))
+    queues = _forget_queues(aws, resources, topology, key) if kind != "pool" else None
     if args.json:
-        out.write(json.dumps({"parameter": parameter, "forgotten": forgotten, **control.document()}) + "\n")
-    elif forgotten:
+        document = {"parameter": parameter, "forgotten": forgotten, "forgotten_queues": queues}
+        out.write(json.dumps({**document, **control.document()}) + "\n")
+        return 0
+    if forgotten:
         held = json.dumps(forgotten[key], sort_keys=True)
         out.write(
             f"forgot {key} (it held {held}; parameter {parameter};"
             f" ticks see it within {CONTROL_MAX_AGE_SECONDS} s)\n"
         )
-    else:
-        out.write(f"nothing to forget: parameter {parameter} has no key {key}\n")
+    if queues is not None:
+        out.write(f"forgot {key}'s queues (status no longer counts them): {queues['queue_url']}\n")
+    if not forgotten and queues is None:
+        out.write(f"nothing to forget: parameter {parameter} has no key {key}, and no tick kept its queues\n")
     return 0
+
+
+def _forget_queues(aws: Aws, resources: Resources, topology: Topology, key: str) -> dict[str, str] | None:
+    """Drop a removed member's queues from what the ticks keep (`status` counts them); what they were."""
+    if not resources.state_table:
+        return None
+    ledger = StartLedgerTable(
+        aws.client("dynamodb"), resources.state_table, topology.default_lane.state_machine_arn
+    )
+    kept = ledger.members()
+    if key not in kept:
+        return None
+    queues = kept.pop(key)
+    ledger.record_members(kept)
+    return queues
 
 
 def _changers(kind: str) -> str:

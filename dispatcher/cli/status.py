@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict
 from typing import Any, TextIO
 
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.roster import RosterTable
 from dispatcher.adapters.sqs import queue_depth
 from dispatcher.adapters.stepfunctions import StateMachine
@@ -27,6 +28,7 @@ from dispatcher.cli.status_view import (
     GateStatus,
     LaneStatus,
     PoolStatus,
+    RemovedStatus,
     Status,
     member_status,
     problem_text,
@@ -35,7 +37,8 @@ from dispatcher.cli.status_view import (
 from dispatcher.core.control import Control, max_source, stale_keys, steer
 from dispatcher.core.counting import pool_count
 from dispatcher.core.effective import settings
-from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.errors import ConfigurationError, DispatcherError
+from dispatcher.core.member_queues import members_of, removed
 from dispatcher.core.topology import DEFAULT, Gate, Lane, Member, PoolLimit, Topology
 
 
@@ -90,7 +93,38 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         gates=tuple(gates),
         stale_keys=stale_keys(configured, read),
         control_problem=problem,
+        removed=_removed(aws, resources, configured),
     )
+
+
+def _removed(aws: Aws, resources: Resources, configured: Topology) -> tuple[RemovedStatus, ...]:
+    """The members the ticks recorded that ``LANES`` no longer has, with their queues' depths."""
+    if not resources.state_table:
+        return ()
+    ledger = StartLedgerTable(
+        aws.client("dynamodb"), resources.state_table, configured.default_lane.state_machine_arn
+    )
+    found = []
+    for member, queues in removed(ledger.members(), members_of(configured)).items():
+        found.append(
+            RemovedStatus(
+                member,
+                queues["queue_url"],
+                queues["dead_letter_queue_url"],
+                _depth(aws, queues["queue_url"]),
+                _depth(aws, queues["dead_letter_queue_url"]),
+            )
+        )
+    return tuple(found)
+
+
+def _depth(aws: Aws, url: str) -> int | None:
+    """Every message on a queue (visible and in flight); None when it can't be read."""
+    try:
+        depth = queue_depth(aws.client("sqs"), url)
+    except DispatcherError:
+        return None
+    return depth.visible + depth.in_flight
 
 
 def _of(shown: dict[tuple[str, str, str], dict[str, Any]], member: Member) -> dict[str, Any]:

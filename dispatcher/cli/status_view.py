@@ -57,6 +57,19 @@ class GateStatus:
 
 
 @dataclass(frozen=True)
+class RemovedStatus:
+    """A lane or gate no longer in ``LANES``: nothing receives from its queue, where its jobs wait."""
+
+    member: str
+    """``lanes.<name>`` or ``gates.<name>``."""
+    queue_url: str
+    dead_letter_queue_url: str
+    queued: int | None
+    """Jobs (visible and in flight) on its queue; None: the queue can't be read (deleted, say)."""
+    dead_letters: int | None
+
+
+@dataclass(frozen=True)
 class Status:
     """How the dispatcher stands right now: top-level keys are pool and lane ``default``."""
 
@@ -76,6 +89,8 @@ class Status:
     """Control parameter keys naming a pool, lane or gate that isn't configured: ignored by the ticks."""
     control_problem: str | None = None
     """Why the control parameter can't be read (every tick stops on it): the rest is without it."""
+    removed: tuple[RemovedStatus, ...] = ()
+    """Members the ticks recorded that are no longer in ``LANES``, and what waits on their queues."""
 
 
 HEADERS = [
@@ -182,7 +197,23 @@ def status_table(status: Status) -> str:
         parts.append(settings_table(members))
     if status.stale_keys:
         parts.append(_stale(status.stale_keys))
+    if status.removed:
+        parts.append(removed_table(status.removed))
     return "\n\n".join(parts)
+
+
+def removed_table(removed: tuple[RemovedStatus, ...]) -> str:
+    """A row per member gone from ``LANES``, with its jobs and dead letters, and what to do."""
+    rows = [[each.member, _count(each.queued), _count(each.dead_letters), each.queue_url] for each in removed]
+    hint = (
+        "Nothing receives from these queues: add the member back to LANES to run its jobs (or move them),"
+        " then `dispatcher forget --lane|--gate NAME` once they are empty."
+    )
+    return "NO LONGER IN LANES\n" + table(["MEMBER", "QUEUED", "DEAD LETTERS", "QUEUE"], rows) + "\n" + hint
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else str(value)
 
 
 def member_status(status: Status, kind: str, name: str) -> tuple[dict[str, Any], str]:

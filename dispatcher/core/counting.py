@@ -76,6 +76,8 @@ class StateWindow(BaseModel):
     """Every start read, voided or not: whether any tick recorded one (`dispatcher cancel`)."""
     cancellations: dict[str, Cancellations] = Field(default_factory=dict)
     """Each lane's pending cancellations (every read of the window brings them all)."""
+    members: dict[str, dict[str, str]] | None = None
+    """The members' queues as last recorded (`dispatcher.core.member_queues`); None: never recorded."""
 
 
 REREAD_SECONDS = 2.0

@@ -36,6 +36,7 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState, execution_arn
 from dispatcher.core.jobs import Cancellations
+from dispatcher.core.member_queues import Queues, removed, to_record
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, StartLedger
@@ -49,8 +50,10 @@ class Records:
     only the window's newest records.
     """
 
-    def __init__(self, store: StartLedger) -> None:
+    def __init__(self, store: StartLedger, members: Queues | None = None) -> None:
+        """``members``: every configured lane's and gate's queues, kept in the table (None: not kept)."""
         self._store = store
+        self._members = members
         self._holding = False
         self._known: KnownWindow | None = None
         self._last: KnownWindow | None = None
@@ -101,8 +104,29 @@ class Records:
             window = self._store.window(max(since, known.rereads_from()))
         known.add(window, now)
         self.cancellations = window.cancellations
+        self._keep_members(window.members)
         self._last = known
         return known.views(oldest)
+
+    def _keep_members(self, recorded: Mapping[str, Mapping[str, str]] | None) -> None:
+        """Keep the members' queues (a write only when they changed); warn of members gone from ``LANES``."""
+        if self._members is None:
+            return
+        gone = removed(recorded or {}, self._members)
+        if gone:
+            logger.warning(
+                "members no longer in LANES: nothing receives from their queues, where their jobs wait",
+                extra={"members": gone, "fix": "add them back to LANES; `dispatcher forget` once empty"},
+            )
+        updated = to_record(recorded, self._members)
+        if updated is None:
+            return
+        try:
+            self._store.record_members(updated)
+        except TransientError as error:  # kept by a later tick: never a reason to stop this one
+            logger.warning("could not keep the members' queues", extra={"reason": str(error)})
+        else:
+            self._members = None  # kept: this invocation's later ticks read it back
 
     def in_window(self, state_machine_arn: str, name: str) -> bool:
         """Whether this tick's read of the window holds a start record of that execution."""

@@ -139,6 +139,10 @@ class StartLedger(Protocol):
         """Starts and ends written at or after ``oldest``, each naming its state machine."""
         ...
 
+    def record_members(self, queues: Mapping[str, Mapping[str, str]]) -> None:
+        """Keep the members' queues (`dispatcher.core.member_queues`), replacing what was kept."""
+        ...
+
     def void(self, starts: Sequence[LedgerStart], now: float) -> int:
         """Void starts that no longer count, now; how many were left (best effort)."""
         ...

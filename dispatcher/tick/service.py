@@ -16,6 +16,7 @@ from dispatcher.core.allocation import Allocation
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
+from dispatcher.core.member_queues import members_of
 from dispatcher.core.outcomes import Counts
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
@@ -83,7 +84,7 @@ class Dispatcher:
         self._topology = policy.topology
         self._lanes = {lane.name: lane for lane in ports.lanes}
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
-        self._records = Records(ports.ledger)
+        self._records = Records(ports.ledger, members_of(self._topology))
         self._gates = {
             gate.name: GateCounter(
                 self._topology.gate(gate.name), gate, gate.admissions, self._warm, runtime.clock

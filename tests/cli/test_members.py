@@ -203,6 +203,45 @@ def test_status_shows_stale_keys_and_forget_removes_one_but_never_a_configured_m
     assert cli.run("forget").returncode == 2, "one of --pool, --lane, --gate is required"
 
 
+def test_a_lane_removed_from_lanes_is_shown_with_what_waits_on_its_queue_until_forgotten(
+    members: Members,
+) -> None:
+    """A tick keeps every member's queues; once lane glue is gone, status counts its jobs; forget drops it."""
+    cli, glue = members.cli, members.lanes["glue"]
+    members.tick()
+    with pointed_at(cli.endpoint_url):
+        send_jobs(glue["queue_url"], [{"body": "{}", "group": "g"}, {"body": "{}", "group": "h"}])
+        dead_letter(glue["dead_letter_queue_url"], "{}", "left", "not JSON")
+    members.document = json.dumps(
+        {
+            "pools": {"glue": {"max_concurrency": 4}},
+            "lanes": [members.lanes["urgent"]],
+            "gates": [members.gate],
+        }
+    )
+    members.tick()
+    env = cli.environment(**cli.stack.environment(3, lanes=members.document))
+    status = ok(cli.run("status", "--json", stack=False, env=env))
+    assert status["removed"] == [
+        {
+            "member": "lanes.glue",
+            "queue_url": glue["queue_url"],
+            "dead_letter_queue_url": glue["dead_letter_queue_url"],
+            "queued": 2,
+            "dead_letters": 1,
+        }
+    ]
+    text = ok(cli.run("status", stack=False, env=env))
+    assert "NO LONGER IN LANES" in text
+    assert ["lanes.glue", "2", "1", glue["queue_url"]] in [line.split() for line in text.splitlines()]
+    forgot = ok(cli.run("forget", "--lane", "glue", stack=False, env=env))
+    assert forgot == f"forgot lanes.glue's queues (status no longer counts them): {glue['queue_url']}\n"
+    members.tick()
+    assert ok(cli.run("status", "--json", stack=False, env=env))["removed"] == []
+    again = ok(cli.run("forget", "--lane", "glue", stack=False, env=env))
+    assert again.startswith("nothing to forget: parameter ")
+
+
 # -- info ---------------------------------------------------------------------------
 
 

@@ -52,7 +52,7 @@ def crash_course(plan: CrashPlan, *, redrives: bool | None = None) -> Scenario:
         events=EventPlan(enabled=True, duplicated=0.3, delay=2.0),
         event_crash_rate=0.7,
         event_crash=plan,
-        outage_seconds=60.0 if redrives else 0.0,
+        outage_seconds=240.0 if redrives else 0.0,
         rerun_mode="redrive",
-        reruns=dict.fromkeys([4, 7] if redrives else []),
+        reruns=dict.fromkeys([7, 10] if redrives else []),
     )

@@ -62,7 +62,10 @@ def test_round_records_starts_in_batches_of_25_before_starting_them(harness: Har
 
 
 def test_round_batches_receives_records_and_deletes(harness: Harness) -> None:
-    """60 jobs at MAX 60: 6 receives, one record write (3 items), 60 starts, 6 deletes, a count, the lease."""
+    """60 jobs at MAX 60: 6 receives, one record write (3 items), 60 starts, 6 deletes, a count, the lease.
+
+    The first tick of a stack also keeps the members' queues (a PutItem beside the lease's).
+    """
     harness.configure(60)
     for job in range(60):
         harness.send(json.dumps({"job": job}), group=f"g{job}")
@@ -76,10 +79,14 @@ def test_round_batches_receives_records_and_deletes(harness: Harness) -> None:
         "BatchWriteItem": 1,
         "StartExecution": 60,
         "DeleteMessageBatch": 6,
-        "PutItem": 1,
+        "PutItem": 2,
         "DeleteItem": 1,
         "GetParameter": 1,
     }
+    calls.clear()
+    harness.send(json.dumps({"job": 60}), group="g60")
+    harness.tick()
+    assert calls["PutItem"] == 1, "the members' queues are kept already: only the lease's PutItem"
 
 
 def test_round_starts_groups_concurrently_within_the_bound(harness: Harness) -> None:

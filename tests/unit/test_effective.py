@@ -1,9 +1,10 @@
-"""Each member's effective settings and their sources, without AWS."""
+"""Each member's effective settings and their sources, and the queues the ticks keep, without AWS."""
 
 from __future__ import annotations
 
 from dispatcher.core.control import Control
 from dispatcher.core.effective import Setting, settings, shown
+from dispatcher.core.member_queues import members_of, removed, to_record
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:"
@@ -44,3 +45,17 @@ def test_each_value_comes_from_the_variable_lanes_or_the_parameter_and_unset_one
 
 def test_values_are_shown_as_the_tables_write_them() -> None:
     assert [shown(value) for value in (None, True, False, 3)] == ["-", "true", "false", "3"]
+
+
+def test_the_members_queues_are_kept_with_the_removed_ones_and_written_only_when_they_change() -> None:
+    current = members_of(topology())
+    assert set(current) == {"lanes.default", "lanes.tenants", "lanes.plain", "gates.crawl"}
+    assert current["lanes.tenants"] == {"queue_url": "t.fifo", "dead_letter_queue_url": "td.fifo"}
+    assert to_record(None, current) == current, "never kept: written"
+    assert to_record(current, current) is None, "kept as it is: no write"
+    gone = {"queue_url": "old.fifo", "dead_letter_queue_url": "oldd.fifo"}
+    recorded = {**current, "lanes.old": gone}
+    assert to_record(recorded, current) is None, "a removed member is kept, and that is no change"
+    assert removed(recorded, current) == {"lanes.old": gone}
+    moved = {**current, "lanes.plain": {"queue_url": "p2.fifo", "dead_letter_queue_url": "pd.fifo"}}
+    assert to_record(recorded, moved) == {**moved, "lanes.old": gone}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dispatcher.adapters.inside_items import inside_partition
@@ -25,6 +25,7 @@ from dispatcher.adapters.state_items import (
     end_packs,
     ends_item,
     ledger_starts_of,
+    members_item,
     partition,
     read_items,
     start_packs,
@@ -150,6 +151,20 @@ class LedgerView:
 
         action = f"BatchWriteItem on state table {self._table.partition}"
         return self._client.call("BatchWriteItem", action, admit, write, role=role)
+
+    def record_members(self, queues: Mapping[str, Mapping[str, str]]) -> None:
+        """One `PutItem` of the members' queues (as the adapter)."""
+        item = members_item(self._table.partition, queues)
+
+        def admit() -> bool:
+            return self._table.write(write_units(item)) > 0
+
+        def put() -> None:
+            self._table.put(item["sk"]["S"], Stored(item))
+
+        self._client.call(
+            "PutItem", f"PutItem on state table {self._table.partition}", admit, put, role="members"
+        )
 
     def _best_effort(self, items: list[dict[str, Any]], packs: Sequence[Sequence[Any]], role: str) -> int:
         """Packed items, 25 a `BatchWriteItem` (as the adapter); how many records were left."""

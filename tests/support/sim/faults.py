@@ -58,8 +58,13 @@ class Faults:
     injected: Counter[str] = field(default_factory=Counter)
 
     def throttled(self, operation: str) -> bool:
-        """Whether this attempt of ``operation`` is throttled by the plan."""
-        hit = self.enabled and self.rng.random() < self.throttle.get(operation, 0.0)
+        """Whether this attempt of ``operation`` is throttled by the plan.
+
+        Only an operation the plan throttles draws from the stream: a call of another one
+        (say, a new one the tick makes) leaves every later draw as it was.
+        """
+        chance = self.throttle.get(operation, 0.0)
+        hit = self.enabled and chance > 0 and self.rng.random() < chance
         if hit:
             self.injected[f"throttle {operation}"] += 1
         return hit
