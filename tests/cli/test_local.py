@@ -412,28 +412,33 @@ def arn(name: str) -> str:
     return f"arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
 
 
-def test_gated_with_a_group_tries_a_gates_limit_per_group(cli: Cli, tmp_path: Path) -> None:
+def test_gated_with_a_group_tries_a_gates_limit_per_group(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`gated 3 --group t`, `gated 2`: gate crawl (max_per_group 1, MAX 5) admits one of t and both others."""
     lanes = tmp_path / "lanes.json"
     lanes.write_text(json.dumps({"gates": [{"name": "crawl", "max_per_group": 1}]}))
     arguments = ("--stack", "grouped", "--schedule", "0", "--wait-seconds", "600", "--max", "5")
     with served(cli, *arguments, "--lanes", str(lanes)) as local:
         assert "guarding the section of grouped-crawl-gated, max_per_group 1)." in local.first
-
-        def run(*command: str) -> str:
-            done = subprocess.run(
-                command, capture_output=True, text=True, env=local.env, timeout=60, check=False
+        for key, value in local.exports.items():
+            monkeypatch.setenv(key, value)
+        boto3.setup_default_session()
+        try:
+            assert (
+                emulator_helpers.main(["gated", "3", "--stack", "grouped", "--gate", "crawl", "--group", "t"])
+                == 0
             )
-            assert done.returncode == 0, done.stderr
-            return done.stdout
-
-        gated = (sys.executable, "-m", "dispatcher.local", "gated")
-        said = run(*gated, "3", "--stack", "grouped", "--gate", "crawl", "--group", "t")
-        assert said == "started 3 execution(s) of grouped-crawl-gated in group t: each asked at the gate\n"
-        run(*gated, "2", "--stack", "grouped", "--gate", "crawl")
-        report = json.loads(run(str(SCRIPT), "--stack", "grouped", "tick", "--invoke", "--json"))
-        assert report["admitted"] == 3, report
-        groups = json.loads(run(str(SCRIPT), "--stack", "grouped", "status", "--groups", "--json"))["groups"]
+            assert emulator_helpers.main(["gated", "2", "--stack", "grouped", "--gate", "crawl"]) == 0
+        finally:
+            boto3.setup_default_session()
+        said = capsys.readouterr().out.splitlines()
+        assert said[0] == "started 3 execution(s) of grouped-crawl-gated in group t: each asked at the gate"
+        assert said[1] == "started 2 execution(s) of grouped-crawl-gated: each asked at the gate"
+        ticked = cli.run("--stack", "grouped", "tick", "--invoke", "--json", stack=False, env=local.env)
+        assert json.loads(ticked.stdout)["admitted"] == 3, ticked
+        status = cli.run("--stack", "grouped", "status", "--groups", "--json", stack=False, env=local.env)
+        groups = json.loads(status.stdout)["groups"]
         assert [(each["group"], each["running"]) for each in groups if each["group"] == "t"] == [("t", 1)]
 
 
