@@ -84,10 +84,7 @@ def report_full_scale(runs: list[dict[str, Any]], report: Report) -> None:
         " events 0–1 s late); the template's settings, with the ends' path up to 0.5 (an"
         " invocation per end event) beside the template's since (batches from the end-event queue)"
     )
-    for line in full_scale.lines(runs):
-        report.say(line)
-    for name, met, figures in full_scale.targets(runs):
-        report.say(f"   {report.target(name, met, figures)}")
+    report.figures(full_scale.lines(runs), full_scale.targets(runs))
     draw_full_scale(runs, FULL_SCALE_PLOT)
     report.say(f"   plot: {FULL_SCALE_PLOT.relative_to(ROOT)}")
     report.say()
@@ -105,10 +102,7 @@ def report_lanes(
         f" {lanes.GROUPS_A_LANE} groups; {runs[0]['seconds']:.0f} s measured after"
         f" {full_scale.WARM_UP_SECONDS:.0f} s, as section 8 (ends batched, the template's settings)"
     )
-    for line in lanes.lines(runs, priority, paced):
-        report.say(line)
-    for name, met, figures in lanes.targets(runs, priority, paced):
-        report.say(f"   {report.target(name, met, figures)}")
+    report.figures(lanes.lines(runs, priority, paced), lanes.targets(runs, priority, paced))
     report.say()
 
 
@@ -132,17 +126,13 @@ def report_gates(runs: list[dict[str, Any]], cost: dict[str, Any], report: Repor
         f" refill if lower), {gates.DIES_INSIDE:.1%} of them aborted inside (half without any event);"
         f" {runs[0]['seconds']:.0f} s measured after {full_scale.WARM_UP_SECONDS:.0f} s, as section 8"
     )
-    for line in gate_report.lines(runs):
-        report.say(line)
+    report.figures(gate_report.lines(runs))
     report.say(
         f"   the bill, from a run with {gates.COST_WAITING:,} waiting ({cost['region']} quotas,"
         f" {cost['seconds']:.0f} s measured); the semaphores priced on its waits"
         " (benchmarks/gate_baselines.py)"
     )
-    for line in gate_report.cost_lines(cost):
-        report.say(line)
-    for name, met, figures in gate_report.targets(runs, cost):
-        report.say(f"   {report.target(name, met, figures)}")
+    report.figures(gate_report.cost_lines(cost), gate_report.targets(runs, cost))
     report.say()
 
 
@@ -170,10 +160,7 @@ def jobs_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
         " measured, ends batched), without and with 1 % of the jobs cancelled as they are sent"
         " and 1 % received after their StartBy"
     )
-    for line in jobs.lines(plain, followed):
-        report.say(line)
-    for name, met, figures in jobs.targets(plain, followed):
-        report.say(f"   {report.target(name, met, figures)}")
+    report.figures(jobs.lines(plain, followed), jobs.targets(plain, followed))
     report.say()
 
 
@@ -191,10 +178,7 @@ def rosters_section(quick: bool, report: Report, results: dict[str, Any]) -> Non
         f" executions of 9–11 min and {rosters.LANE_UNREPORTED:.0%} of ends unreported; a lost end, to its"
         " place freed"
     )
-    for line in rosters.lines(gate, lane):
-        report.say(line)
-    for name, met, figures in rosters.targets(gate, lane):
-        report.say(f"   {report.target(name, met, figures)}")
+    report.figures(rosters.lines(gate, lane), rosters.targets(gate, lane))
     report.say()
 
 
@@ -227,10 +211,7 @@ def tenants_section(quick: bool, report: Report, results: dict[str, Any]) -> Non
         f" the long runs again with ends gathered for {tenants.LONGER_WINDOW_SECONDS:g} s"
         " (EndEventBatchWindow)"
     )
-    for line in tenants.lines(runs):
-        report.say(line)
-    for name, met, figures in tenants.targets(runs):
-        report.say(f"   {report.target(name, met, figures)}")
+    report.figures(tenants.lines(runs), tenants.targets(runs))
     report.say()
 
 

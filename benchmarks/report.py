@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,13 @@ class Report:
         """Print a line of the report."""
         print(line, flush=True)
         self.lines.append(line)
+
+    def figures(self, lines: Iterable[str], targets: Iterable[tuple[str, bool, str]] = ()) -> None:
+        """A section's figures, then each of its targets' verdicts, a line each."""
+        for line in lines:
+            self.say(line)
+        for name, met, measured in targets:
+            self.say(f"   {self.target(name, met, measured)}")
 
     def target(self, name: str, met: bool, measured: str) -> str:
         """Note a target's verdict; the line that states it."""

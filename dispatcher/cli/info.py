@@ -13,8 +13,9 @@ from typing import Any, TextIO
 from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources, control_parameter, describe_stack
 from dispatcher.cli.output import table
+from dispatcher.cli.status_view import settings_text
 from dispatcher.core.control import Control
-from dispatcher.core.effective import settings, shown
+from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.topology import Topology
 from dispatcher.settings import (
@@ -119,11 +120,8 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         return 0
     _write_members(out, found, outputs, release)
     if configured:
-        rows = [
-            [f"{each.kind} {each.member}", each.key, shown(each.value), each.source, shown(each.configured)]
-            for each in configured
-        ]
-        out.write("\n" + table(["SETTING OF", "KEY", "VALUE", "SOURCE", "CONFIGURED"], rows) + "\n")
+        text = settings_text((f"{each.kind} {each.member}", each.key, each.as_json()) for each in configured)
+        out.write(f"\n{text}\n")
     return 0
 
 

@@ -6,6 +6,7 @@ and a control parameter the ticks can't read is shown first, with how to mend it
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -252,16 +253,18 @@ def _yes(flag: bool) -> str:
 
 def settings_table(members: tuple[LaneStatus | GateStatus, ...]) -> str:
     """A row per setting that is set anywhere: member, key, the value the ticks use, source, configured."""
-    rows = [
-        [
-            f"{'lane' if isinstance(member, LaneStatus) else 'gate'} {member.name}",
-            key,
-            shown(setting["value"]),
-            setting["source"],
-            shown(setting["configured"]),
-        ]
+    return settings_text(
+        (f"{'lane' if isinstance(member, LaneStatus) else 'gate'} {member.name}", key, setting)
         for member in members
         for key, setting in member.settings.items()
+    )
+
+
+def settings_text(entries: Iterable[tuple[str, str, Mapping[str, Any]]]) -> str:
+    """The settings table (`status`, `info`): (member, key, `Setting.as_json`) a row."""
+    rows = [
+        [label, key, shown(setting["value"]), setting["source"], shown(setting["configured"])]
+        for label, key, setting in entries
     ]
     return table(["SETTING OF", "KEY", "VALUE", "SOURCE", "CONFIGURED"], rows)
 

@@ -52,7 +52,7 @@ def _values(kind: str, assignments: list[str]) -> dict[str, Any]:
         if key not in allowed:
             hint = "; MAX and pause: set-max, pause, resume" if key in LIVE_KEYS else ""
             raise UsageError(
-                f"{key}: a {kind} has no such setting ({kind} settings: {_listed(allowed)}{hint})"
+                f"{key}: a {kind} has no such setting ({kind} settings: {', '.join(allowed)}{hint})"
             )
         found[key] = _parsed(text)
     model = GateOverride if kind == GATE else LaneOverride
@@ -61,10 +61,6 @@ def _values(kind: str, assignments: list[str]) -> dict[str, Any]:
     except ValidationError as error:
         raise UsageError(problems(error, lambda field: field or "value")) from None
     return found
-
-
-def _listed(keys: tuple[str, ...]) -> str:
-    return ", ".join(keys) or "none: use set-max, pause or resume"
 
 
 def _parsed(text: str) -> object:

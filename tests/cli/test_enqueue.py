@@ -109,6 +109,7 @@ def test_cli_enqueue_interrupted_names_the_lines_sent_which_needn_t_be_the_first
 
 
 def test_line_ranges_are_short_and_say_how_many_more() -> None:
+    """Consecutive lines collapse into ranges; past the shown ranges, how many more is said."""
     assert line_ranges([7]) == "line 7"
     assert line_ranges([1, 2, 3, 5, 9, 10]) == "lines 1-3, 5, 9-10"
     assert line_ranges(list(range(1, 40, 2)), shown=2) == "lines 1, 3 and 18 more range(s)"

@@ -19,6 +19,7 @@ def topology() -> Topology:
 
 
 def test_each_value_comes_from_the_variable_lanes_or_the_parameter_and_unset_ones_are_left_out() -> None:
+    """Each setting's source is lane default's variable, LANES or the parameter; unset keys are not listed."""
     control = Control.model_validate(
         {"lanes": {"tenants": {"max_per_group": 3}, "plain": {"fair_share": False}}, "gates": {"crawl": {}}}
     )
@@ -44,10 +45,12 @@ def test_each_value_comes_from_the_variable_lanes_or_the_parameter_and_unset_one
 
 
 def test_values_are_shown_as_the_tables_write_them() -> None:
+    """None, booleans and integers are written as the tables show them."""
     assert [shown(value) for value in (None, True, False, 3)] == ["-", "true", "false", "3"]
 
 
 def test_the_members_queues_are_kept_with_the_removed_ones_and_written_only_when_they_change() -> None:
+    """Removed members' queues are kept, and a write is asked only when the configured members change."""
     current = members_of(topology())
     assert set(current) == {"lanes.default", "lanes.tenants", "lanes.plain", "gates.crawl"}
     assert current["lanes.tenants"] == {"queue_url": "t.fifo", "dead_letter_queue_url": "td.fifo"}
