@@ -19,7 +19,8 @@ from dispatcher.cli.args import AddCommand, non_negative, port
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import CliError, UsageError
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import DEFAULT, NAME_PATTERN
+from dispatcher.core.lanes_document import NAME_PATTERN
+from dispatcher.core.topology import DEFAULT
 from dispatcher.settings import TEMPLATE_GATE
 
 LOCAL_MODULES = (

@@ -13,87 +13,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    field_validator,
-)
+from pydantic import ValidationError
 
 from dispatcher.core.errors import ConfigurationError, field_problem
+from dispatcher.core.lanes_document import DEFAULT as DEFAULT  # noqa: PLC0414 — re-exported: every module's name for it
+from dispatcher.core.lanes_document import GateDocument, LaneDocument, LanesDocument
 
-DEFAULT = "default"
-"""The environment's lane and pool."""
 LANE, GATE = "lane", "gate"
 """The kinds of member (`Member.kind`)."""
-NAME_PATTERN = r"^[A-Za-z0-9_-]{1,40}$"
-STATE_MACHINE_ARN_PATTERN = r"^arn:aws[\w-]*:states:[\w-]+:\d{12}:stateMachine:[^:]+$"
-
-Name = Annotated[StrictStr, Field(pattern=NAME_PATTERN)]
-Url = Annotated[StrictStr, Field(min_length=1)]
-StateMachineArn = Annotated[StrictStr, Field(pattern=STATE_MACHINE_ARN_PATTERN)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        """``null`` is refused rather than read as "none": a key left out says that, without doubt."""
-        if value is None:
-            raise ValueError("null is not a value here: leave the key out for none")
-        return value
-
-
-class PoolDocument(_Strict):
-    """``pools.<name>``: a limit shared by its lanes."""
-
-    max_concurrency: StrictInt = Field(ge=0)
-
-
-class LaneDocument(_Strict):
-    """``lanes[i]``: a FIFO queue whose jobs start one state machine, counted in one pool."""
-
-    name: Name
-    queue_url: Url
-    dead_letter_queue_url: Url
-    state_machine_arn: StateMachineArn
-    pool: Name = DEFAULT
-    priority: StrictInt = 0
-    max_concurrency: StrictInt | None = Field(default=None, ge=0)
-    starts_per_second: StrictFloat | None = Field(default=None, gt=0)
-    max_per_group: StrictInt | None = Field(default=None, ge=1)
-    fair_share: StrictBool = False
-    max_wait_seconds: StrictInt | None = Field(default=None, ge=1)
-
-
-class GateDocument(_Strict):
-    """``gates[i]``: a section of a workflow that executions enter with a task token."""
-
-    name: Name
-    queue_url: Url
-    dead_letter_queue_url: Url
-    state_machine_arn: StateMachineArn
-    pool: Name = DEFAULT
-    max_concurrency: StrictInt | None = Field(default=None, ge=0)
-    max_per_group: StrictInt | None = Field(default=None, ge=1)
-
-
-class LanesDocument(_Strict):
-    """The whole ``LANES`` value."""
-
-    pools: dict[Name, PoolDocument] = Field(default_factory=dict)
-    lanes: list[LaneDocument] = Field(default_factory=list)
-    gates: list[GateDocument] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
