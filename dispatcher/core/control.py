@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
+from dispatcher.core.adaptive import AdaptiveDocument
 from dispatcher.core.errors import ConfigurationError, problems
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
@@ -30,6 +31,12 @@ class Override(BaseModel):
     """RUNNING executions allowed (a JSON boolean is not an integer)."""
     paused: StrictBool | None = None
     """True: nothing starts and nothing is lost."""
+
+
+class PoolOverride(Override):
+    """A pool's overrides: its MAX and pause, and its adaptive settings (``false``: MAX, not learned)."""
+
+    adaptive: AdaptiveDocument | Literal[False] | None = None
 
 
 class LaneOverride(Override):
@@ -56,11 +63,11 @@ class Control(Override):
     those named in ``LANES``.
     """
 
-    pools: dict[str, Override] = Field(default_factory=dict)
+    pools: dict[str, PoolOverride] = Field(default_factory=dict)
     lanes: dict[str, LaneOverride] = Field(default_factory=dict)
     gates: dict[str, GateOverride] = Field(default_factory=dict)
 
-    @field_validator("lanes", "gates", mode="before")
+    @field_validator("pools", "lanes", "gates", mode="before")
     @classmethod
     def _entries(cls, value: Any) -> Any:
         """An entry given as any kind of override (a plain `Override`) is read as a lane's or a gate's."""
@@ -133,14 +140,16 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
     """
     if control is None or name is None:
         return topology
-    if DEFAULT in control.pools:
+    default = control.pools.get(DEFAULT)
+    if default is not None and (default.max_concurrency is not None or default.paused is not None):
         raise ConfigurationError(
             f"control parameter {name}: pools.default: pool default is steered by the top-level keys"
+            " (pools.default takes only adaptive)"
         )
     pools = []
     for pool in topology.pools:
-        override = control if pool.name == DEFAULT else control.pools.get(pool.name, Override())
-        pools.append(_overridden(pool, override))
+        override = control if pool.name == DEFAULT else control.pools.get(pool.name, PoolOverride())
+        pools.append(_adapting(_overridden(pool, override), control.pools.get(pool.name)))
     lanes = tuple(_steered_lane(topology, lane, control, name) for lane in topology.lanes)
     gates = tuple(
         _shared(_overridden(gate, override), override)
@@ -172,6 +181,14 @@ def _overridden(limited: Limited, override: Override) -> Limited:
         ),
         paused=limited.paused if override.paused is None else override.paused,
     )
+
+
+def _adapting(pool: PoolLimit, override: PoolOverride | None) -> PoolLimit:
+    """``pool`` with the parameter's adaptive settings: replaced, or turned off (``false``)."""
+    if override is None or override.adaptive is None:
+        return pool
+    adaptive = None if override.adaptive is False else override.adaptive.settings()
+    return replace(pool, adaptive=adaptive)
 
 
 Member = TypeVar("Member", Lane, Gate)

@@ -203,11 +203,12 @@ def pool_count(
     """A pool's RUNNING and free places, the one formula of the tick and of `dispatcher status`.
 
     RUNNING: its lanes' state machines' counts (``running``, by ARN), each machine once, and
-    the executions inside its gates (``inside``, by gate). Free: max(0, MAX - RUNNING); 0 halted.
+    the executions inside its gates (``inside``, by gate). Free: max(0, L - RUNNING), where L is an
+    adaptive pool's limit and MAX otherwise (`PoolLimit.ceiling`); 0 halted.
     """
     count = sum(running[arn] for arn in topology.state_machines_of(pool.name))
     count += sum(inside[gate.name] for gate in topology.gates_of(pool.name))
-    return PoolCount(count, 0 if pool.halted else free_slots(pool.max_concurrency, count))
+    return PoolCount(count, 0 if pool.halted else free_slots(pool.ceiling, count))
 
 
 @dataclass(frozen=True)

@@ -47,10 +47,22 @@ class NotYetError(DispatcherError):
     """What this message needs can't be told yet (a read lags): its group waits, the others go on."""
 
 
+UNION_BRANCHES = ("AdaptiveDocument",)
+"""How pydantic names a union's branch in a location: not a field, so left out of the one the user reads."""
+
+
 def problems(error: ValidationError, name: Callable[[str], str] = str) -> str:
-    """A validation error in one line, ``field: what is wrong; …``, each field called by ``name``."""
+    """A validation error in one line, ``field: what is wrong; …``, each field called by ``name``.
+
+    A value of a union (settings, or ``false``) is said as the settings' problem, when it is an object.
+    """
+    issues = error.errors()
+    settings = [
+        issue for issue in issues if not any(str(part).startswith("literal[") for part in issue["loc"])
+    ]
     return "; ".join(
-        f"{name('.'.join(str(part) for part in issue['loc']))}: {issue['msg']}" for issue in error.errors()
+        f"{name('.'.join(str(part) for part in issue['loc'] if part not in UNION_BRANCHES))}: {issue['msg']}"
+        for issue in settings or issues
     )
 
 

@@ -18,6 +18,8 @@ from pydantic import (
     field_validator,
 )
 
+from dispatcher.core.adaptive import AdaptiveDocument
+
 DEFAULT = "default"
 """The environment's lane and pool."""
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,40}$"
@@ -41,9 +43,16 @@ class _Strict(BaseModel):
 
 
 class PoolDocument(_Strict):
-    """``pools.<name>``: a limit shared by its lanes."""
+    """``pools.<name>``: a limit shared by its lanes (and, optionally, learned below it)."""
 
     max_concurrency: StrictInt = Field(ge=0)
+    adaptive: AdaptiveDocument | None = None
+
+
+class DefaultPoolDocument(_Strict):
+    """``pools.default``: pool default's MAX is ``MAX_CONCURRENCY``; only ``adaptive`` may be set here."""
+
+    adaptive: AdaptiveDocument | None = None
 
 
 class LaneDocument(_Strict):

@@ -18,9 +18,10 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from dispatcher.core.adaptive import Adaptive, AdaptiveDocument, LimitState, limit_of
 from dispatcher.core.errors import ConfigurationError, field_problem
 from dispatcher.core.lanes_document import DEFAULT as DEFAULT  # noqa: PLC0414 — re-exported: every module's name for it
-from dispatcher.core.lanes_document import GateDocument, LaneDocument, LanesDocument
+from dispatcher.core.lanes_document import DefaultPoolDocument, GateDocument, LaneDocument, LanesDocument
 
 LANE, GATE = "lane", "gate"
 """The kinds of member (`Member.kind`)."""
@@ -92,11 +93,22 @@ class PoolLimit:
     max_concurrency: int
     paused: bool = False
     """The operator paused the pool: nothing in it starts."""
+    adaptive: Adaptive | None = None
+    """It learns its limit below MAX from throttle signals (None: its limit is MAX)."""
+    limit: int | None = None
+    """An adaptive pool's limit L as the tick read it (None: not read; MAX is used)."""
 
     @property
     def halted(self) -> bool:
         """Nothing may start in it: paused, or MAX is 0."""
         return self.paused or self.max_concurrency == 0
+
+    @property
+    def ceiling(self) -> int:
+        """What its RUNNING may reach: L for an adaptive pool whose limit was read, else MAX."""
+        if self.adaptive is None or self.limit is None:
+            return self.max_concurrency
+        return limit_of(LimitState(self.limit), self.adaptive, self.max_concurrency)
 
 
 @dataclass(frozen=True)
@@ -186,11 +198,14 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
 
     Raises a `ConfigurationError` naming the field: ``LANES: <field>: <what is wrong>``.
     """
-    document = _document(text)
+    document, default_pool = _document(text)
     _check_names(document)
     _check_fifo(document)
-    pools = [PoolLimit(DEFAULT, default_max)]
-    pools += [PoolLimit(name, pool.max_concurrency) for name, pool in document.pools.items()]
+    pools = [PoolLimit(DEFAULT, default_max, adaptive=_settings(default_pool.adaptive))]
+    pools += [
+        PoolLimit(name, pool.max_concurrency, adaptive=_settings(pool.adaptive))
+        for name, pool in document.pools.items()
+    ]
     lanes = [default]
     lanes += [
         Lane(
@@ -225,27 +240,48 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
     return Topology(pools=tuple(pools), lanes=tuple(lanes), gates=gates)
 
 
-def _document(text: str | None) -> LanesDocument:
+def _settings(document: AdaptiveDocument | None) -> Adaptive | None:
+    return None if document is None else document.settings()
+
+
+def _document(text: str | None) -> tuple[LanesDocument, DefaultPoolDocument]:
+    """The document, and ``pools.default`` read apart (it may set only ``adaptive``)."""
     if text is None or not text.strip():
-        return LanesDocument()
+        return LanesDocument(), DefaultPoolDocument()
     try:
         value: Any = json.loads(text)
     except ValueError as error:
         raise ConfigurationError(f"LANES: not JSON: {error}") from error
     if not isinstance(value, dict):
         raise ConfigurationError('LANES: must be a JSON object like {"pools": {}, "lanes": []}')
+    pools, default = value.get("pools"), {}
+    if isinstance(pools, dict) and DEFAULT in pools:
+        default = pools[DEFAULT]
+        value = {**value, "pools": {name: pool for name, pool in pools.items() if name != DEFAULT}}
+        if isinstance(default, dict) and "max_concurrency" in default:
+            raise ConfigurationError(
+                "LANES: pools.default: pool default is the environment's; its MAX is MAX_CONCURRENCY"
+                " (pools.default takes only adaptive)"
+            )
     try:
-        return LanesDocument.model_validate(value)
+        return LanesDocument.model_validate(value), _default_pool(default)
     except ValidationError as error:
         found = "; ".join(field_problem(issue["loc"], issue["msg"]) for issue in error.errors())
         raise ConfigurationError(f"LANES: {found}") from error
 
 
-def _check_names(document: LanesDocument) -> None:
-    if DEFAULT in document.pools:
-        raise ConfigurationError(
-            "LANES: pools.default: pool default is the environment's; its MAX is MAX_CONCURRENCY"
+def _default_pool(document: Any) -> DefaultPoolDocument:
+    """``pools.default``, its problems located there (``pools.default.adaptive.min``)."""
+    try:
+        return DefaultPoolDocument.model_validate(document)
+    except ValidationError as error:
+        found = "; ".join(
+            field_problem(("pools", DEFAULT, *issue["loc"]), issue["msg"]) for issue in error.errors()
         )
+        raise ConfigurationError(f"LANES: {found}") from error
+
+
+def _check_names(document: LanesDocument) -> None:
     seen: dict[str, str] = {}
     members = [(f"lanes[{index}]", lane.name, lane.pool) for index, lane in enumerate(document.lanes)]
     members += [(f"gates[{index}]", gate.name, gate.pool) for index, gate in enumerate(document.gates)]

@@ -166,7 +166,7 @@ def test_a_key_naming_what_the_topology_does_not_have_is_stale_and_steers_nothin
     ("control", "message"),
     [
         (
-            Control(pools={DEFAULT: Override()}),
+            Control(pools={DEFAULT: Override(max_concurrency=1)}),
             "pools.default: pool default is steered by the top-level keys",
         ),
         (

@@ -1,0 +1,227 @@
+"""An adaptive pool's limit: its settings, the cut on a signal, the cooldown, growth, and each signal once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dispatcher.core.adaptive import Adaptive, LimitState, PoolEnd, adapt, bounds, limit_of, reset
+from dispatcher.core.control import Control, parse_control, steer
+from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
+
+GLUE = "Glue.ConcurrentRunsExceededException"
+SETTINGS = Adaptive(errors=(GLUE,), min=2, decrease=0.5, cooldown_seconds=60)
+DEFAULT_LANE = Lane(
+    name=DEFAULT,
+    pool=DEFAULT,
+    queue_url="https://sqs/q.fifo",
+    dead_letter_queue_url="https://sqs/d.fifo",
+    state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:sm",
+)
+LANE = {
+    "name": "crawl",
+    "pool": "glue",
+    "queue_url": "https://sqs/crawl.fifo",
+    "dead_letter_queue_url": "https://sqs/crawl-dl.fifo",
+    "state_machine_arn": "arn:aws:states:us-east-1:123456789012:stateMachine:crawl",
+}
+
+
+def lanes(pools: object) -> str:
+    return json.dumps({"pools": pools, "lanes": [LANE]})
+
+
+def test_lanes_read_a_pools_adaptive_settings_with_their_defaults() -> None:
+    topology = parse_lanes(
+        lanes(
+            {
+                "glue": {"max_concurrency": 40, "adaptive": {"errors": [GLUE]}},
+                "default": {"adaptive": {"errors": ["X"], "min": 3, "decrease": 0.7, "cooldown_seconds": 0}},
+            }
+        ),
+        DEFAULT_LANE,
+        10,
+    )
+    assert topology.pool("glue").adaptive == Adaptive(
+        errors=(GLUE,), min=1, decrease=0.5, cooldown_seconds=60
+    )
+    assert topology.default_pool.max_concurrency == 10
+    assert topology.default_pool.adaptive == Adaptive(errors=("X",), min=3, decrease=0.7, cooldown_seconds=0)
+    assert parse_lanes(None, DEFAULT_LANE, 10).default_pool.adaptive is None
+
+
+@pytest.mark.parametrize(
+    ("adaptive", "message"),
+    [
+        ({}, "LANES: pools.glue.adaptive.errors: field required"),
+        ({"errors": []}, "LANES: pools.glue.adaptive.errors: list should have at least 1 item"),
+        ({"errors": [3]}, "LANES: pools.glue.adaptive.errors[0]: input should be a valid string"),
+        ({"errors": [" "]}, "LANES: pools.glue.adaptive.errors: an error name can't be empty"),
+        (
+            {"errors": [GLUE], "min": 0},
+            "LANES: pools.glue.adaptive.min: input should be greater than or equal to 1",
+        ),
+        ({"errors": [GLUE], "min": 1.5}, "LANES: pools.glue.adaptive.min: input should be a valid integer"),
+        ({"errors": [GLUE], "decrease": 1}, "LANES: pools.glue.adaptive.decrease"),
+        ({"errors": [GLUE], "decrease": 0}, "LANES: pools.glue.adaptive.decrease"),
+        ({"errors": [GLUE], "decrease": "0.5"}, "LANES: pools.glue.adaptive.decrease"),
+        ({"errors": [GLUE], "cooldown_seconds": -1}, "LANES: pools.glue.adaptive.cooldown_seconds"),
+        ({"errors": [GLUE], "cooldown_seconds": True}, "LANES: pools.glue.adaptive.cooldown_seconds"),
+        ({"errors": [GLUE], "min": None}, "LANES: pools.glue.adaptive.min: null is not a value here"),
+        ({"errors": [GLUE], "step": 2}, "LANES: pools.glue.adaptive.step: extra inputs are not permitted"),
+    ],
+)
+def test_a_malformed_adaptive_names_its_field(adaptive: object, message: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        parse_lanes(lanes({"glue": {"max_concurrency": 4, "adaptive": adaptive}}), DEFAULT_LANE, 10)
+    assert str(raised.value).startswith(message), str(raised.value)
+
+
+def test_pool_default_takes_only_adaptive() -> None:
+    with pytest.raises(ConfigurationError, match=r"^LANES: pools.default: pool default is the environment's"):
+        parse_lanes(lanes({"default": {"max_concurrency": 3}}), DEFAULT_LANE, 10)
+    with pytest.raises(ConfigurationError, match=r"^LANES: pools.default.adaptive.decrease: "):
+        parse_lanes(lanes({"default": {"adaptive": {"errors": ["X"], "decrease": 2}}}), DEFAULT_LANE, 10)
+    with pytest.raises(ConfigurationError, match=r"^LANES: pools.default.paused: extra inputs"):
+        parse_lanes(lanes({"default": {"paused": True}}), DEFAULT_LANE, 10)
+
+
+def test_the_control_parameter_replaces_the_settings_and_turns_them_off() -> None:
+    topology = parse_lanes(
+        lanes({"glue": {"max_concurrency": 40, "adaptive": {"errors": [GLUE]}}}), DEFAULT_LANE, 10
+    )
+    replaced = steer(
+        topology,
+        parse_control(
+            "/p",
+            json.dumps(
+                {
+                    "pools": {
+                        "glue": {"adaptive": {"errors": ["Y"], "min": 5}},
+                        "default": {"adaptive": {"errors": ["Z"]}},
+                    }
+                }
+            ),
+        ),
+        "/p",
+    )
+    assert replaced.pool("glue").adaptive == Adaptive(errors=("Y",), min=5)
+    assert replaced.default_pool.adaptive == Adaptive(errors=("Z",))
+    off = steer(topology, parse_control("/p", '{"pools": {"glue": {"adaptive": false}}}'), "/p")
+    assert off.pool("glue").adaptive is None
+    assert steer(topology, Control(), "/p").pool("glue").adaptive == topology.pool("glue").adaptive
+    with pytest.raises(ConfigurationError, match=r"pools.glue.adaptive.decrease"):
+        parse_control("/p", '{"pools": {"glue": {"adaptive": {"errors": ["Y"], "decrease": 1.5}}}}')
+    with pytest.raises(ConfigurationError, match=r"pools.glue.adaptive"):
+        parse_control("/p", '{"pools": {"glue": {"adaptive": true}}}')
+    with pytest.raises(ConfigurationError, match=r"pools.default: pool default is steered by the top-level"):
+        steer(topology, parse_control("/p", '{"pools": {"default": {"paused": true}}}'), "/p")
+
+
+def test_limit_is_max_until_learned_and_clamped_into_its_bounds() -> None:
+    assert bounds(SETTINGS, 10) == (2, 10)
+    assert bounds(Adaptive(errors=(GLUE,), min=20), 10) == (10, 10)
+    assert limit_of(None, SETTINGS, 10) == 10
+    assert limit_of(LimitState(limit=4), None, 10) == 10
+    assert limit_of(LimitState(limit=4), SETTINGS, 10) == 4
+    assert limit_of(LimitState(limit=40), SETTINGS, 10) == 10
+    assert limit_of(LimitState(limit=1), SETTINGS, 10) == 2
+
+
+def test_a_signal_cuts_the_limit_once_per_cooldown() -> None:
+    state = LimitState(limit=10, version=3)
+    first = adapt(
+        state,
+        SETTINGS,
+        max_concurrency=10,
+        ends=[PoolEnd("a", 100.0, GLUE), PoolEnd("b", 130.0, GLUE), PoolEnd("c", 160.1, GLUE)],
+        running=10,
+        now=170.0,
+    )
+    assert [(d.execution, d.error, d.before, d.after) for d in first.decreases] == [
+        ("a", GLUE, 10, 5),
+        ("c", GLUE, 5, 2),
+    ]
+    assert first.ignored == ("b",)
+    assert first.state.limit == 2
+    assert first.state.version == 4
+    assert first.state.cut_by == 160.1
+    assert first.changed
+
+
+def test_the_same_signal_delivered_again_never_cuts_twice() -> None:
+    cut = adapt(None, SETTINGS, max_concurrency=10, ends=[PoolEnd("a", 100.0, GLUE)], running=9, now=101.0)
+    assert cut.state.limit == 5
+    for later in (101.0, 500.0, 10_000.0):
+        again = adapt(
+            cut.state, SETTINGS, max_concurrency=10, ends=[PoolEnd("a", 100.0, GLUE)], running=9, now=later
+        )
+        assert again.decreases == ()
+        assert again.state.limit == 5
+    zero = Adaptive(errors=(GLUE,), cooldown_seconds=0)
+    once = adapt(None, zero, max_concurrency=10, ends=[PoolEnd("a", 100.0, GLUE)] * 2, running=9, now=101.0)
+    twice = adapt(
+        once.state, zero, max_concurrency=10, ends=[PoolEnd("a", 100.0, GLUE)], running=9, now=102.0
+    )
+    assert (once.state.limit, twice.state.limit) == (5, 5)
+    assert twice.ignored == ("a",)
+
+
+def test_other_errors_are_not_signals_and_the_floor_is_min() -> None:
+    state = LimitState(limit=3, changed_at=0.0)
+    result = adapt(
+        state,
+        SETTINGS,
+        max_concurrency=10,
+        ends=[PoolEnd("x", 5.0, "States.TaskFailed"), PoolEnd("y", 6.0, GLUE)],
+        running=3,
+        now=7.0,
+    )
+    assert [d.after for d in result.decreases] == [2]
+    lower = adapt(
+        result.state, SETTINGS, max_concurrency=10, ends=[PoolEnd("z", 100.0, GLUE)], running=3, now=101.0
+    )
+    assert lower.state.limit == 2
+
+
+def test_growth_needs_l_clean_ends_since_the_change_and_half_the_limit_used() -> None:
+    state = LimitState(limit=4, changed_at=10.0)
+    ends = [PoolEnd(f"e{index}", 10.0 + index) for index in range(5)]  # e0 ended at the change: not counted
+    idle = adapt(state, SETTINGS, max_concurrency=10, ends=ends, running=1, now=20.0)
+    assert idle.increases == 0
+    assert idle.state.limit == 4
+    assert idle.state.clean == 4  # kept, one L's worth at most
+    busy = adapt(state, SETTINGS, max_concurrency=10, ends=ends, running=2, now=20.0)
+    assert busy.increases == 1
+    assert (busy.state.limit, busy.state.clean, busy.state.changed_at) == (5, 0, 20.0)
+    repeated = adapt(busy.state, SETTINGS, max_concurrency=10, ends=ends, running=5, now=21.0)
+    assert repeated.state == busy.state
+    assert not repeated.changed
+
+
+def test_growth_stops_at_max_and_a_signal_resets_the_clean_count() -> None:
+    at_max = adapt(
+        LimitState(limit=3, changed_at=0.0),
+        SETTINGS,
+        max_concurrency=3,
+        ends=[PoolEnd(f"e{index}", 1.0 + index) for index in range(10)],
+        running=3,
+        now=20.0,
+    )
+    assert at_max.state.limit == 3
+    assert at_max.state.clean == 3
+    cooling = LimitState(limit=4, changed_at=100.0, cut_by=100.0, clean=3, counted_through=105.0)
+    hit = adapt(
+        cooling, SETTINGS, max_concurrency=10, ends=[PoolEnd("late", 120.0, GLUE)], running=4, now=121.0
+    )
+    assert hit.ignored == ("late",)
+    assert hit.state.clean == 0
+    assert hit.state.limit == 4
+
+
+def test_reset_goes_back_to_max_and_forgets_the_cooldown() -> None:
+    state = LimitState(limit=2, version=7, changed_at=5.0, cut_by=5.0, clean=1, counted_through=9.0)
+    assert reset(state, 10, 50.0) == LimitState(limit=10, version=8, changed_at=50.0, counted_through=9.0)
+    assert reset(None, 10, 50.0) == LimitState(limit=10, version=0, changed_at=50.0)
