@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.item_keys import sort_key
+from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit, write_condition
 from dispatcher.adapters.state_items import (
     MEMBERS_KEY,
     PACK_LIMIT,
@@ -35,7 +36,8 @@ from dispatcher.adapters.state_items import (
     starts_item,
     void_item,
 )
-from dispatcher.adapters.table import query_pages
+from dispatcher.adapters.table import conditional, query_pages
+from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import TransientError
@@ -156,6 +158,24 @@ class StartLedgerTable:
         """Keep the members' queues in the one item of the partition that holds them."""
         with translated(f"PutItem on state table {self.table} (members)"):
             self._client.put_item(TableName=self.table, Item=members_item(self._partition, queues))
+
+    def record_limit(self, pool: str, state: LimitState, previous: LimitState | None, now: float) -> bool:
+        """Write ``pool``'s limit, made from ``previous``; False when another writer changed it since."""
+        return conditional(
+            self._client,
+            self.table,
+            f"limit of pool {pool}",
+            "put_item",
+            Item=limit_item(self._partition, pool, state, now),
+            **write_condition(previous),
+        )
+
+    def limit(self, pool: str) -> LimitState | None:
+        """``pool``'s limit as last written (None: never written: L is MAX)."""
+        key = {"pk": {"S": self._partition}, "sk": {"S": limit_key(pool)}}
+        with translated(f"GetItem on state table {self.table} (limit of pool {pool})"):
+            item = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        return None if item is None else read_limit(item)[1]
 
     def members(self) -> dict[str, dict[str, str]]:
         """The members' queues as kept ({} before a tick kept any): what `status` and `forget` read."""

@@ -37,7 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dispatcher.adapters.item_keys import number, sort_key, stored_time
+from dispatcher.adapters.limit_items import LIMIT_KIND, read_limit
 from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
+from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow, latest_ends
 from dispatcher.core.events import EndedExecution
@@ -207,15 +209,25 @@ def ends_item(
 ) -> dict[str, Any]:
     """Ends status change events reported (distinct executions), as one item of the table."""
     now = stored_time(now)
-    return _machines([end.state_machine_arn for end in ended], own) | {
-        "pk": {"S": partition_key},
-        "sk": {"S": sort_key(now, f"{ENDS_KIND}#{ended[0].name}")},
-        "kind": {"S": ENDS_KIND},
-        "recorded_at": number(now),
-        "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
-        "names": {"L": [{"S": end.name} for end in ended]},
-        "stopped_at": {"L": [number(end.stopped_at) for end in ended]},
-    }
+    return (
+        _machines([end.state_machine_arn for end in ended], own)
+        | {
+            "pk": {"S": partition_key},
+            "sk": {"S": sort_key(now, f"{ENDS_KIND}#{ended[0].name}")},
+            "kind": {"S": ENDS_KIND},
+            "recorded_at": number(now),
+            "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
+            "names": {"L": [{"S": end.name} for end in ended]},
+            "stopped_at": {"L": [number(end.stopped_at) for end in ended]},
+        }
+        | _errors(ended)
+    )
+
+
+def _errors(ended: Sequence[EndedExecution]) -> dict[str, Any]:
+    """The errors the failed ones ended with, by name (only when one did: an adaptive pool's signals)."""
+    errors = {end.name: {"S": end.error} for end in ended if end.error}
+    return {"errors": {"M": errors}} if errors else {}
 
 
 def void_item(partition_key: str, records: Sequence[LedgerStart], now: float) -> dict[str, Any]:
@@ -298,16 +310,25 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
     void: set[str] = set()
     pending: list[Mapping[str, Any]] = []
     members = None
+    limits: dict[str, LimitState] = {}
     for item in items:
         kind = item.get("kind", {}).get("S")
         if kind == MEMBERS_KIND:
             members = read_members(item)
+        elif kind == LIMIT_KIND:
+            pool, state = read_limit(item)
+            limits[pool] = state
         elif kind == STARTS_KIND:
             starts.extend(_packed_starts(item, own))
         elif kind == ENDS_KIND:
-            names = item["names"]["L"]
+            names, errors = item["names"]["L"], item.get("errors", {}).get("M", {})
             ended.extend(
-                EndedExecution(name=name["S"], stopped_at=float(stop["N"]), state_machine_arn=machine)
+                EndedExecution(
+                    name=name["S"],
+                    stopped_at=float(stop["N"]),
+                    state_machine_arn=machine,
+                    error=errors.get(name["S"], {}).get("S"),
+                )
                 for name, stop, machine in zip(
                     names, item["stopped_at"]["L"], _machine_of(item, len(names), own), strict=True
                 )
@@ -333,6 +354,7 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
         recorded=tuple(starts),
         cancellations=read_pending(pending),
         members=members,
+        limits=limits,
     )
 
 
@@ -372,9 +394,11 @@ def end_packs(ended: Sequence[EndedExecution], own: str) -> list[list[EndedExecu
     by_machine: dict[str, list[EndedExecution]] = {}
     for end in ended:
         by_machine.setdefault(end.state_machine_arn or own, []).append(end)
-    latest = [
-        EndedExecution(name=name, stopped_at=at, state_machine_arn=arn)
-        for arn, ends in by_machine.items()
-        for name, at in latest_ends(ends).items()
-    ]
+    latest: list[EndedExecution] = []
+    for arn, ends in by_machine.items():
+        errors = {end.name: end.error for end in sorted(ends, key=lambda end: end.stopped_at)}
+        latest += [
+            EndedExecution(name=name, stopped_at=at, state_machine_arn=arn, error=errors[name])
+            for name, at in latest_ends(ends).items()
+        ]
     return [list(chunk) for chunk in chunks(latest, PACK_LIMIT)]

@@ -132,6 +132,8 @@ class StateMachine:
             status=description["status"],
             redrive_count=int(description.get("redriveCount") or 0),
             input=description.get("input"),
+            error=description.get("error") or None,
+            stopped_at=None if "stopDate" not in description else description["stopDate"].timestamp(),
         )
 
     def redrive(self, name: str, client_token: str) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dispatcher.core.adaptive import LimitState
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
 from dispatcher.core.jobs import Cancellations
@@ -78,6 +79,8 @@ class StateWindow(BaseModel):
     """Each lane's pending cancellations (every read of the window brings them all)."""
     members: dict[str, dict[str, str]] | None = None
     """The members' queues as last recorded (`dispatcher.core.member_queues`); None: never recorded."""
+    limits: dict[str, LimitState] = Field(default_factory=dict)
+    """Each adaptive pool's limit as last written (`dispatcher.core.adaptive`); a pool without one: MAX."""
 
 
 REREAD_SECONDS = 2.0

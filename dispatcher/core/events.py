@@ -42,6 +42,7 @@ class EndedExecution(BaseModel):
     name: str
     stopped_at: float = Field(description="The event's stopDate, in epoch seconds (Step Functions' clock).")
     state_machine_arn: str = Field(default="", description="Whose execution it was (empty: not told).")
+    error: str | None = Field(default=None, description="The error it failed with (None: none, or not told).")
 
 
 class StatusChangeDetail(BaseModel):
@@ -54,6 +55,8 @@ class StatusChangeDetail(BaseModel):
     status: str
     stop_date: StrictInt | StrictFloat | None = Field(default=None, alias="stopDate")
     """Epoch milliseconds; absent or null while the execution runs."""
+    error: str | None = None
+    """The error a FAILED (or TIMED_OUT) execution ended with: an adaptive pool's signal."""
 
 
 class StatusChangeEvent(BaseModel):
@@ -105,7 +108,12 @@ def _read_end(event: object, state_machine_arns: frozenset[str]) -> EndedExecuti
         stopped_at = change.time.timestamp()
     else:
         return "neither detail.stopDate nor time says when it ended"
-    return EndedExecution(name=detail.name, stopped_at=stopped_at, state_machine_arn=detail.state_machine_arn)
+    return EndedExecution(
+        name=detail.name,
+        stopped_at=stopped_at,
+        state_machine_arn=detail.state_machine_arn,
+        error=detail.error or None,
+    )
 
 
 @dataclass(frozen=True)

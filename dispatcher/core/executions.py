@@ -36,6 +36,10 @@ class ExecutionState:
     redrive_count: int
     input: str | None
     """None when Step Functions left it out (no permission on its KMS key)."""
+    error: str | None = None
+    """The error it ended with (None: none, or still running)."""
+    stopped_at: float | None = None
+    """When it ended, in epoch seconds (None: it runs)."""
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from dispatcher.core.adaptive import LimitState
 from dispatcher.core.counting import (
     LIST_PAGE_SIZE,
     KnownWindow,
@@ -59,6 +60,8 @@ class Records:
         self._last: KnownWindow | None = None
         self.cancellations: dict[str, Cancellations] = {}
         """Each lane's pending cancellations, as this tick's read of the window found them."""
+        self.limits: dict[str, LimitState] = {}
+        """Each adaptive pool's limit, as this tick's read of the window found it."""
 
     def note_ends(self, ended: Sequence[EndedExecution], now: float) -> None:
         """Keep the events' news for the ticks of the next minute and a half (written as of ``now``)."""
@@ -104,6 +107,7 @@ class Records:
             window = self._store.window(max(since, known.rereads_from()))
         known.add(window, now)
         self.cancellations = window.cancellations
+        self.limits = window.limits
         self._keep_members(window.members)
         self._last = known
         return known.views(oldest)
@@ -166,6 +170,8 @@ class Count:
     ended: Mapping[str, float] = field(default_factory=dict)
     """Execution name → when the start this count found ended (by `DescribeExecution`) was recorded:
     a roster entry of that run, or an earlier one, holds no place from this tick on."""
+    learned: tuple[EndedExecution, ...] = ()
+    """The ends `DescribeExecution` told this count (with their errors: an adaptive pool's signals)."""
 
 
 class Counter:
@@ -222,10 +228,13 @@ class Counter:
         oldest = None
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
-        running, settled = self._check_recorded(planned.to_check, planned.running, now, listing.listed_at)
+        learned: list[EndedExecution] = []
+        running, settled = self._check_recorded(
+            planned.to_check, planned.running, now, listing.listed_at, learned
+        )
         if settled:
             self._records.void(settled, now)
-        return Count(running, oldest, {start.name: start.recorded_at for start in settled})
+        return Count(running, oldest, {start.name: start.recorded_at for start in settled}, tuple(learned))
 
     def _read_listing(
         self, last: RunningListing | None, ends: Mapping[str, float], now: float
@@ -253,7 +262,12 @@ class Counter:
         return counts
 
     def _check_recorded(
-        self, to_check: Sequence[LedgerStart], running: int, now: float, listed_at: float
+        self,
+        to_check: Sequence[LedgerStart],
+        running: int,
+        now: float,
+        listed_at: float,
+        learned: list[EndedExecution],
     ) -> tuple[int, list[LedgerStart]]:
         """RUNNING with the recorded starts to check, oldest first, until MAX; those that ended.
 
@@ -286,4 +300,13 @@ class Counter:
                 running += 1
             else:
                 settled.append(record)
+                if state is not None and state.stopped_at is not None:
+                    learned.append(
+                        EndedExecution(
+                            name=record.name,
+                            stopped_at=state.stopped_at,
+                            state_machine_arn=self._state_machine.arn,
+                            error=state.error,
+                        )
+                    )
         return running, settled

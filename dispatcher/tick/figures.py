@@ -54,6 +54,11 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
         found += _gates(report)
     if report.tenants is not None:
         found += _tenants(report.tenants)
+    found += [
+        Figure("PoolLimit", figures.limit, dimension=("Pool", pool))
+        for pool, figures in report.pools.items()
+        if figures.limit is not None
+    ]
     return found
 
 

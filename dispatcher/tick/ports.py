@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from dispatcher.core.adaptive import LimitState
 from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import LedgerRequest, LedgerStart, RunningListing, StateWindow
 from dispatcher.core.events import EndedExecution
@@ -141,6 +142,14 @@ class StartLedger(Protocol):
 
     def record_members(self, queues: Mapping[str, Mapping[str, str]]) -> None:
         """Keep the members' queues (`dispatcher.core.member_queues`), replacing what was kept."""
+        ...
+
+    def record_limit(self, pool: str, state: LimitState, previous: LimitState | None, now: float) -> bool:
+        """Write an adaptive pool's limit, made from ``previous``; False when another writer changed it."""
+        ...
+
+    def limit(self, pool: str) -> LimitState | None:
+        """An adaptive pool's limit as last written (None: never written: L is MAX)."""
         ...
 
     def void(self, starts: Sequence[LedgerStart], now: float) -> int:

@@ -40,6 +40,8 @@ class PoolFigures:
     max_concurrency: int
     running: int
     free: int
+    limit: int | None = None
+    """An adaptive pool's limit L this tick (None: the pool's limit is its MAX)."""
 
 
 @dataclass(kw_only=True)
@@ -128,7 +130,14 @@ class TickReport:
         }
         if self.laned:
             document["lanes"] = {name: keyed(LANE, counts) for name, counts in self.lanes.items()}
-            document["pools"] = {name: asdict(figures) for name, figures in self.pools.items()}
+            document["pools"] = {
+                name: {
+                    key: value
+                    for key, value in asdict(figures).items()
+                    if key != "limit" or value is not None
+                }
+                for name, figures in self.pools.items()
+            }
         if self.tenants is not None:
             document["tenants"] = asdict(self.tenants)
         if self.gates:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 
 from dispatcher.core.allocation import Allocation
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
@@ -22,11 +21,13 @@ from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
 from dispatcher.core.topology import Lane, PoolLimit, Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Count, Counter, MemberCounter, Records
+from dispatcher.tick.count import Counter, MemberCounter, Records
+from dispatcher.tick.counted import Counted
 from dispatcher.tick.gates import GateCounter, GateRound
 from dispatcher.tick.groups import Tenants, books_total
 from dispatcher.tick.holder import LeaseHolder
 from dispatcher.tick.lane_round import LaneRound
+from dispatcher.tick.limits import Limits
 from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
 from dispatcher.tick.policy import TickPolicy
 from dispatcher.tick.ports import Ports, Runtime, StartThreads
@@ -34,7 +35,6 @@ from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
     WAITING_STOPS,
-    GateFigures,
     PoolFigures,
     StopReason,
     TenantFigures,
@@ -46,17 +46,6 @@ from dispatcher.tick.warm import WarmState
 LOOP_INTERVAL_SECONDS = 1.0
 LANE_THREADS = 32
 """Lanes whose calls of one round are made at once (a receive, a dead-lettering, a settle each)."""
-
-
-@dataclass(frozen=True)
-class Counted:
-    """What a tick counted: each state machine's RUNNING, who is inside each gate, the gates' counters."""
-
-    counts: Mapping[str, Count]
-    """State machine ARN → its count."""
-    inside: dict[str, GateFigures]
-    """Gate → who is inside."""
-    gates: Sequence[GateCounter]
 
 
 class Dispatcher:
@@ -85,6 +74,7 @@ class Dispatcher:
         self._lanes = {lane.name: lane for lane in ports.lanes}
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._records = Records(ports.ledger, members_of(self._topology))
+        self._limits = Limits(ports.ledger, runtime.clock)
         self._gates = {
             gate.name: GateCounter(
                 self._topology.gate(gate.name), gate, gate.admissions, self._warm, runtime.clock
@@ -244,13 +234,12 @@ class Dispatcher:
             # Without a count nothing may start; the next tick tries again.
             logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
             return self._stopped(StopReason.THROTTLED)
-        plan = plan_tick(
-            self._topology,
-            pools,
-            {arn: count.running for arn, count in counted.counts.items()},
-            {name: figures.inside for name, figures in counted.inside.items()},
-            self._tokens(pools),
+        running = {arn: count.running for arn, count in counted.counts.items()}
+        inside = {name: figures.inside for name, figures in counted.inside.items()}
+        pools = self._limits.steer(
+            self._topology, pools, self._records.limits, counted.ends, (running, inside)
         )
+        plan = plan_tick(self._topology, pools, running, inside, self._tokens(pools))
         self._rates.planned(plan.bound, plan.starved)
         report = self._report(plan, counted)
         report.stopped = self._spend(plan, counted.gates, report)
@@ -302,7 +291,9 @@ class Dispatcher:
             {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
             {arn: count.ended for arn, count in counts.items()},
         )
-        return Counted(counts, inside, gates)
+        ends = {arn: (*window.ended, *by_machine.get(arn, ())) for arn, window in windows.items()}
+        ends |= {arn: (*ends[arn], *counts[arn].learned) for arn in machines}
+        return Counted(counts, inside, gates, ends)
 
     def _tokens(self, pools: Sequence[PoolLimit]) -> dict[str, int | None]:
         """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
@@ -323,6 +314,7 @@ class Dispatcher:
                     "running": pool.running,
                     "free": pool.free,
                     "max": pool.pool.max_concurrency,
+                    **({} if pool.pool.adaptive is None else {"limit": pool.pool.ceiling}),
                 },
             )
         ages = [count.oldest_running_seconds for count in counted.counts.values()]
@@ -337,7 +329,10 @@ class Dispatcher:
             inside=counted.inside,
             pools={
                 pool.pool.name: PoolFigures(
-                    max_concurrency=pool.pool.max_concurrency, running=pool.running, free=pool.free
+                    max_concurrency=pool.pool.max_concurrency,
+                    running=pool.running,
+                    free=pool.free,
+                    limit=None if pool.pool.adaptive is None else pool.pool.ceiling,
                 )
                 for pool in plan.pools
             },

@@ -20,6 +20,7 @@ from typing import Any
 
 from dispatcher.adapters.inside_items import inside_partition
 from dispatcher.adapters.item_keys import sort_key
+from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
@@ -32,6 +33,7 @@ from dispatcher.adapters.state_items import (
     starts_item,
     void_item,
 )
+from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import TransientError
@@ -83,6 +85,11 @@ class StateTable:
             bisect.insort(self._keys, key)
         self._items[key] = stored
         self._drop_old()
+
+    def item(self, key: str) -> dict[str, Any] | None:
+        """The item stored under ``key`` (None: none)."""
+        stored = self._items.get(key)
+        return None if stored is None else stored.item
 
     def delete(self, key: str) -> None:
         """Delete an item, if there is one."""
@@ -165,6 +172,36 @@ class LedgerView:
         self._client.call(
             "PutItem", f"PutItem on state table {self._table.partition}", admit, put, role="members"
         )
+
+    def record_limit(self, pool: str, state: LimitState, previous: LimitState | None, now: float) -> bool:
+        """One conditional `PutItem` of a pool's limit (as the adapter): its write unit is spent anyway."""
+        item = limit_item(self._table.partition, pool, state, now)
+
+        def admit() -> bool:
+            return self._table.write(write_units(item)) > 0
+
+        def put() -> bool:
+            kept = self._table.item(limit_key(pool))
+            version = None if kept is None else read_limit(kept)[1].version
+            if version != (None if previous is None else previous.version):
+                return False
+            self._table.put(limit_key(pool), Stored(item))
+            return True
+
+        action = f"PutItem on state table {self._table.partition} (limit of pool {pool})"
+        return self._client.call("PutItem", action, admit, put, role="limit")
+
+    def limit(self, pool: str) -> LimitState | None:
+        """One `GetItem` of a pool's limit (None: never written)."""
+
+        def admit() -> bool:
+            return self._table.read([])
+
+        def get() -> LimitState | None:
+            kept = self._table.item(limit_key(pool))
+            return None if kept is None else read_limit(kept)[1]
+
+        return self._client.call("GetItem", f"GetItem on state table {self._table.partition}", admit, get)
 
     def _best_effort(self, items: list[dict[str, Any]], packs: Sequence[Sequence[Any]], role: str) -> int:
         """Packed items, 25 a `BatchWriteItem` (as the adapter); how many records were left."""
