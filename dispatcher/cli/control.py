@@ -1,16 +1,18 @@
-"""`dispatcher pause`, `resume`, `set-max` and `forget`: live control, each changing only its own key."""
+"""`dispatcher pause`, `resume`, `set-max`, `reset-limit` and `forget`: live control, each its own key."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TextIO
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.cli.args import AddCommand, non_negative
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.errors import UsageError
+from dispatcher.cli.errors import CliError, UsageError
 from dispatcher.cli.members import add_member_options, chosen_member, names_of
 from dispatcher.cli.parameter import (
     Document,
@@ -20,6 +22,8 @@ from dispatcher.cli.parameter import (
     steered_topology,
     target_of,
 )
+from dispatcher.cli.pool_limits import LimitChange, change_limit, ledger_of, live_topology
+from dispatcher.core.adaptive import LimitState, reset
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control, Override
 from dispatcher.core.topology import DEFAULT, Topology
 
@@ -77,14 +81,77 @@ def command_resume(args: argparse.Namespace, aws: Aws, resources: Resources, out
 
 
 def command_set_max(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
-    """Change MAX without a deploy (a paused dispatcher stays paused)."""
+    """Change MAX without a deploy (a paused dispatcher stays paused); an adaptive pool's L is clamped."""
     name, control = change_control(
         aws,
         resources,
         _changed(args, resources, max_concurrency=args.max),
         topology=steered_topology(args, resources),
     )
-    return _report(args, name, control, out)
+    clamped = _clamped(args, aws, resources)
+    code = _report(args, name, control, out)
+    if clamped is not None and not args.json:
+        out.write(f"pool {clamped.pool}: limit {clamped.after} (was {clamped.before}; adaptive)\n")
+    return code
+
+
+def _clamped(args: argparse.Namespace, aws: Aws, resources: Resources) -> LimitChange | None:
+    """Clamp the chosen pool's kept limit into [.., MAX] at once (None: not a pool, or it doesn't adapt)."""
+    chosen = chosen_member(args) or ("pool", DEFAULT)
+    if chosen[0] != "pool":
+        return None
+    topology = live_topology(aws, resources)
+    pool = topology.pool(chosen[1])
+    ledger = ledger_of(aws, resources, topology)
+    if pool.adaptive is None or ledger is None:
+        return None
+    ceiling = pool.max_concurrency
+
+    def clamp(kept: LimitState | None) -> LimitState | None:
+        if kept is None or kept.limit <= ceiling:
+            return None
+        return replace(kept, limit=ceiling, version=kept.version + 1, clean=0, changed_at=time.time())
+
+    return change_limit(ledger, pool, clamp, time.time())
+
+
+def command_reset_limit(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
+    """Set an adaptive pool's limit back to its MAX (it learns again from there)."""
+    name = args.pool or DEFAULT
+    if name not in names_of(resources.topology(), "pool"):
+        raise UsageError(
+            f"--pool {name}: no such pool (pools: {', '.join(names_of(resources.topology(), 'pool'))})"
+        )
+    topology = live_topology(aws, resources)
+    pool = topology.pool(name)
+    if pool.adaptive is None:
+        raise UsageError(
+            f"pool {name} is not adaptive: its limit is its MAX ({pool.max_concurrency});"
+            " give it adaptive settings in LANES or the control parameter"
+        )
+    ledger = ledger_of(aws, resources, topology)
+    if ledger is None:
+        raise CliError(str(resources.unset(["state_table"])))
+    now = time.time()
+    change = change_limit(ledger, pool, lambda kept: reset(kept, pool.max_concurrency, now), now)
+    if args.json:
+        out.write(
+            json.dumps(
+                {
+                    "pool": name,
+                    "limit": change.after,
+                    "was": change.before,
+                    "max_concurrency": change.max_concurrency,
+                }
+            )
+            + "\n"
+        )
+        return 0
+    out.write(
+        f"pool {name}: limit {change.after} (was {change.before}; MAX {change.max_concurrency});"
+        " it learns again from there\n"
+    )
+    return 0
 
 
 def command_forget(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
@@ -145,7 +212,7 @@ def _changers(kind: str) -> str:
 
 
 def register(command: AddCommand) -> None:
-    """Add `pause`, `resume`, `set-max` and `forget`."""
+    """Add `pause`, `resume`, `set-max`, `reset-limit` and `forget`."""
     pause = command(
         "pause",
         command_pause,
@@ -180,6 +247,21 @@ def register(command: AddCommand) -> None:
     set_max.add_argument(
         "max", type=non_negative, metavar="N", help="RUNNING executions allowed (integer >= 0)"
     )
+    reset_limit = command(
+        "reset-limit",
+        command_reset_limit,
+        "Set an adaptive pool's limit L back to its MAX: it cuts and grows again from there"
+        " (after the downstream's capacity came back, say).",
+        "  dispatcher --stack jobs reset-limit              # pool default\n"
+        "  dispatcher --stack jobs reset-limit --pool glue --json\n",
+        needs=lambda args, _resources: [
+            "state_table",
+            "queue_url",
+            "dead_letter_queue_url",
+            "state_machine_arn",
+        ],
+    )
+    reset_limit.add_argument("--pool", metavar="NAME", help="the pool (default: pool default)")
     forget = command(
         "forget",
         command_forget,

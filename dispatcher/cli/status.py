@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict
 from typing import Any, TextIO
 
 from dispatcher.adapters.ledger import StartLedgerTable
@@ -24,6 +23,7 @@ from dispatcher.cli.errors import UsageError
 from dispatcher.cli.groups import print_groups, top
 from dispatcher.cli.members import add_member_options, chosen_member
 from dispatcher.cli.members import member as find_member
+from dispatcher.cli.pool_limits import environment_max, ledger_of, with_limits
 from dispatcher.cli.status_view import (
     GateStatus,
     LaneStatus,
@@ -32,9 +32,10 @@ from dispatcher.cli.status_view import (
     Status,
     member_status,
     problem_text,
+    status_document,
     status_table,
 )
-from dispatcher.core.control import Control, max_source, stale_keys, steer
+from dispatcher.core.control import max_source, stale_keys, steer
 from dispatcher.core.counting import pool_count
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
@@ -47,13 +48,6 @@ def _halted(max_concurrency: int | None, paused: bool) -> bool:
     return paused or max_concurrency == 0
 
 
-def _environment_max(resources: Resources, read: Control | None) -> int:
-    """The environment's MAX for pool default: its own, unless the parameter overrides it."""
-    if read is None or read.max_concurrency is None:
-        return resources.environment_max()
-    return resources.max_concurrency or 0  # overridden by the parameter
-
-
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     """Read MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution, per pool and lane."""
     control = control_parameter(aws, resources)
@@ -63,8 +57,10 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     except ConfigurationError as error:
         # Every tick stops on it; the operator sees why and what is configured, and mends it.
         read, problem = None, str(error)
-    configured = resources.topology(_environment_max(resources, read))
-    topology = steer(configured, read, resources.control_parameter)
+    configured = resources.topology(environment_max(resources, read))
+    topology = with_limits(
+        steer(configured, read, resources.control_parameter), ledger_of(aws, resources, configured)
+    )
     shown = {(each.kind, each.member, each.key): each.as_json() for each in settings(configured, read)}
     listings = {
         arn: StateMachine(aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=now)
@@ -81,6 +77,8 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     return Status(
         max_concurrency=topology.default_pool.max_concurrency,
         paused=topology.default_pool.halted,
+        limit=default_pool.limit,
+        adaptive=default_pool.adaptive,
         running=default_pool.running,
         free=default_pool.free,
         queued=default_lane.queued,
@@ -136,7 +134,15 @@ def _of(shown: dict[tuple[str, str, str], dict[str, Any]], member: Member) -> di
 
 def _pool(topology: Topology, pool: PoolLimit, running: dict[str, int], inside: dict[str, int]) -> PoolStatus:
     count = pool_count(topology, pool, running, inside)
-    return PoolStatus(pool.name, pool.max_concurrency, count.running, count.free, pool.halted)
+    return PoolStatus(
+        pool.name,
+        pool.max_concurrency,
+        count.running,
+        count.free,
+        pool.halted,
+        None if pool.adaptive is None else pool.ceiling,
+        None if pool.adaptive is None else pool.adaptive.as_json(),
+    )
 
 
 def _lane(aws: Aws, lane: Lane, topology: Topology, shown: dict[str, Any]) -> LaneStatus:
@@ -197,7 +203,7 @@ def _show_status(
     args: argparse.Namespace, status: Status, member: tuple[str, str] | None, out: TextIO
 ) -> None:
     """One status: JSON, or the table (under the time and a cleared screen when watching)."""
-    document: dict[str, Any] = asdict(status)
+    document: dict[str, Any] = status_document(status)
     text = status_table(status)
     if member is not None:
         document, text = member_status(status, *member)

@@ -24,6 +24,10 @@ class PoolStatus:
     running: int
     free: int
     paused: bool
+    limit: int | None = None
+    """An adaptive pool's limit L as kept (None: it doesn't adapt; its limit is MAX)."""
+    adaptive: dict[str, Any] | None = None
+    """Its adaptive settings, as the contract spells them (None: it doesn't adapt)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class Status:
     dead_letters: int
     oldest_running_seconds: float | None
     max_from: str
+    limit: int | None = None
+    """Pool default's limit L, when it adapts."""
+    adaptive: dict[str, Any] | None = None
     pools: tuple[PoolStatus, ...] = ()
     lanes: tuple[LaneStatus, ...] = ()
     gates: tuple[GateStatus, ...] = ()
@@ -108,8 +115,10 @@ HEADERS = [
 
 def _summary(status: Status) -> str:
     """The top-level row (pool and lane ``default``): a header and one row, right-aligned."""
+    headers = HEADERS if status.limit is None else ["MAX", "LIMIT", *HEADERS[1:]]
     row = [
         str(status.max_concurrency),
+        *([] if status.limit is None else [str(status.limit)]),
         _yes(status.paused),
         str(status.running),
         str(status.free),
@@ -118,22 +127,48 @@ def _summary(status: Status) -> str:
         str(status.dead_letters),
         age(status.oldest_running_seconds),
     ]
-    widths = [max(len(header), len(cell)) for header, cell in zip(HEADERS, row, strict=True)]
+    widths = [max(len(header), len(cell)) for header, cell in zip(headers, row, strict=True)]
     lines = [
         "  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
-        for cells in (HEADERS, row)
+        for cells in (headers, row)
     ]
     return "\n".join(line.rstrip() for line in lines)
 
 
 def _pools(pools: tuple[PoolStatus, ...]) -> str:
+    adaptive = any(pool.limit is not None for pool in pools)
     return table(
-        ["POOL", "MAX", "PAUSED", "RUNNING", "FREE"],
+        ["POOL", "MAX", *(["LIMIT"] if adaptive else []), "PAUSED", "RUNNING", "FREE"],
         [
-            [pool.name, str(pool.max_concurrency), _yes(pool.paused), str(pool.running), str(pool.free)]
+            [
+                pool.name,
+                str(pool.max_concurrency),
+                *([_max(pool.limit)] if adaptive else []),
+                _yes(pool.paused),
+                str(pool.running),
+                str(pool.free),
+            ]
             for pool in pools
         ],
     )
+
+
+def _pool_document(pool: PoolStatus) -> dict[str, Any]:
+    """A pool's entry: ``limit`` and ``adaptive`` only when it adapts (the other keys as they were)."""
+    return _without_unset(asdict(pool))
+
+
+def _without_unset(document: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: value for key, value in document.items() if key not in ("limit", "adaptive") or value is not None
+    }
+
+
+def status_document(status: Status) -> dict[str, Any]:
+    """``status --json``: top-level keys (``limit``, ``adaptive`` when pool default adapts), every entry."""
+    document = _without_unset(asdict(status))
+    document["pools"] = [_pool_document(pool) for pool in status.pools]
+    return document
 
 
 def _lanes(lanes: tuple[LaneStatus, ...]) -> str:
@@ -232,7 +267,7 @@ def member_status(status: Status, kind: str, name: str) -> tuple[dict[str, Any],
     gates = tuple(gate for gate in status.gates if gate.pool == name)
     text = "\n\n".join([_pools((found,)), _lanes(lanes), *([_gates_table(gates)] if gates else [])])
     document = {
-        **asdict(found),
+        **_pool_document(found),
         "lanes": [asdict(lane) for lane in lanes],
         "gates": [asdict(gate) for gate in gates],
     }

@@ -44,6 +44,7 @@ CHANGES = (
     "pause",
     "resume",
     "set-max",
+    "reset-limit",
     "set",
     "unset",
     "forget",
@@ -106,7 +107,7 @@ def filters(arguments: list[str]) -> bool:
 
 @pytest.fixture
 def world(emulated: tuple[str, Emulation], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """Stack ``jobs`` (lanes urgent and backfill, pool glue, gate crawl): two spooled failures, a dead letter.
+    """Stack ``jobs`` (lanes urgent, backfill, adaptive pools, gate crawl): 2 spooled failures, a dead letter.
 
     Its variables are set too.
     """
@@ -118,7 +119,13 @@ def world(emulated: tuple[str, Emulation], tmp_path: Path, monkeypatch: pytest.M
     releases = create_release_queue(STACK)
     lanes = json.dumps(
         {
-            "pools": {"glue": {"max_concurrency": 2}},
+            "pools": {
+                "glue": {
+                    "max_concurrency": 2,
+                    "adaptive": {"errors": ["Glue.ConcurrentRunsExceededException"]},
+                },
+                "default": {"adaptive": {"errors": ["DownstreamUnavailable"], "min": 2}},
+            },
             "lanes": [
                 create_lane(STACK, "urgent", state_machine_arn=stack.state_machine_arn, priority=10),
                 create_lane(STACK, "backfill", wait_seconds=0),

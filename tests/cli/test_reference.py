@@ -45,7 +45,7 @@ def rows(name: str) -> str:
 def test_the_reference_names_every_command_and_the_common_options(capsys: pytest.CaptureFixture[str]) -> None:
     """Each command `dispatcher --help` lists has a row; the options every command takes are described."""
     names = commands(capsys)
-    assert len(names) == 17
+    assert len(names) == 18
     assert [name for name in names if not rows(name)] == []
     reference = REFERENCE.read_text()
     assert [option for option in sorted(COMMON - {"--help"}) if option not in reference] == []
