@@ -79,7 +79,7 @@ def change_limit(
     assert pool.adaptive is not None  # noqa: S101 — callers pass adaptive pools
     for _ in range(WRITE_ATTEMPTS):
         kept = ledger.limit(pool.name)
-        before = limit_of(kept, pool.adaptive, pool.max_concurrency)
+        before = pool.max_concurrency if kept is None else kept.limit  # as kept, before any clamp
         changed = change(kept)
         if changed is None:
             return LimitChange(pool.name, before, before, pool.max_concurrency)

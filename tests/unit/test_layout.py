@@ -115,6 +115,7 @@ def test_a_command_imports_no_other_command() -> None:
     shared |= {"dispatcher.cli.members", "dispatcher.cli.origins"}  # which member, which lane a failure's
     shared |= {"dispatcher.cli.groups"}  # status's view of message groups (no command of its own)
     shared |= {"dispatcher.cli.parameter", "dispatcher.cli.status_view"}  # the control parameter's writes
+    shared |= {"dispatcher.cli.pool_limits"}  # adaptive pools' limits: status reads them, two commands write
     for name in MODULES:
         if name.startswith("dispatcher.cli.") and name not in {
             "dispatcher.cli.main",
