@@ -54,12 +54,19 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
         found += _gates(report)
     if report.tenants is not None:
         found += _tenants(report.tenants)
-    found += [
-        Figure("PoolLimit", figures.limit, dimension=("Pool", pool))
-        for pool, figures in report.pools.items()
-        if figures.limit is not None
+    return found + _adaptive(report)
+
+
+def _adaptive(report: TickReport) -> list[Figure]:
+    """Each adaptive pool's limit L, and how many sit at their lowest (the alarm's: a downstream down)."""
+    adaptive = {pool: figures.limit for pool, figures in report.pools.items() if figures.limit is not None}
+    if not adaptive:
+        return []
+    lowest = sum(1 for pool, limit in adaptive.items() if limit == report.pools[pool].minimum)
+    return [
+        Figure("PoolsAtMinimum", lowest),
+        *(Figure("PoolLimit", limit, dimension=("Pool", pool)) for pool, limit in adaptive.items()),
     ]
-    return found
 
 
 def _lanes_and_pools(report: TickReport) -> list[Figure]:

@@ -42,6 +42,8 @@ class PoolFigures:
     free: int
     limit: int | None = None
     """An adaptive pool's limit L this tick (None: the pool's limit is its MAX)."""
+    minimum: int | None = None
+    """The lowest L may go, min(min, MAX) (None: not adaptive)."""
 
 
 @dataclass(kw_only=True)
@@ -131,11 +133,7 @@ class TickReport:
         if self.laned:
             document["lanes"] = {name: keyed(LANE, counts) for name, counts in self.lanes.items()}
             document["pools"] = {
-                name: {
-                    key: value
-                    for key, value in asdict(figures).items()
-                    if key != "limit" or value is not None
-                }
+                name: {key: value for key, value in asdict(figures).items() if value is not None}
                 for name, figures in self.pools.items()
             }
         if self.tenants is not None:

@@ -11,6 +11,7 @@ import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 
+from dispatcher.core.adaptive import bounds
 from dispatcher.core.allocation import Allocation
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.errors import TransientError
@@ -333,6 +334,9 @@ class Dispatcher:
                     running=pool.running,
                     free=pool.free,
                     limit=None if pool.pool.adaptive is None else pool.pool.ceiling,
+                    minimum=None
+                    if pool.pool.adaptive is None
+                    else bounds(pool.pool.adaptive, pool.pool.max_concurrency)[0],
                 )
                 for pool in plan.pools
             },
