@@ -36,10 +36,13 @@ def limit_item(partition_key: str, pool: str, state: LimitState, now: float) -> 
         "changed_at": number(state.changed_at),
         "clean": {"N": str(state.clean)},
         "counted_through": number(state.counted_through),
+        "since": number(state.since),
         "written_at": number(now),
     }
     if state.cut_by is not None:
         item["cut_by"] = number(state.cut_by)
+    if state.cut_execution is not None:
+        item["cut_execution"] = {"S": state.cut_execution}
     return item
 
 
@@ -62,6 +65,8 @@ def read_limit(item: Mapping[str, Any]) -> tuple[str, LimitState]:
         version=int(item["version"]["N"]),
         changed_at=float(item["changed_at"]["N"]),
         cut_by=None if cut_by is None else float(cut_by),
+        cut_execution=item.get("cut_execution", {}).get("S"),
         clean=int(item["clean"]["N"]),
         counted_through=float(item["counted_through"]["N"]),
+        since=float(item.get("since", {}).get("N", "0")),
     )

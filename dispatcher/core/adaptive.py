@@ -105,10 +105,14 @@ class LimitState:
     """When L last changed: an end counts towards growth only if it ended later."""
     cut_by: float | None = None
     """When the signal that cut L last ended (Step Functions' clock): the cooldown runs from there."""
+    cut_execution: str | None = None
+    """The execution whose signal cut L last (what `status` and the logs name)."""
     clean: int = 0
     """Ends without a signal counted since L last changed."""
     counted_through: float = 0.0
     """The latest end counted: an end that ended no later is not counted again."""
+    since: float = 0.0
+    """A signal that ended no later is not one: L was reset then (`reset`), and the past forgotten."""
 
 
 def limit_of(state: LimitState | None, adaptive: Adaptive | None, max_concurrency: int) -> int:
@@ -198,6 +202,8 @@ def adapt(  # noqa: PLR0913 — each is one input of the rule
 def _signal(moving: _Moving, end: PoolEnd, adaptive: Adaptive, low: int) -> None:
     """A throttle signal: cut L, unless the cooldown of the last cut still runs at its end."""
     state = moving.state
+    if end.stopped_at <= state.since:
+        return  # before a reset: the operator said to forget it
     if state.cut_by is not None and end.stopped_at <= state.cut_by + adaptive.cooldown_seconds:
         moving.ignored.append(end.name)
         if end.stopped_at > state.changed_at:
@@ -209,6 +215,7 @@ def _signal(moving: _Moving, end: PoolEnd, adaptive: Adaptive, low: int) -> None
     moving.state = replace(
         state,
         cut_by=end.stopped_at,
+        cut_execution=end.name,
         changed_at=max(state.changed_at, end.stopped_at),
         clean=0,
         counted_through=max(state.counted_through, end.stopped_at),
@@ -241,7 +248,9 @@ def _grow(moving: _Moving, running: int, high: int, now: float) -> int:
 
 
 def reset(state: LimitState | None, max_concurrency: int, now: float) -> LimitState:
-    """L back to MAX (`dispatcher reset-limit`, or ``adaptive`` turned off): the cooldown forgotten."""
+    """L back to MAX (`dispatcher reset-limit`, or ``adaptive`` turned off): every signal so far forgotten."""
     version = 0 if state is None else state.version + 1
     through = 0.0 if state is None else state.counted_through
-    return LimitState(limit=max_concurrency, version=version, changed_at=now, counted_through=through)
+    return LimitState(
+        limit=max_concurrency, version=version, changed_at=now, counted_through=through, since=now
+    )

@@ -42,6 +42,8 @@ def drain(run: ScenarioRun) -> None:
     if run.gate_run is not None:
         run.gate_run.resume(run.ssm, run.stack.control_parameter)
         handler.reset_clients()
+    if run.adaptive_run is not None:
+        run.outcome.violations += run.adaptive_run.quiet()
     tenants = run.scenario.tenants
     longest = LONG_SECONDS if tenants is not None and tenants.long_jobs else MAX_DURATION_SECONDS
     # What ran in the fault phase has ended, and the list has stopped showing it.

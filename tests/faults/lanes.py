@@ -131,6 +131,17 @@ def plan_lane(
     return plan
 
 
+def merged_lanes(*parts: dict[str, Any]) -> dict[str, Any] | None:
+    """One ``LANES`` of the parts each member adds: pools, lanes and gates (None: no part)."""
+    if not parts:
+        return None
+    return {
+        "pools": {name: pool for part in parts for name, pool in part.get("pools", {}).items()},
+        "lanes": [lane for part in parts for lane in part.get("lanes", [])],
+        "gates": [gate for part in parts for gate in part.get("gates", [])],
+    }
+
+
 def steer_lane(ssm: Any, parameter: str, *, paused: bool) -> None:
     """The operator pauses or resumes the lane (read, modify, write, as `dispatcher pause --lane`)."""
     steer(ssm, parameter, lambda current: {"lanes": {**current.lanes, LANE: Override(paused=paused)}})

@@ -32,6 +32,7 @@ from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack
 from dispatcher.settings import variable
 from tests.faults.acts import forget_stale_keys, misdirect, rerun, rerun_what_failed, start_external
+from tests.faults.adaptive import AdaptiveRun
 from tests.faults.batches import EndEventBatches
 from tests.faults.checks import check_end_state, crossing_names
 from tests.faults.ending import drain, queues, settle_gate
@@ -39,7 +40,7 @@ from tests.faults.following import Following
 from tests.faults.gate_plans import GATE
 from tests.faults.gates import GateRun
 from tests.faults.jobs import MAX_DURATION_SECONDS, Job
-from tests.faults.lanes import LANE, LaneRun
+from tests.faults.lanes import LANE, LaneRun, merged_lanes
 from tests.faults.operator import leave_stale_key
 from tests.faults.process import TICK_SECONDS, DispatcherProcess, on_virtual_time
 from tests.faults.scenario import CONTROL_OVERRIDE, Scenario
@@ -101,6 +102,7 @@ class ScenarioRun:
             self.gate_run.cap(self.stack.state_machine_arn, scenario.max_concurrency)
             if self.lane_run is not None:
                 self.lane_run.cap(self.world)  # the lane's machine in its pool, beside the gate's places
+        self.adaptive_run = None if scenario.adaptive is None else AdaptiveRun(scenario.adaptive, self)
         self._crossing = crossing_names(scenario.jobs)
         if scenario.tenants is not None:
             limits = {DEFAULT: scenario.tenants.default_limit, LANE: scenario.tenants.lane_limit}
@@ -110,8 +112,7 @@ class ScenarioRun:
             self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
         )
         self.outcome = Outcome(scenario)
-        self.event_ticks = 0
-        self.warm_ticks = 0
+        self.event_ticks = self.warm_ticks = 0
         self.redrive_after: dict[str, float] = {}
         self.redrives: list[tuple[float, str]] = []
         self.lease_may_be_held_until = 0.0
@@ -158,18 +159,12 @@ class ScenarioRun:
         return {} if wait is None else {variable("max_wait_seconds"): str(wait)}
 
     def lanes_document(self) -> dict[str, Any] | None:
-        """``LANES``: the second lane and the gate, each with its pool (None: neither)."""
-        parts = [
+        """``LANES``: the second lane, the gate (each with its pool), pool default's adaptive (None: none)."""
+        return merged_lanes(
             *([] if self.lane_run is None else [json.loads(self.lane_run.lanes_variable())]),
             *([] if self.gate_run is None else [self.gate_run.lanes_document()]),
-        ]
-        if not parts:
-            return None
-        return {
-            "pools": {name: pool for part in parts for name, pool in part.get("pools", {}).items()},
-            "lanes": [lane for part in parts for lane in part.get("lanes", [])],
-            "gates": [gate for part in parts for gate in part.get("gates", [])],
-        }
+            *([] if self.adaptive_run is None else [self.adaptive_run.lanes() or {}]),
+        )
 
     def run(self) -> Outcome:
         """Fault phase, then a quiet phase until drained, then the checks."""
@@ -217,6 +212,8 @@ class ScenarioRun:
         outcome.event_ticks = self.event_ticks
         outcome.warm_ticks = self.warm_ticks
         outcome.redriven = len(self.world.dispatcher_redrives)
+        if self.adaptive_run is not None:
+            outcome.adaptive = self.adaptive_run.figures()
         if self.world.gates is not None and self.gate_run is not None:
             outcome.gate = self.gate_run.lanes_document()["gates"][0]
             outcome.admissions = len(self.world.gates.admissions)
@@ -274,6 +271,8 @@ class ScenarioRun:
             self.lane_run.before_tick(self.ssm, self.stack.control_parameter, tick, self.world)
         if self.gate_run is not None and tick is not None:
             self.gate_run.before_tick(tick, self.ssm, self.stack.control_parameter)
+        if self.adaptive_run is not None:
+            self.adaptive_run.before_tick(tick)
 
     def _crash(self, tick: int | None, event: Any) -> CrashPlan | None:
         """Where this tick dies, if anywhere: as planned for a scheduled tick, or drawn for an event's."""

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tests.faults.adaptive import AdaptivePlan, plan_adaptive
 from tests.faults.following import FollowPlan, plan_follow
 from tests.faults.gate_plans import GatePlan, plan_gate
 from tests.faults.jobs import MAX_DURATION_SECONDS, Job, backlog
@@ -105,6 +106,8 @@ class Scenario:
     control parameter before it: a member paused, then removed from ``LANES`` (`tests.faults.operator`)."""
     follow: FollowPlan | None = None
     """The producer's cancellations and deadlines (`tests.faults.following`)."""
+    adaptive: AdaptivePlan | None = None
+    """Pool default's adaptive settings and the downstream's capacity (`tests.faults.adaptive`)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -210,6 +213,9 @@ class Scenario:
             tenants=tenants,
             stale=_stale(random.Random(f"{seed}:stale"), fault_ticks),
             follow=plan_follow(random.Random(f"{seed}:follow"), jobs, fault_ticks) if faults else None,
+            adaptive=plan_adaptive(
+                random.Random(f"{seed}:adaptive"), jobs, max_concurrency, fault_ticks, wide=wide is not None
+            ),
         )
 
     @classmethod
@@ -234,6 +240,7 @@ class Scenario:
             + ("" if self.tenants is None else f" {self.tenants.describe()}")
             + ("" if not self.stale else f" stale={self.stale}")
             + ("" if self.follow is None else f" {self.follow.describe()}")
+            + ("" if self.adaptive is None else f" {self.adaptive.describe()}")
         )
 
 

@@ -59,6 +59,8 @@ class Outcome:
     """What the ticks' return values said of their messages, by key (`dispatcher.core.outcomes`)."""
     follow: Counter[str] = field(default_factory=Counter)
     """The producer's cancellations and deadlines, by what became of them (`tests.faults.following`)."""
+    adaptive: Counter[str] = field(default_factory=Counter)
+    """An adaptive pool's limit: its writes and cuts, by what they were (`tests.faults.adaptive`)."""
 
 
 @dataclass
@@ -125,6 +127,10 @@ class Tally:
     """The producers' cancellations and deadlines, added up."""
     followed: int = 0
     """Scenarios whose producer cancels or bounds jobs."""
+    adaptive: Counter[str] = field(default_factory=Counter)
+    """The adaptive pools' limits, added up."""
+    adapting: int = 0
+    """Scenarios with an adaptive pool default."""
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -175,6 +181,8 @@ class Tally:
         self.reported.update(outcome.reported)
         self.follow.update(outcome.follow)
         self.followed += outcome.scenario.follow is not None
+        self.adaptive.update(outcome.adaptive)
+        self.adapting += outcome.scenario.adaptive is not None
         self.injected.update(outcome.injected)
         self.violations.extend(
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
@@ -199,13 +207,14 @@ class Tally:
             "injected": dict(self.injected),
             "reported": dict(self.reported),
             "follow": dict(self.follow),
+            "adaptive": dict(self.adaptive),
         }
         return {**asdict(self), **counters}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tally:
         """A tally sent by `as_dict`."""
-        counters = {name: Counter(data[name]) for name in ("injected", "reported", "follow")}
+        counters = {name: Counter(data[name]) for name in ("injected", "reported", "follow", "adaptive")}
         return cls(**{**data, **counters})
 
     def merge(self, other: Tally) -> None:
@@ -254,11 +263,13 @@ class Tally:
             "mixed_tenants",
             "long_jobs",
             "followed",
+            "adapting",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
         self.reported.update(other.reported)
         self.follow.update(other.follow)
+        self.adaptive.update(other.adaptive)
         self.injected.update(other.injected)
         self.violations.extend(other.violations)
 
@@ -311,6 +322,8 @@ class Tally:
             f"    {'jobs running 400 s (past every window)':<44} {self.long_jobs:>9,}",
             f"  scenarios whose producer cancels or bounds{'':<6} {self.followed:>9,}",
             *(f"    {what:<44} {self.follow[what]:>9,}" for what in FOLLOW_FIGURES),
+            f"  scenarios with an adaptive pool default{'':<9} {self.adapting:>9,}",
+            *(f"    {what:<44} {self.adaptive[what]:>9,}" for what in ADAPTIVE_FIGURES),
             f"  what the ticks said of their messages{'':<11} {sum(self.reported.values()):>9,}",
             *(f"    {key:<44} {self.reported[key]:>9,}" for key in total_keys((LANE, GATE))),
             f"  faults injected{'':<33} {self.faults():>9,}",
@@ -334,6 +347,14 @@ FOLLOW_FIGURES = (
     "jobs expired (dead-lettered, expired:)",
 )
 """The producers' figures, in the order the soak prints them."""
+
+ADAPTIVE_FIGURES = (
+    "runs throttled by the downstream's capacity",
+    "limit written by a tick",
+    "cuts (each by its own signal)",
+    "scenarios whose limit was cut to its min",
+)
+"""The adaptive pools' figures, in the order the soak prints them."""
 
 FINISHED = Tally()
 """Every scenario run in this process (the test session prints it)."""

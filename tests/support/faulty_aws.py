@@ -151,9 +151,20 @@ class FaultyAws:
             "SendMessageBatch": self._send_message_batch,
         }
         emulate = handlers.get(request.operation)
+        if request.service == "dynamodb" and request.operation == "PutItem":
+            return self._put_item(request, environ)
         if emulate is None or request.service not in {"states", "sqs"}:
             return self._forward(environ)
         return emulate(request, environ)
+
+    def _put_item(self, request: Request, environ: dict[str, Any]) -> Response:
+        """Moto's; an adaptive pool's limit the dispatcher wrote is shown to the world's watch."""
+        response = self._forward(environ)
+        watch = self.world.adaptive
+        if watch is not None and request.from_dispatcher and response.ok:
+            with self.world.lock:
+                self.world.violations += watch.written(request.body.get("Item", {}))
+        return response
 
     # -- Step Functions ---------------------------------------------------------------
 
@@ -198,8 +209,14 @@ class FaultyAws:
             self.world.injected["describe lag: still RUNNING"] += 1
         document["status"] = status
         document["redriveCount"] = redrive_count
+        document.pop("error", None)
         if status == "RUNNING":
             document.pop("stopDate", None)
+        else:
+            run = self.world.executions[arn].runs[redrive_count]
+            document["stopDate"] = run.ended_at
+            if run.error is not None:
+                document["error"] = run.error
         return json_response(200, document)
 
     def _redrive_execution(self, request: Request, environ: dict[str, Any]) -> Response:

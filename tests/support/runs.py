@@ -9,6 +9,13 @@ from typing import Any
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
 from dispatcher.local.events import status_change_event
 
+OUTAGE_ERROR = "Job.Failed"
+"""A run that called the downstream API during the outage fails with this."""
+THROTTLE_ERROR = "Downstream.Throttled"
+"""A run started while the downstream API ran at its capacity fails with this (`World.capacity`)."""
+THROTTLED_AFTER_SECONDS = 1.0
+"""How long such a run takes to fail."""
+
 
 @dataclass
 class Run:
@@ -21,6 +28,15 @@ class Run:
     ended_at: float | None = None
     status: str = "SUCCEEDED"
     """How this run ended (FAILED when it called the downstream API during the outage)."""
+    throttled: bool = False
+    """It was started while the downstream API ran at its capacity: it fails with `THROTTLE_ERROR`."""
+
+    @property
+    def error(self) -> str | None:
+        """The error a failed run ended with (None: it didn't fail)."""
+        if self.status not in REDRIVABLE_STATUSES:
+            return None
+        return THROTTLE_ERROR if self.throttled else OUTAGE_ERROR
 
     def running_at(self, moment: float) -> bool:
         """Whether this run was RUNNING at ``moment``."""
@@ -100,7 +116,7 @@ def execution_event(
         started_at=execution.started_at,
         stopped_at=None if status == "RUNNING" else run.ended_at,
         execution_input=execution.input,
-        error="Job.Failed" if failed else None,
+        error=run.error if failed else None,
         cause="planned by the scenario" if failed else None,
         redrive_count=len(execution.runs) - 1,
         redriven_at=execution.redriven_at,

@@ -28,6 +28,7 @@ from dispatcher.local.redrive import Redrives
 from tests.support.plans import EventPlan, FaultPlan
 from tests.support.reads import LaggingReads
 from tests.support.runs import (
+    THROTTLED_AFTER_SECONDS,
     Delivery,
     Execution,
     GroupCaps,
@@ -39,6 +40,7 @@ from tests.support.runs import (
 )
 
 if TYPE_CHECKING:
+    from tests.support.adaptive_watch import AdaptiveWatch
     from tests.support.gate_world import Gates
 
 LIST_REUSE_SECONDS = LISTING_MAX_AGE_SECONDS
@@ -52,6 +54,11 @@ class World(LaggingReads):
     With a ``clock`` (the benchmark's `time.time`) the world runs on real time instead:
     `advance(0, ...)` then only ends the executions whose time has come.
     """
+
+    capacity: int | None = None
+    """Runs of downstream-calling jobs started while this many of them run fail (None: no capacity)."""
+    adaptive: AdaptiveWatch | None = None
+    """An adaptive pool's limit, as the dispatcher writes it, checked (`tests.support.adaptive_watch`)."""
 
     def __init__(
         self,
@@ -94,6 +101,7 @@ class World(LaggingReads):
         """The gates and their entries, when the world has gated executions (`tests.support.gate_world`)."""
         self.outage_until = 0.0
         """Until then, runs of jobs that call the downstream API fail."""
+
         self.spooled: list[dict[str, Any]] = []
         """Failure events for the spool queue, to be sent outside the lock (`take_spooled`)."""
         self.redrives = Redrives()
@@ -146,7 +154,7 @@ class World(LaggingReads):
             for execution in due:
                 run = execution.runs[-1]
                 run.ended_at = max(run.planned_end, run.started_at)
-                if calls_downstream(execution.input) and run.ended_at < self.outage_until:
+                if run.throttled or (calls_downstream(execution.input) and run.ended_at < self.outage_until):
                     run.status = "FAILED"
                 self._close(execution)
                 end(execution)
@@ -254,6 +262,7 @@ class World(LaggingReads):
                     vanish_after=self.lag_rng.uniform(0, lag.end),
                 )
             )
+            self._throttle(execution)
             self._open_run(execution)
             if by_dispatcher:
                 self.dispatcher_redrives.append((execution.name, len(execution.runs) - 2))
@@ -298,12 +307,26 @@ class World(LaggingReads):
                 describe_after=self.lag_rng.uniform(0, lag.describe),
                 runs=[run],
             )
+            self._throttle(self.executions[arn])
             self._open_run(self.executions[arn])
             if by_dispatcher:
                 self._check_cap(f"the dispatcher started {name}", state_machine_of(arn))
                 self._check_group(name, f"the dispatcher started {name}")
 
+    def _throttle(self, execution: Execution) -> None:
+        """A run of a job calling the downstream API, started while it runs at its capacity, fails soon."""
+        if self.capacity is None or not calls_downstream(execution.input):
+            return
+        calling = sum(1 for other in self._open.values() if calls_downstream(other.input))
+        if calling >= self.capacity:
+            run = execution.runs[-1]
+            run.throttled = True
+            run.planned_end = min(run.planned_end, run.started_at + THROTTLED_AFTER_SECONDS)
+            self.injected["run throttled by the downstream API"] += 1
+
     def _check_cap(self, what: str, machine: str) -> None:
+        if self.adaptive is not None:
+            self.violations += self.adaptive.check_start(machine, self._counted, what)
         for pool, (machines, _) in self.pool_caps.items():
             if machine in machines:
                 self.check_pool(pool, what)

@@ -148,6 +148,7 @@ def test_a_signal_cuts_the_limit_once_per_cooldown() -> None:
     assert first.state.limit == 2
     assert first.state.version == 4
     assert first.state.cut_by == 160.1
+    assert first.state.cut_execution == "c"
     assert first.changed
 
 
@@ -223,5 +224,18 @@ def test_growth_stops_at_max_and_a_signal_resets_the_clean_count() -> None:
 
 def test_reset_goes_back_to_max_and_forgets_the_cooldown() -> None:
     state = LimitState(limit=2, version=7, changed_at=5.0, cut_by=5.0, clean=1, counted_through=9.0)
-    assert reset(state, 10, 50.0) == LimitState(limit=10, version=8, changed_at=50.0, counted_through=9.0)
-    assert reset(None, 10, 50.0) == LimitState(limit=10, version=0, changed_at=50.0)
+    assert reset(state, 10, 50.0) == LimitState(
+        limit=10, version=8, changed_at=50.0, counted_through=9.0, since=50.0
+    )
+    assert reset(None, 10, 50.0) == LimitState(limit=10, version=0, changed_at=50.0, since=50.0)
+
+
+def test_a_signal_that_ended_before_a_reset_never_cuts() -> None:
+    """Seed 173 of the soak: a reset forgot the cooldown, and a signal still in the window cut again."""
+    cut = adapt(None, SETTINGS, max_concurrency=10, ends=[PoolEnd("a", 100.0, GLUE)], running=9, now=101.0)
+    after = reset(cut.state, 10, 200.0)
+    again = adapt(after, SETTINGS, max_concurrency=10, ends=[PoolEnd("a", 100.0, GLUE)], running=9, now=201.0)
+    assert again.decreases == ()
+    assert again.state.limit == 10
+    new = adapt(after, SETTINGS, max_concurrency=10, ends=[PoolEnd("b", 200.5, GLUE)], running=9, now=201.0)
+    assert [d.execution for d in new.decreases] == ["b"]
