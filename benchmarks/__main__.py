@@ -9,6 +9,7 @@
     make bench BENCH_ARGS="--only-rosters"    # section 11 alone: a lost end at long sections, gate and lane
     make bench BENCH_ARGS="--only-tenants"    # section 12 alone: one noisy tenant beside quiet ones
     make bench BENCH_ARGS="--only-jobs"       # section 13 alone: what cancelled and expired jobs cost
+    make bench BENCH_ARGS="--only-adaptive"   # section 14 alone: an adaptive pool against a hidden capacity
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
+    adaptive,
     footprint,
     full_scale,
     gate_report,
@@ -164,6 +166,23 @@ def jobs_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
     report.say()
 
 
+def adaptive_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 14: an adaptive pool in front of a capacity it is never told, beside two static MAXes."""
+    seconds = adaptive.RUN_SECONDS
+    runs = side_by_side(adaptive.call, [(*each, seconds) for each in adaptive.RUNS])
+    results["adaptive"] = [{key: value for key, value in run.items() if key != "samples"} for run in runs]
+    changes = ", ".join(f"{capacity} from {at / 60:.0f} min" for at, capacity in adaptive.PHASES)
+    report.say(
+        f"14. An adaptive limit (us-east-1 quotas, {seconds / 60:.0f} min, MAX {adaptive.MAX_CONCURRENCY}):"
+        f" a downstream of capacity C = {changes}, never told to the dispatcher; an execution started"
+        f" while C others use it fails {adaptive.THROTTLED_AFTER_SECONDS:.0f} s later with"
+        f" {adaptive.THROTTLE_ERROR}; the others run {adaptive.SHORTEST:.0f}-{adaptive.LONGEST:.0f} s;"
+        " a backlog that never drains. RUNNING is what the downstream serves (those turned away left out)"
+    )
+    report.figures(adaptive.lines(runs), adaptive.targets(runs))
+    report.say()
+
+
 def rosters_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
     """Section 11: the gate and the lane at long sections, side by side; a lost end to its place freed."""
     measured = 600.0 if quick else rosters.MEASURED_SECONDS
@@ -289,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-jobs", action="store_true", help="only section 13: what cancelled and expired jobs cost"
     )
+    parser.add_argument(
+        "--only-adaptive", action="store_true", help="only section 14: an adaptive pool and a hidden capacity"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -309,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         or arguments.only_rosters
         or arguments.only_tenants
         or arguments.only_jobs
+        or arguments.only_adaptive
     )
     if not only:
         emulator_sections(quick, report, results)
@@ -336,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         tenants_section(quick, report, results)
     if not (arguments.skip_full_scale or (only and not arguments.only_jobs)):
         jobs_section(quick, report, results)
+    if not (arguments.skip_full_scale or (only and not arguments.only_adaptive)):
+        adaptive_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ OUTAGE_ERROR = "Job.Failed"
 THROTTLE_ERROR = "Downstream.Throttled"
 """A run started while the downstream API ran at its capacity fails with this (`World.capacity`)."""
 THROTTLED_AFTER_SECONDS = 1.0
-"""How long such a run takes to fail."""
+"""How long such a run takes to fail (`World.throttle_after_seconds`)."""
 
 
 @dataclass
@@ -28,15 +29,15 @@ class Run:
     ended_at: float | None = None
     status: str = "SUCCEEDED"
     """How this run ended (FAILED when it called the downstream API during the outage)."""
-    throttled: bool = False
-    """It was started while the downstream API ran at its capacity: it fails with `THROTTLE_ERROR`."""
+    throttled: str | None = None
+    """Started while the downstream API ran at its capacity: the error it fails with (`World.capacity`)."""
 
     @property
     def error(self) -> str | None:
         """The error a failed run ended with (None: it didn't fail)."""
         if self.status not in REDRIVABLE_STATUSES:
             return None
-        return THROTTLE_ERROR if self.throttled else OUTAGE_ERROR
+        return self.throttled or OUTAGE_ERROR
 
     def running_at(self, moment: float) -> bool:
         """Whether this run was RUNNING at ``moment``."""
@@ -124,6 +125,7 @@ def execution_event(
     )
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def calls_downstream(execution_input: str) -> bool:
     """Whether the job calls the downstream API (so fails during an outage)."""
     try:

@@ -28,6 +28,7 @@ from dispatcher.local.redrive import Redrives
 from tests.support.plans import EventPlan, FaultPlan
 from tests.support.reads import LaggingReads
 from tests.support.runs import (
+    THROTTLE_ERROR,
     THROTTLED_AFTER_SECONDS,
     Delivery,
     Execution,
@@ -57,6 +58,9 @@ class World(LaggingReads):
 
     capacity: int | None = None
     """Runs of downstream-calling jobs started while this many of them run fail (None: no capacity)."""
+    throttle_error: str = THROTTLE_ERROR
+    throttle_after_seconds: float = THROTTLED_AFTER_SECONDS
+    """What such a run fails with, and how long after its start."""
     adaptive: AdaptiveWatch | None = None
     """An adaptive pool's limit, as the dispatcher writes it, checked (`tests.support.adaptive_watch`)."""
 
@@ -317,12 +321,19 @@ class World(LaggingReads):
         """A run of a job calling the downstream API, started while it runs at its capacity, fails soon."""
         if self.capacity is None or not calls_downstream(execution.input):
             return
-        calling = sum(1 for other in self._open.values() if calls_downstream(other.input))
-        if calling >= self.capacity:
+        if self.calling_downstream() >= self.capacity:
             run = execution.runs[-1]
-            run.throttled = True
-            run.planned_end = min(run.planned_end, run.started_at + THROTTLED_AFTER_SECONDS)
+            run.throttled = self.throttle_error
+            run.planned_end = min(run.planned_end, run.started_at + self.throttle_after_seconds)
             self.injected["run throttled by the downstream API"] += 1
+
+    def calling_downstream(self) -> int:
+        """Runs the downstream API serves now: open, calling it, not turned away (throttled)."""
+        return sum(
+            1
+            for other in self._open.values()
+            if not other.runs[-1].throttled and calls_downstream(other.input)
+        )
 
     def _check_cap(self, what: str, machine: str) -> None:
         if self.adaptive is not None:

@@ -148,8 +148,14 @@ class ExecutionsView:
             if described is None:
                 return None
             status, redrive_count = described
+            run = self._world.executions[arn].runs[redrive_count]
+            closed = status != "RUNNING"
             return ExecutionState(
-                status=status, redrive_count=redrive_count, input=self._world.executions[arn].input
+                status=status,
+                redrive_count=redrive_count,
+                input=self._world.executions[arn].input,
+                error=run.error if closed else None,
+                stopped_at=run.ended_at if closed else None,
             )
 
         return self._call("DescribeExecution", "DescribeExecution", describe)
