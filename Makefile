@@ -21,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 
 LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
 
-.PHONY: demo demo-lanes demo-gates demo-tenants local test bench lint typecheck template-lint unit integration infra soak validate build clean
+.PHONY: demo demo-lanes demo-gates demo-tenants demo-adaptive local test bench lint typecheck template-lint unit integration infra soak validate build clean
 
 $(DEV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ demo-lanes: $(LANES_DEMO_STAMP)
 ## demo-gates: executions wait at a gate while at most MAX are inside, drawn to gates.png (DEMO_ARGS="--plot PATH")
 demo-gates: $(LANES_DEMO_STAMP)
 	$(BIN)/python -m tools.gates_demo --plot gates.png $(DEMO_ARGS)
+
+## demo-adaptive: an adaptive pool learns a downstream's hidden capacity, drawn to adaptive.png
+demo-adaptive: $(LANES_DEMO_STAMP)
+	$(BIN)/python -m tools.adaptive_demo --plot adaptive.png $(DEMO_ARGS)
 
 ## demo-tenants: one noisy tenant and twenty quiet ones, without and with fair share, drawn to tenants.png
 demo-tenants: $(LANES_DEMO_STAMP)

@@ -167,6 +167,7 @@ def _banner(  # noqa: PLR0913 — what the banner says of each option
         ),
         f"  dispatcher --stack {stack} tick            # or tick --invoke: the emulated function",
         "  python -m dispatcher.local downstream down   # every lane's executions fail until 'up'",
+        "  python -m dispatcher.local downstream capacity 3   # the 4th at once fails: Downstream.Throttled",
         f"  dispatcher --stack {stack} failed",
         *([f"  dispatcher --stack {stack} info            # every queue's URL"] if described else []),
         "",

@@ -23,20 +23,37 @@ from dispatcher.cli.errors import INTERRUPTED, CliError, InterruptedRunError
 from dispatcher.local.account import REGION
 from dispatcher.local.emulation import SETTLED_PATH
 from dispatcher.local.gates import GATE
-from dispatcher.local.stack import set_downstream, workflow_name
+from dispatcher.local.stack import THROTTLED_ERROR, set_capacity, set_downstream, workflow_name
 from dispatcher.settings import LANES_OUTPUT
 
 
+def _capacity(text: str) -> int | None:
+    """``N`` (an integer >= 1), or ``none``."""
+    if text == "none":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: an integer of 1 or more, or none")
+    return int(text)
+
+
 def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """``python -m dispatcher.local downstream down|up [--stack NAME]``: the simulated API's state."""
+    """``python -m dispatcher.local downstream down|up|capacity N [--stack NAME]``: the simulated API."""
     parser = argparse.ArgumentParser(
         prog="python -m dispatcher.local downstream",
-        description="Bring the simulated downstream API of `dispatcher local` down, or back up.",
+        description="Bring the simulated downstream API of `dispatcher local` down, or back up; or give it"
+        " a capacity: an execution that finds N others using it fails at once with Downstream.Throttled"
+        " (`capacity none`: no capacity again). An adaptive pool learns it (docs/adaptive.md).",
     )
-    parser.add_argument("state", choices=["down", "up"])
+    parser.add_argument("state", choices=["down", "up", "capacity"])
+    parser.add_argument("capacity", nargs="?", type=_capacity, metavar="N", help="with capacity: N, or none")
     parser.add_argument("--stack", default="dispatcher-local", help="the emulated stack (dispatcher-local)")
     args = parser.parse_args(argv)
     out = out or sys.stdout
+    if args.state == "capacity":
+        set_capacity(f"{args.stack}-downstream", args.capacity)
+        said = "none: nothing is throttled" if args.capacity is None else f"{args.capacity} at once"
+        out.write(f"downstream API capacity {said}; above it executions fail with {THROTTLED_ERROR}\n")
+        return 0
     set_downstream(f"{args.stack}-downstream", up=args.state == "up")
     out.write(
         f"downstream API {args.state}: "
@@ -162,7 +179,7 @@ def _asked(sfn: Any, execution_arn: str) -> bool:
 
 HELPERS = {"downstream": downstream, "settle": settle, "gated": gated}
 USAGE = (
-    "usage: python -m dispatcher.local downstream down|up [--stack NAME]"
+    "usage: python -m dispatcher.local downstream down|up|capacity N [--stack NAME]"
     " | settle [--stack NAME] [--timeout S] | gated N [--stack NAME] [--gate NAME] [--group G]\n"
 )
 

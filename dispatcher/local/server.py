@@ -20,6 +20,7 @@ from dispatcher.local.emulation import Emulation
 from dispatcher.local.loopback import serve_here
 
 _SQS_LOCK = threading.RLock()
+_ITEM_LOCK = threading.Lock()
 
 
 RECEIVE_POLL_SECONDS = 0.05
@@ -43,6 +44,27 @@ def share_service_models() -> None:
         return service_models()
 
     botocore.session.create_loader = shared
+
+
+def atomic_item_updates() -> None:
+    """Make moto's DynamoDB `UpdateItem` atomic, as it is in AWS (its condition and its change at once).
+
+    moto reads, checks and writes an item without a lock: the sample workflow's executions,
+    run on threads, take the simulated downstream API's slots with a conditional ``ADD``, and
+    two at once could both pass a condition only one of them meets.
+    """
+    from moto.dynamodb.models import DynamoDBBackend  # noqa: PLC0415 — local-only
+
+    update_item = DynamoDBBackend.update_item
+    if getattr(update_item, "atomic", False):
+        return
+
+    def atomic(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _ITEM_LOCK:
+            return update_item(self, *args, **kwargs)
+
+    atomic.atomic = True  # type: ignore[attr-defined]
+    DynamoDBBackend.update_item = atomic  # type: ignore[method-assign]
 
 
 def atomic_sqs() -> None:
@@ -246,6 +268,7 @@ def moto_server(
 
     share_service_models()
     atomic_sqs()
+    atomic_item_updates()
     patient_task_tokens()
     quick_serialize()
     app: Callable[..., Any] = quick_dispatch(DomainDispatcherApplication(create_backend_app))

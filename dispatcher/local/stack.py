@@ -28,14 +28,20 @@ from dispatcher.settings import (
 SPOOL_RETENTION_SECONDS = 14 * 24 * 3600
 DOWNSTREAM_KEY = {"pk": {"S": "downstream"}, "sk": {"S": "status"}}
 DOWNSTREAM_ERROR = "DownstreamUnavailable"
+THROTTLED_ERROR = "Downstream.Throttled"
+"""What the sample workflow fails with when the simulated downstream API is at its capacity."""
+CAPACITY_KEY = {"pk": {"S": "downstream"}, "sk": {"S": "capacity"}}
+"""The item of the API's capacity and the executions using it (`set_capacity`)."""
 
 
 def sample_workflow(wait_seconds: float, downstream_table: str | None = None) -> str:
     """A STANDARD workflow like the template's sample: wait, then succeed.
 
-    With ``downstream_table``, it then asks a simulated downstream API (an item in that
-    DynamoDB table, which `set_downstream` flips) and fails with
-    ``DownstreamUnavailable`` while the API is down: the runbook's outage.
+    With ``downstream_table``, it uses a simulated downstream API (items in that DynamoDB
+    table): it takes one of the API's slots first, failing at once with ``Downstream.Throttled``
+    when all are in use (`set_capacity`; no capacity set: never), gives it back after its wait,
+    then asks the API and fails with ``DownstreamUnavailable`` while it is down (`set_downstream`
+    flips it): the runbook's outage.
     """
     if downstream_table is None:
         return json.dumps(
@@ -49,12 +55,42 @@ def sample_workflow(wait_seconds: float, downstream_table: str | None = None) ->
             }
         )
     down = {"Variable": "$.downstream.Item.down.BOOL", "BooleanEquals": True}
+    slots = {"TableName": downstream_table, "Key": CAPACITY_KEY, "UpdateExpression": "ADD taken :step"}
     return json.dumps(
         {
-            "Comment": "Sample job: wait, call the (simulated) downstream API, succeed unless it is down.",
-            "StartAt": "Work",
+            "Comment": "Sample job: take a slot of the (simulated) downstream API, wait, give it back,"
+            " call it; fails when the API is at its capacity or down.",
+            "StartAt": "Acquire",
             "States": {
-                "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "CallDownstream"},
+                "Acquire": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": {
+                        **slots,
+                        "ConditionExpression": (
+                            "attribute_not_exists(seats) OR attribute_not_exists(taken) OR taken < seats"
+                        ),
+                        "ExpressionAttributeValues": {":step": {"N": "1"}},
+                    },
+                    "ResultPath": None,
+                    "Catch": [
+                        {"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "Next": "Throttled"}
+                    ],
+                    "Next": "Work",
+                },
+                "Throttled": {
+                    "Type": "Fail",
+                    "Error": THROTTLED_ERROR,
+                    "Cause": "the downstream API is at its capacity (`downstream capacity N`)",
+                },
+                "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "Release"},
+                "Release": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::dynamodb:updateItem",
+                    "Parameters": {**slots, "ExpressionAttributeValues": {":step": {"N": "-1"}}},
+                    "ResultPath": None,
+                    "Next": "CallDownstream",
+                },
                 "CallDownstream": {
                     "Type": "Task",
                     "Resource": "arn:aws:states:::dynamodb:getItem",
@@ -77,6 +113,20 @@ def sample_workflow(wait_seconds: float, downstream_table: str | None = None) ->
                 "Done": {"Type": "Succeed"},
             },
         }
+    )
+
+
+def set_capacity(table: str, capacity: int | None) -> None:
+    """Give the simulated downstream API a capacity (None: none), keeping count of who uses it."""
+    client = boto3.client("dynamodb", region_name=REGION)
+    if capacity is None:
+        client.update_item(TableName=table, Key=CAPACITY_KEY, UpdateExpression="REMOVE seats")
+        return
+    client.update_item(
+        TableName=table,
+        Key=CAPACITY_KEY,
+        UpdateExpression="SET seats = :capacity",
+        ExpressionAttributeValues={":capacity": {"N": str(capacity)}},
     )
 
 

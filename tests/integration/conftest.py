@@ -19,7 +19,7 @@ from dispatcher.core.executions import execution_arn
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import REGION
 from dispatcher.local.events import event_from_description
-from dispatcher.local.server import atomic_sqs, patient_task_tokens
+from dispatcher.local.server import atomic_item_updates, atomic_sqs, patient_task_tokens
 from dispatcher.local.stack import Stack, StartLog, create_stack, read_all
 
 
@@ -178,6 +178,7 @@ class Harness:
 
 def _harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
     atomic_sqs()
+    atomic_item_updates()
     patient_task_tokens()
     starts = StartLog().install()
     harness = Harness(create_stack(**stack_options), monkeypatch, starts)
