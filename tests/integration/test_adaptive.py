@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ from moto import mock_aws
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.adaptive import LimitState
-from dispatcher.local.stack import DOWNSTREAM_ERROR, create_lane, set_downstream
+from dispatcher.local.helpers import downstream
+from dispatcher.local.stack import DOWNSTREAM_ERROR, THROTTLED_ERROR, create_lane, set_downstream
 from tests.integration.conftest import Harness
 from tests.integration.conftest import _harness as make_harness
 from tests.support.harness import lanes, running_of, send
@@ -104,7 +106,7 @@ def test_another_error_is_not_a_signal_and_a_signal_within_the_cooldown_is_ignor
 def calling_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
     """In-process moto running the sample workflow that calls the simulated downstream API."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        yield make_harness(monkeypatch, wait_seconds=0, downstream=True)
+        yield make_harness(monkeypatch, wait_seconds=2, downstream=True)
 
 
 def test_an_end_learned_by_describe_execution_is_a_signal_too(calling_harness: Harness) -> None:
@@ -168,3 +170,32 @@ def test_set_max_clamps_the_limit_and_adaptive_false_goes_back_to_max(harness: H
     kept = limit_of(harness, "glue")
     assert kept is not None
     assert kept.limit == 10, "turned off, the kept limit is MAX again"
+
+
+def test_the_sample_workflow_throttles_above_the_downstreams_capacity_and_the_pool_learns_it(
+    calling_harness: Harness,
+) -> None:
+    """`downstream capacity 2`: of 6 started at once, 4 fail with Downstream.Throttled; L is cut."""
+    harness = calling_harness
+    lanes(harness, 6, {"pools": {"default": {"adaptive": {"errors": [THROTTLED_ERROR]}}}})
+    out = io.StringIO()
+    assert downstream(["capacity", "2", "--stack", harness.stack.name], out=out) == 0
+    assert out.getvalue() == (
+        "downstream API capacity 2 at once; above it executions fail with Downstream.Throttled\n"
+    )
+    send(harness.stack.queue_url, [f"j{index}" for index in range(10)])
+    assert harness.tick()["started"] == 6
+    deadline = time.monotonic() + 60
+    while harness.running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    errors = sorted(
+        str(harness.sfn.describe_execution(executionArn=e["executionArn"]).get("error"))
+        for e in harness.executions()
+    )
+    assert errors == [*[THROTTLED_ERROR] * 4, "None", "None"]
+    harness.tick()
+    kept = limit_of(harness)
+    assert kept is not None
+    assert kept.limit == 3
+    with pytest.raises(SystemExit):
+        downstream(["capacity", "0"])
