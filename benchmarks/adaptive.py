@@ -107,7 +107,17 @@ def run(
     aws.scheduler.stop()
     started = aws.started()
     throttled = sum(1 for execution in started for run in execution.runs if run.throttled)
+    by_phase = [
+        sum(
+            1
+            for execution in started
+            for run in execution.runs
+            if run.throttled and at <= run.started_at - began < at + SETTLING_SECONDS
+        )
+        for at, _ in PHASES
+    ]
     return {
+        "throttled_settling": by_phase,
         "label": label,
         "max_concurrency": max_concurrency,
         "adaptive": settings,
@@ -165,6 +175,8 @@ def lines(results: list[dict[str, Any]]) -> list[str]:
         )
     shares = [f"{throttled_share(result):.1%} of {result['starts']:,}" for result in results]
     rows.append(f"   {'executions throttled, of all started':<40}" + "".join(f"{c:>20}" for c in shares))
+    settling = ["/".join(f"{count:,}" for count in result["throttled_settling"]) for result in results]
+    rows.append(f"   {'  of them in each phase first 5 min':<40}" + "".join(f"{c:>20}" for c in settling))
     for index, (_, capacity) in enumerate(PHASES[1:]):
         cells = [_recovery(recoveries(result)[index]) for result in results]
         rows.append(

@@ -197,7 +197,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=int, default=4, help="seconds each job runs (default 4)")
     parser.add_argument("--cooldown", type=float, default=2.0, help="cooldown_seconds (default 2)")
     parser.add_argument(
-        "--jobs", type=_count(1), default=2000, help="jobs queued (default 2000: never drained)"
+        "--jobs",
+        type=_count(1),
+        default=500,
+        help="jobs queued (default 500: not drained in the demo's time)",
     )
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between ticks (default 1)")
     parser.add_argument("--plot", type=Path, metavar="PATH", help="draw L, RUNNING and the capacity as a PNG")

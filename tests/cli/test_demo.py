@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import demo, gates_demo, lanes_demo, tenants_demo
+from tools import adaptive_demo, demo, gates_demo, lanes_demo, tenants_demo
 
 pytestmark = pytest.mark.no_cover
 """Journeys, not line tests: the demos run the dispatcher's lines that its own tests measure
@@ -128,5 +128,20 @@ def test_the_tenants_demo_shows_quiet_tenants_served_ahead_of_a_backlog_with_fai
     assert "✔ cap held in both: RUNNING ≤ MAX 2" in printed
     assert "✔ with fair share, 3 quiet jobs started while the noisy tenant started " in printed
     assert "✔ 11 executions in each run, one per job" in printed
+    assert "✘" not in printed
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_adaptive_demo_cuts_the_limit_on_throttles_and_draws_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MAX 6 in front of a downstream that takes 2: L is cut below MAX, stays within bounds; a PNG."""
+    plot = tmp_path / "adaptive.png"
+    arguments = ["--max", "6", "--capacities", "2", "--phase", "8", "--duration", "2", "--jobs", "40"]
+    assert adaptive_demo.main([*arguments, "--interval", "0.5", "--plot", str(plot)]) == 0
+    printed = capsys.readouterr().out
+    assert "✔ cap held: highest RUNNING " in printed
+    assert "✔ L was cut below MAX by throttles (lowest " in printed
+    assert "✔ L stayed within [1, 6]" in printed
     assert "✘" not in printed
     assert plot.read_bytes().startswith(b"\x89PNG")
