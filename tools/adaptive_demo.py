@@ -96,7 +96,7 @@ def run(arguments: argparse.Namespace) -> int:
         "cooldown_seconds": arguments.cooldown,
     }
     with moto_server() as endpoint_url, pointed_at(endpoint_url), contextlib.ExitStack() as scope:
-        stack = create_stack(wait_seconds=arguments.duration, downstream=True)
+        stack = create_stack(wait_seconds=arguments.duration, downstream=True, slots=True)
         scope.enter_context(
             environment(
                 {
@@ -199,8 +199,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--jobs",
         type=_count(1),
-        default=500,
-        help="jobs queued (default 500: not drained in the demo's time)",
+        default=300,
+        help="jobs queued (default 300: not drained in the demo's time)",
     )
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between ticks (default 1)")
     parser.add_argument("--plot", type=Path, metavar="PATH", help="draw L, RUNNING and the capacity as a PNG")

@@ -68,7 +68,7 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
     if port and not _port_free(port):
         raise CliError(f"port {port} is in use: pass --port with a free one")
     with emulated_server(port=port) as (endpoint_url, emulation), pointed_at(endpoint_url):
-        resources = create_stack(stack, wait_seconds=wait_seconds, downstream=True)
+        resources = create_stack(stack, wait_seconds=wait_seconds, downstream=True, slots=True)
         members = local_members(
             resources, endpoint_url, wait_seconds=wait_seconds, lanes=lanes, gate=gate, document=document
         )

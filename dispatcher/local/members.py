@@ -126,7 +126,7 @@ def local_members(  # noqa: PLR0913 — one keyword per way of naming members
                     group_from_input=True,
                 )
                 if kind == "gates"
-                else sample_workflow(wait_seconds, stack.downstream_table or None)
+                else sample_workflow(wait_seconds, stack.downstream_table or None, slots=True)
             )
             entry["state_machine_arn"] = sfn.create_state_machine(
                 name=name_of(entry["state_machine_arn"]),

@@ -34,14 +34,15 @@ CAPACITY_KEY = {"pk": {"S": "downstream"}, "sk": {"S": "capacity"}}
 """The item of the API's capacity and the executions using it (`set_capacity`)."""
 
 
-def sample_workflow(wait_seconds: float, downstream_table: str | None = None) -> str:
+def sample_workflow(wait_seconds: float, downstream_table: str | None = None, *, slots: bool = False) -> str:
     """A STANDARD workflow like the template's sample: wait, then succeed.
 
     With ``downstream_table``, it uses a simulated downstream API (items in that DynamoDB
-    table): it takes one of the API's slots first, failing at once with ``Downstream.Throttled``
-    when all are in use (`set_capacity`; no capacity set: never), gives it back after its wait,
-    then asks the API and fails with ``DownstreamUnavailable`` while it is down (`set_downstream`
-    flips it): the runbook's outage.
+    table): after its wait it asks the API and fails with ``DownstreamUnavailable`` while it
+    is down (`set_downstream` flips it): the runbook's outage. With ``slots`` too, it first
+    takes one of the API's slots, failing at once with ``Downstream.Throttled`` when all are in
+    use (`set_capacity`; no capacity set: never), and gives it back after its wait (two more
+    tasks an execution: `dispatcher local`'s workflows have them, the tests' only when asked).
     """
     if downstream_table is None:
         return json.dumps(
@@ -55,65 +56,68 @@ def sample_workflow(wait_seconds: float, downstream_table: str | None = None) ->
             }
         )
     down = {"Variable": "$.downstream.Item.down.BOOL", "BooleanEquals": True}
-    slots = {"TableName": downstream_table, "Key": CAPACITY_KEY, "UpdateExpression": "ADD taken :step"}
-    return json.dumps(
-        {
-            "Comment": "Sample job: take a slot of the (simulated) downstream API, wait, give it back,"
-            " call it; fails when the API is at its capacity or down.",
-            "StartAt": "Acquire",
-            "States": {
-                "Acquire": {
-                    "Type": "Task",
-                    "Resource": "arn:aws:states:::dynamodb:updateItem",
-                    "Parameters": {
-                        **slots,
-                        "ConditionExpression": (
-                            "attribute_not_exists(seats) OR attribute_not_exists(taken) OR taken < seats"
-                        ),
-                        "ExpressionAttributeValues": {":step": {"N": "1"}},
-                    },
-                    "ResultPath": None,
-                    "Catch": [
-                        {"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "Next": "Throttled"}
-                    ],
-                    "Next": "Work",
-                },
-                "Throttled": {
-                    "Type": "Fail",
-                    "Error": THROTTLED_ERROR,
-                    "Cause": "the downstream API is at its capacity (`downstream capacity N`)",
-                },
-                "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "Release"},
-                "Release": {
-                    "Type": "Task",
-                    "Resource": "arn:aws:states:::dynamodb:updateItem",
-                    "Parameters": {**slots, "ExpressionAttributeValues": {":step": {"N": "-1"}}},
-                    "ResultPath": None,
-                    "Next": "CallDownstream",
-                },
-                "CallDownstream": {
-                    "Type": "Task",
-                    "Resource": "arn:aws:states:::dynamodb:getItem",
-                    "Parameters": {"TableName": downstream_table, "Key": DOWNSTREAM_KEY},
-                    "ResultPath": "$.downstream",
-                    "Next": "Answered",
-                },
-                "Answered": {
-                    "Type": "Choice",
-                    "Choices": [
-                        {"And": [{"Variable": "$.downstream.Item", "IsPresent": True}, down], "Next": "Down"}
-                    ],
-                    "Default": "Done",
-                },
-                "Down": {
-                    "Type": "Fail",
-                    "Error": DOWNSTREAM_ERROR,
-                    "Cause": "the downstream API is in maintenance",
-                },
-                "Done": {"Type": "Succeed"},
-            },
-        }
+    states: dict[str, Any] = {
+        "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "Release" if slots else "CallDownstream"},
+        "CallDownstream": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:getItem",
+            "Parameters": {"TableName": downstream_table, "Key": DOWNSTREAM_KEY},
+            "ResultPath": "$.downstream",
+            "Next": "Answered",
+        },
+        "Answered": {
+            "Type": "Choice",
+            "Choices": [
+                {"And": [{"Variable": "$.downstream.Item", "IsPresent": True}, down], "Next": "Down"}
+            ],
+            "Default": "Done",
+        },
+        "Down": {"Type": "Fail", "Error": DOWNSTREAM_ERROR, "Cause": "the downstream API is in maintenance"},
+        "Done": {"Type": "Succeed"},
+    }
+    if not slots:
+        comment = "Sample job: wait, call the (simulated) downstream API, succeed unless it is down."
+        return json.dumps({"Comment": comment, "StartAt": "Work", "States": states})
+    comment = (
+        "Sample job: take a slot of the (simulated) downstream API, wait, give it back, call it;"
+        " fails when the API is at its capacity or down."
     )
+    return json.dumps(
+        {"Comment": comment, "StartAt": "Acquire", "States": {**_slot_states(downstream_table), **states}}
+    )
+
+
+def _slot_states(downstream_table: str) -> dict[str, Any]:
+    """Take a slot of the downstream API (or fail with `THROTTLED_ERROR`), and give it back after the wait."""
+    update = {"TableName": downstream_table, "Key": CAPACITY_KEY, "UpdateExpression": "ADD taken :step"}
+    return {
+        "Acquire": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:updateItem",
+            "Parameters": {
+                **update,
+                "ConditionExpression": (
+                    "attribute_not_exists(seats) OR attribute_not_exists(taken) OR taken < seats"
+                ),
+                "ExpressionAttributeValues": {":step": {"N": "1"}},
+            },
+            "ResultPath": None,
+            "Catch": [{"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "Next": "Throttled"}],
+            "Next": "Work",
+        },
+        "Throttled": {
+            "Type": "Fail",
+            "Error": THROTTLED_ERROR,
+            "Cause": "the downstream API is at its capacity (`downstream capacity N`)",
+        },
+        "Release": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:updateItem",
+            "Parameters": {**update, "ExpressionAttributeValues": {":step": {"N": "-1"}}},
+            "ResultPath": None,
+            "Next": "CallDownstream",
+        },
+    }
 
 
 def set_capacity(table: str, capacity: int | None) -> None:
@@ -226,6 +230,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     max_receive_count: int = 100,
     control: Control | None = None,
     downstream: bool = False,
+    slots: bool = False,
 ) -> Stack:
     """Create queue, DLQ, failure spool, state table, control parameter and a sample workflow.
 
@@ -234,7 +239,8 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
 
     ``control``: the control parameter's first value; None leaves the parameter out
     (the environment's MAX applies), as a stack deployed before it existed.
-    ``downstream``: the workflow calls a simulated downstream API (`set_downstream`).
+    ``downstream``: the workflow calls a simulated downstream API (`set_downstream`);
+    ``slots``: and takes one of its slots (`set_capacity`).
     """
     prefix = prefix or f"dispatcher-{uuid.uuid4().hex[:8]}"
     sqs = boto3.client("sqs", region_name=REGION)
@@ -254,7 +260,7 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
         downstream_table = _pk_sk_table(dynamodb, f"{prefix}-downstream")
     state_machine_arn = stepfunctions.create_state_machine(
         name=workflow_name(prefix),
-        definition=sample_workflow(wait_seconds, downstream_table or None),
+        definition=sample_workflow(wait_seconds, downstream_table or None, slots=slots),
         roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/{prefix}-workflow",
         type=state_machine_type,  # type: ignore[arg-type]
     )["stateMachineArn"]

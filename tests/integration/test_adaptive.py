@@ -106,7 +106,7 @@ def test_another_error_is_not_a_signal_and_a_signal_within_the_cooldown_is_ignor
 def calling_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
     """In-process moto running the sample workflow that calls the simulated downstream API."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        yield make_harness(monkeypatch, wait_seconds=2, downstream=True)
+        yield make_harness(monkeypatch, wait_seconds=2, downstream=True, slots=True)
 
 
 def test_an_end_learned_by_describe_execution_is_a_signal_too(calling_harness: Harness) -> None:
