@@ -25,7 +25,8 @@ from dispatcher.core.topology import DEFAULT
 from dispatcher.in_process import LocalContext
 from dispatcher.local.account import environment, pointed_at
 from dispatcher.local.server import moto_server
-from dispatcher.local.stack import THROTTLED_ERROR, create_stack, send_jobs, set_capacity
+from dispatcher.local.stack import create_stack, send_jobs
+from dispatcher.local.workflows import THROTTLED_ERROR, set_capacity
 from tools.demo import _count, bar, interruptible
 
 

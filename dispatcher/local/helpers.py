@@ -23,7 +23,8 @@ from dispatcher.cli.errors import INTERRUPTED, CliError, InterruptedRunError
 from dispatcher.local.account import REGION
 from dispatcher.local.emulation import SETTLED_PATH
 from dispatcher.local.gates import GATE
-from dispatcher.local.stack import THROTTLED_ERROR, set_capacity, set_downstream, workflow_name
+from dispatcher.local.stack import workflow_name
+from dispatcher.local.workflows import THROTTLED_ERROR, set_capacity, set_downstream
 from dispatcher.settings import LANES_OUTPUT
 
 

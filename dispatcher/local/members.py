@@ -29,7 +29,8 @@ from dispatcher.core.lanes_document import STATE_MACHINE_ARN_PATTERN
 from dispatcher.core.topology import DEFAULT, Lane, Topology, parse_lanes
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.gates import GATE, create_release_queue, gated_name, gated_workflow
-from dispatcher.local.stack import Stack, fifo_queues, sample_workflow, workflow_name
+from dispatcher.local.stack import Stack, fifo_queues, workflow_name
+from dispatcher.local.workflows import sample_workflow
 
 MEMBER_RESOURCES = ("queue_url", "dead_letter_queue_url", "state_machine_arn")
 

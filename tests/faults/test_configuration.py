@@ -19,7 +19,7 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.events import status_change_event
-from dispatcher.local.stack import sample_workflow
+from dispatcher.local.workflows import sample_workflow
 from tests.faults.ending import dead_letters, queue_counts
 from tests.faults.jobs import Job
 from tests.faults.run import ScenarioRun

@@ -14,7 +14,8 @@ from moto import mock_aws
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.adaptive import LimitState
 from dispatcher.local.helpers import downstream
-from dispatcher.local.stack import DOWNSTREAM_ERROR, THROTTLED_ERROR, create_lane, set_downstream
+from dispatcher.local.stack import create_lane
+from dispatcher.local.workflows import DOWNSTREAM_ERROR, THROTTLED_ERROR, set_downstream
 from tests.integration.conftest import Harness
 from tests.integration.conftest import _harness as make_harness
 from tests.support.harness import lanes, running_of, send

@@ -10,7 +10,8 @@ from typing import Any
 import boto3
 
 from dispatcher.local.account import REGION
-from dispatcher.local.stack import send_jobs, set_downstream
+from dispatcher.local.stack import send_jobs
+from dispatcher.local.workflows import set_downstream
 from tests.cli.conftest import Cli
 
 
