@@ -137,7 +137,7 @@ def test_the_adaptive_demo_cuts_the_limit_on_throttles_and_draws_it(
 ) -> None:
     """MAX 6 in front of a downstream that takes 2: L is cut below MAX, stays within bounds; a PNG."""
     plot = tmp_path / "adaptive.png"
-    arguments = ["--max", "6", "--capacities", "2", "--phase", "8", "--duration", "2", "--jobs", "40"]
+    arguments = ["--max", "6", "--capacities", "2", "--phase", "5", "--duration", "2", "--jobs", "30"]
     assert adaptive_demo.main([*arguments, "--interval", "0.5", "--plot", str(plot)]) == 0
     printed = capsys.readouterr().out
     assert "✔ cap held: highest RUNNING " in printed
