@@ -21,17 +21,15 @@ from botocore.exceptions import ClientError
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit, write_condition
+from dispatcher.adapters.member_items import MEMBERS_KEY, members_item, read_members
 from dispatcher.adapters.state_items import (
-    MEMBERS_KEY,
     PACK_LIMIT,
     end_packs,
     ends_item,
     item_origins,
     ledger_starts_of,
-    members_item,
     partition,
     read_items,
-    read_members,
     start_packs,
     starts_item,
     void_item,

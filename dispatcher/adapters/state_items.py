@@ -31,13 +31,13 @@ release's: a start, a start marked ``resolved``, an ``ended``) are still read.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dispatcher.adapters.item_keys import number, sort_key, stored_time
 from dispatcher.adapters.limit_items import LIMIT_KIND, read_limit
+from dispatcher.adapters.member_items import MEMBERS_KIND, read_members
 from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
 from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import chunks
@@ -49,8 +49,6 @@ from dispatcher.core.rerun import Origin
 ENDED_KIND = "ended"
 """An older release's item of one end."""
 STARTS_KIND, ENDS_KIND, VOID_KIND = "starts", "ends", "void"
-MEMBERS_KIND, MEMBERS_KEY = "members", "~members"
-"""The item of the members' queues (`dispatcher.core.member_queues`): after every record."""
 PACK_LIMIT = 500
 """Records an item of ends or a void holds at most (≈ 40 KB: far below DynamoDB's 400 KB)."""
 STARTS_PACK_LIMIT = 25
@@ -241,22 +239,6 @@ def void_item(partition_key: str, records: Sequence[LedgerStart], now: float) ->
         "expires_at": {"N": str(int(now) + RECORD_LIFETIME_SECONDS)},
         "keys": {"SS": sorted({record.sort_key for record in records})},
     }
-
-
-def members_item(partition_key: str, queues: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
-    """The members' queues, as the one item of the ledger's partition that keeps them (no TTL)."""
-    return {
-        "pk": {"S": partition_key},
-        "sk": {"S": MEMBERS_KEY},
-        "kind": {"S": MEMBERS_KIND},
-        "queues": {"S": json.dumps(queues, sort_keys=True)},
-    }
-
-
-def read_members(item: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    """The members' queues an item of `members_item` holds."""
-    value: Any = json.loads(item["queues"]["S"])
-    return value if isinstance(value, dict) else {}
 
 
 def _packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:

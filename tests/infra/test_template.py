@@ -291,49 +291,6 @@ def test_alarms_watch_dead_letters_stalls_errors_throttles_and_old_executions() 
     assert spool["Properties"]["Dimensions"] == [{"Name": "RuleName", "Value": {"Ref": "FailureSpoolRule"}}]
 
 
-def test_adaptive_parameters_make_pool_default_adaptive_through_the_control_parameter() -> None:
-    """AdaptiveErrors (and its three companions) become the control parameter's pools.default.adaptive."""
-    from dispatcher.core.adaptive import Adaptive  # noqa: PLC0415
-    from dispatcher.core.control import parse_control, steer  # noqa: PLC0415
-    from dispatcher.core.topology import DEFAULT, Lane, parse_lanes  # noqa: PLC0415
-
-    value = sam_template()["Resources"]["ControlParameter"]["Properties"]["Value"]
-    topology = parse_lanes(None, Lane(DEFAULT, DEFAULT, "q.fifo", "d.fifo", SAMPLE_WORKFLOW_ARN), 5)
-    plain = parse_control("/p", deployed({"MaxConcurrency": "7"})(value))
-    assert plain.model_dump(exclude_none=True) == {
-        "max_concurrency": 7,
-        "paused": False,
-        "pools": {},
-        "lanes": {},
-        "gates": {},
-    }
-    parameters = {
-        "MaxConcurrency": "7",
-        "AdaptiveErrors": "Glue.ConcurrentRunsExceededException,Lambda.TooManyRequestsException",
-        "AdaptiveMin": "2",
-        "AdaptiveDecrease": "0.7",
-        "AdaptiveCooldownSeconds": "90",
-    }
-    steered = steer(topology, parse_control("/p", deployed(parameters)(value)), "/p")
-    assert steered.default_pool.adaptive == Adaptive(
-        errors=("Glue.ConcurrentRunsExceededException", "Lambda.TooManyRequestsException"),
-        min=2,
-        decrease=0.7,
-        cooldown_seconds=90,
-    )
-    assert steered.default_pool.max_concurrency == 7
-    declared = sam_template()["Parameters"]
-    assert re.fullmatch(declared["AdaptiveDecrease"]["AllowedPattern"], "0.5")
-    assert not re.fullmatch(declared["AdaptiveDecrease"]["AllowedPattern"], "1")
-    assert not re.fullmatch(declared["AdaptiveErrors"]["AllowedPattern"], "a, b")
-    alarm = sam_template()["Resources"]["PoolAtMinimumAlarm"]["Properties"]
-    assert (alarm["MetricName"], alarm["Statistic"], alarm["Period"] * alarm["EvaluationPeriods"]) == (
-        "PoolsAtMinimum",
-        "Minimum",
-        900,
-    )
-
-
 def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
     """The dashboard's custom metrics are emitted by the handler, under the stack's service name."""
     from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology  # noqa: PLC0415

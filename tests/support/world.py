@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 from dispatcher.core.executions import REDRIVABLE_STATUSES, state_machine_of
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.local.redrive import Redrives
+from tests.support.downstream import DownstreamCapacity
 from tests.support.plans import EventPlan, FaultPlan
 from tests.support.reads import LaggingReads
 from tests.support.runs import (
-    THROTTLE_ERROR,
-    THROTTLED_AFTER_SECONDS,
     Delivery,
     Execution,
     GroupCaps,
@@ -49,18 +48,13 @@ LIST_REUSE_SECONDS = LISTING_MAX_AGE_SECONDS
 `ListExecutions` pace is short): a foreign execution counts once a read this old could show it."""
 
 
-class World(LaggingReads):
+class World(LaggingReads, DownstreamCapacity):
     """The ground truth: virtual time, executions, in-flight messages, injected faults.
 
     With a ``clock`` (the benchmark's `time.time`) the world runs on real time instead:
     `advance(0, ...)` then only ends the executions whose time has come.
     """
 
-    capacity: int | None = None
-    """Runs of downstream-calling jobs started while this many of them run fail (None: no capacity)."""
-    throttle_error: str = THROTTLE_ERROR
-    throttle_after_seconds: float = THROTTLED_AFTER_SECONDS
-    """What such a run fails with, and how long after its start."""
     adaptive: AdaptiveWatch | None = None
     """An adaptive pool's limit, as the dispatcher writes it, checked (`tests.support.adaptive_watch`)."""
 
@@ -316,24 +310,6 @@ class World(LaggingReads):
             if by_dispatcher:
                 self._check_cap(f"the dispatcher started {name}", state_machine_of(arn))
                 self._check_group(name, f"the dispatcher started {name}")
-
-    def _throttle(self, execution: Execution) -> None:
-        """A run of a job calling the downstream API, started while it runs at its capacity, fails soon."""
-        if self.capacity is None or not calls_downstream(execution.input):
-            return
-        if self.calling_downstream() >= self.capacity:
-            run = execution.runs[-1]
-            run.throttled = self.throttle_error
-            run.planned_end = min(run.planned_end, run.started_at + self.throttle_after_seconds)
-            self.injected["run throttled by the downstream API"] += 1
-
-    def calling_downstream(self) -> int:
-        """Runs the downstream API serves now: open, calling it, not turned away (throttled)."""
-        return sum(
-            1
-            for other in self._open.values()
-            if not other.runs[-1].throttled and calls_downstream(other.input)
-        )
 
     def _check_cap(self, what: str, machine: str) -> None:
         if self.adaptive is not None:

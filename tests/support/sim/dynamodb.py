@@ -21,12 +21,12 @@ from typing import Any
 from dispatcher.adapters.inside_items import inside_partition
 from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit
+from dispatcher.adapters.member_items import members_item
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
     ends_item,
     ledger_starts_of,
-    members_item,
     partition,
     read_items,
     start_packs,
