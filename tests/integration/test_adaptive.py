@@ -91,6 +91,7 @@ def test_a_throttle_signal_cuts_the_limit_and_nothing_starts_until_running_is_be
 
 
 def test_another_error_is_not_a_signal_and_a_signal_within_the_cooldown_is_ignored(harness: Harness) -> None:
+    """Another error leaves L alone; of two throttles within the cooldown, one cuts."""
     adaptive(harness, 8, cooldown_seconds=3600)
     send(harness.stack.queue_url, [f"j{index}" for index in range(8)])
     harness.tick()
@@ -134,6 +135,7 @@ def test_an_end_learned_by_describe_execution_is_a_signal_too(calling_harness: H
 
 
 def test_set_max_clamps_the_limit_and_adaptive_false_goes_back_to_max(harness: Harness) -> None:
+    """A pool's set-max clamps L, and adaptive false plans with MAX and keeps MAX."""
     glue = create_lane(harness.stack.name, "glue", pool="glue")
     lanes(
         harness,

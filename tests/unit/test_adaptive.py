@@ -34,6 +34,7 @@ def lanes(pools: object) -> str:
 
 
 def test_lanes_read_a_pools_adaptive_settings_with_their_defaults() -> None:
+    """LANES gives a pool, and pool default, its adaptive settings, with the contract's defaults."""
     topology = parse_lanes(
         lanes(
             {
@@ -74,12 +75,14 @@ def test_lanes_read_a_pools_adaptive_settings_with_their_defaults() -> None:
     ],
 )
 def test_a_malformed_adaptive_names_its_field(adaptive: object, message: str) -> None:
+    """Each malformed adaptive setting is a configuration error naming its field."""
     with pytest.raises(ConfigurationError) as raised:
         parse_lanes(lanes({"glue": {"max_concurrency": 4, "adaptive": adaptive}}), DEFAULT_LANE, 10)
     assert str(raised.value).startswith(message), str(raised.value)
 
 
 def test_pool_default_takes_only_adaptive() -> None:
+    """pools.default refuses a MAX or a pause, and names a malformed adaptive setting."""
     with pytest.raises(ConfigurationError, match=r"^LANES: pools.default: pool default is the environment's"):
         parse_lanes(lanes({"default": {"max_concurrency": 3}}), DEFAULT_LANE, 10)
     with pytest.raises(ConfigurationError, match=r"^LANES: pools.default.adaptive.decrease: "):
@@ -89,6 +92,7 @@ def test_pool_default_takes_only_adaptive() -> None:
 
 
 def test_the_control_parameter_replaces_the_settings_and_turns_them_off() -> None:
+    """The control parameter's adaptive replaces a pool's settings live, and false turns them off."""
     topology = parse_lanes(
         lanes({"glue": {"max_concurrency": 40, "adaptive": {"errors": [GLUE]}}}), DEFAULT_LANE, 10
     )
@@ -121,6 +125,7 @@ def test_the_control_parameter_replaces_the_settings_and_turns_them_off() -> Non
 
 
 def test_limit_is_max_until_learned_and_clamped_into_its_bounds() -> None:
+    """L is MAX until learned, MAX for a pool that doesn't adapt, and clamped into [min, MAX]."""
     assert bounds(SETTINGS, 10) == (2, 10)
     assert bounds(Adaptive(errors=(GLUE,), min=20), 10) == (10, 10)
     assert limit_of(None, SETTINGS, 10) == 10
@@ -131,6 +136,7 @@ def test_limit_is_max_until_learned_and_clamped_into_its_bounds() -> None:
 
 
 def test_a_signal_cuts_the_limit_once_per_cooldown() -> None:
+    """Signals cut L once per cooldown, the one between ignored, and the cut is versioned."""
     state = LimitState(limit=10, version=3)
     first = adapt(
         state,
@@ -153,6 +159,7 @@ def test_a_signal_cuts_the_limit_once_per_cooldown() -> None:
 
 
 def test_the_same_signal_delivered_again_never_cuts_twice() -> None:
+    """A signal delivered again never cuts twice, whatever the cooldown."""
     cut = adapt(None, SETTINGS, max_concurrency=10, ends=[PoolEnd("a", 100.0, GLUE)], running=9, now=101.0)
     assert cut.state.limit == 5
     for later in (101.0, 500.0, 10_000.0):
@@ -171,6 +178,7 @@ def test_the_same_signal_delivered_again_never_cuts_twice() -> None:
 
 
 def test_other_errors_are_not_signals_and_the_floor_is_min() -> None:
+    """An error not in errors cuts nothing, and no cut goes below min."""
     state = LimitState(limit=3, changed_at=0.0)
     result = adapt(
         state,
@@ -188,6 +196,7 @@ def test_other_errors_are_not_signals_and_the_floor_is_min() -> None:
 
 
 def test_growth_needs_l_clean_ends_since_the_change_and_half_the_limit_used() -> None:
+    """L grows by one after L clean ends since it changed, only while half of it is used."""
     state = LimitState(limit=4, changed_at=10.0)
     ends = [PoolEnd(f"e{index}", 10.0 + index) for index in range(5)]  # e0 ended at the change: not counted
     idle = adapt(state, SETTINGS, max_concurrency=10, ends=ends, running=1, now=20.0)
@@ -203,6 +212,7 @@ def test_growth_needs_l_clean_ends_since_the_change_and_half_the_limit_used() ->
 
 
 def test_growth_stops_at_max_and_a_signal_resets_the_clean_count() -> None:
+    """L never grows past MAX, and a signal in the cooldown resets the clean count."""
     at_max = adapt(
         LimitState(limit=3, changed_at=0.0),
         SETTINGS,
@@ -223,6 +233,7 @@ def test_growth_stops_at_max_and_a_signal_resets_the_clean_count() -> None:
 
 
 def test_reset_goes_back_to_max_and_forgets_the_cooldown() -> None:
+    """A reset gives back MAX and forgets every signal before it."""
     state = LimitState(limit=2, version=7, changed_at=5.0, cut_by=5.0, clean=1, counted_through=9.0)
     assert reset(state, 10, 50.0) == LimitState(
         limit=10, version=8, changed_at=50.0, counted_through=9.0, since=50.0
