@@ -68,8 +68,7 @@ def held_key(group: str) -> str:
 
 def due_to_show(holds: Iterable[Hold], running: Mapping[str, int], share: Share) -> list[Hold]:
     """The held jobs whose group is below its limit now (or has no limit any more): show them again."""
-    limit = share.max_per_group
-    return [hold for hold in holds if limit is None or running.get(hold.group, 0) < limit]
+    return [hold for hold in holds if not group_full(share, running.get(hold.group, 0))]
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ class Picked:
     held_for_group: tuple[QueuedMessage, ...]
 
 
-def _full(share: Share, holding: int) -> bool:
+def group_full(share: Share, holding: int) -> bool:
     """Whether a group holding ``holding`` slots is at its limit."""
     return share.max_per_group is not None and holding >= share.max_per_group
 
@@ -154,7 +153,7 @@ def pick(
         index, message, decision = queues[group][heads[group]]
         needs = not isinstance(decision, Start) or takes_slot(decision)
         at_limit = (
-            isinstance(decision, Start) and needs and _full(share, running.get(group, 0) + given[group])
+            isinstance(decision, Start) and needs and group_full(share, running.get(group, 0) + given[group])
         )
         if at_limit or (needs and slots >= free):
             if at_limit:

@@ -35,7 +35,7 @@ from dispatcher.core.rosters import (
     group_counts,
     plan_inside,
 )
-from dispatcher.core.tenants import HOLD_SECONDS, Hold, Share, due_to_show, held_key
+from dispatcher.core.tenants import HOLD_SECONDS, Hold, Share, due_to_show, group_full, held_key
 from dispatcher.core.topology import Lane, Member, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, JobQueue, Ports, Roster
@@ -110,6 +110,10 @@ class GroupBook:
         """The share of the member's executions that its largest group holds (None: it holds none)."""
         total = sum(self.running.values())
         return None if not total else round(max(self.running.values()) / total, 4)
+
+    def at_limit_of(self, messages: Iterable[QueuedMessage]) -> list[QueuedMessage]:
+        """Of these jobs, those whose group is at its limit now."""
+        return [message for message in messages if group_full(self.share, self.running[message.group_id])]
 
     def started(self, messages: Iterable[QueuedMessage]) -> None:
         """Executions of these jobs hold places from now on."""

@@ -182,9 +182,9 @@ class MemberRound:
         done = [message for message in outcome.done() if message.message_id not in unsettled]
         failed_deletes = self._delete(done, outcome)
         outcome.undeleted = failed_deletes
-        queue.make_visible(self._still_waiting(outcome))
         if self.book is not None:
             self.book.started(outcome.of(Outcome.STARTED) + self._also_counted(outcome))
+        queue.make_visible(self._still_waiting(outcome))
         return outcome.counts(delete_failures=len(failed_deletes))
 
     def _delete(self, done: list[QueuedMessage], outcome: RoundOutcome) -> list[QueuedMessage]:
@@ -209,8 +209,15 @@ class MemberRound:
         return failed_deletes
 
     def _still_waiting(self, outcome: RoundOutcome) -> list[QueuedMessage]:
-        """What of the round comes back now: its waiting jobs, less those its group's book holds back."""
+        """What of the round comes back now: its waiting jobs, less those its group's book holds back.
+
+        Held only while its group is still at its limit once the round's starts are counted:
+        the job ahead of it that was to take the group's place may have been cancelled,
+        refused or dead-lettered instead, and then it comes back for the next round.
+        """
         waiting = outcome.waiting + outcome.unsettled
+        if self.book is not None:
+            outcome.held_for_group = self.book.at_limit_of(outcome.held_for_group)
         if outcome.held_for_group and self.book is not None:
             held = {message.message_id for message in outcome.held_for_group}
             waiting = [message for message in waiting if message.message_id not in held]

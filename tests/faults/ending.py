@@ -66,8 +66,9 @@ def drain(run: ScenarioRun) -> None:
     crossing = 0 if run.scenario.lane is None else len(run.scenario.lane.crossing)
     bound += crossing
     waited = 0
-    if tenants is not None and (tenants.default_limit or tenants.lane_limit):
-        # A group at its limit starts no more in a tick: at least one job a tick still starts.
+    if tenants is not None and (tenants.default_limit or tenants.lane_limit or tenants.gate_limit):
+        # A group at its limit starts (or enters) no more in a tick: at least one job a tick
+        # still starts, or one request is admitted or dropped.
         bound += left
     settle = longest + MAX_LAG_SECONDS + 1
     for _ in range(bound):

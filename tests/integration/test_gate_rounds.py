@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.core.executions import execution_arn
@@ -149,4 +150,46 @@ def test_a_gate_admits_at_most_max_per_group_of_one_tenant_and_the_next_when_one
     assert after["admitted"] == 1
     wait_until(lambda: gate.status("noisy-2") == "RUNNING" and gate.waiting() == 0, "noisy-2 admitted")
     for name in ("noisy-2", "quiet-1"):
+        harness.sfn.stop_execution(executionArn=execution_arn(gate.machine, name))
+
+
+def test_a_refused_head_of_a_group_at_its_limit_leaves_its_place_to_the_next_request_in_the_tick(
+    executing_harness: Harness,
+) -> None:
+    """One per group: the head's token is refused (it died waiting), so its group's next request enters now.
+
+    Not held for the next tick: a refused request holds no place (soak seed 900141, where each
+    dead request at a group's head cost the group a whole tick).
+    """
+    harness = executing_harness
+    entry = create_gate(
+        harness.stack.name,
+        "tenants",
+        release_queue_url=create_release_queue(harness.stack.name),
+        free_seconds=0,
+        section_seconds=LONG_SECONDS,
+        group_path="$.tenant",
+    )
+    gate = Gated(harness, entry, "", gates={"tenants"})
+    harness.configure(5, lanes=json.dumps({"gates": [{**entry, "max_per_group": 1}]}))
+    for count, name in enumerate(("dead", "live"), start=1):
+        harness.sfn.start_execution(
+            stateMachineArn=gate.machine, name=name, input=json.dumps({"tenant": "t"})
+        )
+        gate.wait_for_requests(count)
+    calls = {"count": 0}
+
+    def refuse_the_first(**_: Any) -> None:
+        calls["count"] += 1
+        if calls["count"] == 1:
+            error: Any = {"Error": {"Code": "TaskTimedOut", "Message": "Provided task does not exist"}}
+            raise ClientError(error, "SendTaskSuccess")
+
+    harness.on("before-call.states.SendTaskSuccess", refuse_the_first)
+
+    report = harness.tick()
+
+    assert (report["refused"], report["admitted"], report["tenants"]["held"]) == (1, 1, 0)
+    wait_until(lambda: gate.status("live") == "RUNNING" and gate.waiting() == 0, "live admitted")
+    for name in ("dead", "live"):
         harness.sfn.stop_execution(executionArn=execution_arn(gate.machine, name))

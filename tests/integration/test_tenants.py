@@ -11,6 +11,7 @@ from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lane_roster_items import ENTRIES_KIND
 from dispatcher.core.tenants import HOLD_SECONDS, held_key
 from dispatcher.core.topology import DEFAULT, Lane
+from dispatcher.producer import Producer
 from tests.integration.conftest import Harness
 
 
@@ -189,3 +190,19 @@ def test_a_group_limit_from_lanes_and_the_control_parameter(harness: Harness) ->
     report = harness.tick()
     assert harness.started_jobs() == noisy[:1]
     assert report["tenants"]["held"] == 1
+
+
+def test_a_cancelled_head_of_a_group_at_its_limit_leaves_its_place_to_the_next_job_in_the_tick(
+    harness: Harness,
+) -> None:
+    """One per group: the head is cancelled, so its group's next job starts in this tick, not a tick later."""
+    harness.configure(10, max_per_group=1)
+    jobs = [f"g-{index}" for index in range(3)]
+    for job in jobs:
+        harness.send(json.dumps({"job": job}), group="g", name=job)
+    Producer(harness.stack.queue_url).cancel(jobs[0])
+
+    report = harness.tick()
+
+    assert (report["cancelled"], report["started"], report["tenants"]["held"]) == (1, 1, 1)
+    assert harness.started_jobs() == jobs[1:2]
