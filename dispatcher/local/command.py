@@ -7,6 +7,7 @@ so ``--stack`` works against it as against AWS. Local only: needs the ``local`` 
 
 from __future__ import annotations
 
+import functools
 import gc
 import socket
 import threading
@@ -198,7 +199,11 @@ def _schedule(stack: str, schedule_seconds: float, gates: bool) -> str:
 def _deliver_batches(
     queue_url: str, endpoint_url: str, tick: Callable[[dict[str, Any]], dict[str, Any]], out: TextIO
 ) -> None:
-    """The end-event queue's event source mapping: its releases and ends, to a tick, ten at a time."""
+    """The end-event queue's event source mapping: its releases and ends, to a tick, ten at a time.
+
+    As the mapping does, a batch leaves the queue once its tick returned; a batch whose tick
+    failed comes back when its visibility timeout ends.
+    """
     sqs = local_client("sqs", endpoint_url)
     while True:
         messages = sqs.receive_message(
@@ -206,14 +211,18 @@ def _deliver_batches(
         ).get("Messages", [])
         if not messages:
             continue
+        sent = [int(message["Attributes"]["SentTimestamp"]) / 1000 for message in messages]
+        event = sqs_event([message["Body"] for message in messages], sent_at=sent)
+        report = _invoked(functools.partial(tick, event), out)
+        if report is None:
+            continue
         sqs.delete_message_batch(
             QueueUrl=queue_url,
             Entries=[
                 {"Id": str(index), "ReceiptHandle": m["ReceiptHandle"]} for index, m in enumerate(messages)
             ],
         )
-        sent = [int(message["Attributes"]["SentTimestamp"]) / 1000 for message in messages]
-        _said(out, tick(sqs_event([message["Body"] for message in messages], sent_at=sent)))
+        _said(out, report)
 
 
 SAID = frozenset({Outcome.STARTED, Outcome.REDRIVEN, Outcome.DEAD_LETTERED})
@@ -251,5 +260,21 @@ def _tick_on_schedule(
             continue
         if an_end or time.monotonic() >= due:
             ended.clear()
-            _said(out, tick())
+            report = _invoked(tick, out)
+            if report is not None:
+                _said(out, report)
             due = time.monotonic() + schedule_seconds
+
+
+def _invoked(tick: Callable[[], dict[str, Any]], out: TextIO) -> dict[str, Any] | None:
+    """One invocation, as Lambda runs it: an error is recorded (one line) and the next invocation comes.
+
+    A broken control parameter, say, stops every tick until it is mended, and the emulator
+    goes on serving meanwhile, so that `status` shows it and the runbook's mending can be tried.
+    """
+    try:
+        return tick()
+    except Exception as error:  # Lambda records any error, and the schedule goes on
+        out.write(f"{time.strftime('%H:%M:%S')} tick failed (the next one comes as scheduled): {error}\n")
+        out.flush()
+        return None

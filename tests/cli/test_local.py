@@ -5,15 +5,19 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from dispatcher import cli as cli_module
@@ -47,6 +51,46 @@ class Served:
     first: str
     exports: dict[str, str]
     env: dict[str, str]
+    _lines: queue.Queue[str | None] | None = None
+
+    def next_line(self, wanted: str, timeout: float = 60.0) -> str:
+        """The next line it prints that holds ``wanted``; fail after ``timeout`` seconds.
+
+        Its output is read on a thread from the first call on, so that a wait can time out.
+        """
+        lines = self.reading()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line with {wanted!r} within {timeout:g} s") from None
+            assert line is not None, f"it ended before a line with {wanted!r}"
+            if wanted in line:
+                return line
+
+    def rest(self) -> str:
+        """What it printed that no `next_line` read, to its end (it must be ending)."""
+        lines = []
+        while (line := self.reading().get(timeout=60)) is not None:
+            lines.append(line)
+        return "".join(lines)
+
+    def reading(self) -> queue.Queue[str | None]:
+        """Its output, a line at a time, read on a thread from the first call on (None: it ended)."""
+        if self._lines is None:
+            lines: queue.Queue[str | None] = queue.Queue()
+            stream = self.process.stdout
+            assert stream is not None
+
+            def read() -> None:
+                for line in iter(stream.readline, ""):
+                    lines.put(line)
+                lines.put(None)
+
+            threading.Thread(target=read, daemon=True).start()
+            self._lines = lines
+        return self._lines
 
 
 @contextlib.contextmanager
@@ -60,6 +104,7 @@ def served(cli: Cli, *arguments: str) -> Iterator[Served]:
         text=True,
         env=shell,
     )
+    local: Served | None = None
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
@@ -70,11 +115,18 @@ def served(cli: Cli, *arguments: str) -> Iterator[Served]:
                 exports[key] = value
             if "Ctrl-C stops" in line:
                 break
-        yield Served(process, first, exports, {**shell, **exports})
+        local = Served(process, first, exports, {**shell, **exports})
+        local.reading()  # from here its output is read on a thread: a full pipe would block it
+        yield local
     finally:
         process.send_signal(signal.SIGINT)
-        rest, errors = process.communicate(timeout=60)  # drains both pipes: a full one would block its exit
-        assert process.returncode == 0, errors
+        if local is None:
+            rest, errors = process.communicate(timeout=60)
+        else:
+            assert process.stderr is not None
+            errors = process.stderr.read()
+            rest = local.rest()
+        assert process.wait(timeout=60) == 0, errors
         assert rest.endswith("Stopped. The emulator's state is gone.\n")
 
 
@@ -96,6 +148,39 @@ def test_cli_local_serves_a_stack_every_command_can_use(cli: Cli) -> None:
         assert (report["running"], report["started"], report["stopped"]) == (0, 1, "drained")
         again = cli.run("--stack", "try-it", "tick", "--invoke", stack=False, env=env)
         assert again.stdout.startswith("running 1, started 0,")
+
+
+def test_a_broken_control_parameter_stops_the_ticks_not_the_emulator_and_mending_it_resumes_them(
+    cli: Cli,
+) -> None:
+    """A typo in the parameter: each tick fails as the function's would, status shows it, `unset` mends it."""
+    with served(cli, "--stack", "mended", "--schedule", "0.5", "--wait-seconds", "600") as local:
+        env = local.env
+        with pointed_at(local.exports["AWS_ENDPOINT_URL"]):
+            boto3.client("ssm").put_parameter(
+                Name="/mended/dispatcher/control",
+                Value=json.dumps({"lanes": {"default": {"max_per_group": 0}}}),
+                Type="String",
+                Overwrite=True,
+            )
+        failed = local.next_line("tick failed")
+        assert failed.endswith(
+            "tick failed (the next one comes as scheduled): control parameter /mended/dispatcher/control"
+            " is malformed: lanes.default.max_per_group: Input should be greater than or equal to 1\n"
+        )
+        status = cli.run("--stack", "mended", "status", stack=False, env=env)
+        assert (status.returncode, status.stdout.splitlines()[0]) == (
+            0,
+            "CONTROL PARAMETER BROKEN: every tick stops (nothing is received) until it is mended.",
+        )
+        cli.run("--stack", "mended", "enqueue", "{}", "--group", "g", stack=False, env=env)
+        local.next_line("tick failed")  # the job waits on the queue meanwhile
+        mended = cli.run(
+            "--stack", "mended", "unset", "--lane", "default", "max_per_group", stack=False, env=env
+        )
+        assert mended.returncode == 0, mended.stderr
+        assert "started 1" in local.next_line("tick: ")
+        assert local.process.poll() is None
 
 
 def test_a_port_whose_last_connections_wait_in_time_wait_is_free() -> None:
