@@ -148,3 +148,16 @@ def statuses(text: str) -> frozenset[str]:
             f"status must be among {', '.join(sorted(REDRIVABLE_STATUSES))}, not {text!r}"
         )
     return found
+
+
+def parsed(text: str) -> object:
+    """``3`` as 3, ``0.5`` as 0.5, ``true``/``false`` as booleans, anything else as it is (for the model)."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            continue
+    return text

@@ -2,7 +2,7 @@
 
 Every command that writes the parameter (`pause`, `resume`, `set-max`, `forget`, `set`,
 `unset`) goes through `change_control`: only its own key moves, and a malformed parameter
-can be mended key by key (`MEND` says how).
+can be mended key by key (its error names the `unset` that mends each key).
 """
 
 from __future__ import annotations
@@ -15,16 +15,24 @@ from typing import Any
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.errors import CliError, UsageError
 from dispatcher.cli.members import chosen_member, lanes_needs, member
-from dispatcher.core.control import Control, checked_control, steer
+from dispatcher.core.control import Control, ControlError, checked_control, steer
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.topology import DEFAULT, Topology
 
 Document = dict[str, Any]
 """The parameter's JSON object, as it is read (its keys not yet checked)."""
-MEND = (
-    "mend it: `dispatcher unset [--lane|--gate|--pool NAME] KEY` removes a key,"
-    " `dispatcher set ... KEY=VALUE`, `set-max`, `pause` or `resume` replaces one"
-)
+
+
+def replace_advice(name: str) -> str:
+    """How to replace a value that isn't a JSON object at all (no key of it can be mended)."""
+    return f"replace it: aws ssm put-parameter --overwrite --type String --name {name} --value '{{}}'"
+
+
+def described(error: ConfigurationError, name: str) -> str:
+    """A parameter the ticks refuse, and how to mend it: the `unset` its error names, else replace it."""
+    if isinstance(error, ControlError):
+        return str(error)
+    return f"{error}; {replace_advice(name)}"
 
 
 def change_control(
@@ -53,16 +61,14 @@ def change_control(
         # environment's MAX keeps applying until someone sets one.
         current = control.read_document() or {}
     except ConfigurationError as error:
-        raise CliError(
-            f"{error}; replace it: aws ssm put-parameter --overwrite --type String"
-            f" --name {control.name} --value '{{}}'"
-        ) from None
+        raise CliError(described(error, control.name)) from None
     sound = _problem(control.name, current, topology) is None
     document = change(copy.deepcopy(current))
     problem = _problem(control.name, document, topology)
     if problem is not None:
-        # What the next tick would refuse (say, a lane MAX on a shared state machine) is refused now.
-        raise UsageError(f"not written: {problem}") if sound else CliError(f"not written: {problem}; {MEND}")
+        # What the next tick would refuse (say, a lane MAX on a shared state machine) is refused
+        # now; a parameter that stays broken says what mends it.
+        raise UsageError(f"not written: {problem.problem}") if sound else CliError(f"not written: {problem}")
     updated = checked_control(control.name, document)
     if write():
         control.write(updated)
@@ -74,14 +80,14 @@ def steered_topology(args: argparse.Namespace, resources: Resources) -> Topology
     return None if target_of(args, resources) is None else resources.topology()
 
 
-def _problem(name: str, document: Document, topology: Topology | None) -> str | None:
+def _problem(name: str, document: Document, topology: Topology | None) -> ControlError | None:
     """What a tick would refuse in ``document`` (None: nothing)."""
     try:
         control = checked_control(name, document)
         if topology is not None:
             steer(topology, control, name)
-    except ConfigurationError as error:
-        return str(error)
+    except ControlError as error:
+        return error
     return None
 
 

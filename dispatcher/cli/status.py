@@ -23,6 +23,7 @@ from dispatcher.cli.errors import UsageError
 from dispatcher.cli.groups import print_groups, top
 from dispatcher.cli.members import add_member_options, chosen_member
 from dispatcher.cli.members import member as find_member
+from dispatcher.cli.parameter import described
 from dispatcher.cli.pool_limits import environment_max, ledger_of, with_limits
 from dispatcher.cli.status_view import (
     GateStatus,
@@ -35,7 +36,7 @@ from dispatcher.cli.status_view import (
     status_document,
     status_table,
 )
-from dispatcher.core.control import max_source, stale_keys, steer
+from dispatcher.core.control import ControlError, max_source, stale_keys, steer
 from dispatcher.core.counting import pool_count
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
@@ -56,11 +57,15 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         read = None if control is None else control.read()
     except ConfigurationError as error:
         # Every tick stops on it; the operator sees why and what is configured, and mends it.
-        read, problem = None, str(error)
+        read, problem = None, described(error, resources.control_parameter or "")
     configured = resources.topology(environment_max(resources, read))
-    topology = with_limits(
-        steer(configured, read, resources.control_parameter), ledger_of(aws, resources, configured)
-    )
+    try:
+        steered = steer(configured, read, resources.control_parameter)
+    except ControlError as error:  # sound on its own, but not with these members (a shared lane's MAX)
+        read, problem = None, str(error)
+        configured = resources.topology(environment_max(resources, read))
+        steered = configured
+    topology = with_limits(steered, ledger_of(aws, resources, configured))
     shown = {(each.kind, each.member, each.key): each.as_json() for each in settings(configured, read)}
     listings = {
         arn: StateMachine(aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=now)

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dispatcher.cli.output import age, table
-from dispatcher.cli.parameter import MEND
 from dispatcher.core.effective import shown
 
 
@@ -308,5 +307,5 @@ def problem_text(problem: str) -> str:
     """A control parameter the ticks can't read: what is wrong, that ticks stop, and how to mend it."""
     return (
         f"CONTROL PARAMETER BROKEN: every tick stops (nothing is received) until it is mended.\n"
-        f"{problem}\n{MEND}. Below: what is configured, without the parameter."
+        f"{problem}\nBelow: what is configured, without the parameter."
     )

@@ -9,17 +9,20 @@ reads it on every tick) and the CLI (which reads, modifies and writes it).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from dispatcher.core.adaptive import AdaptiveDocument
-from dispatcher.core.errors import ConfigurationError, problems
+from dispatcher.core.errors import ConfigurationError, error_keys, problems
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 CONTROL_MAX_AGE_SECONDS = 5
 """How long a read of the parameter is reused (Powertools' own default would be 300 s)."""
+LIVE_KEYS = ("max_concurrency", "paused")
+"""Every member's keys: its MAX and its pause (`set-max`, `pause`, `resume`)."""
 
 
 class Override(BaseModel):
@@ -105,13 +108,71 @@ def parse_control(name: str, value: str) -> Control:
     return checked_control(name, parse_document(name, value))
 
 
+SECTIONS = {"pools": "pool", "lanes": "lane", "gates": "gate"}
+"""The parameter's sections of named members, and the kind of member each steers."""
+
+Key = tuple[str, ...]
+"""A key of the parameter, as its path: ``("lanes", "backfill", "max_per_group")``."""
+
+
+def _unset(key: Key) -> tuple[str, str, str | None]:
+    """What removes a malformed ``key``: (kind, member, its key; None: the member's whole entry)."""
+    head, *rest = key
+    if head not in SECTIONS or not rest:
+        return "pool", DEFAULT, head
+    kind, name = SECTIONS[head], rest[0]
+    match rest[1:]:
+        case []:
+            return kind, name, None
+        case ["adaptive", setting, *_] if setting != "errors":
+            return kind, name, f"adaptive.{setting}"
+        case [setting, *_]:
+            return kind, name, setting
+    raise AssertionError(key)  # pragma: no cover — the cases above take every key
+
+
+def mend_commands(keys: Sequence[Key]) -> tuple[str, ...]:
+    """The commands that mend malformed ``keys``: a `dispatcher unset` for each member, removing them.
+
+    What is configured (or a setting's default) applies again once they are gone. A key of
+    pool ``default`` is at the top level, but for ``adaptive`` (``pools.default.adaptive``);
+    a member's entry that is not an object goes whole; a malformed ``adaptive.errors``
+    takes the whole ``adaptive`` with it (the settings can't be without their errors).
+    """
+    members: dict[tuple[str, str], list[str | None]] = {}
+    for key in keys:
+        kind, name, setting = _unset(key)
+        members.setdefault((kind, name), []).append(setting)
+    commands = []
+    for (kind, name), settings in members.items():
+        said = [] if None in settings else list(dict.fromkeys(setting for setting in settings if setting))
+        # Without its settings, adaptive's own keys go with it.
+        said = [key for key in said if not (key.startswith("adaptive.") and "adaptive" in said)]
+        commands.append(" ".join(["dispatcher unset", f"--{kind} {name}", *said]))
+    return tuple(commands)
+
+
+class ControlError(ConfigurationError):
+    """A control parameter the ticks can't use: its malformed keys, each with the command that mends it."""
+
+    def __init__(self, name: str, problem: str, keys: Sequence[Key]) -> None:
+        self.keys = tuple(dict.fromkeys(keys))
+        """The keys that are wrong (none: the whole value is)."""
+        self.mending = mend_commands(self.keys)
+        """A command for each member: run them all, and the parameter is sound again."""
+        self.problem = f"control parameter {name}{problem}"
+        """What is wrong, without how to mend it."""
+        advice = f"; mend it: {'; '.join(self.mending)}" if self.mending else ""
+        super().__init__(f"{self.problem}{advice}")
+
+
 def checked_control(name: str, document: dict[str, Any]) -> Control:
-    """A JSON object as a ``Control``; a ``ConfigurationError`` naming ``name`` and each malformed key."""
+    """A JSON object as a ``Control``; a `ControlError` naming ``name`` and each malformed key."""
     try:
         return Control.model_validate(document)
     except ValidationError as error:
         found = problems(error, lambda field: field or "value")
-        raise ConfigurationError(f"control parameter {name} is malformed: {found}") from error
+        raise ControlError(name, f" is malformed: {found}", error_keys(error)) from error
 
 
 def stale_keys(topology: Topology, control: Control | None) -> tuple[str, ...]:
@@ -141,10 +202,13 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
     if control is None or name is None:
         return topology
     default = control.pools.get(DEFAULT)
-    if default is not None and (default.max_concurrency is not None or default.paused is not None):
-        raise ConfigurationError(
-            f"control parameter {name}: pools.default: pool default is steered by the top-level keys"
-            " (pools.default takes only adaptive)"
+    misplaced = [] if default is None else [key for key in LIVE_KEYS if getattr(default, key) is not None]
+    if misplaced:
+        raise ControlError(
+            name,
+            ": pools.default: pool default is steered by the top-level keys"
+            " (pools.default takes only adaptive)",
+            [("pools", DEFAULT, key) for key in misplaced],
         )
     pools = []
     for pool in topology.pools:
@@ -163,9 +227,11 @@ def _steered_lane(topology: Topology, lane: Lane, control: Control, name: str) -
     """One lane with its overrides; a MAX for a lane that can't be counted apart is an error."""
     override = control.lanes.get(lane.name, LaneOverride())
     if override.max_concurrency is not None and not topology.has_own_counts(lane):
-        raise ConfigurationError(
-            f"control parameter {name}: lanes.{lane.name}.max_concurrency: another lane starts"
-            " the same state machine, so this lane's RUNNING can't be told apart"
+        raise ControlError(
+            name,
+            f": lanes.{lane.name}.max_concurrency: another lane starts"
+            " the same state machine, so this lane's RUNNING can't be told apart",
+            [("lanes", lane.name, "max_concurrency")],
         )
     return _shared(_overridden(lane, override), override)
 

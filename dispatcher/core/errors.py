@@ -7,6 +7,7 @@ decides on meaning (stop the tick, dead-letter, release) and never on strings.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -49,6 +50,39 @@ class NotYetError(DispatcherError):
 
 UNION_BRANCHES = ("AdaptiveDocument",)
 """How pydantic names a union's branch in a location: not a field, so left out of the one the user reads."""
+NOT_AN_OBJECT = ("model_type", "dict_type")
+"""Pydantic's errors for a value that should be a JSON object (they name the model's class)."""
+
+
+def _branch(part: object) -> bool:
+    return part in UNION_BRANCHES or str(part).startswith("literal[")
+
+
+def _fields(loc: Sequence[int | str]) -> tuple[str, ...]:
+    """A location's fields, without the union's branches."""
+    return tuple(str(part) for part in loc if not _branch(part))
+
+
+def _issues(error: ValidationError) -> tuple[list[Any], set[tuple[str, ...]]]:
+    """The issues to say, and the fields whose value may also be ``false`` (a union with a literal).
+
+    A value of a union (settings, or ``false``) is said as the settings' problem.
+    """
+    issues = error.errors()
+    settings = [
+        issue for issue in issues if not any(str(part).startswith("literal[") for part in issue["loc"])
+    ]
+    or_false = {
+        _fields(issue["loc"]) for issue in issues if any(part == "literal[False]" for part in issue["loc"])
+    }
+    return settings or issues, or_false
+
+
+def message_of(issue: Any, *, or_false: bool = False) -> str:
+    """What pydantic says of one issue (not the model class it names for a value that is not an object)."""
+    if issue["type"] in NOT_AN_OBJECT:
+        return "Input should be a JSON object" + (", or false" if or_false else "")
+    return str(issue["msg"])
 
 
 def problems(error: ValidationError, name: Callable[[str], str] = str) -> str:
@@ -56,14 +90,17 @@ def problems(error: ValidationError, name: Callable[[str], str] = str) -> str:
 
     A value of a union (settings, or ``false``) is said as the settings' problem, when it is an object.
     """
-    issues = error.errors()
-    settings = [
-        issue for issue in issues if not any(str(part).startswith("literal[") for part in issue["loc"])
-    ]
-    return "; ".join(
-        f"{name('.'.join(str(part) for part in issue['loc'] if part not in UNION_BRANCHES))}: {issue['msg']}"
-        for issue in settings or issues
-    )
+    issues, or_false = _issues(error)
+    said = []
+    for issue in issues:
+        fields = _fields(issue["loc"])
+        said.append(f"{name('.'.join(fields))}: {message_of(issue, or_false=fields in or_false)}")
+    return "; ".join(said)
+
+
+def error_keys(error: ValidationError) -> list[tuple[str, ...]]:
+    """The fields a validation error is about, each as its path (``("lanes", "a", "paused")``)."""
+    return [_fields(issue["loc"]) for issue in _issues(error)[0]]
 
 
 def location(loc: Sequence[int | str]) -> str:

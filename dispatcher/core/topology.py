@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from dispatcher.core.adaptive import Adaptive, AdaptiveDocument, LimitState, limit_of
-from dispatcher.core.errors import ConfigurationError, field_problem
+from dispatcher.core.errors import ConfigurationError, field_problem, message_of
 from dispatcher.core.lanes_document import DEFAULT as DEFAULT  # noqa: PLC0414 — re-exported: every module's name for it
 from dispatcher.core.lanes_document import DefaultPoolDocument, GateDocument, LaneDocument, LanesDocument
 
@@ -266,7 +266,7 @@ def _document(text: str | None) -> tuple[LanesDocument, DefaultPoolDocument]:
     try:
         return LanesDocument.model_validate(value), _default_pool(default)
     except ValidationError as error:
-        found = "; ".join(field_problem(issue["loc"], issue["msg"]) for issue in error.errors())
+        found = "; ".join(field_problem(issue["loc"], message_of(issue)) for issue in error.errors())
         raise ConfigurationError(f"LANES: {found}") from error
 
 
@@ -276,7 +276,7 @@ def _default_pool(document: Any) -> DefaultPoolDocument:
         return DefaultPoolDocument.model_validate(document)
     except ValidationError as error:
         found = "; ".join(
-            field_problem(("pools", DEFAULT, *issue["loc"]), issue["msg"]) for issue in error.errors()
+            field_problem(("pools", DEFAULT, *issue["loc"]), message_of(issue)) for issue in error.errors()
         )
         raise ConfigurationError(f"LANES: {found}") from error
 

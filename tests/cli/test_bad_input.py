@@ -130,6 +130,34 @@ USAGE_ERRORS = {
         ["--pool glue: no such pool (pools: default)"],
         {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
     ),
+    "set-a-key-twice": Row(
+        ["set", "max_per_group=2", "max_per_group=3"],
+        ["max_per_group: given twice ('2' and '3'): give each key once"],
+        {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
+    ),
+    "set-adaptive-true": Row(
+        ["set", "--pool", "default", "adaptive=true"],
+        [
+            "adaptive=true: only adaptive=false (its limit is MAX); give its settings as adaptive.errors=…,"
+            " adaptive.min=…, adaptive.decrease=…, adaptive.cooldown_seconds=…,"
+            " or `unset --pool NAME adaptive` for those in LANES"
+        ],
+        {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
+    ),
+    "set-adaptive-out-of-range": Row(
+        ["set", "--pool", "default", "adaptive.decrease=2"],
+        ["adaptive.decrease: Input should be less than 1"],
+        {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
+    ),
+    "set-a-pools-max": Row(
+        ["set", "--pool", "default", "max_concurrency=3"],
+        [
+            "max_concurrency: a pool has no such setting (pool settings: adaptive, adaptive.errors,"
+            " adaptive.min, adaptive.decrease, adaptive.cooldown_seconds;"
+            " MAX and pause: set-max, pause, resume)"
+        ],
+        {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
+    ),
     "forget-a-configured-lane": Row(
         ["forget", "--lane", "default"],
         [

@@ -166,7 +166,8 @@ def test_a_broken_control_parameter_stops_the_ticks_not_the_emulator_and_mending
         failed = local.next_line("tick failed")
         assert failed.endswith(
             "tick failed (the next one comes as scheduled): control parameter /mended/dispatcher/control"
-            " is malformed: lanes.default.max_per_group: Input should be greater than or equal to 1\n"
+            " is malformed: lanes.default.max_per_group: Input should be greater than or equal to 1;"
+            " mend it: dispatcher unset --lane default max_per_group\n"
         )
         status = cli.run("--stack", "mended", "status", stack=False, env=env)
         assert (status.returncode, status.stdout.splitlines()[0]) == (
@@ -175,9 +176,8 @@ def test_a_broken_control_parameter_stops_the_ticks_not_the_emulator_and_mending
         )
         cli.run("--stack", "mended", "enqueue", "{}", "--group", "g", stack=False, env=env)
         local.next_line("tick failed")  # the job waits on the queue meanwhile
-        mended = cli.run(
-            "--stack", "mended", "unset", "--lane", "default", "max_per_group", stack=False, env=env
-        )
+        advised = failed.rstrip().split("; mend it: dispatcher ")[1].split()
+        mended = cli.run("--stack", "mended", *advised, stack=False, env=env)
         assert mended.returncode == 0, mended.stderr
         assert "started 1" in local.next_line("tick: ")
         assert local.process.poll() is None

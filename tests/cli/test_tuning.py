@@ -6,8 +6,20 @@ The stack of test_members: lane ``glue`` (pool glue, MAX 2, its own state machin
 
 from __future__ import annotations
 
-import boto3
+import copy
+import shlex
+import typing
+from typing import Any
 
+import annotated_types
+import boto3
+import pytest
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from dispatcher.core.adaptive import AdaptiveDocument
+from dispatcher.core.control import Control, GateOverride, LaneOverride, PoolOverride
+from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.stack import read_all, send_jobs
 from tests.cli.test_members import Members, members, ok
@@ -112,7 +124,7 @@ def test_a_broken_parameter_is_shown_by_status_and_mended_by_the_commands_that_w
     refused = cli.run("resume", "--lane", "glue")
     assert refused.returncode == 1
     assert refused.stderr.startswith("dispatcher: error: not written: control parameter ")
-    assert "mend it: `dispatcher unset [--lane|--gate|--pool NAME] KEY` removes a key" in refused.stderr
+    assert refused.stderr.rstrip().endswith("; mend it: dispatcher unset --lane glue max_per_group")
     ok(cli.run("set", "--lane", "glue", "max_per_group=2"))
     assert members.control()["lanes"] == {"glue": {"max_per_group": 2, "paused": True}}
     assert "control_problem" not in ok(cli.run("status", "--lane", "glue", "--json"))
@@ -129,3 +141,153 @@ def test_a_broken_parameter_is_shown_by_status_and_mended_by_the_commands_that_w
     not_json = cli.run("set-max", "3")
     assert not_json.returncode == 1
     assert "replace it: aws ssm put-parameter --overwrite --type String --name " in not_json.stderr
+
+
+def test_set_changes_a_pools_adaptive_settings_and_unset_gives_back_the_configured_ones(
+    members: Members,
+) -> None:
+    """`set --pool glue adaptive.KEY=…` writes its settings, `adaptive=false` turns it off, `unset` too."""
+    cli = members.cli
+    members.control({})
+    refused = cli.run("set", "--pool", "glue", "adaptive.decrease=0.7")
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        "dispatcher: error: pool glue has no adaptive settings to change: give adaptive.errors=NAME[,NAME...]"
+        " too (the error names that mean throttled)\n",
+    )
+    said = ok(cli.run("set", "--pool", "glue", "adaptive.errors=Glue.A, Glue.B", "adaptive.decrease=0.7"))
+    assert said.startswith(
+        "pool glue: max_concurrency 4 (LANES), paused false (unset), adaptive (errors Glue.A,Glue.B, min 1,"
+        " decrease 0.7, cooldown_seconds 60) (parameter; configured off) (parameter "
+    )
+    ok(cli.run("set", "--pool", "glue", "adaptive.min=2"))  # the other settings stay
+    assert members.control() == {
+        "pools": {
+            "glue": {
+                "adaptive": {
+                    "errors": ["Glue.A", "Glue.B"],
+                    "decrease": 0.7,
+                    "min": 2,
+                    "cooldown_seconds": 60.0,
+                }
+            }
+        }
+    }
+    pool = ok(cli.run("status", "--pool", "glue", "--json"))
+    assert pool["adaptive"] == {
+        "errors": ["Glue.A", "Glue.B"],
+        "min": 2,
+        "decrease": 0.7,
+        "cooldown_seconds": 60.0,
+    }
+    off = ok(cli.run("set", "--pool", "glue", "adaptive=false", "--json"))
+    assert off["settings"]["adaptive"] == {"value": None, "source": "parameter", "configured": None}
+    assert off["pools"] == {"glue": {"adaptive": False}}
+    back = ok(cli.run("unset", "--pool", "glue", "adaptive", "--json"))
+    assert back["settings"]["adaptive"] == {"value": None, "source": "unset", "configured": None}
+    assert members.control() == {}
+
+
+# -- every malformed key mended by the command its error names ----------------------------
+
+SECTION_MEMBERS = {"pools": "glue", "lanes": "glue", "gates": "crawl"}
+"""The configured member of each section whose entry the walk makes malformed."""
+SOUND = {
+    "max_concurrency": 3,
+    "pools": {"glue": {"paused": False}},
+    "lanes": {"glue": {"fair_share": True}},
+    "gates": {"crawl": {"max_per_group": 2}},
+}
+"""What the parameter holds beside the malformed key: sound, and kept by the mending."""
+SECTION_MODELS: dict[str, type[BaseModel]] = {
+    "pools": PoolOverride,
+    "lanes": LaneOverride,
+    "gates": GateOverride,
+}
+
+
+def refused_values(field: FieldInfo) -> list[object]:
+    """Values the field refuses: one of the wrong type, and one past each of its bounds."""
+    refused: list[object] = ["text"] if field.annotation is not str else [1]
+    if typing.get_origin(field.annotation) is list:
+        refused.append([1])
+    for bound in field.metadata:
+        if isinstance(bound, annotated_types.Ge):
+            refused.append(bound.ge - 1)  # type: ignore[operator]
+        elif isinstance(bound, annotated_types.Gt | annotated_types.Lt):
+            refused.append(getattr(bound, "gt", None) or getattr(bound, "lt", None))
+        elif isinstance(bound, annotated_types.MinLen):
+            refused.append([])
+    return refused
+
+
+def malformed_keys() -> list[tuple[tuple[str, ...], object]]:
+    """Every key the parameter takes, each with every value it refuses, walked from its models.
+
+    Also: a key no member has (a typo) at every level, a section and an entry that are not
+    objects, and the keys only the members refuse (pool default's MAX in ``pools.default``,
+    a MAX for a lane whose state machine another lane starts).
+    """
+    found: list[tuple[tuple[str, ...], object]] = [(("max_concurency",), 3)]
+    for key, field in Control.model_fields.items():
+        if key not in SECTION_MODELS:
+            found += [((key,), value) for value in refused_values(field)]
+    for section, model in SECTION_MODELS.items():
+        member = SECTION_MEMBERS[section]
+        found += [((section,), 5), ((section, member), 5), ((section, member, "paused_"), True)]
+        for key, field in model.model_fields.items():
+            found += [((section, member, key), value) for value in refused_values(field)]
+    for key, field in AdaptiveDocument.model_fields.items():
+        found += [(("pools", "glue", "adaptive", key), value) for value in refused_values(field)]
+    found += [(("pools", "glue", "adaptive", "decreas"), 0.5), (("pools", "glue", "adaptive"), True)]
+    found += [(("pools", "default", "max_concurrency"), 3), (("pools", "default", "paused"), True)]
+    found += [(("lanes", "urgent", "max_concurrency"), 1)]
+    return found
+
+
+def with_key(key: tuple[str, ...], value: object) -> dict[str, Any]:
+    """`SOUND` with ``value`` at ``key`` (an adaptive key beside sound settings: errors given)."""
+    document = copy.deepcopy(SOUND)
+    entry: dict[str, Any] = document
+    for part in key[:-1]:
+        if not isinstance(entry.get(part), dict):
+            entry[part] = {}
+        entry = entry[part]
+    if key[:3] == ("pools", "glue", "adaptive") and len(key) == 4:
+        entry.setdefault("errors", ["Glue.ConcurrentRunsExceededException"])
+    entry[key[-1]] = value
+    return document
+
+
+def test_every_malformed_key_of_the_parameter_is_mended_by_the_command_its_error_names(
+    members: Members,
+) -> None:
+    """Each key, made malformed: the tick's error names the `unset` that mends it, and after it a tick runs.
+
+    The keys are walked from the parameter's own models, so a key added later is walked too;
+    the mending leaves every sound key of another member as it was.
+    """
+    cli = members.cli
+    walked = malformed_keys()
+    assert len(walked) > 40
+    shown: set[str] = set()
+    for key, value in walked:
+        members.control(with_key(key, value))
+        with pytest.raises(ConfigurationError) as stopped:
+            members.tick()
+        said = str(stopped.value)
+        assert "; mend it: " in said, (key, said)
+        if key[0] not in shown:  # status says the same, with the same advice (once a section: it costs)
+            shown.add(key[0])
+            assert ok(cli.run("status")).splitlines()[1] == said, key
+        for command in said.split("; mend it: ")[1].split("; "):
+            words = shlex.split(command)
+            assert words[0] == "dispatcher", command
+            ok(cli.run(*words[1:]))
+        mended = members.control()
+        members.tick()
+        untouched = [section for section in SECTION_MODELS if section not in key[:1]]
+        for section in untouched:
+            assert mended.get(section) == SOUND[section], (key, mended)
+        if key[0] != "max_concurrency":
+            assert mended["max_concurrency"] == SOUND["max_concurrency"], (key, mended)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.core.control import Control, Override, max_source, parse_control, stale_keys, steer
+from dispatcher.core.control import (
+    Control,
+    ControlError,
+    Override,
+    max_source,
+    mend_commands,
+    parse_control,
+    stale_keys,
+    steer,
+)
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.messages import group_problem, job_problem
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
@@ -195,3 +204,42 @@ def test_job_problem_checks_body_then_group_then_name() -> None:
     assert job_problem('{"a": 1}', "g-1!", "name-1") is None
     assert "JSON" in (job_problem("{", "g", None) or "")
     assert "whitespace" in (job_problem("{}", "g", "a b") or "")
+
+
+@pytest.mark.parametrize(
+    ("key", "commands"),
+    [
+        ([("max_concurrency",)], ("dispatcher unset --pool default max_concurrency",)),
+        ([("lanes",)], ("dispatcher unset --pool default lanes",)),
+        ([("lanes", "a")], ("dispatcher unset --lane a",)),
+        (
+            [("lanes", "a", "paused"), ("lanes", "a", "max_per_grop"), ("gates", "g", "max_per_group")],
+            ("dispatcher unset --lane a paused max_per_grop", "dispatcher unset --gate g max_per_group"),
+        ),
+        ([("pools", "glue", "adaptive", "decrease")], ("dispatcher unset --pool glue adaptive.decrease",)),
+        (
+            [("pools", "glue", "adaptive", "decrease"), ("pools", "glue", "adaptive", "errors", "0")],
+            ("dispatcher unset --pool glue adaptive",),
+        ),
+        ([("pools", "default", "adaptive", "min")], ("dispatcher unset --pool default adaptive.min",)),
+        ([("lanes", "a", "paused"), ("lanes", "a")], ("dispatcher unset --lane a",)),
+    ],
+)
+def test_each_malformed_key_names_the_unset_that_removes_it_one_command_a_member(
+    key: list[tuple[str, ...]], commands: tuple[str, ...]
+) -> None:
+    """A member's keys in one `unset`; its whole entry, or adaptive's errors, take what is inside too."""
+    assert mend_commands(key) == commands
+
+
+def test_a_malformed_parameter_says_what_is_wrong_and_how_to_mend_it() -> None:
+    """The error's message ends with the commands; ``problem`` is without them; no model class is named."""
+    with pytest.raises(ControlError) as raised:
+        parse_control("/p", '{"lanes": {"a": 3}, "pools": {"b": {"adaptive": true}}}')
+    assert raised.value.problem == (
+        "control parameter /p is malformed: pools.b.adaptive: Input should be a JSON object, or false;"
+        " lanes.a: Input should be a JSON object"
+    )
+    assert str(raised.value) == (
+        f"{raised.value.problem}; mend it: dispatcher unset --pool b adaptive; dispatcher unset --lane a"
+    )

@@ -116,6 +116,7 @@ def test_a_command_imports_no_other_command() -> None:
     shared |= {"dispatcher.cli.groups"}  # status's view of message groups (no command of its own)
     shared |= {"dispatcher.cli.parameter", "dispatcher.cli.status_view"}  # the control parameter's writes
     shared |= {"dispatcher.cli.pool_limits"}  # adaptive pools' limits: status reads them, two commands write
+    shared |= {"dispatcher.cli.pool_settings"}  # a pool's settings as set and unset change and say them
     for name in MODULES:
         if name.startswith("dispatcher.cli.") and name not in {
             "dispatcher.cli.main",
