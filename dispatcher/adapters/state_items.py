@@ -153,6 +153,11 @@ def _machine_of(item: Mapping[str, Any], count: int, own: str) -> list[str]:
     return [machines[int(value["N"])] for value in item["machine_of"]["L"]]
 
 
+def write_id(sort_key: str) -> str:
+    """A start key's write id: its third field, before any machine's name ("": none, a test's key)."""
+    return "".join(sort_key.split("#")[2:3])
+
+
 def starts_item(partition_key: str, records: Sequence[LedgerStart], own: str = "") -> dict[str, Any]:
     """Starts recorded together (one moment, one write, distinct keys), as one item of the table."""
     first = records[0]
@@ -163,11 +168,13 @@ def starts_item(partition_key: str, records: Sequence[LedgerStart], own: str = "
         "recorded_at": number(first.recorded_at),
         "expires_at": {"N": str(int(first.recorded_at) + START_RECORD_LIFETIME_SECONDS)},
         "names": {"L": [{"S": record.name} for record in records]},
-        "write": {"S": first.sort_key.rsplit("#", 1)[1]},
         "groups": {
             "L": [{"NULL": True} if record.group is None else {"S": record.group} for record in records]
         },
     }
+    write = write_id(first.sort_key)
+    if write:
+        item["write"] = {"S": write}
     redrives = {record.name: record.redrive_count for record in records if record.redrive_count is not None}
     if redrives:
         # A name is redriven once a round, in one state machine: the key is the name.
@@ -366,8 +373,7 @@ def start_packs(records: Sequence[LedgerStart]) -> list[list[LedgerStart]]:
     """Records in the items that hold them: one per moment recorded and write, 25 at most, in order."""
     packs: dict[tuple[float, str], list[LedgerStart]] = {}
     for record in records:
-        write = record.sort_key.split("#")[2:3]  # none in a key made elsewhere (a test's)
-        packs.setdefault((record.recorded_at, "".join(write)), []).append(record)
+        packs.setdefault((record.recorded_at, write_id(record.sort_key)), []).append(record)
     return [list(chunk) for pack in packs.values() for chunk in chunks(pack, STARTS_PACK_LIMIT)]
 
 

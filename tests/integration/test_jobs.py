@@ -14,6 +14,7 @@ from freezegun import freeze_time
 from dispatcher.core.jobs import start_by_text
 from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE
 from dispatcher.local.account import ACCOUNT_ID, REGION
+from dispatcher.local.stack import create_lane
 from dispatcher.producer import AlreadyStartedError, Producer
 from tests.infra.template import deployed
 from tests.integration.conftest import Harness
@@ -259,3 +260,28 @@ def test_the_follower_policy_grants_every_call_of_following_and_cancelling_and_n
 
 def _listed(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
+
+
+def test_a_cancelled_job_of_a_lane_on_its_own_state_machine_holds_no_slot_after_its_tick(
+    harness: Harness,
+) -> None:
+    """Lane tenants starts a state machine of its own: its cancelled jobs' records are voided at once.
+
+    Issue 62's repro: their voids named other keys than their records (a lane whose state
+    machine isn't the partition's), so each counted RUNNING until its review, 90 s, and the
+    pool stalled while `status` said it was free.
+    """
+    lane = create_lane(harness.stack.name, "tenants", pool="tpool", max_per_group=1)
+    harness.configure(5, lanes=json.dumps({"pools": {"tpool": {"max_concurrency": 3}}, "lanes": [lane]}))
+    producer = Producer(lane["queue_url"])
+    for name in ("big-1", "big-2", "big-3"):
+        producer.send({"job": name}, group="big", name=name)
+    producer.cancel_group("big", lane="tenants")
+
+    first = harness.tick()
+    second = harness.tick()
+
+    assert (first["cancelled"], first["started"]) == (3, 0)
+    assert second["pools"]["tpool"]["running"] == 0
+    producer.send({"job": "big-4"}, group="big", name="big-4")
+    assert harness.tick()["started"] == 1

@@ -18,6 +18,7 @@ from dispatcher.adapters.state_items import (
     read_items,
     start_packs,
     starts_item,
+    void_item,
 )
 from dispatcher.core.counting import LedgerRequest
 from dispatcher.core.events import EndedExecution
@@ -160,3 +161,16 @@ def test_each_start_keeps_the_lane_that_started_it_and_one_lane_costs_one_attrib
     assert "lanes" not in older
     assert item_origins(older, OWN, OWN) == {"e": Origin("g", None)}
     assert item_origins(older, GLUE, OWN) == {}, "another state machine's executions are not these"
+
+
+def test_a_start_of_another_machine_first_in_its_item_reads_back_under_the_key_a_void_names() -> None:
+    """Lane glue's round alone: read back, each start has the key it was written with, so its void applies.
+
+    The item kept the machine's name as its write id (its key's last field), so a start
+    voided at once (cancelled, never started) still counted until its review, 90 s.
+    """
+    [records] = ledger_starts_of([LedgerRequest(GLUE, {"cancelled": "g", "started": "h"})], 1_000.0, OWN)
+    window = read_items([starts_item("pk", records, OWN)], OWN)
+    assert window.starts == tuple(records)
+    voided = read_items([starts_item("pk", records, OWN), void_item("pk", records[:1], 1_001.0)], OWN)
+    assert [record.name for record in voided.starts] == ["started"]
