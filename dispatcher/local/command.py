@@ -25,7 +25,8 @@ from dispatcher.local.account import FAKE_CREDENTIALS, local_client, pointed_at
 from dispatcher.local.events import Rule, sqs_event, to_queue
 from dispatcher.local.members import LocalMembers, local_members
 from dispatcher.local.server import emulated_server
-from dispatcher.local.stack import create_stack, function_name, register_stack
+from dispatcher.local.stack import Stack, create_stack, function_name, register_stack
+from dispatcher.local.workflows import release_ended
 
 
 def exports(endpoint_url: str) -> list[str]:
@@ -101,10 +102,7 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
                 args=(members.release_queue_url, endpoint_url, tick, out),
                 daemon=True,
             ).start()
-        emulation.rules += [
-            Rule(failure_pattern(members.lane_machines), to_queue(resources.spool_queue_url, endpoint_url)),
-            Rule(refill_pattern(members.lane_machines), lambda _event: ended.set()),
-        ]
+        emulation.rules += lane_rules(resources, members.lane_machines, endpoint_url, ended)
         banner = _banner(
             stack,
             endpoint_url,
@@ -120,6 +118,26 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         gc.freeze()
         _tick_on_schedule(tick, schedule_seconds, ended, out)
     return 0
+
+
+def lane_rules(
+    stack: Stack, machines: Sequence[str], endpoint_url: str, ended: threading.Event
+) -> list[Rule]:
+    """What the lanes' ends do, as the template's rules do: failures spooled, every end ticks.
+
+    And, local only, the simulated downstream API ends the session of an execution that
+    ended: the slot of one stopped during its wait comes back.
+    """
+    return [
+        Rule(failure_pattern(machines), to_queue(stack.spool_queue_url, endpoint_url)),
+        Rule(refill_pattern(machines), functools.partial(_end_session, stack.downstream_table)),
+        Rule(refill_pattern(machines), lambda _event: ended.set()),
+    ]
+
+
+def _end_session(table: str, event: dict[str, Any]) -> None:
+    """An execution ended: the simulated downstream API gives back the slot it held, if any."""
+    release_ended(table, event["detail"]["executionArn"])
 
 
 def _banner(  # noqa: PLR0913 — what the banner says of each option

@@ -24,7 +24,7 @@ from dispatcher.local.account import REGION
 from dispatcher.local.emulation import SETTLED_PATH
 from dispatcher.local.gates import GATE
 from dispatcher.local.stack import workflow_name
-from dispatcher.local.workflows import THROTTLED_ERROR, set_capacity, set_downstream
+from dispatcher.local.workflows import THROTTLED_ERROR, holders, set_capacity, set_downstream
 from dispatcher.settings import LANES_OUTPUT
 
 
@@ -51,9 +51,18 @@ def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> 
     args = parser.parse_args(argv)
     out = out or sys.stdout
     if args.state == "capacity":
-        set_capacity(f"{args.stack}-downstream", args.capacity)
-        said = "none: nothing is throttled" if args.capacity is None else f"{args.capacity} at once"
-        out.write(f"downstream API capacity {said}; above it executions fail with {THROTTLED_ERROR}\n")
+        table = f"{args.stack}-downstream"
+        lost = set_capacity(table, args.capacity)
+        using = f"{len(holders(table))} in use now"
+        if args.capacity is None:
+            out.write(f"downstream API capacity none: nothing is throttled ({using})\n")
+        else:
+            out.write(
+                f"downstream API capacity {args.capacity} at once ({using});"
+                f" above it executions fail with {THROTTLED_ERROR}\n"
+            )
+        if lost:
+            out.write(f"gave back {len(lost)} slot(s) held by executions no longer running\n")
         return 0
     set_downstream(f"{args.stack}-downstream", up=args.state == "up")
     out.write(

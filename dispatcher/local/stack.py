@@ -16,7 +16,7 @@ from dispatcher.core.messages import (
     SQS_MAX_MESSAGE_BYTES,
 )
 from dispatcher.local.account import ACCOUNT_ID, REGION
-from dispatcher.local.workflows import sample_workflow
+from dispatcher.local.workflows import prepare_capacity, sample_workflow
 from dispatcher.settings import (
     LANES_OUTPUT,
     LANES_PARAMETER,
@@ -146,6 +146,8 @@ def create_stack(  # noqa: PLR0913 — each keyword is a stack option
     downstream_table = ""
     if downstream:
         downstream_table = _pk_sk_table(dynamodb, f"{prefix}-downstream")
+        if slots:
+            prepare_capacity(downstream_table)
     state_machine_arn = stepfunctions.create_state_machine(
         name=workflow_name(prefix),
         definition=sample_workflow(wait_seconds, downstream_table or None, slots=slots),

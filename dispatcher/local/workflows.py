@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 from dispatcher.local.account import REGION
 
@@ -76,19 +77,27 @@ def sample_workflow(wait_seconds: float, downstream_table: str | None = None, *,
     )
 
 
+HOLDER = {"#holder.$": "$$.Execution.Id"}
+"""The execution that takes (or gives back) a slot: its ARN, a key of the item's ``holders``."""
+
+
 def _slot_states(downstream_table: str) -> dict[str, Any]:
-    """Take a slot of the downstream API (or fail with `THROTTLED_ERROR`), and give it back after the wait."""
-    update = {"TableName": downstream_table, "Key": CAPACITY_KEY, "UpdateExpression": "ADD taken :step"}
+    """Take a slot of the downstream API (or fail with `THROTTLED_ERROR`), and give it back after the wait.
+
+    The item keeps who holds a slot (``holders``, by execution ARN) beside their count
+    (``taken``): a slot is given back once, by its execution's release or, for an execution
+    stopped or failed before it, by `release_ended` on its end.
+    """
+    key = {"TableName": downstream_table, "Key": CAPACITY_KEY, "ExpressionAttributeNames": HOLDER}
     return {
         "Acquire": {
             "Type": "Task",
             "Resource": "arn:aws:states:::dynamodb:updateItem",
             "Parameters": {
-                **update,
-                "ConditionExpression": (
-                    "attribute_not_exists(seats) OR attribute_not_exists(taken) OR taken < seats"
-                ),
-                "ExpressionAttributeValues": {":step": {"N": "1"}},
+                **key,
+                "UpdateExpression": "SET holders.#holder = :one ADD taken :one",
+                "ConditionExpression": "attribute_not_exists(seats) OR taken < seats",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
             },
             "ResultPath": None,
             "Catch": [{"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "Next": "Throttled"}],
@@ -102,25 +111,95 @@ def _slot_states(downstream_table: str) -> dict[str, Any]:
         "Release": {
             "Type": "Task",
             "Resource": "arn:aws:states:::dynamodb:updateItem",
-            "Parameters": {**update, "ExpressionAttributeValues": {":step": {"N": "-1"}}},
+            "Parameters": {**key, **RELEASE},
             "ResultPath": None,
+            # Given back already (`set_capacity` found it not running): nothing to give.
+            "Catch": [
+                {"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"], "Next": "CallDownstream"}
+            ],
             "Next": "CallDownstream",
         },
     }
 
 
-def set_capacity(table: str, capacity: int | None) -> None:
-    """Give the simulated downstream API a capacity (None: none), keeping count of who uses it."""
+RELEASE = {
+    "UpdateExpression": "REMOVE holders.#holder ADD taken :minus_one",
+    "ConditionExpression": "attribute_exists(holders.#holder)",
+    "ExpressionAttributeValues": {":minus_one": {"N": "-1"}},
+}
+"""Give a holder's slot back, once."""
+
+
+def prepare_capacity(table: str) -> None:
+    """The item of the API's capacity, with no one holding a slot (before any workflow takes one)."""
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName=table, Item={**CAPACITY_KEY, "holders": {"M": {}}, "taken": {"N": "0"}}
+    )
+
+
+def release_ended(table: str, execution_arn: str) -> bool:
+    """Give back the slot of an execution that ended holding one (stopped, failed); whether it held one.
+
+    The API's end of a session: an execution stopped during its wait never runs its own
+    release, and its slot would be lost for good.
+    """
+    try:
+        boto3.client("dynamodb", region_name=REGION).update_item(
+            TableName=table,
+            Key=CAPACITY_KEY,
+            ExpressionAttributeNames={"#holder": execution_arn},
+            **RELEASE,  # type: ignore[arg-type]
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
+
+
+def holders(table: str) -> list[str]:
+    """The executions holding a slot of the API now."""
+    item = (
+        boto3.client("dynamodb", region_name=REGION)
+        .get_item(TableName=table, Key=CAPACITY_KEY)
+        .get("Item", {})
+    )
+    return sorted(item.get("holders", {}).get("M", {}))
+
+
+def set_capacity(table: str, capacity: int | None) -> list[str]:
+    """Give the simulated downstream API a capacity (None: none); the slots it found lost, and gave back.
+
+    A slot held by an execution that is no longer RUNNING is given back first: what an
+    older emulator lost (it counted no holders), or an end whose release did not come.
+    """
+    stepfunctions = boto3.client("stepfunctions", region_name=REGION)
+    lost = []
+    for arn in holders(table):
+        try:
+            running = stepfunctions.describe_execution(executionArn=arn)["status"] == "RUNNING"
+        except ClientError:
+            running = False  # gone with the state machine it ran
+        if not running and release_ended(table, arn):
+            lost.append(arn)
     client = boto3.client("dynamodb", region_name=REGION)
     if capacity is None:
         client.update_item(TableName=table, Key=CAPACITY_KEY, UpdateExpression="REMOVE seats")
-        return
+        return lost
     client.update_item(
         TableName=table,
         Key=CAPACITY_KEY,
-        UpdateExpression="SET seats = :capacity",
-        ExpressionAttributeValues={":capacity": {"N": str(capacity)}},
+        UpdateExpression=(
+            "SET seats = :capacity, holders = if_not_exists(holders, :none),"
+            " taken = if_not_exists(taken, :zero)"
+        ),
+        ExpressionAttributeValues={
+            ":capacity": {"N": str(capacity)},
+            ":none": {"M": {}},
+            ":zero": {"N": "0"},
+        },
     )
+    return lost
 
 
 def set_downstream(table: str, *, up: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,9 +14,16 @@ from moto import mock_aws
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.adaptive import LimitState
+from dispatcher.local.command import lane_rules
 from dispatcher.local.helpers import downstream
 from dispatcher.local.stack import create_lane
-from dispatcher.local.workflows import DOWNSTREAM_ERROR, THROTTLED_ERROR, set_downstream
+from dispatcher.local.workflows import (
+    DOWNSTREAM_ERROR,
+    THROTTLED_ERROR,
+    holders,
+    release_ended,
+    set_downstream,
+)
 from tests.integration.conftest import Harness
 from tests.integration.conftest import _harness as make_harness
 from tests.support.harness import lanes, running_of, send
@@ -184,7 +192,8 @@ def test_the_sample_workflow_throttles_above_the_downstreams_capacity_and_the_po
     out = io.StringIO()
     assert downstream(["capacity", "2", "--stack", harness.stack.name], out=out) == 0
     assert out.getvalue() == (
-        "downstream API capacity 2 at once; above it executions fail with Downstream.Throttled\n"
+        "downstream API capacity 2 at once (0 in use now);"
+        " above it executions fail with Downstream.Throttled\n"
     )
     send(harness.stack.queue_url, [f"j{index}" for index in range(10)])
     assert harness.tick()["started"] == 6
@@ -202,3 +211,36 @@ def test_the_sample_workflow_throttles_above_the_downstreams_capacity_and_the_po
     assert kept.limit == 3
     with pytest.raises(SystemExit):
         downstream(["capacity", "0"])
+
+
+def test_a_stopped_execution_gives_its_downstream_slot_back_on_its_end_or_at_the_next_capacity(
+    calling_harness: Harness,
+) -> None:
+    """Stopped during its wait, an execution never runs its own release: its end gives the slot back.
+
+    `dispatcher local`'s end rule does (`lane_rules`), and `downstream capacity` gives back
+    what no end did. Two stopped executions made capacity 3 behave as 1 (issue 62, item 4).
+    """
+    harness = calling_harness
+    table = harness.stack.downstream_table
+    out = io.StringIO()
+    downstream(["capacity", "3", "--stack", harness.stack.name], out=out)
+    arns = [harness.start_directly(name) for name in ("held-1", "held-2", "held-3")]
+    deadline = time.monotonic() + 60
+    while len(holders(table)) < len(arns) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert holders(table) == sorted(arns)
+    for arn in arns:
+        harness.sfn.stop_execution(executionArn=arn)
+    ended = threading.Event()
+    [_, session, _] = lane_rules(harness.stack, [harness.stack.state_machine_arn], "http://unused", ended)
+    session.deliver(harness.status_change("held-1", "ABORTED"))
+    session.deliver(harness.status_change("held-1", "ABORTED"))  # delivered twice: given back once
+    assert holders(table) == sorted(arns[1:])
+    downstream(["capacity", "3", "--stack", harness.stack.name], out=out)
+    assert out.getvalue().splitlines()[-2:] == [
+        "downstream API capacity 3 at once (0 in use now);"
+        " above it executions fail with Downstream.Throttled",
+        "gave back 2 slot(s) held by executions no longer running",
+    ]
+    assert release_ended(table, arns[1]) is False
