@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import boto3
@@ -82,6 +82,8 @@ class CancelAnswer:
     lane: str
     execution: ExecutionFacts | None = None
     reason: str | None = None
+    seen: bool = True
+    """Whether the dispatcher had seen a job of that name (a cancelled one: else, cancelled in advance)."""
 
     def as_json(self) -> dict[str, object]:
         """``{"name", "lane", "answer", ...}`` for ``--json``."""
@@ -91,6 +93,8 @@ class CancelAnswer:
             document["status"] = self.execution.status
         if self.reason is not None:
             document["reason"] = self.reason
+        if self.word == CANCELLED:
+            document["seen"] = self.seen
         return document
 
 
@@ -102,6 +106,8 @@ class AskedCancel:
     lane: Lane
     reason: str
     execution: ExecutionFacts | None
+    seen: bool = True
+    """Whether the dispatcher knew of a job of that name: a record of it, or it held for its group."""
 
     @property
     def written(self) -> bool:
@@ -158,11 +164,24 @@ class Jobs:
             rerun_as = derived if machine.facts(derived) is not None else None
         held_at = None
         if execution is None and record is None:
-            roster = LaneRosterTable(self._dynamodb, self._table, self._key).read(member)
-            held_at = next((hold.held_at for hold in roster.held if hold.name == name), None)
+            held_at = self._held_at(member, name)
+        dropped = None
+        if execution is None and record is not None and record.state is JobState.CANCELLED:
+            dropped = self._records.dropped(member.name, name)
         return job_report(
-            name, member.name, execution=execution, record=record, held_at=held_at, rerun_as=rerun_as
+            name,
+            member.name,
+            execution=execution,
+            record=record,
+            held_at=held_at,
+            rerun_as=rerun_as,
+            dropped=dropped,
         )
+
+    def _held_at(self, member: Lane, name: str) -> float | None:
+        """When job ``name`` was held for its group's limit, if it is held now."""
+        roster = LaneRosterTable(self._dynamodb, self._table, self._key).read(member)
+        return next((hold.held_at for hold in roster.held if hold.name == name), None)
 
     def cancel(
         self, name: str, lane: str | None = None, reason: str | None = None, *, stop: bool = False
@@ -179,11 +198,16 @@ class Jobs:
         if problem is not None:
             raise ValueError(f"not a job's name: {problem}")
         member = self.lane(lane)
-        reason = reason or "cancelled by its producer"
         execution = self._machine(member).facts(name)
-        if execution is None:
-            self._records.cancel(JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock()))
-        return AskedCancel(name, member, reason, execution)
+        if execution is not None:
+            return AskedCancel(name, member, reason or "cancelled by its producer", execution)
+        known = self._records.record(member.name, name)
+        if reason is None and known is not None and known.state is JobState.CANCELLED:
+            reason = known.reason  # cancelled again: its first reason stays
+        reason = reason or "cancelled by its producer"
+        seen = known is not None or self._held_at(member, name) is not None
+        self._records.cancel(JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock()))
+        return AskedCancel(name, member, reason, None, seen)
 
     def answer_cancel(self, asked: AskedCancel, *, stop: bool = False) -> CancelAnswer:
         """The second half of `cancel`, once the tick in flight at the first has ended."""
@@ -191,15 +215,21 @@ class Jobs:
         machine = self._machine(member)
         execution = asked.execution or self._started(machine, name)
         if execution is None:
-            return CancelAnswer(CANCELLED, name, member.name, reason=reason)
+            return CancelAnswer(CANCELLED, name, member.name, reason=reason, seen=asked.seen)
         if asked.written:
             # The tick in flight started it before it could read the cancellation.
             self._records.withdraw(member.name, name)
         if stop and execution.status == "RUNNING":
             machine.stop(name, CANCELLED_ERROR, reason)
-            stopped = JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock(), stopped=True)
+            now = self._clock()
+            stopped = JobRecord(member.name, name, JobState.CANCELLED, reason, now, stopped=True)
             self._records.settle([stopped])
-            return CancelAnswer(STOPPED, name, member.name, execution, reason)
+            aborted = replace(execution, status="ABORTED", stopped_at=now, error=CANCELLED_ERROR)
+            return CancelAnswer(STOPPED, name, member.name, aborted, reason)
+        earlier = self._records.record(member.name, name) if execution.status == "ABORTED" else None
+        if earlier is not None and earlier.stopped:
+            # Stopped by an earlier cancel: cancelling twice is no error.
+            return CancelAnswer(STOPPED, name, member.name, execution, earlier.reason)
         return CancelAnswer(ALREADY_STARTED, name, member.name, execution)
 
     def _started(self, machine: StateMachine, name: str) -> ExecutionFacts | None:

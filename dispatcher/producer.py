@@ -53,7 +53,7 @@ from dispatcher.core.batching import SQS_BATCH_LIMIT
 from dispatcher.core.errors import DispatcherError, TransientError
 from dispatcher.core.jobs import JobReport, start_by_text
 from dispatcher.core.messages import Job
-from dispatcher.following import Jobs, jobs_from_settings
+from dispatcher.following import CANCELLED, Jobs, jobs_from_settings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -166,19 +166,20 @@ class Producer:
         group: str,
         name: str | None = None,
         deduplication_id: str | None = None,
-        start_by: datetime | None = None,
+        start_by: datetime | str | None = None,
     ) -> str:
         """Send one job; its MessageId. Raises ``JobRejectedError`` or ``SendFailedError``.
 
         ``body``: JSON text (sent verbatim) or a value such as a dict (sent as its JSON text).
-        ``start_by``: an aware datetime after which the job must not start (it expires).
+        ``start_by``: an aware datetime (or ISO 8601 text with a UTC offset) after which the job
+        must not start (it expires); one that has passed already is refused.
         """
         try:
             deadline = None if start_by is None else start_by_text(start_by)
         except ValueError as error:
             raise JobRejectedError(str(error)) from error
         job = Job(body, group, name, deduplication_id, start_by=deadline)  # type: ignore[arg-type]
-        problem = job.problem()
+        problem = job.problem(time.time())
         if problem is not None:
             raise JobRejectedError(problem)
         result = self.send_batch([job])
@@ -206,9 +207,10 @@ class Producer:
             raise AlreadyStartedError(f"already started: {name} is {execution.status} ({execution.arn})")
         return answer.word
 
-    def cancel_group(self, group: str, lane: str | None = None, reason: str | None = None) -> None:
-        """Cancel message group ``group``'s jobs sent until now, not started (a tenant that leaves)."""
+    def cancel_group(self, group: str, lane: str | None = None, reason: str | None = None) -> str:
+        """Cancel group ``group``'s jobs sent until now, not started (a tenant leaves): ``"cancelled"``."""
         self._following().cancel_group(group, lane, reason)
+        return CANCELLED
 
     def _following(self) -> Jobs:
         """The dispatcher's jobs, built on first use."""
@@ -229,7 +231,7 @@ class Producer:
         result = SendResult()
         groups: OrderedDict[str, deque[_Pending]] = OrderedDict()
         for job in jobs:
-            problem = job.problem()
+            problem = job.problem(time.time())
             if problem is not None:
                 result.failed.append(Failure(job, problem))
                 continue

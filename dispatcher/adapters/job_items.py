@@ -8,7 +8,9 @@
   name, or a message redelivered, is cancelled too; every cancellation made in the last 14
   days is read by every tick, about 80 bytes each.
 - ``jobs#<key>``: a record per job (``<lane>#<name>``) that was cancelled, expired or
-  dead-lettered, which ``dispatcher job`` reads, kept 14 days.
+  dead-lettered, which ``dispatcher job`` reads, kept 14 days; and beside it
+  (``<lane>#<name>#dropped``) when a tick dropped a job for its name's cancellation, and
+  when that job was sent.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from dispatcher.adapters.state_items import (
     pending_key,
     read_pending,
 )
-from dispatcher.core.jobs import CANCELLATION_LIFETIME_SECONDS, GroupCancellation, JobRecord, JobState
+from dispatcher.core.jobs import (
+    CANCELLATION_LIFETIME_SECONDS,
+    Dropped,
+    GroupCancellation,
+    JobRecord,
+    JobState,
+)
 
 __all__ = [
     "CANCEL_KIND",
@@ -34,7 +42,12 @@ __all__ = [
     "NAME_KIND",
     "PENDING_PREFIX",
     "cancels_partition",
+    "dropped_item",
+    "dropped_key",
+    "dropped_of",
     "jobs_partition",
+    "kept_item",
+    "kept_key",
     "pending_group_item",
     "pending_key",
     "pending_name_item",
@@ -85,6 +98,43 @@ def pending_group_item(key: str, lane: str, group: GroupCancellation) -> dict[st
 def record_key(lane: str, name: str) -> str:
     """A job record's sort key."""
     return f"{lane}#{name}"
+
+
+def dropped_key(lane: str, name: str) -> str:
+    """The sort key of what a tick dropped for a name's cancellation (a name holds no ``#``)."""
+    return f"{record_key(lane, name)}#dropped"
+
+
+def dropped_item(key: str, dropped: Dropped) -> dict[str, Any]:
+    """A job a tick dropped for its name's cancellation, as one item."""
+    item: dict[str, Any] = {
+        "pk": {"S": jobs_partition(key)},
+        "sk": {"S": dropped_key(dropped.lane, dropped.name)},
+        "at": number(dropped.at),
+        "expires_at": expires(dropped.at),
+    }
+    if dropped.sent_at is not None:
+        item["sent_at"] = number(dropped.sent_at)
+    return item
+
+
+def dropped_of(item: Mapping[str, Any]) -> Dropped:
+    """The drop an item holds."""
+    lane, name, _ = item["sk"]["S"].split("#", 2)
+    sent_at = item.get("sent_at", {}).get("N")
+    return Dropped(lane, name, float(item["at"]["N"]), None if sent_at is None else float(sent_at))
+
+
+def kept_item(key: str, kept: JobRecord | Dropped) -> dict[str, Any]:
+    """What a tick keeps of a job that never started, as one item: its record, or its drop."""
+    return dropped_item(key, kept) if isinstance(kept, Dropped) else record_item(key, kept)
+
+
+def kept_key(kept: JobRecord | Dropped) -> str:
+    """Its item's sort key."""
+    return (
+        dropped_key(kept.lane, kept.name) if isinstance(kept, Dropped) else record_key(kept.lane, kept.name)
+    )
 
 
 def record_item(key: str, record: JobRecord) -> dict[str, Any]:

@@ -15,7 +15,11 @@ from dispatcher.adapters.job_items import (
     GROUP_KIND,
     NAME_KIND,
     cancels_partition,
+    dropped_key,
+    dropped_of,
     jobs_partition,
+    kept_item,
+    kept_key,
     pending_group_item,
     pending_key,
     pending_name_item,
@@ -26,7 +30,7 @@ from dispatcher.adapters.job_items import (
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
-from dispatcher.core.jobs import GroupCancellation, JobRecord
+from dispatcher.core.jobs import Dropped, GroupCancellation, JobRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,17 +46,13 @@ class JobTable:
         self.table = table
         self._key = key
 
-    def settle(self, records: Sequence[JobRecord]) -> int:
+    def settle(self, records: Sequence[JobRecord | Dropped]) -> int:
         """Keep what the tick dropped, expired or dead-lettered: `BatchWriteItem` calls of 25, best effort.
 
         How many records were left unwritten (`dispatcher job` then says less of them).
         """
-        # One item per job (`BatchWriteItem` refuses two on one key): a job's latest record.
-        items = list(
-            {
-                record_key(record.lane, record.name): record_item(self._key, record) for record in records
-            }.values()
-        )
+        # One item per key (`BatchWriteItem` refuses two on one key): a job's latest record.
+        items = list({kept_key(record): kept_item(self._key, record) for record in records}.values())
         left = 0
         for chunk in chunks(items, BATCH_WRITE_LIMIT):
             requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for item in chunk]
@@ -103,6 +103,17 @@ class JobTable:
             )
         item = response.get("Item")
         return None if item is None else record_of(item)
+
+    def dropped(self, lane: str, name: str) -> Dropped | None:
+        """When a tick dropped the job for its name's cancellation, and when it was sent (None: none did)."""
+        with translated(f"GetItem on state table {self.table}"):
+            response = self._client.get_item(
+                TableName=self.table,
+                Key={"pk": {"S": jobs_partition(self._key)}, "sk": {"S": dropped_key(lane, name)}},
+                ConsistentRead=True,
+            )
+        item = response.get("Item")
+        return None if item is None else dropped_of(item)
 
     def group_cancellation(self, lane: str, group: str) -> GroupCancellation | None:
         """A message group's pending cancellation, if it has one."""

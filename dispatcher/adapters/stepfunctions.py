@@ -115,6 +115,7 @@ class StateMachine:
             status=description["status"],
             started_at=description["startDate"].timestamp(),
             stopped_at=None if stopped is None else stopped.timestamp(),
+            error=description.get("error"),
         )
 
     def stop(self, name: str, error: str, cause: str) -> None:

@@ -122,20 +122,29 @@ def moment(text: str) -> float:
 def deadline(text: str) -> str:
     """``--start-by``: ``30m``, ``2h``, ``1d`` from now, or an ISO 8601 time (UTC unless it says otherwise).
 
-    As a ``StartBy`` value: ISO 8601 in UTC, to the second.
+    As a ``StartBy`` value: ISO 8601 in UTC, to the second. A moment that has passed (``0m``,
+    ``-5m``, yesterday) is refused: the job would expire unstarted.
     """
-    relative = RELATIVE.match(text.strip())
+    stripped = text.strip()
+    now = time.time()
+    relative = RELATIVE.match(stripped.removeprefix("-"))
     if relative:
-        when = time.time() + float(relative.group(1)) * UNITS[relative.group(2)]
-        return start_by_text(datetime.fromtimestamp(when, UTC))
-    try:
-        found = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
+        seconds = float(relative.group(1)) * UNITS[relative.group(2)]
+        at = now + (-seconds if stripped.startswith("-") else seconds)
+        found = datetime.fromtimestamp(at, UTC)
+    else:
+        try:
+            found = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a time: {text!r} (use 30m, 2h, 1d from now, or 2026-11-27T10:00:00Z)"
+            ) from None
+        found = found if found.tzinfo is not None else found.replace(tzinfo=UTC)
+        at = found.timestamp()
+    if at <= now:
         raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (use 30m, 2h, 1d from now, or 2026-11-27T10:00:00Z)"
-        ) from None
-    if found.tzinfo is None:
-        found = found.replace(tzinfo=UTC)
+            f"{text} has passed: the job would expire unstarted (give a moment in the future, e.g. 30m)"
+        )
     return start_by_text(found)
 
 

@@ -16,11 +16,12 @@ from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.errors import UsageError
 from dispatcher.cli.output import when
 from dispatcher.core.control import steer
-from dispatcher.core.jobs import JobReport
+from dispatcher.core.jobs import CANCELLATION_LIFETIME_SECONDS, JobReport
 from dispatcher.core.rerun import iso
 from dispatcher.following import ALREADY_STARTED, Jobs, UnknownLaneError
 
 NEEDS = ["queue_url", "dead_letter_queue_url", "state_machine_arn", "state_table"]
+CANCELLATION_DAYS = CANCELLATION_LIFETIME_SECONDS // 86_400
 
 
 def needs(_args: argparse.Namespace, _resources: Resources) -> Iterable[str]:
@@ -47,11 +48,17 @@ def said(report: JobReport) -> str:
         "stopped at": report.stopped_at,
         "deadline": report.deadline,
         "at": report.at,
+        "sent at": report.sent_at,
+        "dropped at": report.dropped_at,
     }
-    fields: list[tuple[str, str | None]] = [("execution", report.execution_arn)]
+    fields: list[tuple[str, str | None]] = [("execution", report.execution_arn), ("error", report.error)]
     fields += [(label, None if moment is None else when(moment)) for label, moment in moments.items()]
     fields += [("reason", report.reason), ("re-run as", report.rerun_as)]
     lines += [f"  {label:<11} {value}" for label, value in fields if value]
+    if report.in_advance:
+        lines.append(
+            "  cancelled in advance: its name was cancelled before it was sent, so a tick dropped it"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -80,13 +87,19 @@ def command_cancel(args: argparse.Namespace, aws: Aws, resources: Resources, out
         raise UsageError(str(error)) from error
     if args.json:
         out.write(json.dumps(answer.as_json()) + "\n")
-    elif answer.execution is None:
+    elif answer.execution is None and answer.seen:
         out.write(f"cancelled {answer.name} (lane {answer.lane}): it will never start\n")
+    elif answer.execution is None:
+        out.write(
+            f"cancelled {answer.name} (lane {answer.lane}): it will never start; no job of that name"
+            f" was seen yet (queued, or not sent: one sent within {CANCELLATION_DAYS} days is dropped)\n"
+        )
     else:
         execution = answer.execution
         out.write(f"{answer.word} {answer.name} (lane {answer.lane}): {execution.arn} {execution.status}\n")
         if answer.word == ALREADY_STARTED and not args.stop and execution.status == "RUNNING":
-            out.write("  to stop it too: dispatcher cancel NAME --stop\n")
+            lane = "" if args.lane is None else f" --lane {answer.lane}"
+            out.write(f"  to stop it too: dispatcher cancel {answer.name}{lane} --stop\n")
     return 1 if answer.word == ALREADY_STARTED else 0
 
 

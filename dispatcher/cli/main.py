@@ -134,10 +134,32 @@ def _no_input(_args: argparse.Namespace) -> list[str]:
     return []
 
 
+VALUE_OPTIONS = ("--start-by",)
+"""Options whose value may begin with ``-`` (``--start-by -5m``): argparse would take it for an option."""
+
+
+def _joined(argv: list[str]) -> list[str]:
+    """``--start-by -5m`` as ``--start-by=-5m``, so its value is read (and refused as a time that passed)."""
+    joined: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word in VALUE_OPTIONS:
+            value = next(words, None)
+            if value is not None and value.startswith("-") and value != "--":
+                joined.append(f"{word}={value}")
+                continue
+            joined.append(word)
+            if value is not None:
+                joined.append(value)
+            continue
+        joined.append(word)
+    return joined
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run one command; its exit status."""
     out = out or sys.stdout
-    args = parser().parse_args(argv)
+    args = parser().parse_args(_joined(sys.argv[1:] if argv is None else list(argv)))
     for name, default in (("stack", None), ("region", None), ("endpoint_url", None), ("json", False)):
         if not hasattr(args, name):
             setattr(args, name, default)

@@ -51,8 +51,19 @@ EXECUTION_STATES = {
 """An execution's status → the job's state."""
 
 
-def start_by_text(moment: datetime) -> str:
-    """A ``StartBy`` value from an aware datetime (UTC, whole seconds up); ``ValueError`` if naive."""
+def start_by_text(moment: datetime | str) -> str:
+    """A ``StartBy`` value from an aware datetime or ISO 8601 text (UTC, whole seconds up).
+
+    ``ValueError`` for a naive datetime, text that isn't a moment with a UTC offset, or
+    anything else.
+    """
+    if isinstance(moment, str):
+        return iso(math.ceil(parse_start_by(moment)))
+    if not isinstance(moment, datetime):
+        raise ValueError(
+            f"start_by must be an aware datetime or ISO 8601 text such as 2026-11-27T10:00:00Z,"
+            f" not {type(moment).__name__}"
+        )
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("start_by must be an aware datetime (with a UTC offset), e.g. datetime.now(UTC)")
     return iso(math.ceil(moment.timestamp()))
@@ -181,6 +192,22 @@ class JobRecord:
     """Cancelled while it ran: `cancel --stop` stopped its execution (a re-run must not start it again)."""
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """A job a tick dropped for a cancellation of its name: when, and when the job was sent.
+
+    Kept beside the cancellation's record (which keeps its reason): a job sent after its
+    name was cancelled was cancelled in advance, and `dispatcher job` says so.
+    """
+
+    lane: str
+    name: str
+    at: float
+    """When the tick dropped it (epoch seconds)."""
+    sent_at: float | None = None
+    """The message's ``SentTimestamp``."""
+
+
 def record_of_dead_letter(
     lane: str, message: QueuedMessage, reason: str, now: float, max_wait: int | None
 ) -> JobRecord | None:
@@ -212,6 +239,8 @@ class ExecutionFacts:
     status: str
     started_at: float
     stopped_at: float | None = None
+    error: str | None = None
+    """Its error once it failed, timed out or was stopped (`DescribeExecution`'s ``error``)."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +258,17 @@ class JobReport:
     rerun_as: str | None = None
     at: float | None = None
     """When it was cancelled, expired, dead-lettered or held."""
+    error: str | None = None
+    """A failed (or stopped) execution's error, as `DescribeExecution` says it."""
+    dropped_at: float | None = None
+    """When a tick dropped it for its name's cancellation (it was on the queue then)."""
+    sent_at: float | None = None
+    """When the dropped job was sent (its ``SentTimestamp``)."""
+
+    @property
+    def in_advance(self) -> bool:
+        """Cancelled before it was sent: the cancellation of a name no job had yet."""
+        return self.sent_at is not None and self.at is not None and self.sent_at > self.at
 
     def as_json(self) -> dict[str, object]:
         """``{"name", "lane", "state", ...}``: the fields known, times in ISO 8601."""
@@ -237,10 +277,14 @@ class JobReport:
             "execution_arn": self.execution_arn,
             "started_at": None if self.started_at is None else iso(self.started_at),
             "stopped_at": None if self.stopped_at is None else iso(self.stopped_at),
+            "error": self.error,
             "reason": self.reason,
             "deadline": None if self.deadline is None else iso(self.deadline),
             "rerun_as": self.rerun_as,
             "at": None if self.at is None else iso(self.at),
+            "dropped_at": None if self.dropped_at is None else iso(self.dropped_at),
+            "sent_at": None if self.sent_at is None else iso(self.sent_at),
+            "cancelled_in_advance": True if self.in_advance else None,
         }
         document.update({key: value for key, value in optional.items() if value is not None})
         return document
@@ -254,8 +298,12 @@ def job_report(  # noqa: PLR0913 — each is one place a job's state can be foun
     record: JobRecord | None,
     held_at: float | None,
     rerun_as: str | None = None,
+    dropped: Dropped | None = None,
 ) -> JobReport:
-    """The one state of a job: its execution's, else its record's, else held, else not started."""
+    """The one state of a job: its execution's, else its record's, else held, else not started.
+
+    ``dropped``: a tick dropped it for its name's cancellation (when, and when it was sent).
+    """
     if execution is not None:
         return JobReport(
             name,
@@ -266,10 +314,19 @@ def job_report(  # noqa: PLR0913 — each is one place a job's state can be foun
             stopped_at=execution.stopped_at,
             reason=None if record is None or record.state is not JobState.CANCELLED else record.reason,
             rerun_as=rerun_as,
+            # Stopped by `cancel --stop`: its error is the dispatcher's, whatever a read omits.
+            error=execution.error or (CANCELLED_ERROR if record is not None and record.stopped else None),
         )
     if record is not None:
         return JobReport(
-            name, lane, record.state, reason=record.reason, deadline=record.deadline, at=record.at
+            name,
+            lane,
+            record.state,
+            reason=record.reason,
+            deadline=record.deadline,
+            at=record.at,
+            dropped_at=None if dropped is None else dropped.at,
+            sent_at=None if dropped is None else dropped.sent_at,
         )
     if held_at is not None:
         return JobReport(name, lane, JobState.HELD, at=held_at)

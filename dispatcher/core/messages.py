@@ -64,6 +64,20 @@ class QueuedMessage(BaseModel):
     )
 
 
+def start_by_problem(text: str, now: float | None = None) -> str | None:
+    """What is wrong with a ``StartBy`` value (None: nothing); with ``now``, one that has passed is."""
+    try:
+        at = parse_start_by(text)
+    except ValueError as error:
+        return str(error)
+    if now is not None and at <= now:
+        return (
+            f"{START_BY_ATTRIBUTE} {text} has passed: the job would expire unstarted;"
+            " give a moment in the future"
+        )
+    return None
+
+
 def parse_start_by(text: str) -> float:
     """A ``StartBy`` value as epoch seconds; raises ``ValueError`` naming what it must be."""
     try:
@@ -187,17 +201,19 @@ class Job:
             except TypeError as error:
                 object.__setattr__(self, "body_problem", str(error))
 
-    def problem(self) -> str | None:
-        """Why the dispatcher would never start this job, or None."""
+    def problem(self, now: float | None = None) -> str | None:
+        """Why the dispatcher would never start this job, or None.
+
+        ``now``: when it is sent; a ``StartBy`` not after it has passed (it would expire).
+        """
         if self.body_problem is not None:
             return self.body_problem
         if self.redrive_count is not None and (self.name is None or self.redrive_count < 0):
             return "a redrive job needs the execution's name and its redriveCount (>= 0)"
         if self.start_by is not None:
-            try:
-                parse_start_by(self.start_by)
-            except ValueError as error:
-                return str(error)
+            problem = start_by_problem(self.start_by, now)
+            if problem is not None:
+                return problem
         return job_problem(self.body, self.group, self.name)
 
     def message_deduplication_id(self) -> str | None:

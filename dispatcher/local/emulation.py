@@ -50,6 +50,8 @@ class Emulation:
       again with the same input (when it runs state machines at all; otherwise the
       execution stays RUNNING until stopped).
     - ``redriveCount`` and ``redriveDate`` in `DescribeExecution` and `ListExecutions`.
+    - `StopExecution`'s ``error`` and ``cause``, which moto drops: `DescribeExecution` of the
+      ABORTED execution says them, as AWS's does (and so do its status change events).
     - EventBridge: when an execution reaches a closed status (polled every
       ``poll_seconds``), a "Step Functions Execution Status Change" event built from its
       `DescribeExecution` goes to every `Rule` whose pattern matches, once per run.
@@ -71,6 +73,8 @@ class Emulation:
         self.rules: list[Rule] = []
         self.functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self._redrives: dict[str, _Redrive] = {}
+        self._stops: dict[str, dict[str, str]] = {}
+        """Execution ARN → the error and cause its `StopExecution` gave."""
         self._tokens = Redrives()
         self._delivered: set[tuple[str, int]] = set()
         self._lock = threading.RLock()
@@ -93,6 +97,9 @@ class Emulation:
             )
             return [body]
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target == "AWSStepFunctions.StopExecution":
+            self._note_stop(environ)
+            return self._app(environ, start_response)
         if target not in {
             "AWSStepFunctions.RedriveExecution",
             "AWSStepFunctions.DescribeExecution",
@@ -115,6 +122,17 @@ class Emulation:
         )
         return [body]
 
+    def _note_stop(self, environ: dict[str, Any]) -> None:
+        """Keep a stop's error and cause (the request goes on to moto as it was)."""
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(raw)
+        request = json.loads(raw or b"{}")
+        said = {key: request[key] for key in ("error", "cause") if request.get(key) is not None}
+        if said:
+            with self._lock:
+                self._stops[str(request.get("executionArn", ""))] = said
+
     def _annotated(self, environ: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         captured: dict[str, str] = {}
 
@@ -136,6 +154,10 @@ class Emulation:
                     item["redriveDate"] = redrive.date
                     if item.get("status") == "RUNNING":
                         item.pop("stopDate", None)
+            stop = self._stops.get(document.get("executionArn", ""))
+            if stop is not None and document.get("status") == "ABORTED" and "executions" not in document:
+                for key, value in stop.items():
+                    document.setdefault(key, value)
         return captured["status"], document
 
     # -- Lambda Invoke ------------------------------------------------------------------

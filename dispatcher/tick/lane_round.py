@@ -9,6 +9,7 @@ from dispatcher.core.admission import Admission, DeadLetter, Start, admit, plan_
 from dispatcher.core.errors import TransientError
 from dispatcher.core.jobs import (
     Cancellations,
+    Dropped,
     GroupCancellation,
     JobRecord,
     JobState,
@@ -140,24 +141,25 @@ class LaneRound(MemberRound):
             ]
             outcome.add(Outcome.CANCELLED, dropped)
 
-    def job_records(self, part: Prepared, now: float) -> list[JobRecord]:
+    def job_records(self, part: Prepared, now: float) -> list[JobRecord | Dropped]:
         """What `dispatcher job` reports of the part's jobs that never started (cancelled, expired, poison).
 
         A job cancelled by name already has its record (the cancellation wrote it, with
-        its reason); a group's job gets its record now.
+        its reason): what is kept now is that it was dropped, and when it was sent (after
+        its cancellation: cancelled in advance). A group's job gets its record now.
         """
         outcome = part.outcome
         undeleted = {message.message_id for message in outcome.undeleted}
-        records: list[JobRecord] = []
+        records: list[JobRecord | Dropped] = []
         for message in outcome.of(Outcome.CANCELLED):
             why, name = self._why.get(message.message_id), job_name(message)
-            if (
-                name is not None
-                and isinstance(why, GroupCancellation)
-                and message.message_id not in undeleted
-            ):
+            if name is None or message.message_id in undeleted:
+                continue
+            if isinstance(why, GroupCancellation):
                 reason = why.reason or f"message group {why.group} cancelled"
                 records.append(JobRecord(self.name, name, JobState.CANCELLED, reason, now))
+            elif why:
+                records.append(Dropped(self.name, name, now, message.sent_at))
         for letter in outcome.dead_letters:
             if letter.message.message_id not in undeleted:
                 record = record_of_dead_letter(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from dispatcher.core.admission import Admission
 from dispatcher.core.batching import SQS_BATCH_LIMIT, chunks, receive_size, round_size
 from dispatcher.core.errors import ConfigurationError, TransientError
-from dispatcher.core.jobs import Cancellations, JobRecord
+from dispatcher.core.jobs import Cancellations, Dropped, JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
@@ -125,7 +125,7 @@ class MemberRound:
     def screen(self, part: Prepared, cancellations: Cancellations) -> None:
         """Drop the part's jobs that ``cancellations`` name (only a lane's jobs can be cancelled)."""
 
-    def job_records(self, part: Prepared, now: float) -> list[JobRecord]:
+    def job_records(self, part: Prepared, now: float) -> list[JobRecord | Dropped]:
         """What to keep of the part's jobs that never started (a lane's: cancelled, expired, poison)."""
         return []
 

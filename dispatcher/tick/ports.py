@@ -17,7 +17,7 @@ from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import LedgerRequest, LedgerStart, RunningListing, StateWindow
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ExecutionState
-from dispatcher.core.jobs import JobRecord
+from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.rosters import RosterEntry, RosterRead
 from dispatcher.core.tenants import Hold
@@ -215,7 +215,7 @@ class StartRate(Protocol):
 class JobRecords(Protocol):
     """Jobs that never started: the records of what was dropped, expired or dead-lettered."""
 
-    def settle(self, records: Sequence[JobRecord]) -> int:
+    def settle(self, records: Sequence[JobRecord | Dropped]) -> int:
         """Keep the records of jobs dropped, expired or dead-lettered (best effort); how many were left."""
         ...
 

@@ -269,6 +269,18 @@ def test_bad_input_is_a_usage_error_found_before_any_aws_call(
             ["status", "--pool", "glue", "--lane", "urgent"],
             "dispatcher status: error: argument --lane: not allowed with argument --pool",
         ),
+        (
+            ["enqueue", "{}", "--group", "g", "--start-by", "0m"],
+            "dispatcher enqueue: error: argument --start-by: 0m has passed: the job would expire unstarted",
+        ),
+        (
+            ["enqueue", "{}", "--group", "g", "--start-by", "-5m"],
+            "dispatcher enqueue: error: argument --start-by: -5m has passed: the job would expire unstarted",
+        ),
+        (
+            ["enqueue", "{}", "--group", "g", "--start-by", "2020-01-01T00:00:00Z"],
+            "dispatcher enqueue: error: argument --start-by: 2020-01-01T00:00:00Z has passed",
+        ),
     ],
     ids=[
         "negative-max",
@@ -279,6 +291,9 @@ def test_bad_input_is_a_usage_error_found_before_any_aws_call(
         "repeated-lane",
         "forget-nothing",
         "two-members",
+        "start-by-now",
+        "start-by-before-now",
+        "start-by-long-ago",
     ],
 )
 def test_argument_errors_are_one_line_and_exit_2(

@@ -46,7 +46,7 @@ PLAIN_DISPATCHER = re.compile(r"dispatcher [^|<>;&$`\n*?]*")
 PLAIN_HELPER = re.compile(r"python -m dispatcher\.local [^|<>;&$`\n*?#]*(#[^\n]*)?")
 """``python -m dispatcher.local ARGUMENTS``, a comment after it or not: run here, as a plain `dispatcher`."""
 MASKS = [
-    (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"), "<time>"),
+    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\dZ?"), "<time>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
     # `status`: the last cell of its row (after MAX and PAUSED) is the oldest execution's age.
     (re.compile(r"^(\s*\d+\s+(?:yes|no)\s.*?)\s+(\d+h\d\dm|\d+m\d\ds|\d+s|-)$"), r"\1 <age>"),

@@ -22,7 +22,8 @@ from dispatcher.core.jobs import (
     start_by_text,
     waited,
 )
-from dispatcher.core.messages import QueuedMessage, parse_start_by
+from dispatcher.core.messages import Job, QueuedMessage, parse_start_by
+from dispatcher.producer import JobRejectedError, Producer
 
 SENT = 1_800_000_000.0
 
@@ -172,3 +173,19 @@ def test_a_dead_letters_record_keeps_its_deadline_when_it_expired() -> None:
     assert poison is not None
     assert (poison.state, poison.deadline) == (JobState.DEAD_LETTERED, None)
     assert record_of_dead_letter("default", _message(name="x" * 300), "invalid", SENT, None) is None
+
+
+def test_a_producer_refuses_a_deadline_that_has_passed_and_takes_iso_text() -> None:
+    """`Producer.send`: a StartBy an hour ago, or not a moment, is refused; ISO text is a deadline too."""
+    producer = Producer("https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo")
+    with pytest.raises(JobRejectedError, match="has passed: the job would expire unstarted"):
+        producer.send("{}", group="g", start_by=datetime.now(UTC) - timedelta(hours=1))
+    with pytest.raises(JobRejectedError, match="must be an ISO 8601 moment with a UTC offset"):
+        producer.send("{}", group="g", start_by="tomorrow")
+    with pytest.raises(JobRejectedError, match="not int"):
+        producer.send("{}", group="g", start_by=1_800_000_000)  # type: ignore[arg-type]
+    assert start_by_text("2030-01-01T10:00:00.2+02:00") == "2030-01-01T08:00:01Z"
+    result = producer.send_batch([Job("{}", "g", start_by="2020-01-01T00:00:00Z")])
+    assert [failure.reason for failure in result.failed] == [
+        "StartBy 2020-01-01T00:00:00Z has passed: the job would expire unstarted; give a moment in the future"
+    ]

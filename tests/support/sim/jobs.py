@@ -14,13 +14,15 @@ from typing import Any
 
 from dispatcher.adapters.job_items import (
     jobs_partition,
+    kept_item,
+    kept_key,
     pending_group_item,
     pending_name_item,
     record_item,
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT
 from dispatcher.core.errors import TransientError
-from dispatcher.core.jobs import GroupCancellation, JobRecord, JobState
+from dispatcher.core.jobs import Dropped, GroupCancellation, JobRecord, JobState
 from tests.support.sim.api import Client, Usage
 from tests.support.sim.dynamodb import StateTable
 from tests.support.sim.inside import InsidePartition
@@ -63,13 +65,13 @@ class JobRecordsView:
         self._partitions = partitions
         self._client = client
 
-    def settle(self, records: Sequence[JobRecord]) -> int:
+    def settle(self, records: Sequence[JobRecord | Dropped]) -> int:
         """One `BatchWriteItem` per 25 records, best effort (as the adapter's); how many were left."""
         partitions = self._partitions
-        distinct = list({(record.lane, record.name): record for record in records}.values())
+        distinct = list({kept_key(record): record for record in records}.values())
         left = 0
         for start in range(0, len(distinct), BATCH_WRITE_LIMIT):
-            items: Items = [record_item(partitions.key, record) for record in distinct[start : start + 25]]
+            items: Items = [kept_item(partitions.key, record) for record in distinct[start : start + 25]]
 
             def admit(items: Items = items) -> bool:
                 return bool(partitions.jobs.write(sum(write_units(item) for item in items)))

@@ -1,0 +1,69 @@
+"""`dispatcher cancel` and `job` as a user runs them: cancelling a name no job had, twice, and stopping."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.conftest import Cli
+
+UNSEEN = (
+    "cancelled {name} (lane default): it will never start; no job of that name was seen yet"
+    " (queued, or not sent: one sent within 14 days is dropped)\n"
+)
+
+
+def test_cancelling_a_name_no_job_had_says_so_and_job_says_the_later_job_was_cancelled_in_advance(
+    cli: Cli,
+) -> None:
+    """A typo or a job not sent yet: `cancel` says none was seen; one sent later is dropped, as `job` says."""
+    said = cli.run("cancel", "order-7")
+    assert (said.returncode, said.stdout) == (0, UNSEEN.format(name="order-7"))
+    assert cli.run("enqueue", '{"order": 7}', "--group", "g", "--name", "order-7").returncode == 0
+    assert json.loads(cli.run("tick", "--json").stdout)["cancelled"] == 1
+    report = json.loads(cli.run("job", "order-7", "--json").stdout)
+    assert (report["state"], report["cancelled_in_advance"]) == ("cancelled", True)
+    assert report["sent_at"] >= report["at"]
+    assert report["dropped_at"] >= report["sent_at"]
+    text = cli.run("job", "order-7").stdout
+    assert text.endswith(
+        "  cancelled in advance: its name was cancelled before it was sent, so a tick dropped it\n"
+    )
+
+
+def test_a_second_cancel_keeps_the_first_reason_and_a_job_seen_is_no_longer_in_advance(cli: Cli) -> None:
+    """Cancelled twice, the second without a reason: the first reason stays; the answer knows the job now."""
+    cli.run("enqueue", "{}", "--group", "g", "--name", "twice")
+    first = cli.run("cancel", "twice", "--reason", "upload deleted")
+    assert first.stdout == UNSEEN.format(name="twice"), "queued, not yet received: not seen"
+    again = cli.run("cancel", "twice", "--json")
+    assert json.loads(again.stdout) == {
+        "name": "twice",
+        "lane": "default",
+        "answer": "cancelled",
+        "reason": "upload deleted",
+        "seen": True,
+    }
+    assert json.loads(cli.run("job", "twice", "--json").stdout)["reason"] == "upload deleted"
+
+
+def test_a_running_job_is_stopped_once_and_cancelling_it_again_says_stopped(cli: Cli) -> None:
+    """`cancel` of a running job names it in the hint; `--stop` says ABORTED; again, stopped (exit 0)."""
+    cli.run("enqueue", "{}", "--group", "g", "--name", "runs")
+    assert json.loads(cli.run("tick", "--json").stdout)["started"] == 1
+    started = cli.run("cancel", "runs")
+    assert started.returncode == 1
+    assert started.stdout.endswith(" RUNNING\n  to stop it too: dispatcher cancel runs --stop\n")
+    stopped = cli.run("cancel", "runs", "--stop")
+    assert (stopped.returncode, stopped.stdout.split()[0], stopped.stdout.split()[-1]) == (
+        0,
+        "stopped",
+        "ABORTED",
+    )
+    for again in (cli.run("cancel", "runs", "--stop"), cli.run("cancel", "runs")):
+        assert (again.returncode, again.stdout.split()[0]) == (0, "stopped")
+    report = json.loads(cli.run("job", "runs", "--json").stdout)
+    assert (report["state"], report["error"], report["reason"]) == (
+        "aborted",
+        "dispatcher.Cancelled",
+        "cancelled by its producer",
+    )
