@@ -20,7 +20,6 @@ usually well under a second, at most the function's timeout when its holder died
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -60,10 +59,6 @@ FOLLOW_CONFIG = Config(
 )
 RACE_POLL_SECONDS = 1.0
 """How often ``cancel`` asks again for an execution a start record says may not show yet."""
-LEASE_POLL_SECONDS = 0.1
-"""How often ``cancel`` looks whether the tick in flight has ended."""
-LEASE_GRACE_SECONDS = 5.0
-"""Beyond the holder's own time (``held_until``), allowed for clocks that disagree."""
 CANCELLED = "cancelled"
 STOPPED = "stopped"
 ALREADY_STARTED = "already started"
@@ -268,19 +263,9 @@ class Jobs:
 
     def await_tick_in_flight(self) -> None:
         """Return once the tick in flight now (if any) has ended: every later tick reads what was written."""
-        lease = TickLease(self._dynamodb, self._table, self._key)
-        if not lease.ask_again(f"cancel-{uuid.uuid4().hex}", self._clock()):
-            return  # no tick holds the lease: the next one reads the window after this
-        first = lease.peek()
-        if first is None:
-            return
-        while True:
-            now = lease.peek()
-            if now is None or now.owner != first.owner or not now.asked:
-                return
-            if self._clock() > now.held_until + LEASE_GRACE_SECONDS:
-                return  # its holder died: its time is up
-            self._sleep(LEASE_POLL_SECONDS)
+        TickLease(self._dynamodb, self._table, self._key).await_tick_in_flight(
+            "cancel", self._clock, self._sleep
+        )
 
 
 def jobs_from_settings(queue_url: str, settings: Mapping[str, str | None]) -> Jobs:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +15,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 LEASE_SORT_KEY = "tick"
+LEASE_POLL_SECONDS = 0.1
+"""How often a wait for the tick in flight looks whether it has ended."""
+LEASE_GRACE_SECONDS = 5.0
+"""Beyond the holder's own time (``held_until``), allowed for clocks that disagree."""
 
 
 @dataclass(frozen=True)
@@ -132,3 +139,28 @@ class TickLease:
             ExpressionAttributeNames={"#owner": "owner"},
             ExpressionAttributeValues={":me": {"S": owner}},
         )
+
+    def await_tick_in_flight(
+        self,
+        asker: str,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Return once the tick in flight now (if any) has ended: every later tick reads what was written.
+
+        It asks the holder for another tick, as an invocation that finds the lease held
+        does, and waits until the holder took that ask (it does so only between ticks), let
+        go, or its time ran out (it died). ``asker``: what asks (``cancel``, ``pause``).
+        """
+        if not self.ask_again(f"{asker}-{uuid.uuid4().hex}", clock()):
+            return  # no tick holds the lease: the next one reads what was written
+        first = self.peek()
+        if first is None:
+            return
+        while True:
+            now = self.peek()
+            if now is None or now.owner != first.owner or not now.asked:
+                return
+            if clock() > now.held_until + LEASE_GRACE_SECONDS:
+                return  # its holder died: its time is up
+            sleep(LEASE_POLL_SECONDS)
