@@ -6,6 +6,7 @@ nothing here is local-only.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -46,8 +47,10 @@ def tick_here(
     from dispatcher.telemetry import logger, metrics  # noqa: PLC0415
 
     for log_handler in logger.handlers:
-        if hasattr(log_handler, "setStream"):
-            log_handler.setStream(sys.stderr)
+        if isinstance(log_handler, logging.StreamHandler):
+            # Swapped, not `setStream`: that flushes the stream it replaces, which an earlier
+            # caller in this process (a test's output capture) may have closed since.
+            log_handler.stream = sys.stderr
     logger.setLevel(log_level)
     report = dict(handler.lambda_handler(event or {}, LocalContext(TICK_TIMEOUT_SECONDS)))
     # Disabled metrics still pile up in Powertools (and print once there are 100).
