@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TextIO
 
+from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.cli.args import AddCommand, non_negative
 from dispatcher.cli.config import Aws, Resources
@@ -65,11 +67,35 @@ def _report(args: argparse.Namespace, name: str, control: Control, out: TextIO) 
 
 
 def command_pause(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
-    """Pause: nothing starts, nothing is lost."""
+    """Pause: nothing starts, nothing is lost (``--wait``: return once no tick can start anything).
+
+    A tick reads the parameter through a cache of `CONTROL_MAX_AGE_SECONDS`, and a tick in
+    flight finishes the rounds it began: so the pause holds for every tick once that long
+    has passed and the tick in flight then has ended (`TickLease.await_tick_in_flight`).
+    """
     name, control = change_control(
         aws, resources, _changed(args, resources, paused=True), topology=steered_topology(args, resources)
     )
-    return _report(args, name, control, out)
+    if args.wait:
+        written = time.monotonic()
+        sys.stderr.write(
+            f"waiting for every tick to see the pause ({CONTROL_MAX_AGE_SECONDS} s)"
+            " and for the tick in flight to end\n"
+        )
+        sys.stderr.flush()
+        time.sleep(max(0.0, written + CONTROL_MAX_AGE_SECONDS - time.monotonic()))
+        lease = TickLease(
+            aws.client("dynamodb"), resources.need("state_table"), resources.need("state_machine_arn")
+        )
+        lease.await_tick_in_flight("pause")
+    code = _report(args, name, control, out)
+    if not args.json:
+        out.write(
+            "  no tick starts anything more\n"
+            if args.wait
+            else "  a tick in flight may still start what it received: pause --wait returns once none can\n"
+        )
+    return code
 
 
 def command_resume(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
@@ -216,11 +242,16 @@ def register(command: AddCommand) -> None:
     pause = command(
         "pause",
         command_pause,
-        "Pause: ticks start nothing and every job stays queued (the control parameter's paused key).",
+        "Pause: ticks start nothing and every job stays queued (the control parameter's paused key)."
+        " Ticks see it within 5 s; --wait returns once none can start anything more.",
         "  dispatcher --stack jobs pause\n"
+        "  dispatcher --stack jobs pause --wait   # returns once no tick starts anything more\n"
         "  dispatcher --stack jobs pause --lane backfill\n"
         "  dispatcher --stack jobs pause --gate crawl   # its executions wait at the gate\n",
-        needs=control_needs,
+        needs=lambda args, resources: [
+            *control_needs(args, resources),
+            *(["state_table", "state_machine_arn"] if args.wait else []),
+        ],
     )
     resume = command(
         "resume",
@@ -244,6 +275,12 @@ def register(command: AddCommand) -> None:
     )
     for each in (pause, resume, set_max):
         add_member_options(each, "change the key of", pool=True, default="pool")
+    pause.add_argument(
+        "--wait",
+        action="store_true",
+        help="return once no tick can start anything more (every tick saw the pause:"
+        f" {CONTROL_MAX_AGE_SECONDS} s, and the tick in flight ended)",
+    )
     set_max.add_argument(
         "max", type=non_negative, metavar="N", help="RUNNING executions allowed (integer >= 0)"
     )
