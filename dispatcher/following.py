@@ -148,7 +148,13 @@ class Jobs:
         return StateMachine(self._stepfunctions, lane.state_machine_arn)
 
     def job(self, name: str, lane: str | None = None) -> JobReport:
-        """The one state of job ``name`` of the lane, with what is known of it."""
+        """The one state of job ``name`` of the lane, with what is known of it.
+
+        A name no execution can have (empty, a space) is a ``ValueError``, as `cancel`'s is.
+        """
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValueError(f"not a job's name: {problem}")
         member = self.lane(lane)
         machine = self._machine(member)
         execution = machine.facts(name)

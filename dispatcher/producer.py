@@ -48,16 +48,18 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from dispatcher.adapters.errors import translated
+from dispatcher.adapters.errors import error_code, error_message, translated
 from dispatcher.core.batching import SQS_BATCH_LIMIT
 from dispatcher.core.errors import DispatcherError, TransientError
 from dispatcher.core.jobs import JobReport, start_by_text
 from dispatcher.core.messages import Job
 from dispatcher.following import CANCELLED, Jobs, jobs_from_settings
+from dispatcher.settings import LANES_OUTPUT, LANES_PARAMETER, STACK_OUTPUTS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
@@ -71,6 +73,16 @@ __all__ = [
     "SendResult",
     "Sent",
 ]
+
+
+def _lane_queue(stack: str, lane: str, default_queue_url: str, settings: Mapping[str, str | None]) -> str:
+    """Lane ``lane``'s queue, from the stack's ``LANES``; a ``ValueError`` for one it hasn't."""
+    jobs = jobs_from_settings(default_queue_url, settings)
+    try:
+        return jobs.lane(lane).queue_url
+    except ValueError as error:
+        raise ValueError(f"stack {stack}: {error}") from error
+
 
 FOLLOW_SETTINGS = ("state_table", "state_machine_arn", "dead_letter_queue_url", "lanes", "control_parameter")
 """What following and cancelling need beyond the queue (the function's variables, in lower case)."""
@@ -158,6 +170,48 @@ class Producer:
         self._sleep = sleep
         self._settings = {key: value for key, value in settings.items() if value is not None}
         self._jobs: Jobs | None = None
+
+    @classmethod
+    def from_stack(
+        cls,
+        stack: str,
+        *,
+        lane: str | None = None,
+        cloudformation: CloudFormationClient | None = None,
+        **options: Any,
+    ) -> Producer:
+        """A producer of a deployed stack, as the CLI's ``--stack``: its job queue (or lane ``lane``'s).
+
+        Following and cancelling take the stack's outputs (state table, state machine,
+        dead-letter queue, control parameter, ``LANES``), so nothing is copied by hand.
+        ``options``: the constructor's (``client``, ``attempts``, ...). A stack that doesn't
+        exist, isn't a dispatcher's, or has no such lane is a ``ValueError`` naming it.
+        """
+        client = cloudformation or boto3.client("cloudformation", config=CLIENT_CONFIG)
+        try:
+            [found] = client.describe_stacks(StackName=stack)["Stacks"]
+        except ClientError as error:
+            if error_code(error) != "ValidationError":
+                raise
+            raise ValueError(
+                f"stack {stack} not found in {client.meta.region_name}: {error_message(error)}"
+            ) from error
+        outputs = {output["OutputKey"]: output["OutputValue"] for output in found.get("Outputs", [])}
+        parameters = {
+            item["ParameterKey"]: item.get("ParameterValue") for item in found.get("Parameters", [])
+        }
+        queue_url = outputs.get(STACK_OUTPUTS["queue_url"])
+        if not queue_url:
+            raise ValueError(
+                f"stack {stack} has no {STACK_OUTPUTS['queue_url']} output: is it a dispatcher stack?"
+            )
+        settings: dict[str, Any] = {
+            key: outputs.get(STACK_OUTPUTS[key]) for key in FOLLOW_SETTINGS if key in STACK_OUTPUTS
+        }
+        settings["lanes"] = outputs.get(LANES_OUTPUT) or parameters.get(LANES_PARAMETER) or None
+        if lane is not None:
+            queue_url = _lane_queue(stack, lane, queue_url, settings)
+        return cls(queue_url, **settings, **options)
 
     def send(
         self,

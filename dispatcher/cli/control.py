@@ -122,9 +122,13 @@ def command_set_max(args: argparse.Namespace, aws: Aws, resources: Resources, ou
 
 
 def _clamped(args: argparse.Namespace, aws: Aws, resources: Resources) -> LimitChange | None:
-    """Clamp the chosen pool's kept limit into [.., MAX] at once (None: not a pool, or it doesn't adapt)."""
+    """Clamp the chosen pool's kept limit into [.., MAX] at once (None: not a pool, or it doesn't adapt).
+
+    MAX 0 is a pause (nothing starts, whatever L is): the learned limit is kept for when MAX
+    comes back, as `pause` keeps it.
+    """
     chosen = chosen_member(args) or ("pool", DEFAULT)
-    if chosen[0] != "pool":
+    if chosen[0] != "pool" or args.max == 0:
         return None
     topology = live_topology(aws, resources)
     pool = topology.pool(chosen[1])

@@ -18,7 +18,7 @@ from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.members import add_member_options, lane_or_gate, lanes_needs
 from dispatcher.cli.output import short, table
 from dispatcher.cli.progress import Pace, Progress, of
-from dispatcher.core.dead_letters import DeadLetterMove, plan_move, reasons
+from dispatcher.core.dead_letters import MOVED_BY_SQS, DeadLetterMove, plan_move, reasons
 from dispatcher.core.topology import Gate
 
 DEAD_LETTER_VISIBILITY_SECONDS = 120
@@ -62,12 +62,13 @@ def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resource
                 move.held.message_id,
                 move.group,
                 move.attributes.get("ExecutionName", {}).get("StringValue", "-"),
-                short(move.reason or "(moved by SQS: maxReceiveCount)", 70),
+                short(move.reason or MOVED_BY_SQS, 70),
             ]
             for move in moves
         ]
         out.write(table(["MESSAGE ID", "GROUP", "NAME", "DISPATCH ERROR"], rows) + "\n\n")
-        out.write(f"{len(moves)} dead letter(s){of}\n")
+        counted = ", ".join(f"{kind} {number}" for kind, number in reasons(moves).items())
+        out.write(f"{len(moves)} dead letter(s){of}: {counted}\n")
     if hidden:
         out.write(
             f"{hidden} more not listed: a FIFO queue hides a group's later messages while earlier"

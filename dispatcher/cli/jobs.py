@@ -66,7 +66,7 @@ def command_job(args: argparse.Namespace, aws: Aws, resources: Resources, out: T
     """Print one job's state (exit 0 whatever it is)."""
     try:
         report = jobs_of(aws, resources).job(args.name, args.lane)
-    except UnknownLaneError as error:
+    except ValueError as error:  # an unknown lane (`UnknownLaneError`), or not a name
         raise UsageError(str(error)) from error
     out.write(json.dumps(report.as_json()) + "\n" if args.json else said(report))
     return 0

@@ -34,14 +34,15 @@ class DeadLetterMove:
     reason: str | None
 
     def as_json(self) -> dict[str, Any]:
-        """The dead letter for ``--json``."""
+        """The dead letter for ``--json``: ``dead_lettered_at`` is when the DLQ copy was sent."""
         name = self.attributes.get(EXECUTION_NAME_ATTRIBUTE, {}).get("StringValue")
         return {
             "message_id": self.held.message_id,
             "group": self.group,
             "name": name,
             "reason": self.reason,
-            "sent_at": iso(float(self.held.system.get("SentTimestamp", 0)) / 1000),
+            "kind": reason_kind(self.reason),
+            "dead_lettered_at": iso(float(self.held.system.get("SentTimestamp", 0)) / 1000),
             "body": self.held.body,
         }
 
@@ -74,10 +75,26 @@ def plan_move(held: Held) -> DeadLetterMove:
     )
 
 
+KIND_LENGTH = 60
+MOVED_BY_SQS = "(moved by SQS: maxReceiveCount)"
+"""What a dead letter without a ``DispatchError`` is: SQS's redrive policy moved it."""
+
+
+def reason_kind(reason: str | None) -> str:
+    """A reason without its particulars: ``expired``, ``name collision``, ``input is not valid JSON``.
+
+    A ``DispatchError`` reads ``kind: particulars`` (``expired: deadline … passed``).
+    """
+    if reason is None:
+        return MOVED_BY_SQS
+    kind = reason.split(":", 1)[0].split(" (", 1)[0].strip() or reason
+    return kind if len(kind) <= KIND_LENGTH else f"{kind[: KIND_LENGTH - 1]}…"
+
+
 def reasons(moves: Iterable[DeadLetterMove]) -> dict[str, int]:
-    """How many dead letters per reason."""
+    """How many dead letters of each kind of reason (`reason_kind`), most first."""
     found: dict[str, int] = {}
     for move in moves:
-        key = move.reason or "(moved by SQS: maxReceiveCount)"
+        key = reason_kind(move.reason)
         found[key] = found.get(key, 0) + 1
     return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))

@@ -23,6 +23,7 @@ from dispatcher.core.topology import DEFAULT, GATE, LANE
 from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, local_client, pointed_at
 from dispatcher.local.events import Rule, sqs_event, to_queue
+from dispatcher.local.gates import create_release_queue
 from dispatcher.local.members import LocalMembers, local_members
 from dispatcher.local.server import emulated_server
 from dispatcher.local.stack import Stack, create_stack, function_name, register_stack
@@ -74,16 +75,19 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         members = local_members(
             resources, endpoint_url, wait_seconds=wait_seconds, lanes=lanes, gate=gate, document=document
         )
+        # The template's end-event queue: gates' releases and ends, and, ticking on a
+        # schedule, the lanes' ends, reach the ticks from it in batches, with their errors.
+        end_events = members.release_queue_url or create_release_queue(stack)
         register_stack(
             stack,
             resources,
             max_concurrency,
             function=function_name(stack),
             lanes=members.lanes_variable,
-            release_queue_url=members.release_queue_url or "",
+            release_queue_url=end_events,
         )
-        ended = threading.Event()
         ticking = threading.Lock()  # the handler's module state serves one tick at a time
+        lines = TickLines(out)
 
         def tick(event: dict[str, Any] | None = None) -> dict[str, Any]:
             with ticking:
@@ -91,18 +95,15 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
                 return tick_here(resources.environment(max_concurrency, **overrides), "WARNING", event)
 
         emulation.functions[function_name(stack)] = tick
-        if members.release_queue_url is not None:
+        if members.gated_machines:
             emulation.rules.append(
-                Rule(
-                    refill_pattern(members.gated_machines), to_queue(members.release_queue_url, endpoint_url)
-                )
+                Rule(refill_pattern(members.gated_machines), to_queue(end_events, endpoint_url))
             )
-            threading.Thread(
-                target=_deliver_batches,
-                args=(members.release_queue_url, endpoint_url, tick, out),
-                daemon=True,
-            ).start()
-        emulation.rules += lane_rules(resources, members.lane_machines, endpoint_url, ended)
+        ends = end_events if schedule_seconds > 0 else None
+        emulation.rules += lane_rules(resources, members.lane_machines, endpoint_url, ends)
+        threading.Thread(
+            target=_deliver_batches, args=(end_events, endpoint_url, tick, lines), daemon=True
+        ).start()
         banner = _banner(
             stack,
             endpoint_url,
@@ -116,23 +117,24 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         # What is made by now (moto, botocore's models, the stack) lives until Ctrl-C: the
         # collector leaves it alone, in each collection and in the one at exit (1.5 s of CPU).
         gc.freeze()
-        _tick_on_schedule(tick, schedule_seconds, ended, out)
+        _tick_on_schedule(tick, schedule_seconds, lines)
     return 0
 
 
-def lane_rules(
-    stack: Stack, machines: Sequence[str], endpoint_url: str, ended: threading.Event
-) -> list[Rule]:
-    """What the lanes' ends do, as the template's rules do: failures spooled, every end ticks.
+def lane_rules(stack: Stack, machines: Sequence[str], endpoint_url: str, ends: str | None) -> list[Rule]:
+    """What the lanes' ends do, as the template's rules do: failures spooled, each end to the end-event queue.
 
-    And, local only, the simulated downstream API ends the session of an execution that
-    ended: the slot of one stopped during its wait comes back.
+    ``ends``: the end-event queue the ticks take batches from (None: ends don't tick, as
+    with ``--schedule 0``). And, local only, the simulated downstream API ends the session
+    of an execution that ended: the slot of one stopped during its wait comes back.
     """
-    return [
+    rules = [
         Rule(failure_pattern(machines), to_queue(stack.spool_queue_url, endpoint_url)),
         Rule(refill_pattern(machines), functools.partial(_end_session, stack.downstream_table)),
-        Rule(refill_pattern(machines), lambda _event: ended.set()),
     ]
+    if ends is not None:
+        rules.append(Rule(refill_pattern(machines), to_queue(ends, endpoint_url)))
+    return rules
 
 
 def _end_session(table: str, event: dict[str, Any]) -> None:
@@ -154,7 +156,7 @@ def _banner(  # noqa: PLR0913 — what the banner says of each option
     lanes = document.get("lanes", [])
     gates = document.get("gates", [])
     described = [
-        *(f"pool {name} (MAX {pool['max_concurrency']})" for name, pool in document.get("pools", {}).items()),
+        *(f"pool {name} ({_pool_settings(pool)})" for name, pool in document.get("pools", {}).items()),
         *(
             f"lane {lane['name']} (priority {lane.get('priority', 0)}, pool {lane.get('pool', DEFAULT)},"
             f" state machine {_name(lane['state_machine_arn'])}{_settings(lane, LANE_KEYS)})"
@@ -196,6 +198,15 @@ def _banner(  # noqa: PLR0913 — what the banner says of each option
     return "\n".join(lines)
 
 
+def _pool_settings(pool: dict[str, Any]) -> str:
+    """A pool's MAX, and whether it adapts: ``MAX 8, adaptive on Downstream.Throttled``."""
+    said = [f"MAX {pool['max_concurrency']}"] if "max_concurrency" in pool else []
+    adaptive = pool.get("adaptive")
+    if isinstance(adaptive, dict):
+        said.append(f"adaptive on {', '.join(adaptive.get('errors', []))}")
+    return ", ".join(said) or "MAX_CONCURRENCY"
+
+
 def _settings(entry: dict[str, Any], keys: tuple[str, ...]) -> str:
     """A member's settings in ``LANES`` (``, max_per_group 3``); `status` shows the live ones."""
     return "".join(f", {key} {shown(entry[key])}" for key in keys if key in entry)
@@ -215,7 +226,7 @@ def _schedule(stack: str, schedule_seconds: float, gates: bool) -> str:
 
 
 def _deliver_batches(
-    queue_url: str, endpoint_url: str, tick: Callable[[dict[str, Any]], dict[str, Any]], out: TextIO
+    queue_url: str, endpoint_url: str, tick: Callable[[dict[str, Any]], dict[str, Any]], lines: TickLines
 ) -> None:
     """The end-event queue's event source mapping: its releases and ends, to a tick, ten at a time.
 
@@ -231,7 +242,7 @@ def _deliver_batches(
             continue
         sent = [int(message["Attributes"]["SentTimestamp"]) / 1000 for message in messages]
         event = sqs_event([message["Body"] for message in messages], sent_at=sent)
-        report = _invoked(functools.partial(tick, event), out)
+        report = lines.invoked(functools.partial(tick, event))
         if report is None:
             continue
         sqs.delete_message_batch(
@@ -240,20 +251,63 @@ def _deliver_batches(
                 {"Id": str(index), "ReceiptHandle": m["ReceiptHandle"]} for index, m in enumerate(messages)
             ],
         )
-        _said(out, report)
 
 
-SAID = frozenset({Outcome.STARTED, Outcome.REDRIVEN, Outcome.DEAD_LETTERED})
-"""What a tick's line says (`dispatcher.core.outcomes`): what it started, admitted or dead-lettered."""
+SAID = frozenset(
+    {Outcome.STARTED, Outcome.REDRIVEN, Outcome.DEAD_LETTERED, Outcome.CANCELLED, Outcome.EXPIRED}
+)
+"""What a tick's line says (`dispatcher.core.outcomes`): what it started, admitted, dead-lettered,
+cancelled or let expire."""
 
 
-def _said(out: TextIO, report: dict[str, Any]) -> None:
-    """One line for a tick that started, admitted or dead-lettered something."""
-    kinds = (LANE, GATE) if "gates" in report else (LANE,)
-    if any(report.get(key) for key in said_keys(kinds, SAID)):
-        line = f"tick: running {report['running']}, {said(report, kinds, SAID)}"
-        out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
-        out.flush()
+class TickLines:
+    """The emulator's line for each tick that did something, from whichever thread ticked.
+
+    Beside what it started (admitted, dead-lettered, cancelled, let expire), a line says an
+    adaptive pool's limit when it moved since the last line: a cut is logged, growth isn't
+    at the emulator's log level.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+        self._limits: dict[str, int] = {}
+
+    def invoked(self, tick: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        """One invocation, as Lambda runs it: an error is recorded (one line) and the next invocation comes.
+
+        A broken control parameter, say, stops every tick until it is mended, and the emulator
+        goes on serving meanwhile, so that `status` shows it and the runbook's mending can be tried.
+        """
+        try:
+            report = tick()
+        except Exception as error:  # Lambda records any error, and the schedule goes on
+            self._write(f"tick failed (the next one comes as scheduled): {error}")
+            return None
+        self.said(report)
+        return report
+
+    def said(self, report: dict[str, Any]) -> None:
+        """One line for a tick that did something, or moved a pool's limit."""
+        kinds = (LANE, GATE) if "gates" in report else (LANE,)
+        moved = []
+        with self._lock:
+            for pool, figures in (report.get("pools") or {}).items():
+                limit = figures.get("limit")
+                before = self._limits.get(pool)
+                if limit is not None and before is not None and limit != before:
+                    moved.append(f"pool {pool} limit {limit} (was {before})")
+                if limit is not None:
+                    self._limits[pool] = limit
+        if any(report.get(key) for key in said_keys(kinds, SAID)) or moved:
+            self._write(
+                "; ".join([f"tick: running {report['running']}, {said(report, kinds, SAID)}", *moved])
+            )
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            self._out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+            self._out.flush()
 
 
 WAKE_SECONDS = 0.5
@@ -263,36 +317,14 @@ thread only when that thread next runs: a main thread asleep for the schedule wo
 until the sleep ends."""
 
 
-def _tick_on_schedule(
-    tick: Callable[[], dict[str, Any]], schedule_seconds: float, ended: threading.Event, out: TextIO
-) -> None:
-    """Tick like the deployed function: every ``schedule_seconds``, and when an execution ends.
+def _tick_on_schedule(tick: Callable[[], dict[str, Any]], schedule_seconds: float, lines: TickLines) -> None:
+    """Tick like the deployed function's schedule: every ``schedule_seconds`` (0: never by itself).
 
-    ``schedule_seconds`` 0: never by itself, only the ticks run with `dispatcher tick`.
+    Ends reach the ticks through the end-event queue (`_deliver_batches`), as deployed.
     """
     due = time.monotonic() + schedule_seconds
     while True:
-        an_end = ended.wait(WAKE_SECONDS)
-        if schedule_seconds <= 0:
-            ended.clear()
-            continue
-        if an_end or time.monotonic() >= due:
-            ended.clear()
-            report = _invoked(tick, out)
-            if report is not None:
-                _said(out, report)
+        time.sleep(WAKE_SECONDS)
+        if schedule_seconds > 0 and time.monotonic() >= due:
+            lines.invoked(tick)
             due = time.monotonic() + schedule_seconds
-
-
-def _invoked(tick: Callable[[], dict[str, Any]], out: TextIO) -> dict[str, Any] | None:
-    """One invocation, as Lambda runs it: an error is recorded (one line) and the next invocation comes.
-
-    A broken control parameter, say, stops every tick until it is mended, and the emulator
-    goes on serving meanwhile, so that `status` shows it and the runbook's mending can be tried.
-    """
-    try:
-        return tick()
-    except Exception as error:  # Lambda records any error, and the schedule goes on
-        out.write(f"{time.strftime('%H:%M:%S')} tick failed (the next one comes as scheduled): {error}\n")
-        out.flush()
-        return None

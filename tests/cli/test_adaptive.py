@@ -71,3 +71,16 @@ def test_reset_limit_of_a_pool_that_does_not_adapt_is_a_usage_error(members: Mem
     unknown = cli.run("reset-limit", "--pool", "nowhere")
     assert unknown.returncode == 2
     assert "--pool nowhere: no such pool (pools: default, glue)" in unknown.stderr
+
+
+def test_set_max_0_is_a_pause_that_keeps_the_learned_limit(members: Members) -> None:
+    """`set-max 0 --pool glue` then `unset`: L is what it had learned, not cut to 0 and restarted at min."""
+    cli = members.cli
+    members.control({"pools": {"glue": {"adaptive": {"errors": [GLUE]}}}})
+    with pointed_at(cli.endpoint_url):
+        assert ledger(members).record_limit("glue", LimitState(limit=3, changed_at=1.0), None, 1.0)
+    paused = ok(cli.run("set-max", "0", "--pool", "glue"))
+    assert "limit" not in paused
+    assert ok(cli.run("status", "--pool", "glue", "--json"))["paused"] is True
+    ok(cli.run("unset", "--pool", "glue", "max_concurrency"))
+    assert ok(cli.run("status", "--pool", "glue", "--json"))["limit"] == 3

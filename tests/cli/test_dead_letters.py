@@ -49,10 +49,17 @@ def test_dead_letters_lists_each_reason_and_consumes_nothing(cli: Cli, aws: dict
     assert table.stdout.splitlines()[0].split() == ["MESSAGE", "ID", "GROUP", "NAME", "DISPATCH", "ERROR"]
     assert "input is not valid JSON" in table.stdout
     assert "invalid ExecutionName: execution name contains whitespace" in table.stdout
-    assert "4 dead letter(s)" in table.stdout
+    assert "4 dead letter(s): " in table.stdout
     document = json.loads(cli.run("dead-letters", "--json").stdout)
     assert document["total"] == 4
     assert sum(document["reasons"].values()) == 4
+    rows = table.stdout.splitlines()[1:-2]
+    not_json = sum("input is not valid JSON" in row for row in rows)
+    assert document["reasons"]["input is not valid JSON"] == not_json
+    assert table.stdout.splitlines()[-1].split(": ", 1)[1] == ", ".join(
+        f"{kind} {number}" for kind, number in document["reasons"].items()
+    )
+    assert all(letter["dead_lettered_at"].endswith("Z") for letter in document["dead_letters"])
     assert {letter["name"] for letter in document["dead_letters"]} == {*ids[:3], "bad name"}
     assert len(read_all(cli.stack.dead_letter_queue_url)) == 4, "listing consumes nothing"
 

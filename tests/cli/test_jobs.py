@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from dispatcher.local.account import pointed_at
+from dispatcher.producer import Producer
 from tests.cli.conftest import Cli
 
 UNSEEN = (
@@ -67,3 +71,28 @@ def test_a_running_job_is_stopped_once_and_cancelling_it_again_says_stopped(cli:
         "dispatcher.Cancelled",
         "cancelled by its producer",
     )
+
+
+def test_a_producer_made_from_a_stack_name_sends_follows_and_cancels(cli: Cli) -> None:
+    """`Producer.from_stack(name)`: the stack's outputs, as `--stack`; nothing copied from `info --json`."""
+    with pointed_at(cli.endpoint_url):
+        producer = Producer.from_stack(cli.stack_name)
+        assert producer.queue_url == cli.stack.queue_url
+        producer.send({"order": 1}, group="g", name="from-stack")
+        assert producer.job("from-stack").state == "not started"
+        assert producer.cancel("from-stack", reason="changed my mind") == "cancelled"
+        assert producer.job("from-stack").reason == "changed my mind"
+        with pytest.raises(ValueError, match="stack no-such-stack not found in us-east-1"):
+            Producer.from_stack("no-such-stack")
+        with pytest.raises(ValueError, match=f"stack {cli.stack_name}: no such lane: urgent"):
+            Producer.from_stack(cli.stack_name, lane="urgent")
+
+
+def test_job_refuses_a_name_no_job_can_have_as_cancel_does(cli: Cli) -> None:
+    """`job ''` and `job 'a b'` are usage errors (exit 2, one line), as for `cancel`."""
+    for name in ("", "a b"):
+        looked, cancelled = cli.run("job", name), cli.run("cancel", name)
+        assert (looked.returncode, cancelled.returncode) == (2, 2), name
+        assert looked.stderr == cancelled.stderr, name
+        assert looked.stderr.startswith("dispatcher: error: not a job's name: ")
+        assert len(looked.stderr.splitlines()) == 1

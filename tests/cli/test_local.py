@@ -359,7 +359,7 @@ def elsewhere():
 
 threading.Thread(target=elsewhere, daemon=True).start()
 try:
-    command._tick_on_schedule(lambda: {}, float(sys.argv[1]), threading.Event(), io.StringIO())
+    command._tick_on_schedule(lambda: {}, float(sys.argv[1]), command.TickLines(io.StringIO()))
 except KeyboardInterrupt:
     print("stopped")
 """

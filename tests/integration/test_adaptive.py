@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -232,8 +231,7 @@ def test_a_stopped_execution_gives_its_downstream_slot_back_on_its_end_or_at_the
     assert holders(table) == sorted(arns)
     for arn in arns:
         harness.sfn.stop_execution(executionArn=arn)
-    ended = threading.Event()
-    [_, session, _] = lane_rules(harness.stack, [harness.stack.state_machine_arn], "http://unused", ended)
+    [_, session] = lane_rules(harness.stack, [harness.stack.state_machine_arn], "http://unused", None)
     session.deliver(harness.status_change("held-1", "ABORTED"))
     session.deliver(harness.status_change("held-1", "ABORTED"))  # delivered twice: given back once
     assert holders(table) == sorted(arns[1:])
