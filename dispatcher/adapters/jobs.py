@@ -8,7 +8,7 @@ writes what it dropped, expired or dead-lettered here in `BatchWriteItem` calls;
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.job_items import (
@@ -95,25 +95,23 @@ class JobTable:
 
     def record(self, lane: str, name: str) -> JobRecord | None:
         """The job's record (cancelled, expired, dead-lettered), read consistently; None: none."""
-        with translated(f"GetItem on state table {self.table}"):
-            response = self._client.get_item(
-                TableName=self.table,
-                Key={"pk": {"S": jobs_partition(self._key)}, "sk": {"S": record_key(lane, name)}},
-                ConsistentRead=True,
-            )
-        item = response.get("Item")
+        item = self._job_item(record_key(lane, name))
         return None if item is None else record_of(item)
 
     def dropped(self, lane: str, name: str) -> Dropped | None:
         """When a tick dropped the job for its name's cancellation, and when it was sent (None: none did)."""
+        item = self._job_item(dropped_key(lane, name))
+        return None if item is None else dropped_of(item)
+
+    def _job_item(self, sort_key: str) -> dict[str, Any] | None:
+        """One item of the job records' partition, read consistently."""
         with translated(f"GetItem on state table {self.table}"):
             response = self._client.get_item(
                 TableName=self.table,
-                Key={"pk": {"S": jobs_partition(self._key)}, "sk": {"S": dropped_key(lane, name)}},
+                Key={"pk": {"S": jobs_partition(self._key)}, "sk": {"S": sort_key}},
                 ConsistentRead=True,
             )
-        item = response.get("Item")
-        return None if item is None else dropped_of(item)
+        return response.get("Item")
 
     def group_cancellation(self, lane: str, group: str) -> GroupCancellation | None:
         """A message group's pending cancellation, if it has one."""
