@@ -43,7 +43,7 @@ from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow, latest_ends
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.jobs import Cancellations, GroupCancellation
+from dispatcher.core.jobs import CANCELLATION_LIFETIME_SECONDS, Cancellations, GroupCancellation
 from dispatcher.core.rerun import Origin
 
 ENDED_KIND = "ended"
@@ -70,18 +70,22 @@ def pending_key(lane: str, kind: str, value: str) -> str:
 def read_pending(items: Iterable[Mapping[str, Any]]) -> dict[str, Cancellations]:
     """Each lane's pending cancellations in the items of one read of the partition."""
     names: dict[str, set[str]] = {}
+    cancelled_at: dict[str, dict[str, float]] = {}
     groups: dict[str, dict[str, GroupCancellation]] = {}
     for item in items:
         lane, kind, value = item["sk"]["S"].removeprefix(PENDING_PREFIX).split("#", 2)
         if kind == NAME_KIND:
             names.setdefault(lane, set()).add(value)
+            expires_at = item.get("expires_at", {}).get("N")
+            if expires_at is not None:  # written 14 days before it expires, to the second
+                cancelled_at.setdefault(lane, {})[value] = float(expires_at) - CANCELLATION_LIFETIME_SECONDS
         elif kind == GROUP_KIND:
             before = float(item["before"]["N"])
             found = groups.setdefault(lane, {})
             if value not in found or found[value].before < before:
                 found[value] = GroupCancellation(value, before, item.get("reason", {}).get("S", ""))
     return {
-        lane: Cancellations(frozenset(names.get(lane, ())), groups.get(lane, {}))
+        lane: Cancellations(frozenset(names.get(lane, ())), groups.get(lane, {}), cancelled_at.get(lane, {}))
         for lane in {*names, *groups}
     }
 

@@ -151,9 +151,20 @@ class Cancellations:
 
     names: frozenset[str] = frozenset()
     groups: Mapping[str, GroupCancellation] = field(default_factory=dict)
+    cancelled_at: Mapping[str, float] = field(default_factory=dict)
+    """Name → when it was cancelled, to the second or earlier (as its entry keeps it)."""
 
     def __bool__(self) -> bool:
         return bool(self.names or self.groups)
+
+    def in_advance(self, message: QueuedMessage, name: str | None) -> bool:
+        """Whether this job was surely sent after its name's cancellation (cancelled in advance).
+
+        The entry keeps the moment to the second: a job sent in the same second or the next
+        may have come first, and is not said to be.
+        """
+        at = None if name is None else self.cancelled_at.get(name)
+        return at is not None and message.sent_at is not None and message.sent_at > at + 1
 
     def cancels(self, message: QueuedMessage, name: str | None) -> GroupCancellation | bool:
         """Whether the job this message carries (named ``name``) is cancelled: by name (True), by its group.

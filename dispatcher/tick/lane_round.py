@@ -54,6 +54,8 @@ class LaneRound(MemberRound):
         self._settings = settings
         self._why: dict[str, GroupCancellation | bool] = {}
         """Message id → what cancelled it (a group's cancellation, or True: by name), this round."""
+        self._in_advance: set[str] = set()
+        """Message ids of jobs sent after their name's cancellation (cancelled in advance), this round."""
 
     @property
     def max_wait_seconds(self) -> int | None:
@@ -124,6 +126,8 @@ class LaneRound(MemberRound):
             if found:
                 outcome.cancelled.add(start.name)
                 self._why[start.message.message_id] = found
+                if found is True and cancellations.in_advance(start.message, start.name):
+                    self._in_advance.add(start.message.message_id)
         waiting = outcome.messages[Outcome.WAITING]
         dropped = []
         for message in waiting:
@@ -131,6 +135,8 @@ class LaneRound(MemberRound):
             if found:
                 dropped.append(message)
                 self._why[message.message_id] = found
+                if found is True and cancellations.in_advance(message, job_name(message)):
+                    self._in_advance.add(message.message_id)
         if dropped:
             ids = {message.message_id for message in dropped}
             outcome.messages[Outcome.WAITING] = [
@@ -145,8 +151,9 @@ class LaneRound(MemberRound):
         """What `dispatcher job` reports of the part's jobs that never started (cancelled, expired, poison).
 
         A job cancelled by name already has its record (the cancellation wrote it, with
-        its reason): what is kept now is that it was dropped, and when it was sent (after
-        its cancellation: cancelled in advance). A group's job gets its record now.
+        its reason); one sent after its name's cancellation (cancelled in advance: a typo,
+        or a name cancelled before its job was sent) also gets a note that it was dropped,
+        and when it was sent. A group's job gets its record now.
         """
         outcome = part.outcome
         undeleted = {message.message_id for message in outcome.undeleted}
@@ -158,7 +165,7 @@ class LaneRound(MemberRound):
             if isinstance(why, GroupCancellation):
                 reason = why.reason or f"message group {why.group} cancelled"
                 records.append(JobRecord(self.name, name, JobState.CANCELLED, reason, now))
-            elif why:
+            elif message.message_id in self._in_advance:
                 records.append(Dropped(self.name, name, now, message.sent_at))
         for letter in outcome.dead_letters:
             if letter.message.message_id not in undeleted:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from dispatcher.adapters.job_items import pending_name_item, read_pending
 from dispatcher.core.admission import DeadLetter
 from dispatcher.core.jobs import (
     Cancellations,
@@ -189,3 +190,18 @@ def test_a_producer_refuses_a_deadline_that_has_passed_and_takes_iso_text() -> N
     assert [failure.reason for failure in result.failed] == [
         "StartBy 2020-01-01T00:00:00Z has passed: the job would expire unstarted; give a moment in the future"
     ]
+
+
+def test_a_job_is_cancelled_in_advance_only_when_surely_sent_after_its_names_cancellation() -> None:
+    """To the second the entry keeps: sent more than a second after it, in advance; else maybe not."""
+    pending = read_pending(
+        [
+            pending_name_item("key", "default", "order-7", SENT - 10.6),
+            pending_name_item("key", "default", "x", SENT),
+        ]
+    )["default"]
+    assert pending.cancelled_at["order-7"] == int(SENT - 10.6)
+    assert pending.in_advance(_message(name="order-7"), "order-7")
+    assert not pending.in_advance(_message(name="x"), "x"), "sent in the second it was cancelled"
+    assert not pending.in_advance(_message(name="order-7", sent_at=None), "order-7")
+    assert not pending.in_advance(_message(name="other"), "other")
