@@ -151,7 +151,10 @@ class RosterTable(RosterCalls):
     def release(self, gate: Gate, name: str, sent_at: float) -> bool:
         """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was.
 
-        A release sent before the admission it would end (an earlier entry's, late) frees nothing.
+        A release sent before the admission it would end (an earlier entry's, late) frees nothing,
+        nor one sent at the very moment it was recorded: an entry's own release is sent after
+        its `SendTaskSuccess`, which comes after the record, so one of the same moment is an
+        earlier entry's (the cap comes first; the place comes back by the execution's end).
         """
         return conditional(
             self._client,
@@ -159,7 +162,7 @@ class RosterTable(RosterCalls):
             f"gate {gate.name}",
             "delete_item",
             Key={"pk": {"S": inside_partition(self._own, gate.name)}, "sk": {"S": name}},
-            ConditionExpression="recorded_at <= :sent",
+            ConditionExpression="recorded_at < :sent",
             ExpressionAttributeValues={":sent": {"N": f"{sent_at:.6f}"}},
         )
 

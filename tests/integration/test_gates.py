@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 
 from dispatcher.adapters.lease import LEASE_SORT_KEY
+from dispatcher.adapters.roster import RosterTable
 from dispatcher.core.executions import execution_arn
+from dispatcher.core.rosters import GateEntry
+from dispatcher.core.topology import Gate
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import create_lane, read_all
@@ -287,3 +290,22 @@ def test_an_execution_that_ends_inside_leaves_on_its_status_change_event(executi
     report = harness.tick(event)
     assert (report["admitted"], report["gates"][GATE]["inside"]) == (1, 0)
     assert _admitted(gated, "second")
+
+
+def test_a_release_sent_at_the_very_moment_of_the_admission_frees_nothing(harness: Harness) -> None:
+    """Sent the moment its admission was recorded, a release can't be this entry's: it frees no place.
+
+    An entry's own release comes after its `SendTaskSuccess`, so after its record; one that
+    shares the record's moment is an earlier entry's (soak seed 900786: the stray release of
+    a request admitted in the same virtual instant freed the place, and a third execution
+    entered a gate of MAX 2).
+    """
+    gate = Gate(name=GATE, pool="default", queue_url="q", dead_letter_queue_url="d", state_machine_arn="arn")
+    roster = RosterTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    recorded_at = 1_800_000_141.0
+    entry = GateEntry(member=GATE, name="inside", recorded_at=recorded_at, state_machine_arn="arn", token="t")
+    roster.enter([entry])
+    assert roster.release(gate, "inside", recorded_at) is False
+    assert [each.name for each in roster.read(gate).entries] == ["inside"]
+    assert roster.release(gate, "inside", recorded_at + 0.001) is True
+    assert list(roster.read(gate).entries) == []

@@ -184,12 +184,12 @@ class RosterView:
         return left
 
     def release(self, gate: Gate, name: str, sent_at: float) -> bool:
-        """Conditional `DeleteItem`: the admission goes if recorded before ``sent_at`` (a unit either way)."""
+        """Conditional `DeleteItem`: the admission goes if recorded strictly before ``sent_at`` (a unit)."""
         partition = self._partition(gate.name)
 
         def delete() -> bool:
             stored = partition.items.get(name)
-            if stored is None or float(stored.item["recorded_at"]["N"]) > sent_at:
+            if stored is None or float(stored.item["recorded_at"]["N"]) >= sent_at:
                 return False
             return partition.delete(name)
 
