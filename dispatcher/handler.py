@@ -129,8 +129,11 @@ def emit_report(report: TickReport, topology: Topology) -> None:
     emit(figures(report, topology))
 
 
-def _log_skipped(news: EndNews) -> None:
-    """Name each record of a batch that reports no end; it never fails the batch."""
+def _log_news(news: EndNews) -> None:
+    """Say what woke the tick; name each record of a batch that reports no end (it never fails the batch)."""
+    if news.wakes:
+        named = sorted({wake.member for wake in news.wakes if wake.member is not None})
+        logger.info("woken: a producer queued jobs", extra={"wakes": len(news.wakes), "members": named})
     for record in news.skipped:
         logger.warning(
             "skipped a record that is not an end of this state machine",
@@ -148,7 +151,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         settings, configured = configuration()
         news = end_news(event, configured.watched_machines, time.time())
-        _log_skipped(news)
+        _log_news(news)
         try:
             control = read_control(settings, configured)
         except TransientError as error:

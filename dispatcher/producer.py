@@ -17,6 +17,11 @@ whether the queue's content-based deduplication is on or off, a retry is never a
 job, and a different job sent under a name already used reaches the queue (where the
 dispatcher dead-letters it as a name collision) instead of being dropped by SQS.
 
+Waking: after queueing jobs, a producer with a wake queue (the keyword argument
+``wake_queue_url``, else the variable ``WAKE_QUEUE_URL``; the stack's ``WakeQueueUrl``)
+sends the dispatcher a wake, at most one a second, so a job sent to a quiet dispatcher
+starts in seconds; a wake that can't be sent never fails the send (``dispatcher.waking``).
+
 Order: a batch holds at most one job per message group, and a group's next job is sent
 only once the one before it is on the queue. A job that still can't be sent fails the
 group's later jobs of that call too, so the queue never holds them out of order.
@@ -55,6 +60,7 @@ from dispatcher.core.jobs import JobReport, start_by_text
 from dispatcher.core.messages import Job
 from dispatcher.following import CANCELLED, Jobs, jobs_from_settings
 from dispatcher.settings import LANES_OUTPUT, LANES_PARAMETER, STACK_OUTPUTS
+from dispatcher.waking import WAKE_QUEUE_VARIABLE, Waker
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -146,7 +152,7 @@ class _Pending:
 class Producer:
     """Sends jobs to one dispatcher queue (thread-safe as its boto3 client is)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 — each keyword is an option of the client
         self,
         queue_url: str,
         *,
@@ -154,10 +160,16 @@ class Producer:
         attempts: int = 3,
         backoff_seconds: float = 0.2,
         sleep: Callable[[float], None] = time.sleep,
+        wake_queue_url: str | None = None,
+        waker: Waker | None = None,
         **settings: str | None,
     ) -> None:
         """``attempts``: tries per failed batch entry (botocore retries whole calls by itself).
 
+        ``wake_queue_url``: where to wake the dispatcher after queueing (None: the variable
+        ``WAKE_QUEUE_URL``; empty, or neither: no wakes). ``waker``: one shared with other
+        producers, so that together they wake at most once a second (it wins over
+        ``wake_queue_url``).
         ``settings``: what following and cancelling need beyond the queue, by the function's
         variable names in lower case (``state_table``, ``state_machine_arn``,
         ``dead_letter_queue_url``, ``lanes``, ``control_parameter``); each one not given
@@ -165,6 +177,10 @@ class Producer:
         """
         self.queue_url = queue_url
         self._client = client or boto3.client("sqs", config=CLIENT_CONFIG)
+        if waker is None:
+            wake_url = os.environ.get(WAKE_QUEUE_VARIABLE) if wake_queue_url is None else wake_queue_url
+            waker = Waker(self._client, wake_url)
+        self.waker = waker
         self._attempts = attempts
         self._backoff_seconds = backoff_seconds
         self._sleep = sleep
@@ -211,6 +227,7 @@ class Producer:
         settings["lanes"] = outputs.get(LANES_OUTPUT) or parameters.get(LANES_PARAMETER) or None
         if lane is not None:
             queue_url = _lane_queue(stack, lane, queue_url, settings)
+        options.setdefault("wake_queue_url", outputs.get(STACK_OUTPUTS["wake_queue_url"]) or "")
         return cls(queue_url, **settings, **options)
 
     def send(
@@ -280,7 +297,8 @@ class Producer:
     ) -> SendResult:
         """Send jobs with SendMessageBatch, in order within each group; report each job's fate.
 
-        ``progress`` is called after every batch with the result so far.
+        ``progress`` is called after every batch with the result so far. Once jobs are on
+        the queue, each batch that sent some wakes the dispatcher (at most once a second).
         """
         result = SendResult()
         groups: OrderedDict[str, deque[_Pending]] = OrderedDict()
@@ -293,7 +311,10 @@ class Producer:
             groups.setdefault(job.group, deque()).append(_Pending(job, deduplication_id))
         while groups:
             batch = self._next_batch(groups)
+            before = len(result.sent)
             unsent = self._send(batch, result)
+            if len(result.sent) > before:
+                self.waker.wake()
             for pending in batch:
                 if pending in unsent:
                     continue

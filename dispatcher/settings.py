@@ -101,6 +101,14 @@ class Settings(BaseModel):
             " default, in one pool, default)."
         ),
     )
+    wake_queue_url: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The queue producers wake the dispatcher on after queueing (the end-event queue;"
+            " the function itself only reads it: absent, producers send no wakes)."
+        ),
+    )
 
     def topology(self) -> Topology:
         """Every pool and lane: the environment's own (``default``) and those ``LANES`` adds."""
@@ -141,6 +149,7 @@ STACK_OUTPUTS = {
     "control_parameter": "ControlParameterName",
     "dispatcher_function_name": "DispatcherFunctionName",
     "spool_queue_url": "SpoolQueueUrl",
+    "wake_queue_url": "WakeQueueUrl",
 }
 """Field → the stack output (template.yaml's ``Outputs``) the CLI reads it from with ``--stack``."""
 PRODUCER_OUTPUTS = (STACK_OUTPUTS["queue_url"], "ProducerPolicyArn")

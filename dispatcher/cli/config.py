@@ -79,6 +79,8 @@ class Resources:
     control_parameter: str | None = None
     dispatcher_function_name: str | None = None
     spool_queue_url: str | None = None
+    wake_queue_url: str | None = None
+    """Where producers wake the dispatcher after queueing (None: no wakes)."""
     max_concurrency: int | None = None
     lanes: str | None = None
     """``LANES`` (or the stack's Lanes parameter): more lanes and pools."""

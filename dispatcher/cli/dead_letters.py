@@ -20,6 +20,7 @@ from dispatcher.cli.output import short, table
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.dead_letters import MOVED_BY_SQS, DeadLetterMove, plan_move, reasons
 from dispatcher.core.topology import Gate
+from dispatcher.waking import Waker
 
 DEAD_LETTER_VISIBILITY_SECONDS = 120
 
@@ -93,23 +94,27 @@ def command_redrive_dead_letters(
         )
 
     with progress.on_ctrl_c(said):
-        _move_each(args, aws, (queue_url, dead_letter_queue_url), moved, progress)
+        waker = Waker(aws.client("sqs"), resources.wake_queue_url)
+        _move_each(args, aws, (queue_url, dead_letter_queue_url), moved, progress, waker=waker)
     if moved:
         progress.show(of(verb, len(moved), None), len(moved), final=True)
     _report_moves(args, out, moved, member)
     return 0
 
 
-def _move_each(
+def _move_each(  # noqa: PLR0913 — the command's arguments, where to and from, what it did, the wake
     args: argparse.Namespace,
     aws: Aws,
     urls: tuple[str, str],
     moved: list[DeadLetterMove],
     progress: Progress,
+    *,
+    waker: Waker,
 ) -> None:
     """Move dead letters one at a time, in group order, until --max or none is left; holds given back.
 
-    ``urls``: the queue they go back to, and the DLQ they come from.
+    ``urls``: the queue they go back to, and the DLQ they come from; each job moved wakes the
+    dispatcher (at most once a second).
     """
     queue_url, dead_letter_queue_url = urls
     queue = HeldQueue(
@@ -137,6 +142,7 @@ def _move_each(
                         move.deduplication_id,
                         dict(move.attributes),
                     )
+                    waker.wake()
                     if queue.delete([held]):
                         sys.stderr.write(
                             f"moved {held.message_id}, but it stays on the DLQ: moving it again sends"

@@ -192,7 +192,7 @@ def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, ou
     """
     lane = lane_or_gate(args, resources)
     queue_url = resources.need("queue_url") if lane is None else lane.queue_url
-    producer = Producer(queue_url, client=aws.client("sqs"))
+    producer = Producer(queue_url, client=aws.client("sqs"), wake_queue_url=resources.wake_queue_url or "")
     jobs: list[Job] = args.jobs
     if not jobs:
         # An empty file (or standard input): nothing is wrong, but say so.

@@ -40,6 +40,7 @@ from dispatcher.core.rerun import (
 )
 from dispatcher.core.topology import DEFAULT
 from dispatcher.producer import Producer
+from dispatcher.waking import Waker
 
 
 def _filters(args: argparse.Namespace) -> Filters:
@@ -213,11 +214,12 @@ def _rerun_each(
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"))
     queues = configured_lanes(resources).queues
     producers: dict[str, Producer] = {}
+    waker = Waker(aws.client("sqs"), resources.wake_queue_url)  # one second for every lane's producer
 
     def producer_for(lane: str) -> Producer:
         """The producer of the failure's own lane: a re-run goes back where it came from."""
         if lane not in producers:
-            producers[lane] = Producer(queues[lane], client=aws.client("sqs"))
+            producers[lane] = Producer(queues[lane], client=aws.client("sqs"), waker=waker)
         return producers[lane]
 
     pace = Pace(args.rate)

@@ -31,6 +31,8 @@ SQS_EVENT_SOURCE = "aws:sqs"
 """The ``eventSource`` of each record an SQS event source mapping delivers."""
 RELEASE_KEY, GATE_KEY = "release", "gate"
 """A release's keys: the execution ARN that leaves a gate, and the gate's name."""
+WAKE_KEY = "wake"
+"""A wake's key: ``true``, or the name of the lane or gate it wakes (only logged)."""
 EXECUTION_ARN = re.compile(r"^arn:aws[\w-]*:states:[\w-]+:\d{12}:execution:[^:]+:[^:]+$")
 
 
@@ -149,6 +151,29 @@ def read_release(document: object, sent_at: float) -> Release | str:
 
 
 @dataclass(frozen=True)
+class Wake:
+    """A producer queued jobs and asks for a tick now rather than at the next trigger."""
+
+    member: str | None = None
+    """The lane or gate it names (only logged: an unknown one still wakes); None for ``true``."""
+
+
+def is_wake(document: object) -> bool:
+    """Whether a document means to be a wake (an object with the ``"wake"`` key and no release)."""
+    return isinstance(document, dict) and WAKE_KEY in document and RELEASE_KEY not in document
+
+
+def read_wake(document: object) -> Wake | str:
+    """The wake a document is, or why it isn't one: ``{"wake": true}`` or ``{"wake": "<lane or gate>"}``."""
+    value = document.get(WAKE_KEY) if isinstance(document, dict) else None
+    if value is True:
+        return Wake()
+    if isinstance(value, str) and value:
+        return Wake(value)
+    return f"a wake's {WAKE_KEY!r} must be true or the name of a lane or gate, not {json.dumps(value)}"
+
+
+@dataclass(frozen=True)
 class SkippedRecord:
     """A record of an SQS batch that reports no end of the state machine: logged, never failed."""
 
@@ -165,6 +190,8 @@ class EndNews:
     records: int | None = None
     """The SQS batch's size; None when the event is not an SQS batch."""
     releases: tuple[Release, ...] = ()
+    wakes: tuple[Wake, ...] = ()
+    """The batch's wakes: they free nothing; the batch's one tick is what they ask for."""
 
 
 def is_sqs_batch(event: object) -> bool:
@@ -182,7 +209,12 @@ def is_sqs_batch(event: object) -> bool:
 
 
 def _single_news(event: object, state_machine_arn: StateMachines, now: float) -> EndNews:
-    """`end_news` of one event that invoked the function directly (a release, or a status change)."""
+    """`end_news` of one event that invoked the function directly (a release, a wake, or a status change)."""
+    if is_wake(event):
+        wake = read_wake(event)
+        if isinstance(wake, str):
+            return EndNews(skipped=(SkippedRecord("the event", wake),))
+        return EndNews(wakes=(wake,))
     if is_release(event):
         release = read_release(event, now)
         if isinstance(release, str):
@@ -198,9 +230,10 @@ def end_news(event: object, state_machine_arn: StateMachines, now: float = 0.0) 
     In a batch, every record whose body is a closed status change event of
     ``state_machine_arn`` (or one of them) is an end, and every record whose body is a
     release (``{"release": "<execution ARN>", "gate": "<name>"}``) a release, sent at the
-    record's ``SentTimestamp``; any other record (not JSON, another state machine, another
-    status, malformed) is skipped with a reason, and the others still count. A release
-    invoking the function directly was sent ``now``.
+    record's ``SentTimestamp``, and every record whose body is a wake (``{"wake": true}`` or
+    ``{"wake": "<lane or gate>"}``) a wake, which frees nothing; any other record (not JSON,
+    another state machine, another status, malformed) is skipped with a reason, and the
+    others still count. A release invoking the function directly was sent ``now``.
     """
     if not is_sqs_batch(event):
         return _single_news(event, state_machine_arn, now)
@@ -208,6 +241,7 @@ def end_news(event: object, state_machine_arn: StateMachines, now: float = 0.0) 
     records: list[dict[str, Any]] = event["Records"]  # type: ignore[index]  # is_sqs_batch checked it
     ended: list[EndedExecution] = []
     releases: list[Release] = []
+    wakes: list[Wake] = []
     skipped: list[SkippedRecord] = []
     for index, record in enumerate(records):
         message_id = str(record.get("messageId", f"record {index}"))
@@ -216,17 +250,28 @@ def end_news(event: object, state_machine_arn: StateMachines, now: float = 0.0) 
             change = json.loads(body) if isinstance(body, str) else None
         except ValueError:
             change = None
-        if is_release(change):
-            read: EndedExecution | Release | str = read_release(change, _sent_at(record, now))
+        read: EndedExecution | Release | Wake | str
+        if is_wake(change):
+            read = read_wake(change)
+        elif is_release(change):
+            read = read_release(change, _sent_at(record, now))
         else:
             read = "the body is not JSON" if change is None else _read_end(change, arns)
         if isinstance(read, EndedExecution):
             ended.append(read)
         elif isinstance(read, Release):
             releases.append(read)
+        elif isinstance(read, Wake):
+            wakes.append(read)
         else:
             skipped.append(SkippedRecord(message_id, read))
-    return EndNews(ended=tuple(ended), skipped=tuple(skipped), records=len(records), releases=tuple(releases))
+    return EndNews(
+        ended=tuple(ended),
+        skipped=tuple(skipped),
+        records=len(records),
+        releases=tuple(releases),
+        wakes=tuple(wakes),
+    )
 
 
 def _sent_at(record: dict[str, Any], now: float) -> float:
@@ -245,6 +290,8 @@ def describe_trigger(event: object) -> str:
         return f"a batch of {len(event['Records'])} end event record(s) from SQS"  # type: ignore[index]
     if is_release(event):
         return "a release"
+    if is_wake(event):
+        return "a wake"
     if isinstance(event, dict):
         detail_type = event.get("detail-type")
         if isinstance(detail_type, str):

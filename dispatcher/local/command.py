@@ -85,6 +85,9 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
             function=function_name(stack),
             lanes=members.lanes_variable,
             release_queue_url=end_events,
+            # Ticking on a schedule, producers wake the ticks as deployed; with --schedule 0
+            # nothing ticks by itself, so they send no wakes.
+            wake_queue_url=end_events if schedule_seconds > 0 else "",
         )
         ticking = threading.Lock()  # the handler's module state serves one tick at a time
         lines = TickLines(out)

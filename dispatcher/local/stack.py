@@ -274,18 +274,22 @@ def register_stack(  # noqa: PLR0913 — each keyword is one output of the stack
     function: str = "",
     lanes: str = "",
     release_queue_url: str = "",
+    wake_queue_url: str = "",
 ) -> None:
     """A CloudFormation stack in the emulator: the control parameter, and the template's outputs.
 
     ``function``: the name of an emulated dispatcher function, for `tick --invoke`.
     ``lanes``: the stack's Lanes parameter and its ``LanesDocument`` output (``LANES``).
     ``release_queue_url``: where gated workflows send their releases (its ``ReleaseQueueUrl``).
+    ``wake_queue_url``: where producers wake the ticks (its ``WakeQueueUrl``; empty: no wakes).
     """
     outputs = stack.outputs(function)
     if lanes:
         outputs[LANES_OUTPUT] = lanes
     if release_queue_url:
         outputs[RELEASE_QUEUE_OUTPUT] = release_queue_url
+    if wake_queue_url:
+        outputs[STACK_OUTPUTS["wake_queue_url"]] = wake_queue_url
     template = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": "dispatcher (local emulator)",

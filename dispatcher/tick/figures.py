@@ -108,7 +108,8 @@ def _gates(report: TickReport) -> list[Figure]:
 
 
 def news_figures(news: EndNews) -> list[Figure]:
-    """A batch of ends: how many records were ends, and how many were skipped (none for a single event)."""
+    """A batch of ends: how many records were ends, wakes, and skipped (a single event: only a wake)."""
+    wakes = [Figure("Wakes", len(news.wakes))] if news.wakes else []
     if news.records is None:
-        return []
-    return [Figure("EndEvents", len(news.ended)), Figure("SkippedEventRecords", len(news.skipped))]
+        return wakes
+    return [Figure("EndEvents", len(news.ended)), Figure("SkippedEventRecords", len(news.skipped)), *wakes]

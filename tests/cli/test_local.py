@@ -455,3 +455,16 @@ def test_a_lanes_file_has_what_it_names_created_and_checked_as_the_function_chec
 def arn(name: str) -> str:
     """A state machine's ARN in the emulator's account (the emulator creates it by this name)."""
     return f"arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
+
+
+def test_a_job_sent_to_a_quiet_emulator_starts_on_its_wake_not_at_the_next_scheduled_tick(cli: Cli) -> None:
+    """Ticking once an hour, `enqueue --stack` wakes the ticks through the end-event queue: the job starts."""
+    with served(cli, "--stack", "woken", "--schedule", "3600", "--wait-seconds", "600") as local:
+        env = local.env
+        sent = cli.run(
+            "--stack", "woken", "enqueue", "{}", "--group", "g", "--name", "w-1", stack=False, env=env
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert "started 1" in local.next_line("tick: ")
+        job = cli.run("--stack", "woken", "job", "w-1", "--json", stack=False, env=env)
+        assert json.loads(job.stdout)["state"] == "running"

@@ -352,3 +352,23 @@ def test_a_failure_whose_job_was_cancelled_stays_on_the_spool_and_is_never_re_ru
             "cancelled (customer gone): a cancelled job is never re-run",
         )
     assert failed(cli)["total"] == 2, "both failures are still spooled"
+
+
+def test_rerun_restart_wakes_the_dispatcher_after_queueing(cli: Cli, aws: dict[str, Any]) -> None:
+    """`rerun --restart` configured from the environment with WAKE_QUEUE_URL: the jobs, then a wake."""
+    fail_jobs(cli, [("order-1", "customer-1"), ("order-2", "customer-2")])
+    wake_queue_url = aws["sqs"].create_queue(QueueName=f"{cli.stack_name}-wakes")["QueueUrl"]
+    variables = {
+        **cli.stack.environment(3),
+        "SPOOL_QUEUE_URL": cli.stack.spool_queue_url,
+        "WAKE_QUEUE_URL": wake_queue_url,
+    }
+    began = time.monotonic()
+    rerun = cli.run("rerun", "--restart", stack=False, env=cli.environment(**variables))
+    took = time.monotonic() - began
+    assert rerun.returncode == 0, rerun.stderr
+    assert len(queued_jobs(cli)) == 2
+    woken = [json.loads(message["Body"]) for message in read_all(wake_queue_url)]
+    assert woken
+    assert all(wake == {"wake": True} for wake in woken)
+    assert len(woken) <= 1 + int(took), "one wake a second at most, for every lane's producer together"

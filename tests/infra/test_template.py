@@ -201,14 +201,18 @@ def test_each_lanes_queues_and_state_machine_are_granted_by_name_and_nothing_mor
                 assert ":execution:" in resource
 
 
-def test_producer_policy_only_sends_to_the_job_queue() -> None:
-    """The managed policy producers attach grants sqs:SendMessage on the job queue and nothing else."""
+def test_producer_policy_only_sends_to_the_job_queue_and_the_wake_queue() -> None:
+    """Producers may send jobs to the job queue and wakes to the end-event queue, and nothing else."""
     template = sam_template()
-    [statement] = statements(template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"])
-    assert statement["Action"] == ["sqs:SendMessage"]
-    assert statement["Resource"] == {"Fn::GetAtt": ["JobQueue", "Arn"]}
+    sends, wakes = statements(template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"])
+    assert sends["Action"] == wakes["Action"] == ["sqs:SendMessage"]
+    assert sends["Resource"] == {"Fn::GetAtt": ["JobQueue", "Arn"]}
+    assert wakes["Resource"] == {"Fn::GetAtt": ["EndEventQueue", "Arn"]}
     assert template["Outputs"]["ProducerPolicyArn"]["Value"] == {"Ref": "ProducerPolicy"}
     assert template["Outputs"]["JobQueueUrl"]["Value"] == {"Ref": "JobQueue"}
+    assert template["Outputs"]["WakeQueueUrl"]["Value"] == {"Ref": "EndEventQueue"}
+    variables = template["Resources"]["DispatcherFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables["WAKE_QUEUE_URL"] == {"Ref": "EndEventQueue"}
 
 
 def test_samconfig_has_deploy_defaults() -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
@@ -93,3 +96,23 @@ def test_a_late_batch_for_an_execution_redriven_since_keeps_it_counted(harness: 
     harness.on("after-call.states.ListExecutions", still_listed(harness, *ended, redriven_at=redriven))
     result = harness.tick(event)
     assert (result["running"], result["started"]) == (3, 0)
+
+
+def test_a_batch_of_wakes_is_one_tick_that_starts_what_is_queued_and_skips_nothing(
+    harness: Harness, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Producers' wakes on the end-event queue free nothing, are not skipped records, and are counted."""
+    harness.configure(3)
+    for job in range(2):
+        harness.send(json.dumps({"job": job}), group=f"g{job}", name=f"job-{job}")
+    with caplog.at_level(logging.INFO, logger="dispatcher"):
+        result = harness.tick(sqs_event([json.dumps({"wake": True}), json.dumps({"wake": "default"})]))
+    assert (result["running"], result["started"]) == (0, 2)
+    assert harness.running() == 2
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [message for message in messages if message.startswith("skipped")]
+    [woken] = [record for record in caplog.records if record.getMessage().startswith("woken")]
+    assert (woken.wakes, woken.members) == (2, ["default"])  # type: ignore[attr-defined]
+    [document] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    figures = (document["Wakes"], document["EndEvents"], document["SkippedEventRecords"])
+    assert figures == ([2.0], [0.0], [0.0])

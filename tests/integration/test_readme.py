@@ -40,11 +40,15 @@ def test_the_readme_producer_snippet_sends_three_jobs_in_one_group() -> None:
 
 
 def test_the_producers_page_snippets_send_each_job_once_and_agree_on_its_deduplication_id() -> None:
-    """The client's snippet sends three jobs; the boto3 one re-sends the first under the same id: one kept."""
+    """The client's snippet sends three jobs; the boto3 one re-sends the first under the same id: one kept.
+
+    The boto3 snippet then wakes the dispatcher: one ``{"wake": true}`` on the wake queue.
+    """
     client_snippet, boto3_snippet = re.findall(r"```python\n(.*?)```", PRODUCERS_PAGE.read_text(), re.DOTALL)
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         url = sqs.create_queue(QueueName="dispatcher-jobs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        wake_url = sqs.create_queue(QueueName="dispatcher-end-events")["QueueUrl"]
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             exec(client_snippet, {})  # noqa: S102 — the page's own examples
@@ -52,6 +56,8 @@ def test_the_producers_page_snippets_send_each_job_once_and_agree_on_its_dedupli
         messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"])[
             "Messages"
         ]
+        wakes = sqs.receive_message(QueueUrl=wake_url, MaxNumberOfMessages=10)["Messages"]
+    assert [wake["Body"] for wake in wakes] == ['{"wake": true}']
     assert printed.getvalue() == ""  # nothing failed
     assert [message["MessageAttributes"]["ExecutionName"]["StringValue"] for message in messages] == [
         "orders-2026-11-21",

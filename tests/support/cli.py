@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 
 from dispatcher.local.account import REGION
-from dispatcher.local.stack import send_jobs
+from dispatcher.local.stack import Stack, create_stack, read_all, register_stack, send_jobs
 from dispatcher.local.workflows import set_downstream
 from tests.cli.conftest import Cli
 
@@ -59,3 +59,18 @@ def spooled(aws: dict[str, Any], cli: Cli) -> int:
     return int(attributes["ApproximateNumberOfMessages"]) + int(
         attributes["ApproximateNumberOfMessagesNotVisible"]
     )
+
+
+def woken_stack(cli: Cli) -> tuple[str, Stack, str]:
+    """A second stack in the test's emulator whose outputs include a ``WakeQueueUrl``: (name, stack, URL)."""
+    name = f"{cli.stack_name}-woken"
+    stack = create_stack(name, wait_seconds=1)
+    sqs = boto3.client("sqs", region_name=REGION)
+    wake_queue_url = str(sqs.create_queue(QueueName=f"{name}-end-events")["QueueUrl"])
+    register_stack(name, stack, max_concurrency=3, wake_queue_url=wake_queue_url)
+    return name, stack, wake_queue_url
+
+
+def wakes(wake_queue_url: str) -> list[Any]:
+    """Every wake on a wake queue (read and deleted), parsed."""
+    return [json.loads(message["Body"]) for message in read_all(wake_queue_url)]

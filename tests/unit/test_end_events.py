@@ -11,6 +11,7 @@ from dispatcher.core.events import (
     EndedExecution,
     EndNews,
     SkippedRecord,
+    Wake,
     describe_trigger,
     end_news,
     is_sqs_batch,
@@ -119,3 +120,37 @@ def test_the_sample_batch_in_events_frees_its_two_ends_and_skips_the_third_recor
     assert [end.name for end in news.ended] == ["job-1", "job-2"]
     assert [skipped.reason for skipped in news.skipped] == ["the body is not JSON"]
     assert describe_trigger(event) == "a batch of 3 end event record(s) from SQS"
+
+
+def test_a_wake_in_a_batch_frees_nothing_is_not_skipped_and_names_only_what_it_says() -> None:
+    """``{"wake": true}`` or a member's name (an unknown one too) is a wake; any other value is skipped."""
+    event = {
+        "Records": [
+            record({"wake": True}, "m-wake"),
+            record(status_change(name="a", stopDate=1_000_000), "m-a"),
+            record({"wake": "no-such-lane"}, "m-named"),
+            record({"wake": False}, "m-false"),
+            record({"wake": ""}, "m-empty"),
+            record({"wake": True, "release": "x", "gate": "g"}, "m-release"),
+        ]
+    }
+    news = end_news(event, MACHINE)
+    assert news.records == 6
+    assert news.wakes == (Wake(), Wake("no-such-lane"))
+    assert news.ended == (EndedExecution(name="a", stopped_at=1000.0, state_machine_arn=MACHINE),)
+    assert news.skipped == (
+        SkippedRecord("m-false", "a wake's 'wake' must be true or the name of a lane or gate, not false"),
+        SkippedRecord("m-empty", "a wake's 'wake' must be true or the name of a lane or gate, not " + '""'),
+        SkippedRecord("m-release", "'x' is not an execution ARN"),
+    )
+    assert news.releases == ()
+
+
+def test_a_wake_invoking_the_function_directly_is_a_wake_and_one_tick() -> None:
+    """As a direct event, a wake is one tick like any object; a malformed one is named, never fatal."""
+    assert end_news({"wake": True}, MACHINE) == EndNews(wakes=(Wake(),))
+    assert end_news({"wake": "default"}, MACHINE) == EndNews(wakes=(Wake("default"),))
+    assert end_news({"wake": 3}, MACHINE).skipped == (
+        SkippedRecord("the event", "a wake's 'wake' must be true or the name of a lane or gate, not 3"),
+    )
+    assert describe_trigger({"wake": True}) == "a wake"
