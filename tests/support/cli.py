@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -74,3 +75,18 @@ def woken_stack(cli: Cli) -> tuple[str, Stack, str]:
 def wakes(wake_queue_url: str) -> list[Any]:
     """Every wake on a wake queue (read and deleted), parsed."""
     return [json.loads(message["Body"]) for message in read_all(wake_queue_url)]
+
+
+def run_and_count_wakes(
+    run: Callable[[], subprocess.CompletedProcess[str]], wake_queue_url: str
+) -> subprocess.CompletedProcess[str]:
+    """Run a command that queues jobs; it must succeed and have woken the dispatcher at most once a second."""
+    began = time.monotonic()
+    result = run()
+    took = time.monotonic() - began
+    assert result.returncode == 0, result.stderr
+    woken = wakes(wake_queue_url)
+    assert woken, "it queued jobs, so it wakes the dispatcher"
+    assert all(wake == {"wake": True} for wake in woken)
+    assert len(woken) <= 1 + int(took), "at most one wake a second, however many jobs it queued"
+    return result
