@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dispatcher.core.topology import Topology
+from dispatcher.tick.ports import Runtime
+from dispatcher.tick.report import WAITING_STOPS, StopReason
+
+LOOP_INTERVAL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -21,3 +25,22 @@ class TickPolicy:
     """A `ListExecutions` read is reused by later ticks of a warm container for this long."""
     loop_seconds: float = 0.0
     """Keep ticking for up to this long while jobs wait for slots; 0 is one tick."""
+
+    @property
+    def interval(self) -> float:
+        """Between an invocation's ticks: a second, or the listing's reuse if longer."""
+        return max(LOOP_INTERVAL_SECONDS, self.list_reuse_seconds)
+
+    def next_tick_in(self, stopped: StopReason | None, began: float, runtime: Runtime) -> float | None:
+        """Seconds until the invocation whose ticks began at ``began`` ticks again (None: it is done).
+
+        With a loop policy, every `interval` while jobs wait for slots, while a tick then
+        still leaves the invocation its time margin.
+        """
+        now = runtime.clock()
+        wait = None
+        if stopped in WAITING_STOPS and now - began + self.interval < self.loop_seconds:
+            wait = self.interval
+        if wait is None or runtime.remaining_seconds() - wait <= self.time_margin_seconds:
+            return None
+        return wait

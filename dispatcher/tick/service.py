@@ -35,7 +35,6 @@ from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
-    WAITING_STOPS,
     PoolFigures,
     StopReason,
     TenantFigures,
@@ -44,7 +43,6 @@ from dispatcher.tick.report import (
 from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
-LOOP_INTERVAL_SECONDS = 1.0
 LANE_THREADS = 32
 """Lanes whose calls of one round are made at once (a receive, a dead-lettering, a settle each)."""
 
@@ -195,12 +193,8 @@ class Dispatcher:
 
     # -- ticks ------------------------------------------------------------------------
 
-    @property
-    def _interval(self) -> float:
-        return max(LOOP_INTERVAL_SECONDS, self._policy.list_reuse_seconds)
-
     def _time_for_another_tick(self) -> bool:
-        return self._runtime.remaining_seconds() - self._interval > self._policy.time_margin_seconds
+        return self._runtime.remaining_seconds() - self._policy.interval > self._policy.time_margin_seconds
 
     def _rate_due(self) -> float | None:
         """Seconds until a lane that waits for its rate has its next token, if there is time to tick then."""
@@ -212,12 +206,8 @@ class Dispatcher:
     def _ticks(self, ended: Sequence[EndedExecution]) -> TickReport:
         began = self._runtime.clock()
         report = self.tick(ended)
-        while (
-            report.stopped in WAITING_STOPS
-            and self._runtime.clock() - began + self._interval < self._policy.loop_seconds
-            and self._time_for_another_tick()
-        ):
-            self._runtime.sleep(self._interval)
+        while (wait := self._policy.next_tick_in(report.stopped, began, self._runtime)) is not None:
+            self._runtime.sleep(wait)
             report.add(self.tick())
         return report
 

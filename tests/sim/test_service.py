@@ -14,7 +14,7 @@ import pytest
 
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
 from dispatcher.core.quotas import Bucket
-from dispatcher.tick.service import LOOP_INTERVAL_SECONDS
+from dispatcher.tick.policy import LOOP_INTERVAL_SECONDS
 from tests.sim.conftest import backlog, function
 from tests.support.plans import EventPlan, Lag
 from tests.support.sim.api import LiveBucket
