@@ -16,7 +16,7 @@ from dispatcher.adapters.clients import Clients, function_clients, ssm_client
 from dispatcher.adapters.resources import AwsResources
 from dispatcher.core.control import Control, max_source, stale_keys
 from dispatcher.core.errors import ConfigurationError, TransientError
-from dispatcher.core.events import EndNews, describe_trigger, end_news
+from dispatcher.core.events import EndNews, describe_trigger, end_news, wake_deadline
 from dispatcher.core.outcomes import Counts
 from dispatcher.core.topology import Topology
 from dispatcher.settings import Settings, load_settings, read_variables
@@ -161,7 +161,8 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             gates = {gate.name: Counts() for gate in configured.gates}
             return TickReport(stopped=StopReason.THROTTLED, gates=gates).as_dict()
         topology = steered(settings, control, configured)
-        report = build_dispatcher(settings, topology, context, configured).run(news.ended, news.releases)
+        service = build_dispatcher(settings, topology, context, configured)
+        report = service.run(news.ended, news.releases, wake_deadline(news.wakes))
     except ConfigurationError as error:
         # Raised on purpose: Lambda records an error (with its stack), and this metric can alarm.
         # The log line says what is wrong in a line: a traceback would add nothing the message lacks.

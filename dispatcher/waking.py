@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dispatcher.core.events import WAKE_KEY
+from dispatcher.core.events import WAKE_INTERVAL_SECONDS, WAKE_KEY
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 WAKE_QUEUE_VARIABLE = "WAKE_QUEUE_URL"
 """The variable a producer finds the wake queue in when it isn't given one."""
-WAKE_INTERVAL_SECONDS = 1.0
-"""A producer wakes at most once in this long."""
 WAKE_BODY = json.dumps({WAKE_KEY: True})
 
 logger = logging.getLogger(__name__)

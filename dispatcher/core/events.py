@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +33,8 @@ RELEASE_KEY, GATE_KEY = "release", "gate"
 """A release's keys: the execution ARN that leaves a gate, and the gate's name."""
 WAKE_KEY = "wake"
 """A wake's key: ``true``, or the name of the lane or gate it wakes (only logged)."""
+WAKE_INTERVAL_SECONDS = 1.0
+"""A producer wakes at most once in this long: what it queues within it rides on one wake."""
 EXECUTION_ARN = re.compile(r"^arn:aws[\w-]*:states:[\w-]+:\d{12}:execution:[^:]+:[^:]+$")
 
 
@@ -156,6 +158,19 @@ class Wake:
 
     member: str | None = None
     """The lane or gate it names (only logged: an unknown one still wakes); None for ``true``."""
+    sent_at: float = 0.0
+    """When it was sent (the SQS record's SentTimestamp; the invocation's clock for a direct event)."""
+
+
+def wake_deadline(wakes: Sequence[Wake]) -> float | None:
+    """Until when a tick the wakes brought must look for jobs (None: no wake).
+
+    A producer spares the wakes of what it queues within `WAKE_INTERVAL_SECONDS` of its last
+    one, so the tick must still receive what was sent until the newest wake's second ended.
+    """
+    if not wakes:
+        return None
+    return max(wake.sent_at for wake in wakes) + WAKE_INTERVAL_SECONDS
 
 
 def is_wake(document: object) -> bool:
@@ -163,13 +178,13 @@ def is_wake(document: object) -> bool:
     return isinstance(document, dict) and WAKE_KEY in document and RELEASE_KEY not in document
 
 
-def read_wake(document: object) -> Wake | str:
+def read_wake(document: object, sent_at: float = 0.0) -> Wake | str:
     """The wake a document is, or why it isn't one: ``{"wake": true}`` or ``{"wake": "<lane or gate>"}``."""
     value = document.get(WAKE_KEY) if isinstance(document, dict) else None
     if value is True:
-        return Wake()
+        return Wake(sent_at=sent_at)
     if isinstance(value, str) and value:
-        return Wake(value)
+        return Wake(value, sent_at)
     return f"a wake's {WAKE_KEY!r} must be true or the name of a lane or gate, not {json.dumps(value)}"
 
 
@@ -211,7 +226,7 @@ def is_sqs_batch(event: object) -> bool:
 def _single_news(event: object, state_machine_arn: StateMachines, now: float) -> EndNews:
     """`end_news` of one event that invoked the function directly (a release, a wake, or a status change)."""
     if is_wake(event):
-        wake = read_wake(event)
+        wake = read_wake(event, now)
         if isinstance(wake, str):
             return EndNews(skipped=(SkippedRecord("the event", wake),))
         return EndNews(wakes=(wake,))
@@ -252,7 +267,7 @@ def end_news(event: object, state_machine_arn: StateMachines, now: float = 0.0) 
             change = None
         read: EndedExecution | Release | Wake | str
         if is_wake(change):
-            read = read_wake(change)
+            read = read_wake(change, _sent_at(record, now))
         elif is_release(change):
             read = read_release(change, _sent_at(record, now))
         else:

@@ -31,16 +31,23 @@ class TickPolicy:
         """Between an invocation's ticks: a second, or the listing's reuse if longer."""
         return max(LOOP_INTERVAL_SECONDS, self.list_reuse_seconds)
 
-    def next_tick_in(self, stopped: StopReason | None, began: float, runtime: Runtime) -> float | None:
+    def next_tick_in(
+        self, stopped: StopReason | None, began: float, runtime: Runtime, wake_until: float | None
+    ) -> float | None:
         """Seconds until the invocation whose ticks began at ``began`` ticks again (None: it is done).
 
-        With a loop policy, every `interval` while jobs wait for slots, while a tick then
-        still leaves the invocation its time margin.
+        With a loop policy, every `interval` while jobs wait for slots. A tick that a
+        wake brought and that found the queues empty, slots free, before ``wake_until``
+        (the newest wake's second) ticks once more when that second has passed: its
+        producer sent no wake for what it queued within it. Either only while a tick
+        then still leaves the invocation its time margin.
         """
         now = runtime.clock()
         wait = None
         if stopped in WAITING_STOPS and now - began + self.interval < self.loop_seconds:
             wait = self.interval
+        elif stopped is StopReason.DRAINED and wake_until is not None and now < wake_until:
+            wait = wake_until - now
         if wait is None or runtime.remaining_seconds() - wait <= self.time_margin_seconds:
             return None
         return wait

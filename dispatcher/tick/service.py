@@ -124,11 +124,17 @@ class Dispatcher:
             if not pool.halted and any(not member.paused for member in self._topology.members_of(pool.name))
         ]
 
-    def run(self, ended: Sequence[EndedExecution] = (), releases: Sequence[Release] = ()) -> TickReport:
+    def run(
+        self,
+        ended: Sequence[EndedExecution] = (),
+        releases: Sequence[Release] = (),
+        wake_until: float | None = None,
+    ) -> TickReport:
         """Tick while holding the lease; with a loop policy, more while jobs wait and time remains.
 
         ``releases``: executions that say they left a gate: their places are freed first,
-        whether or not anything may start.
+        whether or not anything may start. ``wake_until``: what producers queued until then
+        must be received (`next_tick_in`).
         """
         release(
             releases,
@@ -155,7 +161,7 @@ class Dispatcher:
             return self._stopped(StopReason.THROTTLED)
         self._records.lease_taken()
         try:
-            report = self._ticks(ended)
+            report = self._ticks(ended, wake_until)
             holder.hand_back(report, self.tick, self._time_for_another_tick, self._rate_due)
         except BaseException:
             holder.let_go_after_failure()
@@ -203,10 +209,12 @@ class Dispatcher:
             return None
         return due
 
-    def _ticks(self, ended: Sequence[EndedExecution]) -> TickReport:
+    def _ticks(self, ended: Sequence[EndedExecution], wake_until: float | None) -> TickReport:
         began = self._runtime.clock()
         report = self.tick(ended)
-        while (wait := self._policy.next_tick_in(report.stopped, began, self._runtime)) is not None:
+        while (
+            wait := self._policy.next_tick_in(report.stopped, began, self._runtime, wake_until)
+        ) is not None:
             self._runtime.sleep(wait)
             report.add(self.tick())
         return report

@@ -116,3 +116,40 @@ def test_a_batch_of_wakes_is_one_tick_that_starts_what_is_queued_and_skips_nothi
     [document] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     figures = (document["Wakes"], document["EndEvents"], document["SkippedEventRecords"])
     assert figures == ([2.0], [0.0], [0.0])
+
+
+def spared_job_after_the_first_empty_receive(harness: Harness) -> list[str]:
+    """A producer's job queued (its wake spared) just after the tick's first receive found the queue empty."""
+    sent: list[str] = []
+
+    def send_once(parsed: dict[str, Any], **_: Any) -> None:
+        if not sent and not parsed.get("Messages"):
+            sent.append(harness.send('{"spared": true}', group="late", name="spared"))
+
+    harness.on("after-call.sqs.ReceiveMessage", send_once)
+    return sent
+
+
+def test_a_tick_a_wake_brought_still_receives_what_its_producer_queued_within_the_wake_s_second(
+    harness: Harness,
+) -> None:
+    """The producer sent no wake for a job queued within a second of its last one: this tick starts it.
+
+    The first tick drains the queue before the wake's second has passed; the invocation
+    ticks once more when it has, and receives the job the spared wake was for.
+    """
+    harness.configure(3)
+    sent = spared_job_after_the_first_empty_receive(harness)
+    result = harness.tick(sqs_event([json.dumps({"wake": True})], sent_at=time.time()))
+    assert sent, "the job was queued after a receive found the queue empty"
+    assert (result["started"], result["ticks"]) == (1, 2)
+    assert harness.running() == 1
+
+
+def test_a_wake_whose_second_has_passed_is_one_tick(harness: Harness) -> None:
+    """An old wake (its producer would have woken again for anything later): no second tick."""
+    harness.configure(3)
+    sent = spared_job_after_the_first_empty_receive(harness)
+    result = harness.tick(sqs_event([json.dumps({"wake": True})], sent_at=time.time() - 5))
+    assert sent
+    assert (result["started"], result["ticks"]) == (0, 1), "the job waits for the next trigger"

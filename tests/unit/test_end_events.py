@@ -154,3 +154,10 @@ def test_a_wake_invoking_the_function_directly_is_a_wake_and_one_tick() -> None:
         SkippedRecord("the event", "a wake's 'wake' must be true or the name of a lane or gate, not 3"),
     )
     assert describe_trigger({"wake": True}) == "a wake"
+
+
+def test_a_wake_is_dated_by_its_record_s_sent_timestamp_or_the_invocation_s_clock() -> None:
+    """SQS's ``SentTimestamp`` (epoch milliseconds) dates a wake in a batch; a direct one is sent ``now``."""
+    batch = {"Records": [{**record({"wake": True}), "attributes": {"SentTimestamp": "1795262404500"}}]}
+    assert end_news(batch, MACHINE, now=7.0).wakes == (Wake(sent_at=1_795_262_404.5),)
+    assert end_news({"wake": "default"}, MACHINE, now=7.0).wakes == (Wake("default", 7.0),)
