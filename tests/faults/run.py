@@ -45,6 +45,7 @@ from tests.faults.operator import leave_stale_key
 from tests.faults.process import TICK_SECONDS, DispatcherProcess, on_virtual_time
 from tests.faults.scenario import CONTROL_OVERRIDE, Scenario
 from tests.faults.tally import FINISHED, Outcome
+from tests.faults.waking import Wakes
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.faulty_aws import (
     FaultyAws,
@@ -57,7 +58,7 @@ from tests.support.world import World
 class ScenarioRun:
     """One scenario against one emulator: send, tick, advance time, then check."""
 
-    def __init__(self, scenario: Scenario, middleware: FaultyAws) -> None:
+    def __init__(self, scenario: Scenario, middleware: FaultyAws) -> None:  # noqa: PLR0915 — a part each
         self.scenario = scenario
         self.world = World(
             seed=scenario.seed, start=1_800_000_000.0, faults=scenario.faults, events=scenario.events
@@ -110,6 +111,11 @@ class ScenarioRun:
         self.process = DispatcherProcess(clock=self.world.time).install()
         self.batches = EndEventBatches(
             self.world, random.Random(f"{scenario.seed}:batches"), self.stack.state_machine_arn
+        )
+        self.wakes = (
+            None
+            if scenario.wakes is None
+            else Wakes(scenario.wakes, self.world, random.Random(f"{scenario.seed}:waking"))
         )
         self.outcome = Outcome(scenario)
         self.event_ticks = self.warm_ticks = 0
@@ -250,6 +256,8 @@ class ScenarioRun:
         job.message_id = self.sqs.send_message(**request)["MessageId"]
         if job.poison is None and job.execution_name not in self._crossing:
             self.world.groups.of[job.execution_name] = (job.lane or DEFAULT, job.group)
+        if self.wakes is not None:
+            self.wakes.after_send()
         return job.message_id
 
     def tick(self, event: Any = None, *, cold: bool = True, **overrides: str) -> dict[str, Any]:

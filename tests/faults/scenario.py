@@ -20,6 +20,7 @@ from tests.faults.jobs import MAX_DURATION_SECONDS, Job, backlog
 from tests.faults.lanes import LanePlan, plan_lane
 from tests.faults.operator import RERUN_CRASH_POINTS
 from tests.faults.tenants import TenantPlan, plan_tenants
+from tests.faults.waking import WakePlan, plan_wakes
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.plans import EventPlan, FaultPlan, Lag
 
@@ -108,6 +109,8 @@ class Scenario:
     """The producer's cancellations and deadlines (`tests.faults.following`)."""
     adaptive: AdaptivePlan | None = None
     """Pool default's adaptive settings and the downstream's capacity (`tests.faults.adaptive`)."""
+    wakes: WakePlan | None = None
+    """The producer's wakes and how they fare (`tests.faults.waking`); None: it sends none."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -216,6 +219,7 @@ class Scenario:
             adaptive=plan_adaptive(
                 random.Random(f"{seed}:adaptive"), jobs, max_concurrency, fault_ticks, wide=wide is not None
             ),
+            wakes=plan_wakes(random.Random(f"{seed}:wakes"), faults=faults),
         )
 
     @classmethod
@@ -241,6 +245,7 @@ class Scenario:
             + ("" if not self.stale else f" stale={self.stale}")
             + ("" if self.follow is None else f" {self.follow.describe()}")
             + ("" if self.adaptive is None else f" {self.adaptive.describe()}")
+            + ("" if self.wakes is None else f" {self.wakes.describe()}")
         )
 
 

@@ -131,6 +131,8 @@ class Tally:
     """The adaptive pools' limits, added up."""
     adapting: int = 0
     """Scenarios with an adaptive pool default."""
+    waking: int = 0
+    """Scenarios whose producer wakes the dispatcher after queueing (`tests.faults.waking`)."""
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -180,9 +182,8 @@ class Tally:
         self.largest_blind_wave = max(self.largest_blind_wave, outcome.largest_blind_wave)
         self.reported.update(outcome.reported)
         self.follow.update(outcome.follow)
-        self.followed += outcome.scenario.follow is not None
         self.adaptive.update(outcome.adaptive)
-        self.adapting += outcome.scenario.adaptive is not None
+        self._add_kinds(outcome.scenario)
         self.injected.update(outcome.injected)
         self.violations.extend(
             f"seed {outcome.scenario.seed}: {violation}\n    {outcome.scenario.describe()}"
@@ -200,6 +201,12 @@ class Tally:
         self.gate_tenants += tenants.gate_limit is not None
         self.mixed_tenants += gate is not None and gate.kind == "shared"
         self.long_jobs += tenants.long_jobs
+
+    def _add_kinds(self, scenario: Scenario) -> None:
+        """Count what the scenario's producer and pool do: cancel or bound, adapt, wake."""
+        self.followed += scenario.follow is not None
+        self.adapting += scenario.adaptive is not None
+        self.waking += scenario.wakes is not None
 
     def as_dict(self) -> dict[str, Any]:
         """The tally as JSON-ready data (a pytest-xdist worker sends it to the controller)."""
@@ -264,6 +271,7 @@ class Tally:
             "long_jobs",
             "followed",
             "adapting",
+            "waking",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
@@ -324,6 +332,8 @@ class Tally:
             *(f"    {what:<44} {self.follow[what]:>9,}" for what in FOLLOW_FIGURES),
             f"  scenarios with an adaptive pool default{'':<9} {self.adapting:>9,}",
             *(f"    {what:<44} {self.adaptive[what]:>9,}" for what in ADAPTIVE_FIGURES),
+            f"  scenarios whose producer wakes the dispatcher{'':<3} {self.waking:>9,}",
+            *(f"    {what:<44} {self.injected[what]:>9,}" for what in WAKE_FIGURES),
             f"  what the ticks said of their messages{'':<11} {sum(self.reported.values()):>9,}",
             *(f"    {key:<44} {self.reported[key]:>9,}" for key in total_keys((LANE, GATE))),
             f"  faults injected{'':<33} {self.faults():>9,}",
@@ -358,3 +368,11 @@ ADAPTIVE_FIGURES = (
 
 FINISHED = Tally()
 """Every scenario run in this process (the test session prints it)."""
+
+WAKE_FIGURES = (
+    "wake spared (one went within the second)",
+    "wake lost",
+    "wake delivered twice",
+    "wake refused by its queue (the send went on)",
+)
+"""The producers' wakes, as `tests.faults.waking` counts them, in the order the soak prints them."""
