@@ -222,8 +222,8 @@ def _name(arn: str) -> str:
 def _schedule(stack: str, schedule_seconds: float, gates: bool) -> str:
     """How it ticks: on the schedule and on ends, or only when told (and on a gate's releases)."""
     if schedule_seconds > 0:
-        every = f"Ticking every {schedule_seconds:g} s"
-        return f"{every} and whenever an execution ends, like the deployed function."
+        every = f"Ticking every {schedule_seconds:g} s, whenever an execution ends"
+        return f"{every} and when a job is sent (its wake), like the deployed function."
     releases = " and on a gate's releases and ends (the end-event queue's batches)" if gates else ""
     return f"Not ticking on a schedule (--schedule 0): only on `dispatcher --stack {stack} tick`{releases}."
 
