@@ -106,7 +106,7 @@ class Settings(BaseModel):
         min_length=1,
         description=(
             "The queue producers wake the dispatcher on after queueing (the end-event queue;"
-            " the function itself only reads it: absent, producers send no wakes)."
+            " the function only carries it for producers in its environment: absent, no wakes)."
         ),
     )
 

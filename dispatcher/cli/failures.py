@@ -213,14 +213,9 @@ def _rerun_each(
     """Plan every spooled failure, then queue (or skip) each; the spool's holds are given back at the end."""
     spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"))
     queues = configured_lanes(resources).queues
-    producers: dict[str, Producer] = {}
-    waker = Waker(aws.client("sqs"), resources.wake_queue_url)  # one second for every lane's producer
-
-    def producer_for(lane: str) -> Producer:
-        """The producer of the failure's own lane: a re-run goes back where it came from."""
-        if lane not in producers:
-            producers[lane] = Producer(queues[lane], client=aws.client("sqs"), waker=waker)
-        return producers[lane]
+    # A re-run goes back to its own lane; every lane's producer wakes in one second's turn.
+    waker = Waker(aws.client("sqs"), resources.wake_queue_url)
+    producers = {lane: Producer(url, client=aws.client("sqs"), waker=waker) for lane, url in queues.items()}
 
     pace = Pace(args.rate)
     queued, skipped = outcome.queued, outcome.skipped
@@ -240,7 +235,7 @@ def _rerun_each(
                 queued.append(rerun)
             else:
                 pace.wait()
-                _queue(rerun, rerun.job, producer_for(str(lane)), spool, outcome)
+                _queue(rerun, rerun.job, producers[str(lane)], spool, outcome)
             if len(plans) > 1:
                 progress.show(of(verb, done, len(plans)), done, final=done == len(plans))
     finally:
