@@ -153,3 +153,12 @@ def test_a_wake_whose_second_has_passed_is_one_tick(harness: Harness) -> None:
     result = harness.tick(sqs_event([json.dumps({"wake": True})], sent_at=time.time() - 5))
     assert sent
     assert (result["started"], result["ticks"]) == (0, 1), "the job waits for the next trigger"
+
+
+def test_a_wake_invoking_the_function_directly_is_one_tick(harness: Harness) -> None:
+    """``{"wake": true}`` as the event itself (no SQS record, no SentTimestamp): one tick, as any object."""
+    harness.configure(3)
+    sent = spared_job_after_the_first_empty_receive(harness)
+    result = harness.tick({"wake": True})
+    assert sent
+    assert (result["started"], result["ticks"]) == (0, 1)
