@@ -9,7 +9,7 @@ Then rounds of two real dispatcher processes ticking at once against one backlog
 
 Each worker process runs its own faulty emulator and a share of the seeds; the
 summary adds up what was processed and injected, and lists every violation with
-the seed that reproduces it. The exit status is 1 when any invariant broke.
+the seed that reproduces it (each is also printed on stderr when it happens). The exit status is 1 when any invariant broke.
 """
 
 from __future__ import annotations
@@ -56,8 +56,11 @@ def run_share(seeds: list[int]) -> Tally:
     with faulty_moto_server() as (endpoint_url, middleware), pointed_at(endpoint_url):
         for done, seed in enumerate(seeds, start=1):
             # EMF metrics of every tick; the one-line errors of `dispatcher rerun` runs that AWS failed.
+            found = len(tally.violations)
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 tally.add(run_scenario(Scenario.generate(seed), middleware))
+            for violation in tally.violations[found:]:  # at once, so a run cut short keeps its seeds
+                print(f"soak: worker {os.getpid()}: ! {violation}", file=sys.stderr, flush=True)
             if done % PROGRESS_EVERY == 0 or done == len(seeds):
                 print(  # the soak's progress, on stderr
                     f"soak: worker {os.getpid()}: {done}/{len(seeds)} scenarios,"
