@@ -1,7 +1,9 @@
 """A gate in the emulator, as the template makes one: its queues, and the sample gated workflow.
 
 The sample gated workflow is the one the template deploys and the manual's ASL: a free
-part, the gate (a ``sqs:sendMessage.waitForTaskToken`` task sending the request), the
+part, a wake (a ``sqs:sendMessage`` task to the end-event queue, so the dispatcher ticks
+within seconds rather than at the next minute), the gate (a
+``sqs:sendMessage.waitForTaskToken`` task sending the request), the
 section (a Wait standing in for the scarce step), the release (a ``sqs:sendMessage`` task
 to the end-event queue), a free part again.
 """
@@ -13,15 +15,15 @@ from typing import Any
 
 import boto3
 
-from dispatcher.core.events import GATE_KEY, RELEASE_KEY
+from dispatcher.core.events import GATE_KEY, RELEASE_KEY, WAKE_KEY
 from dispatcher.core.gates import EXECUTION_KEY, TOKEN_KEY
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.stack import job_queues
 from dispatcher.settings import TEMPLATE_GATE
 
 GATE = TEMPLATE_GATE
-ENTER, SECTION, LEAVE = "Enter gate", "Section", "Leave gate"
-"""The sample's states around the section: the request, the scarce step, the release."""
+WAKE, ENTER, SECTION, LEAVE = "Wake dispatcher", "Enter gate", "Section", "Leave gate"
+"""The sample's states around the section: the wake, the request, the scarce step, the release."""
 
 
 def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's options
@@ -33,8 +35,9 @@ def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's
     section_seconds: float = 1,
     group_path: str = "$$.Execution.Name",
     group_from_input: bool = False,
+    wake_queue_url: str | None = None,
 ) -> str:
-    """The sample gated workflow's ASL: free part → gate → section → release → free part.
+    """The sample gated workflow's ASL: free part → wake → gate → section → release → free part.
 
     Each request is its own message group (the execution's name), so the gate's queue
     hands out many at once, oldest first; one fixed group would admit in strict send
@@ -42,9 +45,15 @@ def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's
     (``$.tenant``: the input's, for a gate with a limit per group). ``group_from_input``:
     the input's ``group`` when it has one, else the execution's name (`dispatcher local`'s
     gates, so ``gated N --group G`` can try a gate's ``max_per_group``).
+    ``wake_queue_url``: where the wake goes (the end-event queue, as the release; the
+    template names it ``${WakeQueueUrl}``).
+
+    The wake goes just before the request, which waits for its token: were the wake's
+    tick to run before the request is queued, the dispatcher ticks once more when the
+    wake's second has passed (DESIGN.md "Start on arrival").
     """
     states: dict[str, Any] = {}
-    first = ENTER
+    first = WAKE
     if group_from_input:
         first, group_path = "Choose group", "$.gate_group.id"
         states = {
@@ -63,6 +72,17 @@ def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's
             "States": {
                 "Prepare": {"Type": "Wait", "Seconds": free_seconds, "Next": first},
                 **states,
+                WAKE: {
+                    "Type": "Task",
+                    "Comment": "Tell the dispatcher a request is coming, so it admits within seconds.",
+                    "Resource": "arn:aws:states:::sqs:sendMessage",
+                    "Parameters": {
+                        "QueueUrl": wake_queue_url or release_queue_url,
+                        "MessageBody": {WAKE_KEY: gate},
+                    },
+                    "ResultPath": None,
+                    "Next": ENTER,
+                },
                 ENTER: {
                     "Type": "Task",
                     "Comment": "Wait here, at no cost, until the dispatcher admits this execution.",
@@ -104,7 +124,7 @@ def gated_workflow(  # noqa: PLR0913 — the gate, its queues and the workflow's
 
 def _group_from(path: str) -> dict[str, Any]:
     """A Pass state that keeps the request's message group (from ``path``) at ``$.gate_group.id``."""
-    return {"Type": "Pass", "Parameters": {"id.$": path}, "ResultPath": "$.gate_group", "Next": ENTER}
+    return {"Type": "Pass", "Parameters": {"id.$": path}, "ResultPath": "$.gate_group", "Next": WAKE}
 
 
 def create_release_queue(stack: str) -> str:

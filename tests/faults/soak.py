@@ -9,7 +9,8 @@ Then rounds of two real dispatcher processes ticking at once against one backlog
 
 Each worker process runs its own faulty emulator and a share of the seeds; the
 summary adds up what was processed and injected, and lists every violation with
-the seed that reproduces it (each is also printed on stderr when it happens). The exit status is 1 when any invariant broke.
+the seed that reproduces it (each is also printed on stderr when it happens). The
+exit status is 1 when any invariant broke.
 """
 
 from __future__ import annotations

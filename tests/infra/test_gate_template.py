@@ -8,7 +8,7 @@ from typing import Any
 from dispatcher.core.events import refill_pattern
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
-from dispatcher.local.gates import ENTER, LEAVE, SECTION, gated_workflow
+from dispatcher.local.gates import ENTER, LEAVE, SECTION, WAKE, gated_workflow
 from dispatcher.settings import LANES_OUTPUT
 from tests.infra.template import SAMPLE_WORKFLOW_ARN, deployed, sam_template, statements, transformed
 
@@ -146,16 +146,21 @@ def test_the_sample_gated_workflow_is_the_one_the_emulator_runs() -> None:
     assert properties["DefinitionSubstitutions"] == {
         "GateQueueUrl": {"Ref": "GateQueue"},
         "ReleaseQueueUrl": {"Ref": "EndEventQueue"},
+        "WakeQueueUrl": {"Ref": "EndEventQueue"},
     }
     states = properties["Definition"]["States"]
-    local = json.loads(gated_workflow("gate", "${GateQueueUrl}", "${ReleaseQueueUrl}"))["States"]
+    local = json.loads(
+        gated_workflow("gate", "${GateQueueUrl}", "${ReleaseQueueUrl}", wake_queue_url="${WakeQueueUrl}")
+    )["States"]
     assert list(states) == list(local)
-    for name in (ENTER, LEAVE):
+    for name in (WAKE, ENTER, LEAVE):
         assert states[name]["Resource"] == local[name]["Resource"]
         assert states[name]["Parameters"] == local[name]["Parameters"]
         assert states[name]["ResultPath"] == local[name]["ResultPath"]
+    assert states[WAKE]["Parameters"]["MessageBody"] == {"wake": "gate"}
     assert states[SECTION]["Seconds"] == {"Ref": "SampleWorkflowWaitSeconds"}
-    assert [states[name]["Next"] for name in ("Prepare", ENTER, SECTION, LEAVE)] == [
+    assert [states[name]["Next"] for name in ("Prepare", WAKE, ENTER, SECTION, LEAVE)] == [
+        WAKE,
         ENTER,
         SECTION,
         LEAVE,

@@ -10,6 +10,7 @@ token again while the execution runs), the test makes `SendTaskSuccess` answer a
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from typing import Any
@@ -26,7 +27,7 @@ from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import create_lane, read_all
 from tests.integration.conftest import Harness
 from tests.support.crashes import Crash
-from tests.support.gated import GATE, LONG_SECONDS, Gated, gate_on, wait_until
+from tests.support.gated import GATE, LONG_SECONDS, Gated, gate_on, release_times, wait_until
 
 
 @pytest.fixture
@@ -49,9 +50,7 @@ def test_a_real_gated_workflow_runs_through_the_gate_with_at_most_max_inside(gat
         assert time.monotonic() < deadline, "the gated executions did not all finish"
         releases = gated.releases()
         if releases is not None:
-            released_at += [
-                int(record["attributes"]["SentTimestamp"]) / 1000 for record in releases["Records"]
-            ]
+            released_at += release_times(releases)
         report = harness.tick(releases)
         inside_seen.append(report["gates"][GATE]["inside"])
         time.sleep(0.2)
@@ -74,11 +73,33 @@ def test_a_release_frees_the_place_at_once_and_the_same_invocation_admits_the_ne
     gated.wait_for_requests(2)
     report = harness.tick()
     assert (report["admitted"], report["gates"][GATE]["inside"]) == (1, 0)
-    wait_until(lambda: harness.queue_counts(gated.release_queue_url)[0] > 0, "the first release")
+    gated.wait_for_releases(1)
     released = harness.tick(gated.releases())
     assert released["admitted"] == 1
     assert released["gates"][GATE]["inside"] == 0  # counted after the release, before the admission
     assert len(gated.admissions) == 2
+
+
+def test_the_sample_gated_workflow_wakes_the_dispatcher_just_before_its_request(
+    gated: Gated, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its wake, sent before the request, is one tick that admits it (DESIGN.md "Start on arrival")."""
+    harness = gated.harness
+    gated.start("woken")
+    gated.wait_for_requests(1)
+    [request] = harness.sqs.receive_message(
+        QueueUrl=gated.entry["queue_url"], VisibilityTimeout=0, AttributeNames=["SentTimestamp"]
+    )["Messages"]
+    event = gated.releases()
+    assert event is not None
+    [wake] = event["Records"]
+    assert json.loads(wake["body"]) == {"wake": GATE}
+    assert int(wake["attributes"]["SentTimestamp"]) <= int(request["Attributes"]["SentTimestamp"])
+    with caplog.at_level(logging.INFO, logger="dispatcher"):
+        assert harness.tick(event)["admitted"] == 1
+    [woken] = [record for record in caplog.records if record.getMessage().startswith("woken")]
+    assert (woken.wakes, woken.members) == (1, [GATE])  # type: ignore[attr-defined]
+    assert not [record for record in caplog.records if record.getMessage().startswith("skipped")]
 
 
 def test_a_request_for_an_execution_inside_is_deleted_and_counts_once(gated: Gated) -> None:
@@ -247,7 +268,11 @@ def test_a_release_sent_before_the_admission_frees_nothing_and_one_after_frees_t
 
 def _admitted(gated: Gated, name: str) -> bool:
     history = gated.harness.sfn.get_execution_history(executionArn=execution_arn(gated.machine, name))
-    return any(event["type"] == "TaskSucceeded" for event in history["events"])
+    return any(  # the request's task (the wake before it is a task that succeeds too)
+        event["type"] == "TaskSucceeded"
+        and event["taskSucceededEventDetails"]["resource"] == "sendMessage.waitForTaskToken"
+        for event in history["events"]
+    )
 
 
 def test_releases_of_unknown_gates_or_other_machines_are_skipped_and_never_fail_the_batch(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatcher.core.events import RELEASE_KEY
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import sqs_event
 from dispatcher.local.gates import create_gate, create_release_queue
@@ -30,6 +31,8 @@ class Gated:
     """(when, execution ARN) of every `SendTaskSuccess` the dispatcher made, accepted or not."""
     gates: set[str] = field(default_factory=lambda: {GATE})
     """The gates an admission may name (a test may configure one more)."""
+    taken: list[dict[str, Any]] = field(default_factory=list)
+    """End-event messages received and deleted, not yet handed to a tick."""
 
     @property
     def machine(self) -> str:
@@ -63,7 +66,28 @@ class Gated:
         wait_until(lambda: self.waiting() >= count, f"{count} request(s) on the gate's queue")
 
     def releases(self) -> dict[str, Any] | None:
-        """The release messages sent so far, as the event source mapping delivers them (None: none)."""
+        """The end-event queue's messages so far (the sample's wakes and releases), as the mapping gives them.
+
+        None: none. Messages a `wait_for_releases` took off the queue come first.
+        """
+        self._take()
+        if not self.taken:
+            return None
+        event = sqs_event([message["Body"] for message in self.taken])
+        for record, message in zip(event["Records"], self.taken, strict=True):
+            record["attributes"]["SentTimestamp"] = message["Attributes"]["SentTimestamp"]
+        self.taken = []
+        return event
+
+    def wait_for_releases(self, count: int) -> None:
+        """Until ``count`` releases are on the end-event queue (the wakes before the requests not counted)."""
+        wait_until(
+            lambda: self._take() or sum(RELEASE_KEY in json.loads(m["Body"]) for m in self.taken) >= count,
+            f"{count} release(s) on the end-event queue",
+        )
+
+    def _take(self) -> None:
+        """Take what the end-event queue holds now into ``taken`` (received and deleted)."""
         messages = self.harness.sqs.receive_message(
             QueueUrl=self.release_queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
         ).get("Messages", [])
@@ -71,12 +95,7 @@ class Gated:
             self.harness.sqs.delete_message(
                 QueueUrl=self.release_queue_url, ReceiptHandle=message["ReceiptHandle"]
             )
-        if not messages:
-            return None
-        event = sqs_event([message["Body"] for message in messages])
-        for record, message in zip(event["Records"], messages, strict=True):
-            record["attributes"]["SentTimestamp"] = message["Attributes"]["SentTimestamp"]
-        return event
+        self.taken += messages
 
     def record_admissions(self) -> None:
         """Note each `SendTaskSuccess` the handler's clients make, checking its output on the way."""
@@ -112,3 +131,12 @@ def gate_on(harness: Harness, section_seconds: int = 1) -> Gated:
     gate.configure(2)
     gate.record_admissions()
     return gate
+
+
+def release_times(event: dict[str, Any]) -> list[float]:
+    """When each release of an end-event batch was sent (s since the epoch); its wakes left out."""
+    return [
+        int(record["attributes"]["SentTimestamp"]) / 1000
+        for record in event["Records"]
+        if RELEASE_KEY in json.loads(record["body"])
+    ]
