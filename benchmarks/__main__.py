@@ -10,6 +10,7 @@
     make bench BENCH_ARGS="--only-tenants"    # section 12 alone: one noisy tenant beside quiet ones
     make bench BENCH_ARGS="--only-jobs"       # section 13 alone: what cancelled and expired jobs cost
     make bench BENCH_ARGS="--only-adaptive"   # section 14 alone: an adaptive pool against a hidden capacity
+    make bench BENCH_ARGS="--only-arrival"    # section 15 alone: start on arrival, with wakes and without
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -30,6 +31,7 @@ from typing import Any
 
 from benchmarks import (
     adaptive,
+    arrival,
     footprint,
     full_scale,
     gate_report,
@@ -183,6 +185,24 @@ def adaptive_section(quick: bool, report: Report, results: dict[str, Any]) -> No
     report.say()
 
 
+def arrival_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 15: a job sent to a quiet dispatcher, and a burst, with producers that wake and without."""
+    runs = side_by_side(arrival.call, [(name,) for name in arrival.RUNS])
+    results["arrival"] = [{key: value for key, value in run.items() if key != "waits"} for run in runs]
+    report.say(
+        f"15. Start on arrival (us-east-1 quotas, section 8's lag, the template's settings: the schedule"
+        f" every minute, ends and wakes batched over 1 s), with producers that wake after each send (at"
+        f" most once a second each) and without: {arrival.QUIET_JOBS} jobs at MAX {arrival.QUIET_MAX},"
+        f" each sent alone after a quiet spell of"
+        f" {arrival.QUIET_SPELL[0]:.0f}–{arrival.QUIET_SPELL[1]:.0f} s;"
+        f" a burst of {arrival.BURST_JOBS:,} jobs from {arrival.BURST_PRODUCERS} producers within"
+        f" {arrival.BURST_SECONDS:.0f} s at MAX {full_scale.MAX_CONCURRENCY:,}; jobs of"
+        f" {full_scale.SHORTEST:.0f}–{full_scale.LONGEST:.0f} s"
+    )
+    report.figures(arrival.lines(runs), arrival.targets(runs))
+    report.say()
+
+
 def rosters_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
     """Section 11: the gate and the lane at long sections, side by side; a lost end to its place freed."""
     measured = 600.0 if quick else rosters.MEASURED_SECONDS
@@ -311,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only-adaptive", action="store_true", help="only section 14: an adaptive pool and a hidden capacity"
     )
+    parser.add_argument(
+        "--only-arrival",
+        action="store_true",
+        help="only section 15: start on arrival, with wakes and without",
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -318,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     report.say(
         "dispatcher benchmark — sections 1-7 on the embedded emulator (moto behind the fault harness's"
-        " lag and a latency wire), 8 to 11 on the in-memory AWS;"
+        " lag and a latency wire), 8 to 15 on the in-memory AWS;"
         f" {multiprocessing.cpu_count()} cores, Python {platform.python_version()}"
     )
     report.say()
@@ -332,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         or arguments.only_tenants
         or arguments.only_jobs
         or arguments.only_adaptive
+        or arguments.only_arrival
     )
     if not only:
         emulator_sections(quick, report, results)
@@ -361,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs_section(quick, report, results)
     if not (arguments.skip_full_scale or (only and not arguments.only_adaptive)):
         adaptive_section(quick, report, results)
+    if not (arguments.skip_full_scale or (only and not arguments.only_arrival)):
+        arrival_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

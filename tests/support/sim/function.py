@@ -23,7 +23,7 @@ from typing import Any
 
 from dispatcher.core.batching import SQS_BATCH_LIMIT
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
-from dispatcher.core.events import end_news, refill_pattern
+from dispatcher.core.events import end_news, refill_pattern, wake_deadline
 from dispatcher.core.quotas import SSM_GET_PARAMETER
 from dispatcher.local.events import matches, sqs_event
 from dispatcher.settings import Settings
@@ -31,6 +31,7 @@ from dispatcher.telemetry import logger
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.warm import WarmState
+from dispatcher.waking import Waker
 from tests.support.crashes import Crash, CrashPlan
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import Clients, InMemoryAws
@@ -101,6 +102,8 @@ class Function:
         """Status change events the refill rule matched (each end, and each duplicate of one)."""
         self.releases_sent = 0
         """Releases gated workflows sent to the end-event queue."""
+        self.wakes_sent = 0
+        """Producers' wakes sent to the end-event queue (their `WAKE_QUEUE_URL`)."""
         self.end_queue_requests: Counter[str] = Counter()
         """Requests on the end-event queue (standard): EventBridge sends, the mapping receives and deletes."""
         self._idle: list[Container] = []
@@ -145,6 +148,16 @@ class Function:
         assert self.mapping is not None, "releases go through the end-event queue"
         self._enqueue_end({"release": execution_arn, "gate": gate})
         self.releases_sent += 1
+
+    def wake(self, body: str) -> None:
+        """A producer's `SendMessage` of its wake to the end-event queue (the template's `WakeQueueUrl`)."""
+        assert self.mapping is not None, "wakes go through the end-event queue"
+        self._enqueue_end(json.loads(body))
+        self.wakes_sent += 1
+
+    def waker(self) -> Waker:
+        """A producer's own `Waker` (the client's: at most one wake a second), on the virtual clock."""
+        return Waker(WakeQueue(self), WAKE_QUEUE_URL, clock=lambda: self._aws.scheduler.now)  # type: ignore[arg-type]
 
     def _flush(self) -> None:
         """Invoke the batches that are due, as far as the mapping's concurrency allows."""
@@ -217,7 +230,8 @@ class Function:
                 control=lambda: self._control_of(container),
             )
             news = end_news(event, topology.watched_machines, scheduler.now)
-            report = dispatcher.run(news.ended, news.releases).as_dict()
+            wake_until = None if news.records is None else wake_deadline(news.wakes)  # as the handler
+            report = dispatcher.run(news.ended, news.releases, wake_until).as_dict()
         except Crash:  # the process died: its container is gone, the next invocation is a cold start
             self.invocations.append(Invocation(began, scheduler.now, trigger, cold, None, crashed=True))
             return
@@ -252,6 +266,22 @@ class Function:
         )
         container.control_read_at = now
         container.control = self._aws.control
+
+
+WAKE_QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/dispatcher-end-events"
+
+
+@dataclass(frozen=True)
+class WakeQueue:
+    """The end-event queue as a producer's `Waker` sees it: `SendMessage` only."""
+
+    function: Function
+
+    def send_message(self, *, QueueUrl: str, MessageBody: str) -> dict[str, Any]:  # noqa: N803 — boto3's names
+        """Deliver the wake to the function's end-event queue."""
+        assert QueueUrl == WAKE_QUEUE_URL
+        self.function.wake(MessageBody)
+        return {"MessageId": f"wake-{self.function.wakes_sent}"}
 
 
 class CountingStream(io.TextIOBase):
