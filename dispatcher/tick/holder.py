@@ -37,8 +37,24 @@ class LeaseHolder:
         self._runtime = runtime
         self._owner = owner
 
-    def take(self) -> bool:
-        """Take the lease; False when another invocation holds it (and was asked for one more tick)."""
+    def take(self, wake_until: float | None = None) -> bool:
+        """Take the lease; False when another invocation holds it (and was asked for one more tick).
+
+        ``wake_until``: a wake's second that has not passed yet (the caller has time to wait
+        for it). The holder's tick for this ask may run before the wake's producer queued
+        what it spared the wake of, so when that second has passed this invocation tries
+        once more: it takes the lease, or asks the holder again, whose tick then receives it.
+        """
+        if self._take():
+            return True
+        wait = None if wake_until is None else wake_until - self._runtime.clock()
+        if wait is None or wait <= 0:
+            return False
+        self._runtime.sleep(wait)
+        logger.info("a wake's second has passed: trying the lease again", extra={"waited": round(wait, 3)})
+        return self._take()
+
+    def _take(self) -> bool:
         lease, owner = self._lease, self._owner
         now = self._runtime.clock()
         held_until = now + self._runtime.remaining_seconds()

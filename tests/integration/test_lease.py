@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
+import pytest
 from freezegun import freeze_time
 
 from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.state_items import read_items
+from dispatcher.local.events import sqs_event
 from dispatcher.tick.holder import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS
 from tests.integration.conftest import Harness
 from tests.support.clock import advance
@@ -201,3 +204,52 @@ def test_lease_holder_short_of_time_lets_go_without_another_tick(harness: Harnes
     result = harness.tick(remaining_seconds=10.9)
     assert result["ticks"] == 1
     assert _lease(harness) is None
+
+
+def test_a_wake_that_finds_the_lease_held_tries_again_when_its_second_has_passed(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The holder's tick for its ask may come before the producer's spared job: the wake's tick tries again.
+
+    The holder lets go, and the producer queues a job within the wake's second (its wake
+    spared), just after this invocation asked: at the end of the second it takes the lease
+    and starts the job, which would otherwise wait for the schedule.
+    """
+    harness.configure(2)
+    _hold(harness, time.time() + 30)
+    asked: list[bool] = []
+
+    def note_the_ask(params: dict[str, Any], **_: Any) -> None:
+        asked.append(params.get("UpdateExpression") == "SET again = :yes")
+
+    def then_let_go_and_queue(**_: Any) -> None:
+        if asked and asked[-1]:
+            asked[-1] = False
+            harness.dynamodb.delete_item(TableName=harness.stack.state_table, Key=_lease_key(harness))
+            harness.send("{}", group="spared")
+
+    harness.on("provide-client-params.dynamodb.UpdateItem", note_the_ask)
+    harness.on("after-call.dynamodb.UpdateItem", then_let_go_and_queue)
+    event = sqs_event([json.dumps({"wake": True})], sent_at=time.time())
+    with caplog.at_level(logging.INFO, logger="dispatcher"):
+        result = harness.tick(event)
+    assert (result["started"], result["stopped"]) == (1, "drained")
+    assert harness.running() == 1
+    assert [r for r in caplog.records if r.getMessage().startswith("a wake's second has passed")]
+    assert _lease(harness) is None
+
+
+def test_a_busy_tick_without_a_wake_to_wait_for_returns_at_once(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wake whose second has passed, or a direct wake (no second to cover): asked, busy, no second try."""
+    harness.configure(2)
+    _hold(harness, time.time() + 30)
+    old_wake = sqs_event([json.dumps({"wake": True})], sent_at=time.time() - 5)
+    with caplog.at_level(logging.INFO, logger="dispatcher"):
+        assert harness.tick(old_wake)["stopped"] == "busy"
+        assert harness.tick({"wake": True})["stopped"] == "busy"
+    assert not [r for r in caplog.records if r.getMessage().startswith("a wake's second has passed")]
+    lease = _lease(harness)
+    assert lease is not None
+    assert lease["again"] == {"BOOL": True}
