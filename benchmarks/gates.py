@@ -8,8 +8,11 @@ executions waiting at the gate (30,000 for the throughput runs; 18,000 for the c
 a one-minute wait at its pace); each one's section lasts 5–15 s, its release is sent as
 the section ends, and it ends a second later. A few die inside (aborted): half of those
 with their status change event, half with none, so only a check with Step Functions finds
-them. The world checks the pool's cap at every admission; a token taken twice, or a request
-never admitted, is counted. Not simulated: the tick's own CPU time, anyone else's calls.
+them. The executions send no wake before their request (the sample's `Wake dispatcher`):
+at this pace releases and ends tick the gate many times a second, and a wake would add a
+transition and an SQS request an execution for nothing. The world checks the pool's cap at
+every admission; a token taken twice, or a request never admitted, is counted. Not
+simulated: the tick's own CPU time, anyone else's calls.
 """
 
 from __future__ import annotations
