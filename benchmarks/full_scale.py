@@ -27,6 +27,7 @@ from dispatcher.core.messages import START_BY_ATTRIBUTE
 from dispatcher.core.rerun import iso
 from dispatcher.core.topology import DEFAULT
 from dispatcher.settings import Settings
+from dispatcher.waking import Waker
 from tests.support.plans import EventPlan, Lag
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.function import MEMORY_MB, EventSourceMapping, Function, counted_logs
@@ -41,7 +42,13 @@ LAG = Lag(start=1.0, end=5.0, describe=1.0)
 EVENTS = EventPlan(enabled=True, delay=1.0)
 TIMELINE_SECONDS = 5.0
 """The plot's starts/s are averaged over this long."""
-DESIGNS = {"an invocation per end event": "per event (0.5)", "batched end events": "batched (0.6)"}
+DESIGNS = {
+    "an invocation per end event": "per event (0.5)",
+    "batched end events": "batched (0.6)",
+    "batched end events, the producer wakes": "batched, waking",
+}
+WAKING_WITHIN = 0.02
+"""With a producer that wakes: calls per start and the bill within this share of the batched run's."""
 """Each design's column head: the ends' path up to 0.5, and the template's since."""
 PROGRESS_SECONDS = 60.0
 """A run says how far it is on stderr every this many simulated seconds (a run takes minutes)."""
@@ -69,18 +76,20 @@ FOLLOWED_SHARE = 100
 ``StartBy`` that has passed when it is received."""
 
 
-def keep_backlog(
+def keep_backlog(  # noqa: PLR0913 — the run, its draws, and the producer's options
     aws: InMemoryAws,
     rng: random.Random,
     until: float,
     durations: tuple[float, float] = (SHORTEST, LONGEST),
     *,
     follow: bool = False,
+    waker: Waker | None = None,
 ) -> None:
     """A producer that keeps ``WAITING`` jobs queued, checked every second, each running ``durations`` s.
 
     ``follow``: 1 % of the jobs cancelled as they are sent, and 1 % with a deadline already
-    passed (section 13).
+    passed (section 13). ``waker``: the producer wakes the dispatcher after each top-up that
+    queued jobs (as the client does after a send: at most once a second).
     """
     sequence = {"next": 0}
 
@@ -97,6 +106,8 @@ def keep_backlog(
             message = aws.queue.send(body, f"g{job % GROUPS}", attributes=attributes if expiring else None)
             if follow and job % FOLLOWED_SHARE == 0:
                 aws.jobs.cancel(DEFAULT, message.message_id)
+        if waker is not None and visible < WAITING:
+            waker.wake()
         if aws.scheduler.now + 1 < until:
             aws.scheduler.call_at(aws.scheduler.now + 1, top_up)
 
@@ -104,23 +115,30 @@ def keep_backlog(
 
 
 def run(
-    region: str, seconds: float = 600.0, mapping: EventSourceMapping | None = None, *, follow: bool = False
+    region: str,
+    seconds: float = 600.0,
+    mapping: EventSourceMapping | None = None,
+    *,
+    follow: bool = False,
+    wakes: bool = False,
 ) -> dict[str, Any]:
     """Warm up, then measure ``seconds`` of simulated time in ``region``; the figures.
 
     ``mapping``: ends reach the function in batches through the end-event queue (the
     template since 0.6); None: one invocation per end event (0.5). ``follow``: 1 % of the
-    jobs cancelled, 1 % expired (`keep_backlog`).
+    jobs cancelled, 1 % expired (`keep_backlog`). ``wakes``: the producer wakes the
+    dispatcher after each top-up (DESIGN.md "Start on arrival"; needs ``mapping``).
     """
     aws = InMemoryAws(region=region, lag=LAG, events=EVENTS, seed=7)
     aws.world.max_concurrency = MAX_CONCURRENCY
     began = aws.scheduler.now
     end = began + WARM_UP_SECONDS + seconds
-    keep_backlog(aws, random.Random(7), end, follow=follow)
     function = Function(aws, template_settings(aws), mapping=mapping)
+    keep_backlog(aws, random.Random(7), end, follow=follow, waker=function.waker() if wakes else None)
     function.schedule(60.0, until=end)
     design = "batched end events" if mapping else "an invocation per end event"
     design += ", 1 % cancelled and 1 % expired" if follow else ""
+    design += ", the producer wakes" if wakes else ""
     progress(aws, f"section 8: {region}, {design}", end)
     result = measure(aws, function, region, seconds, end)
     timeline = Counter(int((execution.started_at - began) // TIMELINE_SECONDS) for execution in aws.started())
@@ -165,6 +183,7 @@ def measure(aws: InMemoryAws, function: Function, region: str, seconds: float, e
         "seconds": seconds,
         "measured_from": measured_from,
         "end_queue_requests": dict(function.end_queue_requests),
+        "wakes": function.wakes_sent,
         "ends": function.ends_delivered - ends_before,
         "starts": len(starts),
         "calls": dict(aws.usage.calls),
@@ -338,6 +357,7 @@ def targets(results: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
         return len(r["violations"]) + len(r["errors"])
 
     return [
+        *_waking_targets(results),
         (
             f"sustained starts ≥ {SHARE_OF_REFILL:.0%} of StartExecution's refill",
             all(share(r) >= SHARE_OF_REFILL for r in batched),
@@ -376,6 +396,42 @@ def targets(results: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
     ]
 
 
-def call_run(region: str, seconds: float, follow: bool) -> dict[str, Any]:
-    """`run` with the template's batched ends, ``follow`` or not (positional, for a pool's worker)."""
-    return run(region, seconds, EventSourceMapping(), follow=follow)
+def calls_per_start(result: dict[str, Any]) -> float:
+    """Every AWS request a start costs: the dispatcher's, and the end-event queue's (ends, wakes, batches)."""
+    requests = sum(result["calls"].values()) + sum(result["end_queue_requests"].values())
+    return requests / max(1, result["starts"])
+
+
+def _waking_targets(results: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
+    """With a producer that wakes: calls per start and the bill beside the same run without (us-east-1)."""
+    waking = [r for r in results if r["design"].endswith("the producer wakes")]
+    if not waking:
+        return []
+    [woken] = waking
+    [plain] = [r for r in results if r["design"] == "batched end events" and r["region"] == woken["region"]]
+
+    def total(r: dict[str, Any]) -> float:
+        return sum(cost for _, cost in bill(r))
+
+    calls = calls_per_start(woken) / calls_per_start(plain) - 1
+    bills = total(woken) / total(plain) - 1
+    return [
+        (
+            f"the producer wakes: calls per start and the bill within {WAKING_WITHIN:.0%}"
+            " of the batched run's",
+            abs(calls) <= WAKING_WITHIN and abs(bills) <= WAKING_WITHIN,
+            f"{woken['region']}: calls per start {calls_per_start(woken):.3f} against"
+            f" {calls_per_start(plain):.3f} ({calls:+.2%}), bill ${total(woken):.3f} against"
+            f" ${total(plain):.3f} ({bills:+.2%}); {woken['wakes']:,} wakes",
+        )
+    ]
+
+
+def call_design(region: str, seconds: float, batched: bool, wakes: bool) -> dict[str, Any]:
+    """`run` with ends batched or one invocation each, the producer waking or not (for a pool's worker)."""
+    return run(region, seconds, EventSourceMapping() if batched else None, wakes=wakes)
+
+
+def call_run(region: str, seconds: float, follow: bool, wakes: bool = False) -> dict[str, Any]:
+    """`run` with the template's batched ends, ``follow`` or not, ``wakes`` or not (for a pool's worker)."""
+    return run(region, seconds, EventSourceMapping(), follow=follow, wakes=wakes)
