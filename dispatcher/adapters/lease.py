@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dispatcher.adapters.errors import translated
-from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, conditional
+from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, conditional, conditional_answer
+from dispatcher.core.events import Ask
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -82,34 +83,32 @@ class TickLease:
             owner=item["owner"]["S"], held_until=float(item["held_until"]["N"]), asked="again" in item
         )
 
-    def ask_again(self, owner: str, now: float) -> bool:
-        """Ask the live holder for one more tick; False when no one else holds the lease now."""
+    def ask_again(self, owner: str, now: float, wake_until: float | None = None) -> bool:
+        """Ask the live holder for one more tick; False when no one else holds the lease now.
+
+        ``wake_until``: the asker came for wakes, whose producers' jobs until then must be
+        received; it joins the ask's list (``wakes``), so no ask's second is lost to another's.
+        """
+        update = "SET again = :yes"
+        values: dict[str, Any] = {":yes": {"BOOL": True}}
+        if wake_until is not None:
+            update += ", wakes = list_append(if_not_exists(wakes, :none), :wake)"
+            values |= {":none": {"L": []}, ":wake": {"L": [{"N": f"{wake_until:.6f}"}]}}
         return self._call(
             "update_item",
             Key=self._key,
-            UpdateExpression="SET again = :yes",
+            UpdateExpression=update,
             ConditionExpression="attribute_exists(pk) AND held_until >= :now AND #owner <> :me",
             ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={
-                ":yes": {"BOOL": True},
-                ":now": {"N": f"{now:.6f}"},
-                ":me": {"S": owner},
-            },
+            ExpressionAttributeValues={**values, ":now": {"N": f"{now:.6f}"}, ":me": {"S": owner}},
         )
 
-    def take_ask(self, owner: str) -> bool:
-        """Take a request for another tick, if one came: True (and the request taken) when it did."""
-        return self._call(
-            "update_item",
-            Key=self._key,
-            UpdateExpression="REMOVE again",
-            ConditionExpression="#owner = :me AND attribute_exists(again)",
-            ExpressionAttributeNames={"#owner": "owner"},
-            ExpressionAttributeValues={":me": {"S": owner}},
-        )
+    def take_ask(self, owner: str) -> Ask | None:
+        """Take a request for another tick, if one came (None: none did)."""
+        return self._take(owner, "#owner = :me AND attribute_exists(again)")
 
-    def let_go_unless_asked(self, owner: str) -> bool:
-        """Let go unless another tick was asked for; False (and the request taken) when it was.
+    def let_go_unless_asked(self, owner: str) -> Ask | None:
+        """Let go unless another tick was asked for (None: let go); the request, taken, when it was.
 
         A holder that lost the lease (its time ran out) lets go of nothing.
         """
@@ -120,15 +119,27 @@ class TickLease:
             ExpressionAttributeNames={"#owner": "owner"},
             ExpressionAttributeValues={":me": {"S": owner}},
         ):
-            return True
-        return not self._call(
+            return None
+        return self._take(owner, "#owner = :me")
+
+    def _take(self, owner: str, condition: str) -> Ask | None:
+        """Remove the ask and its wakes' seconds under ``condition``: the ask (None: the condition failed)."""
+        answer = conditional_answer(
+            self._client,
+            self.table,
+            "tick lease",
             "update_item",
             Key=self._key,
-            UpdateExpression="REMOVE again",
-            ConditionExpression="#owner = :me",
+            UpdateExpression="REMOVE again, wakes",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#owner": "owner"},
             ExpressionAttributeValues={":me": {"S": owner}},
+            ReturnValues="UPDATED_OLD",
         )
+        if answer is None:
+            return None
+        wakes = answer.get("Attributes", {}).get("wakes", {}).get("L", [])
+        return Ask(max((float(wake["N"]) for wake in wakes), default=None))
 
     def let_go(self, owner: str) -> None:
         """Let go whatever was asked for (no time for another tick); nothing if it's no longer ours."""

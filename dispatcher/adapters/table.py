@@ -48,12 +48,19 @@ def conditional(client: DynamoDBClient, table: str, what: str, operation: str, *
 
     ``what`` names the items in errors (e.g. "tick lease").
     """
+    return conditional_answer(client, table, what, operation, **request) is not None
+
+
+def conditional_answer(
+    client: DynamoDBClient, table: str, what: str, operation: str, **request: Any
+) -> dict[str, Any] | None:
+    """`conditional`, with the call's answer (None when its condition failed)."""
     action = "".join(part.capitalize() for part in operation.split("_"))
     try:
         with translated(
             f"{action} on state table {table} ({what})", {CONDITION_FAILED: _ConditionFailedError}
         ):
-            getattr(client, operation)(TableName=table, **request)
+            answer: dict[str, Any] = getattr(client, operation)(TableName=table, **request)
     except _ConditionFailedError:
-        return False
-    return True
+        return None
+    return answer

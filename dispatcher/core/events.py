@@ -173,6 +173,16 @@ def wake_deadline(wakes: Sequence[Wake]) -> float | None:
     return max(wake.sent_at for wake in wakes) + WAKE_INTERVAL_SECONDS
 
 
+@dataclass(frozen=True)
+class Ask:
+    """Other invocations' request to the lease holder for one more tick, as the holder takes it."""
+
+    wake_until: float | None = None
+    """The newest `wake_deadline` of the asks (None: none came for a wake): what their producers
+    queued until then must be received, so the holder's tick for them that drains before
+    then ticks once more when it has passed."""
+
+
 def is_wake(document: object) -> bool:
     """Whether a document means to be a wake (an object with the ``"wake"`` key and no release)."""
     return isinstance(document, dict) and WAKE_KEY in document and RELEASE_KEY not in document

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dispatcher.core.errors import TransientError
+from dispatcher.core.events import Ask
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Lease, Runtime
 from dispatcher.tick.report import StopReason, TickReport
@@ -36,31 +37,21 @@ class LeaseHolder:
         self._lease = lease
         self._runtime = runtime
         self._owner = owner
+        self._wake_until: float | None = None
+        """The newest wake second of the asks taken and not yet ticked past."""
 
     def take(self, wake_until: float | None = None) -> bool:
         """Take the lease; False when another invocation holds it (and was asked for one more tick).
 
-        ``wake_until``: a wake's second that has not passed yet (the caller has time to wait
-        for it). The holder's tick for this ask may run before the wake's producer queued
-        what it spared the wake of, so when that second has passed this invocation tries
-        once more: it takes the lease, or asks the holder again, whose tick then receives it.
+        ``wake_until``: this invocation came for wakes (`wake_deadline`); the ask carries it,
+        so the holder's tick for it receives what their producers queued until then.
         """
-        if self._take():
-            return True
-        wait = None if wake_until is None else wake_until - self._runtime.clock()
-        if wait is None or wait <= 0:
-            return False
-        self._runtime.sleep(wait)
-        logger.info("a wake's second has passed: trying the lease again", extra={"waited": round(wait, 3)})
-        return self._take()
-
-    def _take(self) -> bool:
         lease, owner = self._lease, self._owner
         now = self._runtime.clock()
         held_until = now + self._runtime.remaining_seconds()
         if lease.acquire(owner, now, held_until):
             return True
-        if lease.ask_again(owner, now):
+        if lease.ask_again(owner, now, wake_until):
             logger.info("another tick holds the lease: it will tick again for this one, which returns")
             return False
         # The holder let go between the two calls.
@@ -84,7 +75,9 @@ class LeaseHolder:
         invokes at most twice at a time), and a listing is still read at most once a
         ``list_reuse_seconds``. While a lane's jobs wait only for its start rate
         (``rate_due``: seconds until its next token, None when none waits), the holder
-        ticks again when the token is due, or at an ask before.
+        ticks again when the token is due, or at an ask before. An ask that came for
+        wakes whose tick drains before their second has passed ticks once more when it
+        has (as `TickPolicy.next_tick_in` does for the holder's own wakes).
         """
         lease, owner = self._lease, self._owner
         last = report.stopped
@@ -93,8 +86,13 @@ class LeaseHolder:
             while True:
                 asked = False
                 due = rate_due() if last is StopReason.CAPACITY else None
+                wake = self._wake_wait() if last is StopReason.DRAINED else None
                 if due is not None and time_for_another_tick():
                     self._await_token(due)
+                    asked = True
+                elif wake is not None and time_for_another_tick():
+                    self._runtime.sleep(wake)
+                    self._wake_until = None
                     asked = True
                 elif last is StopReason.CAPACITY and time_for_another_tick():
                     # Jobs wait for slots: rather than handing the lease to the next
@@ -104,7 +102,7 @@ class LeaseHolder:
                         asked = self._await_ask()
                     else:
                         self._runtime.sleep(FIRST_GRACE_SECONDS)
-                if not asked and lease.let_go_unless_asked(owner):
+                if not asked and self._noted(lease.let_go_unless_asked(owner)) is None:
                     return
                 churn = True
                 if not time_for_another_tick():
@@ -143,10 +141,26 @@ class LeaseHolder:
     def _take_ask(self) -> bool:
         """Whether another tick was asked for; an answer lost may have taken one, so tick for it."""
         try:
-            return self._lease.take_ask(self._owner)
+            return self._noted(self._lease.take_ask(self._owner)) is not None
         except TransientError as error:
             logger.warning("could not read the lease's asks: ticking again", extra={"reason": str(error)})
             return True
+
+    def _noted(self, ask: Ask | None) -> Ask | None:
+        """Keep an ask's wake second (the newest of those taken) for `_wake_wait`."""
+        if ask is not None and ask.wake_until is not None:
+            self._wake_until = max(ask.wake_until, self._wake_until or ask.wake_until)
+        return ask
+
+    def _wake_wait(self) -> float | None:
+        """Seconds until the asks' wake second has passed (None: no such second ahead)."""
+        if self._wake_until is None:
+            return None
+        wait = self._wake_until - self._runtime.clock()
+        if wait <= 0:
+            self._wake_until = None
+            return None
+        return wait
 
     def let_go_after_failure(self) -> None:
         """Free the lease for the next tick; if that fails too, it expires with this invocation."""

@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 from dispatcher.core.adaptive import LimitState
 from dispatcher.core.admission import DeadLetter
 from dispatcher.core.counting import LedgerRequest, LedgerStart, RunningListing, StateWindow
-from dispatcher.core.events import EndedExecution
+from dispatcher.core.events import Ask, EndedExecution
 from dispatcher.core.executions import ExecutionState
 from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.messages import QueuedMessage
@@ -227,16 +227,16 @@ class Lease(Protocol):
         """Take it if free, expired or already ours."""
         ...
 
-    def ask_again(self, owner: str, now: float) -> bool:
-        """Ask the live holder for one more tick; False when no one else holds it."""
+    def ask_again(self, owner: str, now: float, wake_until: float | None = None) -> bool:
+        """Ask the live holder for one more tick (``wake_until``: wakes' second); False: none else has it."""
         ...
 
-    def take_ask(self, owner: str) -> bool:
-        """Take a request for another tick, if one came (True, and the request taken)."""
+    def take_ask(self, owner: str) -> Ask | None:
+        """Take a request for another tick, if one came (None: none came)."""
         ...
 
-    def let_go_unless_asked(self, owner: str) -> bool:
-        """Let go unless another tick was asked for (then False, and the request taken)."""
+    def let_go_unless_asked(self, owner: str) -> Ask | None:
+        """Let go unless another tick was asked for (None: let go; else the request, taken)."""
         ...
 
     def let_go(self, owner: str) -> None:

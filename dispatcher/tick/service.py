@@ -152,7 +152,7 @@ class Dispatcher:
         self._note_ends(ended)
         holder = LeaseHolder(self._ports.lease, self._runtime, uuid.uuid4().hex)
         try:
-            if not holder.take(wake_until if self._time_for_another_tick() else None):
+            if not holder.take(wake_until):
                 return self._stopped(StopReason.BUSY)
         except TransientError as error:
             # The write may have been applied with its answer lost: let go, or it expires.

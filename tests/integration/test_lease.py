@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import time
 from typing import Any
 
@@ -12,8 +12,10 @@ from freezegun import freeze_time
 
 from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.state_items import read_items
-from dispatcher.local.events import sqs_event
-from dispatcher.tick.holder import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS
+from dispatcher.core.events import Ask
+from dispatcher.tick.holder import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS, LeaseHolder
+from dispatcher.tick.ports import Runtime
+from dispatcher.tick.report import StopReason, TickReport
 from tests.integration.conftest import Harness
 from tests.support.clock import advance
 
@@ -165,7 +167,7 @@ def test_lease_holder_under_churn_ticks_at_once_for_an_ask_that_came_meanwhile(h
     harness.on("provide-client-params.dynamodb.DeleteItem", note)
     result = harness.tick()
     assert (result["ticks"], result["started"], result["stopped"]) == (3, 1, "capacity")
-    take = "UpdateItem REMOVE again"
+    take = "UpdateItem REMOVE again, wakes"
     polls = round(HAND_BACK_GRACE_SECONDS / ASK_POLL_SECONDS) + 1
     assert calls == ["asked", "DeleteItem", take, "asked", take, *[take] * polls, "DeleteItem"], (
         "the first ask found by a release after the short wait; the second taken at once; then none came"
@@ -174,16 +176,36 @@ def test_lease_holder_under_churn_ticks_at_once_for_an_ask_that_came_meanwhile(h
 
 
 def test_lease_adapter_takes_an_ask_once_and_only_its_holders(harness: Harness) -> None:
-    """`take_ask`: False with none waiting or for another owner; True once for the holder's."""
+    """`take_ask`: None with none waiting or for another owner; the ask once for the holder's."""
     lease = TickLease(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     now = time.time()
     assert lease.acquire("one", now, now + 30)
-    assert not lease.take_ask("one")
+    assert lease.take_ask("one") is None
     assert lease.ask_again("two", now)
-    assert not lease.take_ask("two")
-    assert lease.take_ask("one")
-    assert not lease.take_ask("one")
-    assert lease.let_go_unless_asked("one")
+    assert lease.take_ask("two") is None
+    assert lease.take_ask("one") == Ask(None)
+    assert lease.take_ask("one") is None
+    assert lease.let_go_unless_asked("one") is None  # let go
+    assert _lease(harness) is None
+
+
+def test_an_ask_for_wakes_carries_the_newest_of_their_seconds_to_the_holder(harness: Harness) -> None:
+    """Asks from two wakes' invocations: the holder takes one ask, with the later second; then none."""
+    lease = TickLease(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    now = time.time()
+    assert lease.acquire("one", now, now + 30)
+    assert lease.ask_again("two", now, now + 0.9)
+    assert lease.ask_again("three", now, now + 0.4)  # an older wake asking later
+    assert lease.ask_again("four", now)  # an end's ask
+    assert lease.take_ask("one") == Ask(round(now + 0.9, 6))
+    assert lease.take_ask("one") is None
+    assert lease.ask_again("two", now, now + 1.5)
+    assert lease.let_go_unless_asked("one") == Ask(round(now + 1.5, 6))  # asked: kept, the ask taken
+    item = _lease(harness)
+    assert item is not None
+    assert "again" not in item
+    assert "wakes" not in item
+    assert lease.let_go_unless_asked("one") is None
     assert _lease(harness) is None
 
 
@@ -206,50 +228,47 @@ def test_lease_holder_short_of_time_lets_go_without_another_tick(harness: Harnes
     assert _lease(harness) is None
 
 
-def test_a_wake_that_finds_the_lease_held_tries_again_when_its_second_has_passed(
-    harness: Harness, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The holder's tick for its ask may come before the producer's spared job: the wake's tick tries again.
+class _Clock:
+    """A clock that a sleep moves (the holder's time, without waiting for it)."""
 
-    The holder lets go, and the producer queues a job within the wake's second (its wake
-    spared), just after this invocation asked: at the end of the second it takes the lease
-    and starts the job, which would otherwise wait for the schedule.
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _holder_and_asker(harness: Harness, clock: _Clock) -> tuple[LeaseHolder, LeaseHolder]:
+    lease = TickLease(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    runtime = Runtime(
+        clock=lambda: clock.now,
+        sleep=clock.sleep,
+        remaining_seconds=lambda: 30.0,
+        pool=lambda width: contextlib.nullcontext(None),  # type: ignore[arg-type]
+    )
+    return LeaseHolder(lease, runtime, "holder"), LeaseHolder(lease, runtime, "asker")
+
+
+@pytest.mark.parametrize("wake_in", [0.6, None])
+def test_a_holder_asked_for_wakes_ticks_once_more_when_their_second_has_passed(
+    harness: Harness, wake_in: float | None
+) -> None:
+    """The holder's tick for a wake's ask drains at once: it ticks again at the wake's second, not before.
+
+    A job its producer queued within that second, sparing its wake, is received then; an
+    end's ask (no second) is one tick, as before.
     """
-    harness.configure(2)
-    _hold(harness, time.time() + 30)
-    asked: list[bool] = []
+    clock = _Clock()
+    holder, asker = _holder_and_asker(harness, clock)
+    began = clock.now
+    assert holder.take()
+    assert not asker.take(None if wake_in is None else began + wake_in)
+    ticks: list[float] = []
 
-    def note_the_ask(params: dict[str, Any], **_: Any) -> None:
-        asked.append(params.get("UpdateExpression") == "SET again = :yes")
+    def tick() -> TickReport:
+        ticks.append(round(clock.now - began, 6))
+        return TickReport(stopped=StopReason.DRAINED)
 
-    def then_let_go_and_queue(**_: Any) -> None:
-        if asked and asked[-1]:
-            asked[-1] = False
-            harness.dynamodb.delete_item(TableName=harness.stack.state_table, Key=_lease_key(harness))
-            harness.send("{}", group="spared")
-
-    harness.on("provide-client-params.dynamodb.UpdateItem", note_the_ask)
-    harness.on("after-call.dynamodb.UpdateItem", then_let_go_and_queue)
-    event = sqs_event([json.dumps({"wake": True})], sent_at=time.time())
-    with caplog.at_level(logging.INFO, logger="dispatcher"):
-        result = harness.tick(event)
-    assert (result["started"], result["stopped"]) == (1, "drained")
-    assert harness.running() == 1
-    assert [r for r in caplog.records if r.getMessage().startswith("a wake's second has passed")]
+    holder.hand_back(TickReport(stopped=StopReason.DRAINED), tick, lambda: True)
+    assert ticks == ([0.0, wake_in] if wake_in is not None else [0.0])
     assert _lease(harness) is None
-
-
-def test_a_busy_tick_without_a_wake_to_wait_for_returns_at_once(
-    harness: Harness, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A wake whose second has passed, or a direct wake (no second to cover): asked, busy, no second try."""
-    harness.configure(2)
-    _hold(harness, time.time() + 30)
-    old_wake = sqs_event([json.dumps({"wake": True})], sent_at=time.time() - 5)
-    with caplog.at_level(logging.INFO, logger="dispatcher"):
-        assert harness.tick(old_wake)["stopped"] == "busy"
-        assert harness.tick({"wake": True})["stopped"] == "busy"
-    assert not [r for r in caplog.records if r.getMessage().startswith("a wake's second has passed")]
-    lease = _lease(harness)
-    assert lease is not None
-    assert lease["again"] == {"BOOL": True}

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from dispatcher.core.events import Ask
 from dispatcher.core.quotas import DYNAMODB_PARTITION_WRITES
 from tests.support.sim.api import Client, LiveBucket, Usage
 from tests.support.sim.scheduler import Scheduler
@@ -17,6 +18,7 @@ class LeaseItem:
     owner: str
     held_until: float
     again: bool = False
+    wakes: list[float] = field(default_factory=list)
 
 
 class Lease:
@@ -60,32 +62,36 @@ class LeaseView:
 
         return self._call("PutItem", put, role="lease")
 
-    def ask_again(self, owner: str, now: float) -> bool:
-        """Conditional `UpdateItem`: a live holder other than us is asked for one more tick."""
+    def ask_again(self, owner: str, now: float, wake_until: float | None = None) -> bool:
+        """Conditional `UpdateItem`: a live holder other than us is asked for a tick (and wakes' second)."""
 
         def update() -> bool:
             item = self._lease.item
             if item is None or item.held_until < now or item.owner == owner:
                 return False
             item.again = True
+            if wake_until is not None:
+                item.wakes.append(wake_until)
             return True
 
         return self._call("UpdateItem", update)
 
-    def take_ask(self, owner: str) -> bool:
+    def take_ask(self, owner: str) -> Ask | None:
         """Conditional `UpdateItem`: ours, and another tick was asked for; the request taken."""
+        taken: list[Ask] = []
 
         def take() -> bool:
             item = self._lease.item
             if item is None or item.owner != owner or not item.again:
                 return False
-            item.again = False
+            taken.append(self._taken(item))
             return True
 
-        return self._call("UpdateItem", take)
+        return taken[0] if self._call("UpdateItem", take) else None
 
-    def let_go_unless_asked(self, owner: str) -> bool:
+    def let_go_unless_asked(self, owner: str) -> Ask | None:
         """Conditional `DeleteItem` unless another tick was asked for; then `UpdateItem` takes the request."""
+        taken: list[Ask] = []
 
         def delete() -> bool:
             item = self._lease.item
@@ -98,10 +104,19 @@ class LeaseView:
             item = self._lease.item
             if item is None or item.owner != owner:
                 return False
-            item.again = False
+            taken.append(self._taken(item))
             return True
 
-        return self._call("DeleteItem", delete) or not self._call("UpdateItem", take_request)
+        if self._call("DeleteItem", delete) or not self._call("UpdateItem", take_request):
+            return None
+        return taken[0]
+
+    @staticmethod
+    def _taken(item: LeaseItem) -> Ask:
+        """The ask on ``item``, removed (``REMOVE again, wakes``)."""
+        ask = Ask(max(item.wakes, default=None))
+        item.again, item.wakes = False, []
+        return ask
 
     def let_go(self, owner: str) -> None:
         """Conditional `DeleteItem`: ours, whatever was asked."""
