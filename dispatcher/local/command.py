@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import socket
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import Any, TextIO
 
 from dispatcher.cli.errors import CliError
 from dispatcher.core.effective import GATE_KEYS, LANE_KEYS, shown
-from dispatcher.core.events import failure_pattern, refill_pattern
+from dispatcher.core.events import failure_pattern, is_wake, refill_pattern
 from dispatcher.core.outcomes import Outcome, said, said_keys
 from dispatcher.core.topology import DEFAULT, GATE, LANE
 from dispatcher.in_process import tick_here
@@ -105,7 +106,9 @@ def serve(  # noqa: PLR0913 — one keyword per command-line option
         ends = end_events if schedule_seconds > 0 else None
         emulation.rules += lane_rules(resources, members.lane_machines, endpoint_url, ends)
         threading.Thread(
-            target=_deliver_batches, args=(end_events, endpoint_url, tick, lines), daemon=True
+            target=_deliver_batches,
+            args=(end_events, endpoint_url, tick, lines, schedule_seconds > 0),
+            daemon=True,
         ).start()
         banner = _banner(
             stack,
@@ -229,12 +232,18 @@ def _schedule(stack: str, schedule_seconds: float, gates: bool) -> str:
 
 
 def _deliver_batches(
-    queue_url: str, endpoint_url: str, tick: Callable[[dict[str, Any]], dict[str, Any]], lines: TickLines
+    queue_url: str,
+    endpoint_url: str,
+    tick: Callable[[dict[str, Any]], dict[str, Any]],
+    lines: TickLines,
+    wakes: bool,
 ) -> None:
     """The end-event queue's event source mapping: its releases and ends, to a tick, ten at a time.
 
     As the mapping does, a batch leaves the queue once its tick returned; a batch whose tick
-    failed comes back when its visibility timeout ends.
+    failed comes back when its visibility timeout ends. Without ``wakes`` (``--schedule 0``:
+    nothing ticks by itself), a wake (the sample gated workflow's) is deleted unticked, and a
+    batch of wakes alone brings no tick.
     """
     sqs = local_client("sqs", endpoint_url)
     while True:
@@ -243,17 +252,25 @@ def _deliver_batches(
         ).get("Messages", [])
         if not messages:
             continue
-        sent = [int(message["Attributes"]["SentTimestamp"]) / 1000 for message in messages]
-        event = sqs_event([message["Body"] for message in messages], sent_at=sent)
-        report = lines.invoked(functools.partial(tick, event))
-        if report is None:
-            continue
+        ticked = messages if wakes else [m for m in messages if not _is_wake_body(m["Body"])]
+        if ticked:
+            sent = [int(message["Attributes"]["SentTimestamp"]) / 1000 for message in ticked]
+            event = sqs_event([message["Body"] for message in ticked], sent_at=sent)
+            if lines.invoked(functools.partial(tick, event)) is None:
+                continue
         sqs.delete_message_batch(
             QueueUrl=queue_url,
             Entries=[
                 {"Id": str(index), "ReceiptHandle": m["ReceiptHandle"]} for index, m in enumerate(messages)
             ],
         )
+
+
+def _is_wake_body(body: str) -> bool:
+    try:
+        return is_wake(json.loads(body))
+    except ValueError:
+        return False
 
 
 SAID = frozenset(

@@ -57,6 +57,22 @@ def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cl
         }
 
 
+def test_a_gated_execution_on_a_quiet_emulator_is_admitted_on_its_wake(cli: Cli) -> None:
+    """Ticking once an hour, the sample gated workflow's wake (just before its request) brings the tick."""
+    arguments = ("--stack", "gwoken", "--schedule", "3600", "--wait-seconds", "600", "--max", "2")
+    with served(cli, *arguments, "--gate") as local:
+        started = subprocess.run(
+            [sys.executable, "-m", "dispatcher.local", "gated", "1", "--stack", "gwoken", "--gate", "gate"],
+            capture_output=True,
+            text=True,
+            env=local.env,
+            timeout=60,
+            check=False,
+        )
+        assert started.returncode == 0, started.stderr
+        assert "admitted 1" in local.next_line("tick: ")
+
+
 def test_gated_with_a_group_tries_a_gates_limit_per_group(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
