@@ -291,7 +291,7 @@ class Tally:
             f"  messages sent{'':<35} {self.messages:>9,} ({self.poison:,} poison)",
             f"  executions started{'':<30} {self.executions:>9,}",
             f"  ticks{'':<43} {self.ticks:>9,}",
-            f"    {'triggered by a status change event':<44} {self.event_ticks:>9,}",
+            f"    {'triggered by an event (ends, releases, wakes)':<44} {self.event_ticks:>9,}",
             f"    {'warm (the previous tick' + chr(39) + 's container)':<44} {self.warm_ticks:>9,}",
             f"    {'busy (a dead tick still held the lease)':<44} {self.busy_ticks:>9,}",
             f"  runs failed (downstream API down){'':<15} {self.failures:>9,}",
