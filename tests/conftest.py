@@ -9,14 +9,36 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from moto import mock_aws
 
 from dispatcher import handler
 from dispatcher.local.account import FAKE_CREDENTIALS
-from dispatcher.local.server import quick_serialize, share_service_models
+from dispatcher.local.server import (
+    quick_serialize,
+    share_service_models,
+)
 from dispatcher.settings import OPERATOR_FIELDS, Settings, variable
 from tests.faults.tally import FINISHED, Tally
+from tests.support.moto_harness import Harness, make_harness
 from tests.support.quick_moto import quick_queries, quick_receipt_handles
 from tests.support.tracing import libraries_traced, one_coverage_in_a_worker, untrace_libraries
+
+
+@pytest.fixture
+def harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    """In-process moto; executions stay RUNNING until a test ends them."""
+    # moto's execution switch is global to the process: say explicitly that it is off,
+    # whatever an earlier test (or server) left it at.
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": False}}):
+        yield make_harness(monkeypatch)
+
+
+@pytest.fixture
+def executing_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    """In-process moto with state machines really running (a short Wait, then Succeed)."""
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        yield make_harness(monkeypatch, wait_seconds=1)
+
 
 COLLECTOR_THRESHOLDS = 50_000, 20, 50
 """The cyclic garbage collector runs after 50,000 allocations, not 700, and rarely scans the whole heap.

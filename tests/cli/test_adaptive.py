@@ -10,14 +10,13 @@ import boto3
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.adaptive import LimitState
 from dispatcher.local.account import REGION, pointed_at
-from tests.cli.test_members import Members, members, ok
-
-__all__ = ["members"]  # the fixture, used by name
+from tests.support.members import Members, ok
 
 GLUE = "Glue.ConcurrentRunsExceededException"
 
 
 def ledger(members: Members) -> StartLedgerTable:
+    """The start ledger over the stack's state table."""
     stack = members.cli.stack
     return StartLedgerTable(
         boto3.client("dynamodb", region_name=REGION), stack.state_table, stack.state_machine_arn

@@ -32,6 +32,7 @@ class Row:
 
 
 def unset(*names: str) -> str:
+    """The one line the CLI says when ``names`` are not configured."""
     return f"not configured: set {', '.join(names)} (or use --stack NAME)"
 
 

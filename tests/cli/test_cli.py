@@ -15,7 +15,7 @@ from dispatcher import cli as cli_module
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli import tick as tick_command
 from dispatcher.local.emulation import Emulation
-from tests.cli.conftest import Cli
+from tests.support.cli_runner import Cli
 
 COMMANDS = [
     "status",

@@ -11,8 +11,8 @@ import pytest
 from dispatcher import cli as cli_module
 from dispatcher.cli.config import Aws
 from dispatcher.local.stack import read_all
-from tests.cli.conftest import Cli, crash_once_before
 from tests.faults.operator import expire_holds
+from tests.support.cli_runner import Cli, crash_once_before
 
 
 def dead_letter(aws: dict[str, Any], cli: Cli) -> list[str]:

@@ -137,6 +137,7 @@ def emulator_for(tmp_path: Path) -> Iterator[list[Emulator]]:
 
 
 def start(arguments: list[str], started: list[Emulator], cwd: Path) -> Emulator:
+    """`dispatcher local` started as the docs start it, noted in ``started`` to be stopped."""
     process = subprocess.Popen(
         [str(BIN / "dispatcher"), "local", "--port", "0", *arguments],
         cwd=cwd,

@@ -15,7 +15,7 @@ from dispatcher.cli.config import Aws
 from dispatcher.cli.enqueue import line_ranges
 from dispatcher.core.messages import deduplication_id
 from dispatcher.local.stack import read_all
-from tests.cli.conftest import Cli, crash_once_before
+from tests.support.cli_runner import Cli, crash_once_before
 
 
 def test_cli_enqueue_one_job_with_name_and_from_stdin(cli: Cli, aws: dict[str, Any]) -> None:

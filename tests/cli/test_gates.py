@@ -19,7 +19,7 @@ from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.gates import create_gate, create_release_queue
 from dispatcher.local.stack import create_stack, register_stack
-from tests.cli.conftest import Cli
+from tests.support.cli_runner import Cli
 
 EXECUTE = True
 """moto runs the gated workflow: each execution sends its request and waits at the gate."""
@@ -35,6 +35,7 @@ class Gated:
 
 @pytest.fixture
 def gated(emulated: tuple[str, Emulation]) -> Iterator[Gated]:
+    """A stack with a gate, in the emulator, and the CLI pointed at it."""
     endpoint_url, _ = emulated
     name = f"gates-{uuid.uuid4().hex[:8]}"
     boto3.setup_default_session()

@@ -9,10 +9,11 @@ import boto3
 
 from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.stack import send_jobs
-from tests.cli.conftest import Cli
+from tests.support.cli_runner import Cli
 
 
 def limit_groups(cli: Cli, limit: int) -> None:
+    """Sets the default lane's ``max_per_group`` in the control parameter."""
     with pointed_at(cli.endpoint_url):
         boto3.client("ssm", region_name=REGION).put_parameter(
             Name=cli.stack.control_parameter,
@@ -23,6 +24,7 @@ def limit_groups(cli: Cli, limit: int) -> None:
 
 
 def send(cli: Cli, group: str, count: int) -> None:
+    """Queues ``count`` jobs in message group ``group``."""
     with pointed_at(cli.endpoint_url):
         send_jobs(
             cli.stack.queue_url, [{"body": json.dumps({"job": uuid.uuid4().hex}), "group": group}] * count

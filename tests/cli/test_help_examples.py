@@ -29,8 +29,8 @@ from dispatcher.local.emulation import Emulation
 from dispatcher.local.events import Rule, to_queue
 from dispatcher.local.gates import create_gate, create_release_queue
 from dispatcher.local.stack import create_lane, create_stack, function_name, register_stack
-from tests.cli.conftest import Cli
 from tests.support.cli import fail_jobs
+from tests.support.cli_runner import Cli
 
 pytestmark = pytest.mark.no_cover
 """Journeys, not line tests: every example of every `--help` runs the CLI's lines that its focused
@@ -92,6 +92,7 @@ JOBS = '{"input": {"order": 44}, "group": "customer-8", "name": "order-44"}\n'
 
 
 def changes(arguments: list[str]) -> bool:
+    """Whether an example's command changes something (it is run against a fresh stack)."""
     name = next(
         argument
         for argument in arguments

@@ -9,7 +9,7 @@ import pytest
 
 from dispatcher.local.account import pointed_at
 from dispatcher.producer import Producer
-from tests.cli.conftest import Cli
+from tests.support.cli_runner import Cli
 
 UNSEEN = (
     "cancelled {name} (lane default): it will never start; no job of that name was seen yet"

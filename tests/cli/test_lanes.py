@@ -15,7 +15,7 @@ from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.emulation import Emulation
 from dispatcher.local.events import event_from_description
 from dispatcher.local.stack import create_lane, create_stack, register_stack, send_jobs
-from tests.cli.conftest import Cli
+from tests.support.cli_runner import Cli
 
 
 @dataclass
@@ -29,6 +29,7 @@ class Laned:
 
 @pytest.fixture
 def laned(emulated: tuple[str, Emulation]) -> Iterator[Laned]:
+    """A stack with lanes and pools, in the emulator, and the CLI pointed at it."""
     endpoint_url, _ = emulated
     name = f"lanes-{uuid.uuid4().hex[:8]}"
     boto3.setup_default_session()

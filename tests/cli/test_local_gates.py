@@ -15,8 +15,8 @@ from dispatcher.local import helpers as emulator_helpers
 from dispatcher.local.account import pointed_at
 from dispatcher.local.members import local_members
 from dispatcher.local.stack import create_stack, register_stack
-from tests.cli.conftest import Cli
-from tests.cli.test_local import served
+from tests.support.cli_runner import Cli
+from tests.support.served import served
 
 
 def test_cli_local_with_a_gate_runs_the_sample_gated_workflow_through_it(cli: Cli) -> None:

@@ -9,85 +9,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import boto3
-import pytest
 
-from dispatcher import handler
 from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, EXECUTION_NAME_ATTRIBUTE
-from dispatcher.in_process import LocalContext
-from dispatcher.local.account import REGION, environment, pointed_at
-from dispatcher.local.emulation import Emulation
+from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.events import event_from_description
-from dispatcher.local.gates import create_gate, create_release_queue
-from dispatcher.local.stack import create_lane, create_stack, read_all, register_stack, send_jobs
-from dispatcher.telemetry import metrics
-from tests.cli.conftest import Cli
-
-
-@dataclass
-class Members:
-    """The stack: its CLI, its lanes and gate by name, its ``LANES`` and its release queue."""
-
-    cli: Cli
-    lanes: dict[str, dict[str, Any]]
-    gate: dict[str, Any]
-    document: str
-    release_queue_url: str
-
-    def tick(self) -> dict[str, Any]:
-        """One tick of the real handler in this process, with the stack's ``LANES``."""
-        variables = {
-            **self.cli.stack.environment(3, receive_wait_seconds=0, lanes=self.document),
-            "POWERTOOLS_METRICS_DISABLED": "true",
-        }
-        with pointed_at(self.cli.endpoint_url), environment(variables):
-            handler.reset_clients()
-            try:
-                return dict(handler.lambda_handler({}, LocalContext(60)))
-            finally:
-                metrics.clear_metrics()
-                handler.reset_clients()
-
-    def control(self, value: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The control parameter's value (written first, if given)."""
-        ssm = boto3.client("ssm", region_name=REGION)
-        name = self.cli.stack.control_parameter
-        with pointed_at(self.cli.endpoint_url):
-            if value is not None:
-                ssm.put_parameter(Name=name, Value=json.dumps(value), Type="String", Overwrite=True)
-            return dict(json.loads(ssm.get_parameter(Name=name)["Parameter"]["Value"]))
-
-
-@pytest.fixture
-def members(emulated: tuple[str, Emulation]) -> Iterator[Members]:
-    endpoint_url, _ = emulated
-    name = f"members-{uuid.uuid4().hex[:8]}"
-    boto3.setup_default_session()
-    with pointed_at(endpoint_url):
-        stack = create_stack(name)
-        urgent = create_lane(name, "urgent", state_machine_arn=stack.state_machine_arn, priority=10)
-        glue = create_lane(name, "glue", pool="glue", max_concurrency=2)
-        release = create_release_queue(name)
-        gate = create_gate(name, "crawl", release_queue_url=release, max_concurrency=2)
-        document = json.dumps(
-            {"pools": {"glue": {"max_concurrency": 4}}, "lanes": [urgent, glue], "gates": [gate]}
-        )
-        register_stack(name, stack, max_concurrency=3, lanes=document, release_queue_url=release)
-        yield Members(
-            Cli(endpoint_url, name, stack), {"urgent": urgent, "glue": glue}, gate, document, release
-        )
-
-
-def ok(result: Any) -> Any:
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout) if result.stdout.startswith("{") else result.stdout
+from dispatcher.local.stack import read_all, send_jobs
+from tests.support.members import Members, ok
 
 
 def dead_letter(url: str, body: str, name: str, reason: str) -> None:
+    """Puts ``body`` on dead-letter queue ``url`` as the dispatcher would, with its reason."""
     boto3.client("sqs", region_name=REGION).send_message(
         QueueUrl=url,
         MessageBody=body,

@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 
-from tests.cli.conftest import SCRIPT, Cli
+from tests.support.cli_runner import SCRIPT, Cli
 
 
 def test_pause_wait_returns_only_once_the_tick_in_flight_has_ended_and_then_nothing_starts(cli: Cli) -> None:

@@ -15,6 +15,7 @@ OPTION = re.compile(r"--[a-z][a-z-]*")
 
 
 def help_of(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``--help`` prints for ``arguments`` (it exits 0)."""
     with pytest.raises(SystemExit) as exit_status:
         cli_module.main([*arguments, "--help"])
     assert exit_status.value.code == 0

@@ -26,20 +26,22 @@ from dispatcher.core.jobs import JobRecord, JobState
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import read_all
 from dispatcher.producer import Job
-from tests.cli.conftest import SCRIPT, Cli, crash_once_before
 from tests.support.cli import fail_jobs, run_and_count_wakes, wait_for
+from tests.support.cli_runner import SCRIPT, Cli, crash_once_before
 
 EXECUTE = True
 WAIT_SECONDS = 0
 
 
 def failed(cli: Cli, *arguments: str) -> dict[str, Any]:
+    """`dispatcher failed --json`'s answer."""
     result = cli.run("failed", "--json", *arguments)
     assert result.returncode == 0, result.stderr
     return dict(json.loads(result.stdout))
 
 
 def executions(aws: dict[str, Any], cli: Cli) -> dict[str, dict[str, Any]]:
+    """Every execution of the stack's state machine, described, by name."""
     listed = aws["stepfunctions"].list_executions(stateMachineArn=cli.stack.state_machine_arn)["executions"]
     return {
         item["name"]: aws["stepfunctions"].describe_execution(executionArn=item["executionArn"])
@@ -48,6 +50,7 @@ def executions(aws: dict[str, Any], cli: Cli) -> dict[str, dict[str, Any]]:
 
 
 def queued_jobs(cli: Cli) -> list[dict[str, Any]]:
+    """The jobs on the stack's queue (body and attributes), received and left there."""
     return [
         {
             "body": message["Body"],

@@ -22,9 +22,7 @@ from dispatcher.core.control import Control, GateOverride, LaneOverride, PoolOve
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.stack import read_all, send_jobs
-from tests.cli.test_members import Members, members, ok
-
-__all__ = ["members"]  # the fixture, used by name
+from tests.support.members import Members, ok
 
 
 def test_set_changes_a_lanes_group_limit_live_and_unset_gives_back_the_configured_value(

@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from dispatcher.local.stack import read_all
-from tests.cli.conftest import Cli
 from tests.support.cli import run_and_count_wakes, wakes, woken_stack
+from tests.support.cli_runner import Cli
 
 
 def test_enqueue_wakes_once_after_queueing_from_the_stack_s_output_or_the_environment(

@@ -38,6 +38,7 @@ def backlog() -> list[Job]:
 
 
 def express_machine(run: ScenarioRun) -> dict[str, str]:
+    """An EXPRESS state machine beside the scenario's stack, as a lane's document."""
     arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
         name=f"{run.stack.state_table}-express",
         definition=sample_workflow(1),

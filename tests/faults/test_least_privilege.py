@@ -43,10 +43,12 @@ MAPPING_STATEMENTS = {"EndEventQueue"}
 
 
 def queue_arn(url: str) -> str:
+    """The ARN of the queue at ``url``."""
     return f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{url.rsplit('/', 1)[-1]}"
 
 
 def table_arn(name: str) -> str:
+    """The ARN of table ``name``."""
     return f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{name}"
 
 

@@ -138,4 +138,5 @@ def _tick_until_one_runs(
 
 
 def faulty_aws_endpoint() -> str:
+    """The fault middleware's endpoint that the overlapping tickers call."""
     return os.environ["AWS_ENDPOINT_URL"]

@@ -13,12 +13,14 @@ ARN = "arn:aws:states:us-east-1:123456789012:execution:jobs:"
 
 
 def world(lag: Lag | None = None, max_concurrency: int = 1) -> World:
+    """A world of MAX ``max_concurrency`` with the given list lag."""
     made = World(seed=7, start=START, faults=FaultPlan(lag=lag or Lag()))
     made.max_concurrency = max_concurrency
     return made
 
 
 def start(at: World, name: str, seconds: float = 30.0, *, by_dispatcher: bool = True) -> None:
+    """Notes execution ``name`` started in ``at`` (by the dispatcher, unless said otherwise)."""
     at.started(ARN + name, name, json.dumps({"seconds": seconds}), by_dispatcher=by_dispatcher)
 
 

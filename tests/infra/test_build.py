@@ -12,6 +12,7 @@ from tools.artifact import build
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Lambda artifact, built once per module (one xdist worker at a time)."""
     # pip builds the project in its source tree: two xdist workers building at once collide.
     lock = tmp_path_factory.getbasetemp().parent / "artifact-build.lock"
     with lock.open("w") as held:

@@ -19,15 +19,17 @@ from dispatcher.core.errors import (
 )
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.messages import QueuedMessage
-from tests.integration.conftest import Harness
+from tests.support.moto_harness import Harness
 
 
 @pytest.fixture
 def machine(harness: Harness) -> StateMachine:
+    """The harness's state machine adapter."""
     return StateMachine(harness.sfn, harness.stack.state_machine_arn)
 
 
 def note_list_requests(harness: Harness) -> list[dict[str, Any]]:
+    """Every `ListExecutions` request's parameters, noted as they are made."""
     requests: list[dict[str, Any]] = []
     harness.sfn.meta.events.register(
         "provide-client-params.states.ListExecutions", lambda params, **_: requests.append(dict(params))

@@ -23,9 +23,8 @@ from dispatcher.local.workflows import (
     release_ended,
     set_downstream,
 )
-from tests.integration.conftest import Harness
-from tests.integration.conftest import _harness as make_harness
 from tests.support.harness import lanes, running_of, send
+from tests.support.moto_harness import Harness, make_harness
 
 GLUE = "Glue.ConcurrentRunsExceededException"
 
@@ -38,6 +37,7 @@ def limit_of(harness: Harness, pool: str = "default") -> LimitState | None:
 
 
 def adaptive(harness: Harness, max_concurrency: int, **settings: Any) -> None:
+    """Configures pool default adaptive on the Glue throttle, with ``settings``."""
     lanes(harness, max_concurrency, {"pools": {"default": {"adaptive": {"errors": [GLUE], **settings}}}})
 
 
@@ -48,12 +48,14 @@ def end(harness: Harness, name: str, status: str = "SUCCEEDED", **detail: Any) -
 
 
 def started(harness: Harness) -> list[str]:
+    """The names of the executions the dispatcher started."""
     return [str(call["name"]) for call in harness.starts.calls]
 
 
 def test_a_throttle_signal_cuts_the_limit_and_nothing_starts_until_running_is_below_it(
     harness: Harness, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A throttle signal cuts L, and no start comes until RUNNING is below the new L."""
     adaptive(harness, 8)
     for index in range(20):
         harness.send(json.dumps({"job": index}), group=f"g{index}")

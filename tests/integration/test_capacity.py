@@ -11,8 +11,8 @@ from botocore.awsrequest import AWSResponse
 from freezegun import freeze_time
 
 from dispatcher.adapters.ledger import StartLedgerTable
-from tests.integration.conftest import Harness
 from tests.support.clock import advance
+from tests.support.moto_harness import Harness
 from tests.support.records import starts_at
 
 

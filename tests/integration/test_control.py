@@ -9,8 +9,8 @@ from freezegun import freeze_time
 
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS
 from dispatcher.core.errors import ConfigurationError
-from tests.integration.conftest import Harness
 from tests.support.clock import advance
+from tests.support.moto_harness import Harness
 
 
 def _control(harness: Harness, value: str) -> None:

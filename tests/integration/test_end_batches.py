@@ -13,8 +13,8 @@ import pytest
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
 from dispatcher.local.events import sqs_event
-from tests.integration.conftest import Harness
 from tests.support.harness import still_listed
+from tests.support.moto_harness import Harness
 
 
 def full_then_two_end(harness: Harness) -> list[str]:

@@ -15,8 +15,8 @@ from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import event_from_description
 from dispatcher.local.gates import create_gate, create_release_queue
 from dispatcher.local.server import patient_task_tokens
-from tests.integration.conftest import Harness
 from tests.support.gated import GATE, LONG_SECONDS, SETTLE_SECONDS, Gated, gate_on, wait_until
+from tests.support.moto_harness import Harness
 
 
 @pytest.fixture

@@ -25,9 +25,9 @@ from dispatcher.core.topology import Gate
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import create_lane, read_all
-from tests.integration.conftest import Harness
 from tests.support.crashes import Crash
 from tests.support.gated import GATE, LONG_SECONDS, Gated, gate_on, release_times, wait_until
+from tests.support.moto_harness import Harness
 
 
 @pytest.fixture

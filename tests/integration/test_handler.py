@@ -13,7 +13,7 @@ from dispatcher import handler
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.in_process import LocalContext
 from dispatcher.telemetry import logger
-from tests.integration.conftest import Harness
+from tests.support.moto_harness import Harness
 
 EVENTS = sorted((Path(__file__).parents[2] / "events").glob("*.json"))
 

@@ -15,6 +15,7 @@ from dispatcher.local.account import REGION
 
 @pytest.fixture
 def queue() -> Iterator[tuple[Any, str]]:
+    """An SQS client and a standard queue, in moto."""
     with mock_aws():
         sqs = boto3.client("sqs", region_name=REGION)
         url = sqs.create_queue(QueueName="spool")["QueueUrl"]
@@ -24,6 +25,7 @@ def queue() -> Iterator[tuple[Any, str]]:
 
 
 def visible(sqs: Any, url: str) -> int:
+    """How many messages on ``url`` are visible."""
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
     return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
 

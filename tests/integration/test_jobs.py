@@ -17,8 +17,8 @@ from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.stack import create_lane
 from dispatcher.producer import AlreadyStartedError, Producer
 from tests.infra.template import deployed
-from tests.integration.conftest import Harness
 from tests.support.clock import advance
+from tests.support.moto_harness import Harness
 
 
 def _producer(harness: Harness) -> Producer:

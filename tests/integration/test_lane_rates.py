@@ -13,8 +13,8 @@ from dispatcher.adapters.rate import RateBucket
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import create_lane, read_all
-from tests.integration.conftest import Harness
 from tests.support.harness import lanes, running_of, send
+from tests.support.moto_harness import Harness
 from tests.support.rate_bound import worst_window_excess
 
 ONE_TICK = 10.5

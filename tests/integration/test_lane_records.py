@@ -12,8 +12,8 @@ from dispatcher.adapters.state_items import read_items
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.stack import create_lane
-from tests.integration.conftest import Harness
 from tests.support.harness import lanes, running_of, send
+from tests.support.moto_harness import Harness
 
 
 def two_pools_full(harness: Harness) -> dict[str, Any]:

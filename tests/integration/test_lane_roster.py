@@ -12,18 +12,21 @@ from dispatcher.core.lane_rosters import KeptRoster, packed
 from dispatcher.core.rosters import RosterEntry
 from dispatcher.core.tenants import Hold, held_key
 from dispatcher.core.topology import DEFAULT, Lane
-from tests.integration.conftest import Harness
+from tests.support.moto_harness import Harness
 
 
 def lane(harness: Harness) -> Lane:
+    """The harness's default lane."""
     return Lane(DEFAULT, DEFAULT, harness.stack.queue_url, "d.fifo", harness.stack.state_machine_arn)
 
 
 def table(harness: Harness, kept: dict[str, KeptRoster] | None = None) -> LaneRosterTable:
+    """The lane roster adapter over the harness's state table."""
     return LaneRosterTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn, kept)
 
 
 def entries(harness: Harness, *names: str, at: float = 1_000.0) -> list[RosterEntry]:
+    """Roster entries of the default lane for ``names``, packed as the adapter writes them."""
     arn = harness.stack.state_machine_arn
     return packed(
         RosterEntry(member=DEFAULT, name=name, recorded_at=at, state_machine_arn=arn, group=f"g-{name}")
@@ -32,6 +35,7 @@ def entries(harness: Harness, *names: str, at: float = 1_000.0) -> list[RosterEn
 
 
 def items(harness: Harness) -> list[dict[str, Any]]:
+    """Every item of the lane roster's partition."""
     response = harness.dynamodb.query(
         TableName=harness.stack.state_table,
         KeyConditionExpression="pk = :pk",
@@ -42,10 +46,12 @@ def items(harness: Harness) -> list[dict[str, Any]]:
 
 
 def kinds(harness: Harness) -> list[str]:
+    """The kinds of the roster partition's items, sorted."""
     return sorted(item["kind"]["S"] for item in items(harness))
 
 
 def names(roster: LaneRosterTable, harness: Harness) -> list[str]:
+    """The names on the roster as ``roster`` reads it back."""
     return sorted(entry.name for entry in roster.read(lane(harness)).entries)
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.stack import create_lane
-from tests.integration.conftest import Harness
 from tests.support.harness import lanes, send, throttle_every_start
+from tests.support.moto_harness import Harness
 
 
 def three_lanes(harness: Harness, max_concurrency: int, jobs: int) -> list[dict[str, Any]]:

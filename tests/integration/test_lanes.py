@@ -12,11 +12,12 @@ from freezegun import freeze_time
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import create_lane, read_all
-from tests.integration.conftest import Harness
 from tests.support.harness import lanes, running_in_moto, running_of, send
+from tests.support.moto_harness import Harness
 
 
 def visible(url: str) -> int:
+    """How many messages on ``url`` are visible."""
     attributes = boto3.client("sqs", region_name=REGION).get_queue_attributes(
         QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
     )["Attributes"]

@@ -14,11 +14,12 @@ from dispatcher.adapters.state_items import partition
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.events import EndedExecution
-from tests.integration.conftest import Harness
+from tests.support.moto_harness import Harness
 from tests.support.records import starts_at
 
 
 def state_table(harness: Harness, arn: str | None = None, table: str | None = None) -> StartLedgerTable:
+    """The start ledger over the harness's state table (or ``table``), for ``arn``."""
     return StartLedgerTable(
         harness.dynamodb, table or harness.stack.state_table, arn or harness.stack.state_machine_arn
     )

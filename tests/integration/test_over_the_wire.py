@@ -11,19 +11,21 @@ from collections.abc import Iterator
 import pytest
 
 from dispatcher.local.server import moto_server
-from tests.integration.conftest import Harness, _harness
+from tests.support.moto_harness import Harness, make_harness
 
 
 @pytest.fixture(scope="module")
 def endpoint_url() -> Iterator[str]:
+    """A moto server on a real socket, for the module."""
     with moto_server(loopback=False) as url:
         yield url
 
 
 @pytest.fixture
 def wire(endpoint_url: str, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    """A harness whose calls go over the wire to the moto server."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint_url)
-    return _harness(monkeypatch, wait_seconds=1)
+    return make_harness(monkeypatch, wait_seconds=1)
 
 
 def test_handler_drains_backlog_over_http_under_the_cap_in_order(wire: Harness) -> None:

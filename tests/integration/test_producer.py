@@ -22,6 +22,7 @@ from dispatcher.producer import BATCH_PAYLOAD_LIMIT, Job, JobRejectedError, Prod
 
 @pytest.fixture
 def sqs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An SQS client in moto, with test credentials."""
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(key, value)
     atomic_sqs()
@@ -31,6 +32,7 @@ def sqs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 @pytest.fixture
 def queue_url(sqs: Any) -> str:
+    """A FIFO queue that takes 1 MiB messages."""
     return str(
         sqs.create_queue(
             QueueName="jobs.fifo", Attributes={"FifoQueue": "true", "MaximumMessageSize": "1048576"}

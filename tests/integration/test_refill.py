@@ -12,8 +12,8 @@ import pytest
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.events import EndedExecution
-from tests.integration.conftest import Harness
 from tests.support.harness import still_listed
+from tests.support.moto_harness import Harness
 
 
 def full_then_one_ends(harness: Harness, max_concurrency: int = 2) -> str:
@@ -110,6 +110,7 @@ def test_event_tick_records_the_end_in_the_state_table(harness: Harness) -> None
 
 
 def list_calls(harness: Harness) -> list[str]:
+    """A list that gets an entry per `ListExecutions` call."""
     calls: list[str] = []
     harness.on("before-call.states.ListExecutions", lambda **_: calls.append("list"))
     return calls

@@ -15,11 +15,12 @@ from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.state_items import read_items
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
-from tests.integration.conftest import Harness
 from tests.support.harness import throttle_every_start
+from tests.support.moto_harness import Harness
 
 
 def count_calls(harness: Harness) -> Counter[str]:
+    """Every AWS call the harness makes, counted by operation."""
     calls: Counter[str] = Counter()
 
     def note(model: Any, **_: Any) -> None:

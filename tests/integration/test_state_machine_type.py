@@ -8,13 +8,14 @@ import pytest
 from moto import mock_aws
 
 from dispatcher.core.errors import ConfigurationError
-from tests.integration.conftest import Harness, _harness
+from tests.support.moto_harness import Harness, make_harness
 
 
 @pytest.fixture
 def express_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    """A harness whose state machine is EXPRESS."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": False}}):
-        yield _harness(monkeypatch, state_machine_type="EXPRESS")
+        yield make_harness(monkeypatch, state_machine_type="EXPRESS")
 
 
 def test_tick_refuses_express_state_machine(express_harness: Harness) -> None:

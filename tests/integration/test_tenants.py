@@ -12,7 +12,7 @@ from dispatcher.adapters.lane_roster_items import ENTRIES_KIND
 from dispatcher.core.tenants import HOLD_SECONDS, held_key
 from dispatcher.core.topology import DEFAULT, Lane
 from dispatcher.producer import Producer
-from tests.integration.conftest import Harness
+from tests.support.moto_harness import Harness
 
 
 def send_jobs(harness: Harness, group: str, count: int, prefix: str | None = None) -> list[str]:
@@ -24,10 +24,12 @@ def send_jobs(harness: Harness, group: str, count: int, prefix: str | None = Non
 
 
 def group_of(job: str) -> str:
+    """The message group a job's name says (``group-n`` → ``group``)."""
     return job.rsplit("-", 1)[0]
 
 
 def roster_items(harness: Harness, member: str = "default") -> list[dict[str, Any]]:
+    """The items of ``member``'s roster partition."""
     partition = inside_partition(harness.stack.state_machine_arn, member)
     response = harness.dynamodb.query(
         TableName=harness.stack.state_table,

@@ -15,8 +15,8 @@ from dispatcher.core.errors import ConfigurationError
 from dispatcher.in_process import LocalContext
 from dispatcher.producer import Job
 from tests.inputs import json_of_size
-from tests.integration.conftest import Harness
 from tests.support.clock import advance
+from tests.support.moto_harness import Harness
 
 
 def test_tick_starts_max_minus_running(harness: Harness) -> None:

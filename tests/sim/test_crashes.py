@@ -26,9 +26,9 @@ from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, Job
 from tests.faults.crash_course import crash_course
 from tests.faults.jobs import POISON_KINDS
 from tests.faults.scenario import Scenario
-from tests.sim.conftest import function
 from tests.support.crashes import CRASH_POINTS, CrashPlan
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.deployment import function
 from tests.support.sim.function import TIMEOUT_SECONDS
 from tests.support.sim.sqs import VISIBILITY_TIMEOUT_SECONDS
 

@@ -21,9 +21,9 @@ from dispatcher.settings import variable
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.warm import WarmState
-from tests.integration.conftest import Harness
-from tests.sim.conftest import settings
+from tests.support.moto_harness import Harness
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.deployment import settings
 from tests.support.sim.scheduler import SimPool
 
 pytestmark = pytest.mark.no_cover
@@ -87,6 +87,7 @@ def in_memory() -> tuple[Counter[str], int]:
 
 
 def per_start(calls: Counter[str], starts: int) -> dict[str, float]:
+    """Each operation's calls a start."""
     return {operation: count / starts for operation, count in sorted(calls.items())}
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from dispatcher.core.batching import PROBE_EVERY, ROUND_SIZE, SQS_BATCH_LIMIT
-from tests.sim.conftest import function
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.deployment import function
 
 pytestmark = pytest.mark.no_cover
 """Scale and whole runs of the in-memory AWS: untraced (tracing doubles a test's CPU time, and the

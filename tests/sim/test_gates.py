@@ -14,9 +14,9 @@ import pytest
 from dispatcher.core.quotas import step_functions
 from dispatcher.core.rosters import CHECK_AFTER_SECONDS
 from dispatcher.core.topology import DEFAULT
-from tests.sim.conftest import settings
 from tests.support.plans import EventPlan, Lag
 from tests.support.sim.aws import InMemoryAws, SimGate
+from tests.support.sim.deployment import settings
 from tests.support.sim.function import EventSourceMapping, Function
 from tests.support.sim.gated import GatedExecutions, GatedWorkload
 

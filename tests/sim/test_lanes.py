@@ -19,10 +19,10 @@ from dispatcher.core.topology import DEFAULT
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.warm import WarmState
-from tests.sim.conftest import settings
 from tests.support.plans import EventPlan, Lag
 from tests.support.rate_bound import worst_window_excess
 from tests.support.sim.aws import InMemoryAws, SimLane
+from tests.support.sim.deployment import settings
 from tests.support.sim.function import EventSourceMapping, Function
 from tests.support.sim.scheduler import SimPool
 

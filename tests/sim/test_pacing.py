@@ -11,11 +11,11 @@ from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.pacing import Paces
 from dispatcher.tick.count import Counter, Records
 from dispatcher.tick.warm import WarmState
-from tests.sim.conftest import backlog, function
 from tests.support.plans import EventPlan, Lag
 from tests.support.records import starts_at
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.checks import every_job_started_once_in_order, in_process
+from tests.support.sim.deployment import backlog, function
 from tests.support.sim.dynamodb import LedgerView
 from tests.support.sim.function import EventSourceMapping
 

@@ -15,11 +15,11 @@ import pytest
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
 from dispatcher.core.quotas import Bucket
 from dispatcher.tick.policy import LOOP_INTERVAL_SECONDS
-from tests.sim.conftest import backlog, function
 from tests.support.plans import EventPlan, Lag
 from tests.support.sim.api import LiveBucket
 from tests.support.sim.aws import InMemoryAws
 from tests.support.sim.checks import every_job_started_once_in_order
+from tests.support.sim.deployment import backlog, function
 from tests.support.sim.function import EventSourceMapping
 
 pytestmark = pytest.mark.no_cover

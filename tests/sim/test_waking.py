@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from tests.sim.conftest import function
 from tests.support.sim.aws import InMemoryAws
+from tests.support.sim.deployment import function
 from tests.support.sim.function import EventSourceMapping
 
 pytestmark = pytest.mark.no_cover

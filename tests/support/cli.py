@@ -13,7 +13,7 @@ import boto3
 from dispatcher.local.account import REGION
 from dispatcher.local.stack import Stack, create_stack, read_all, register_stack, send_jobs
 from dispatcher.local.workflows import set_downstream
-from tests.cli.conftest import Cli
+from tests.support.cli_runner import Cli
 
 
 def fail_jobs(cli: Cli, jobs: list[tuple[str, str]]) -> None:
@@ -53,6 +53,7 @@ def wait_for(condition: Callable[[], Any], timeout: float = 180.0, what: str = "
 
 
 def spooled(aws: dict[str, Any], cli: Cli) -> int:
+    """How many failures the stack's spool queue holds (visible or not)."""
     attributes = aws["sqs"].get_queue_attributes(
         QueueUrl=cli.stack.spool_queue_url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],

@@ -13,10 +13,12 @@ from dispatcher.core.messages import (
 def message(
     body: str = "{}", *, message_id: str = "m-1", group: str = "g", **fields: object
 ) -> QueuedMessage:
+    """A received job with ``body``."""
     return QueuedMessage(message_id=message_id, receipt_handle="r", body=body, group_id=group, **fields)
 
 
 def status_change(**detail: object) -> dict[str, object]:
+    """An EventBridge execution status change event with ``detail``."""
     return {
         "version": "0",
         "detail-type": "Step Functions Execution Status Change",

@@ -12,7 +12,7 @@ from dispatcher.core.events import RELEASE_KEY
 from dispatcher.core.executions import execution_arn
 from dispatcher.local.events import sqs_event
 from dispatcher.local.gates import create_gate, create_release_queue
-from tests.integration.conftest import Harness
+from tests.support.moto_harness import Harness
 
 GATE = "crawl"
 SETTLE_SECONDS = 20.0

@@ -13,14 +13,16 @@ import boto3
 from botocore.exceptions import ClientError
 
 from dispatcher.local.account import ACCOUNT_ID, REGION
-from tests.integration.conftest import Harness
+from tests.support.moto_harness import Harness
 
 
 def lanes(harness: Harness, max_concurrency: int, document: dict[str, Any]) -> None:
+    """Configures the harness with MAX and a ``LANES`` document."""
     harness.configure(max_concurrency, lanes=json.dumps(document))
 
 
 def send(url: str, jobs: list[str], *, group: str | None = None) -> None:
+    """Queues ``jobs`` on ``url``, one message each (each its own group unless ``group``)."""
     sqs = boto3.client("sqs", region_name=REGION)
     for job in jobs:
         sqs.send_message(

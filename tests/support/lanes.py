@@ -11,10 +11,12 @@ ACCOUNT = "123456789012"
 
 
 def arn(name: str) -> str:
+    """A state machine ARN called ``name``."""
     return f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:{name}"
 
 
 def queue(name: str) -> str:
+    """A FIFO queue URL called ``name``."""
     return f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/{name}.fifo"
 
 
@@ -28,6 +30,7 @@ ENVIRONMENT_LANE = Lane(
 
 
 def lane(name: str, machine: str | None = None, **more: Any) -> dict[str, Any]:
+    """A lane's document, its queues named after it."""
     return {
         "name": name,
         "queue_url": queue(name),
@@ -38,4 +41,5 @@ def lane(name: str, machine: str | None = None, **more: Any) -> dict[str, Any]:
 
 
 def parse(document: Any) -> Any:
+    """``document`` parsed as ``LANES`` beside the environment's lane, MAX 10."""
     return parse_lanes(json.dumps(document), ENVIRONMENT_LANE, 10)

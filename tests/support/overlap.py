@@ -79,6 +79,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def ticker(
     endpoint_url: str, stack: Stack, max_concurrency: int, *arguments: str, **settings: Any
 ) -> subprocess.Popen[str]:
+    """A `dispatcher tick --loop` process against ``endpoint_url``."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         **FAKE_CREDENTIALS,
@@ -111,6 +112,7 @@ def start_together(processes: list[subprocess.Popen[str]]) -> None:
 
 
 def reports_of(process: subprocess.Popen[str], timeout: float = 60) -> list[dict[str, Any]]:
+    """The tick reports ``process`` printed, after it exited 0."""
     out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, err[-2000:]
     return [
@@ -143,6 +145,7 @@ def real_time(middleware: FaultyAws, world: World) -> Iterator[None]:
 
 
 def send_jobs(stack: Stack, jobs: int, seconds: float) -> list[str]:
+    """Queues ``jobs`` jobs that run ``seconds`` each; their names."""
     sqs = boto3.client("sqs", region_name=REGION)
     names = []
     for job in range(jobs):

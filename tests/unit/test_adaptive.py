@@ -30,6 +30,7 @@ LANE = {
 
 
 def lanes(pools: object) -> str:
+    """``LANES`` with ``pools`` and one lane."""
     return json.dumps({"pools": pools, "lanes": [LANE]})
 
 

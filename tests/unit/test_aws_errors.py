@@ -10,6 +10,7 @@ from dispatcher.core.errors import ConfigurationError, TransientError
 
 
 def client_error(code: str, status: int = 400) -> ClientError:
+    """A botocore `ClientError` with ``code`` and HTTP ``status``."""
     return ClientError(
         {
             "Error": {"Code": code, "Message": f"{code} happened"},

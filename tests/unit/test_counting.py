@@ -22,6 +22,7 @@ NOW = 1_800_000_000.0
 
 
 def record(name: str, age: float) -> LedgerStart:
+    """A start record ``age`` seconds old."""
     return LedgerStart(name=name, recorded_at=NOW - age, sort_key=f"{NOW - age}#{name}")
 
 
@@ -37,12 +38,14 @@ def test_free_slots_is_max_minus_running_never_negative(
 
 
 def listing(*names: str, complete: bool = True, age: float = 0.0, **redriven: float) -> RunningListing:
+    """A RUNNING listing of ``names`` (``redriven``: name → seconds since its redrive)."""
     executions: dict[str, float | None] = dict.fromkeys(names)
     executions.update({name: NOW - ago for name, ago in redriven.items()})
     return RunningListing(executions=executions, complete=complete, listed_at=NOW - age)
 
 
 def ended(name: str, ago: float) -> EndedExecution:
+    """An end of ``name``, ``ago`` seconds ago."""
     return EndedExecution(name=name, stopped_at=NOW - ago)
 
 

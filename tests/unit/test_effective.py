@@ -11,6 +11,7 @@ ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 
 
 def topology() -> Topology:
+    """A pool with a group-limited lane, a fair-share bounded lane and a plain one."""
     default = Lane(DEFAULT, DEFAULT, "q.fifo", "d.fifo", ARN + "jobs", max_per_group=2)
     tenants = Lane("tenants", DEFAULT, "t.fifo", "td.fifo", ARN + "t", fair_share=True, max_wait_seconds=60)
     plain = Lane("plain", DEFAULT, "p.fifo", "pd.fifo", ARN + "p")

@@ -31,6 +31,7 @@ TOKEN = "task-token"
 
 
 def request(name: str, token: str = TOKEN, machine: str = GATED, **more: object) -> str:
+    """A gate request's body for execution ``name``."""
     return json.dumps({"token": token, "execution": execution_arn(machine, name), **more})
 
 

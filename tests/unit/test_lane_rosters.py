@@ -10,6 +10,7 @@ MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
 
 
 def entries(*names: str, at: float = 10.0, member: str = "tenants") -> list[RosterEntry]:
+    """Roster entries of ``member`` for ``names``."""
     return [
         RosterEntry(member=member, name=name, recorded_at=at, state_machine_arn=MACHINE, group=f"g-{name}")
         for name in names

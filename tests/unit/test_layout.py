@@ -21,6 +21,7 @@ IMPURE = frozenset(
 
 
 def module_name(path: Path) -> str:
+    """The dotted module name of ``path``."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

@@ -112,6 +112,7 @@ def test_two_state_machines_of_one_account_and_region_spend_one_set_of_paces() -
 
 
 def record(name: str, at: float) -> LedgerStart:
+    """A start record at ``at``."""
     return LedgerStart(name=name, recorded_at=at, sort_key=f"{at:017.6f}#{name}")
 
 

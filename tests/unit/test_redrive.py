@@ -15,6 +15,7 @@ ARN = "arn:aws:states:us-east-1:123456789012:execution:jobs:order-1"
 
 
 def redrive_message(**attributes: dict[str, str]) -> QueuedMessage:
+    """A redrive request as the CLI queues it, with ``attributes`` changed."""
     given = {
         "ExecutionName": {"DataType": "String", "StringValue": "order-1"},
         "DispatchAction": {"DataType": "String", "StringValue": "redrive"},

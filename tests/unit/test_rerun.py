@@ -45,6 +45,7 @@ def event(  # noqa: PLR0913 — one keyword per field of the event
     error: str | None = "Api.Unavailable",
     execution_input: str | None = '{"order": 1}',
 ) -> str:
+    """A status change event of a rerun-able failure."""
     return json.dumps(
         {
             "detail-type": "Step Functions Execution Status Change",
@@ -66,6 +67,7 @@ def event(  # noqa: PLR0913 — one keyword per field of the event
 
 
 def held(body: str, message_id: str = "s-1") -> Held:
+    """A spooled message with ``body``."""
     return Held(message_id=message_id, receipt_handle=f"r-{message_id}", body=body, hidden_until=NOW)
 
 
@@ -140,6 +142,7 @@ def test_restart_names_are_derived_deterministically_within_80_characters() -> N
 
 
 def spooled(**fields: object) -> Spooled:
+    """A spooled failure of the event with ``fields``."""
     failure = parse_failure(event(**fields))  # type: ignore[arg-type]
     assert failure is not None
     return Spooled(failure, [held(event(**fields))])  # type: ignore[arg-type]
@@ -148,6 +151,7 @@ def spooled(**fields: object) -> Spooled:
 def state(
     status: str = "FAILED", count: int = 0, execution_input: str | None = '{"order": 1}'
 ) -> ExecutionState:
+    """What `DescribeExecution` says of the failed execution."""
     return ExecutionState(status=status, redrive_count=count, input=execution_input)
 
 
@@ -222,6 +226,7 @@ def test_the_group_is_the_option_else_the_recorded_one_else_its_own() -> None:
 
 
 def dead_letter(reason: str | None, name: str | None = None, dedup: str = "source-id") -> Held:
+    """A dead letter with ``reason`` (and its execution ``name``)."""
     attributes: dict[str, dict[str, str]] = {"Tenant": {"DataType": "String", "StringValue": "t-1"}}
     if reason is not None:
         attributes["DispatchError"] = {"DataType": "String", "StringValue": reason}

@@ -28,6 +28,7 @@ TOKEN = "task-token"
 
 
 def admission(name: str, at: float = NOW, token: str = TOKEN, *, done: bool = True) -> GateEntry:
+    """Gate ``g``'s admission of ``name`` at ``at``."""
     return GateEntry(
         member="g",
         name=name,

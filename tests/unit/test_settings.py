@@ -12,6 +12,7 @@ ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"
 
 @pytest.fixture
 def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The contract's five variables set."""
     monkeypatch.setenv("QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo")
     monkeypatch.setenv("DEAD_LETTER_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/dlq.fifo")
     monkeypatch.setenv("STATE_MACHINE_ARN", ARN)

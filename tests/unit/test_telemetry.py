@@ -26,6 +26,7 @@ PROBE = textwrap.dedent(
 
 
 def probe(**environment: str) -> str:
+    """What a fresh interpreter's telemetry says with ``environment``."""
     clean = {
         key: value for key, value in os.environ.items() if not key.startswith(("POWERTOOLS_", "LAMBDA_"))
     }

@@ -34,6 +34,7 @@ def jobs(*groups: str) -> list[QueuedMessage]:
 
 
 def ids(messages: Any) -> list[str]:
+    """The message IDs of ``messages``."""
     return [getattr(each, "message", each).message_id for each in messages]
 
 
@@ -170,6 +171,7 @@ def test_a_malformed_group_setting_names_its_field(document: Any, message: str) 
 
 
 def environment(**more: str) -> dict[str, str]:
+    """The contract's variables with ``more``."""
     return {
         "QUEUE_URL": queue("jobs"),
         "DEAD_LETTER_QUEUE_URL": queue("dead-letters"),

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from dispatcher import handler
 from dispatcher.core.executions import execution_arn
@@ -176,7 +175,8 @@ class Harness:
         return dict(by_group)
 
 
-def _harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
+def make_harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
+    """A dispatcher deployment in this process's moto (mocked by the caller), at MAX 5."""
     atomic_sqs()
     atomic_item_updates()
     patient_task_tokens()
@@ -184,19 +184,3 @@ def _harness(monkeypatch: pytest.MonkeyPatch, **stack_options: Any) -> Harness:
     harness = Harness(create_stack(**stack_options), monkeypatch, starts)
     harness.configure(5)
     return harness
-
-
-@pytest.fixture
-def harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    """In-process moto; executions stay RUNNING until a test ends them."""
-    # moto's execution switch is global to the process: say explicitly that it is off,
-    # whatever an earlier test (or server) left it at.
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": False}}):
-        yield _harness(monkeypatch)
-
-
-@pytest.fixture
-def executing_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    """In-process moto with state machines really running (a short Wait, then Succeed)."""
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        yield _harness(monkeypatch, wait_seconds=1)
