@@ -21,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 
 LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
 
-.PHONY: demo demo-lanes demo-gates demo-tenants demo-adaptive local test bench lint typecheck template-lint unit integration infra soak validate build clean
+.PHONY: demo demo-lanes demo-gates demo-tenants demo-adaptive local test bench lint typecheck template-lint complexity unit integration infra soak validate build clean
 
 $(DEV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -80,7 +80,7 @@ local: $(LOCAL_STAMP)
 # Work stealing keeps the three busy to the end (a few tests take 10-20 s).
 TEST_WORKERS ?= 3
 
-test: lint typecheck template-lint
+test: lint typecheck template-lint complexity
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --cov --cov-branch --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
@@ -92,6 +92,10 @@ typecheck: $(DEV_STAMP)
 
 template-lint: $(DEV_STAMP)
 	$(BIN)/cfn-lint template.yaml
+
+## complexity: radon's grades of dispatcher/ within the budget (tools/complexity.py)
+complexity: $(DEV_STAMP)
+	$(BIN)/python -m tools.complexity
 
 unit: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
