@@ -20,7 +20,7 @@ def emf_bytes() -> tuple[int, int]:
     lane = Lane(
         DEFAULT, DEFAULT, "jobs.fifo", "dead-letters.fifo", "arn:aws:states:us-east-1:1:stateMachine:jobs"
     )
-    topology = Topology(pools=(PoolLimit(DEFAULT, MAX_CONCURRENCY),), lanes=(lane,))
+    topology = Topology(pools=(PoolLimit(DEFAULT, MAX_CONCURRENCY),), members=(lane,))
     sizes = []
     for report in (
         TickReport(stopped=StopReason.BUSY),

@@ -48,7 +48,7 @@ from dispatcher.core.jobs import (
 )
 from dispatcher.core.messages import group_problem
 from dispatcher.core.rerun import restart_name
-from dispatcher.core.topology import DEFAULT, Lane, Topology, parse_lanes
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Topology, parse_lanes
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -135,13 +135,13 @@ class Jobs:
     def lane(self, name: str | None) -> Lane:
         """Lane ``name`` (None: ``default``); `UnknownLaneError` for one the dispatcher hasn't."""
         wanted = name or DEFAULT
-        if wanted in self._topology.names:
-            return self._topology.lane(wanted)
-        if wanted in self._topology.gate_names:
+        if wanted in self._topology.names(Lane):
+            return self._topology.member(wanted, Lane)
+        if wanted in self._topology.names(Gate):
             raise UnknownLaneError(
                 f"{wanted} is a gate, not a lane: jobs are followed and cancelled on lanes"
             )
-        known = ", ".join(self._topology.names)
+        known = ", ".join(self._topology.names(Lane))
         raise UnknownLaneError(f"no such lane: {wanted} (lanes: {known})")
 
     def _machine(self, lane: Lane) -> StateMachine:

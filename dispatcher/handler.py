@@ -18,7 +18,7 @@ from dispatcher.core.control import Control, max_source, stale_keys
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news, wake_deadline
 from dispatcher.core.outcomes import Counts
-from dispatcher.core.topology import Topology
+from dispatcher.core.topology import Gate, Topology
 from dispatcher.settings import Settings, load_settings, read_variables
 from dispatcher.telemetry import capture_lambda_handler, emit_per, logger, metrics
 from dispatcher.tick.figures import Figure, figures, news_figures
@@ -158,7 +158,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             # Whether the operator paused is unknown: start nothing, the next tick reads again.
             logger.warning("could not read the control parameter", extra={"reason": str(error)})
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
-            gates = {gate.name: Counts() for gate in configured.gates}
+            gates = {gate.name: Counts() for gate in configured.members_of(kind=Gate)}
             return TickReport(stopped=StopReason.THROTTLED, gates=gates).as_dict()
         topology = steered(settings, control, configured)
         service = build_dispatcher(settings, topology, context, configured)

@@ -21,7 +21,7 @@ from dispatcher.cli.members import chosen_member
 from dispatcher.cli.output import table
 from dispatcher.core.control import steer
 from dispatcher.core.rosters import group_counts
-from dispatcher.core.topology import GATE, LANE, Member, Topology
+from dispatcher.core.topology import GATE, LANE, Gate, Lane, Member, Topology
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,8 @@ class GroupRow:
 
 def members_with_groups(topology: Topology, chosen: tuple[str, str] | None) -> list[Member]:
     """The members whose groups are counted (tenant lanes and every gate), or the one chosen."""
-    members: list[Member] = [lane for lane in topology.lanes if lane.tenants]
-    members += list(topology.gates)
+    members: list[Member] = [lane for lane in topology.members_of(kind=Lane) if lane.tenants]
+    members += list(topology.members_of(kind=Gate))
     if chosen is None:
         return members
     kind, name = chosen

@@ -17,7 +17,7 @@ from dispatcher.cli.status_view import settings_text
 from dispatcher.core.control import Control
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import Topology
+from dispatcher.core.topology import Gate, Lane, Topology
 from dispatcher.settings import (
     DASHBOARD_OUTPUT,
     GATED_WORKFLOW_POLICY_OUTPUT,
@@ -56,7 +56,7 @@ def members(topology: Topology | None, release_queue_url: str | None) -> dict[st
             "dead_letter_queue_url": lane.dead_letter_queue_url,
             "state_machine_arn": lane.state_machine_arn,
         }
-        for lane in topology.lanes
+        for lane in topology.members_of(kind=Lane)
     ]
     gates = [
         {
@@ -67,7 +67,7 @@ def members(topology: Topology | None, release_queue_url: str | None) -> dict[st
             "state_machine_arn": gate.state_machine_arn,
             "release_queue_url": release_queue_url,
         }
-        for gate in topology.gates
+        for gate in topology.members_of(kind=Gate)
     ]
     return {"lanes": lanes, "gates": gates}
 
@@ -107,7 +107,9 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         }
         out.write(json.dumps(document) + "\n")
         return 0
-    laned = topology is not None and (len(topology.lanes) > 1 or bool(topology.gates))
+    laned = topology is not None and (
+        len(topology.members_of(kind=Lane)) > 1 or bool(topology.members_of(kind=Gate))
+    )
     keys = _output_keys(outputs, laned=laned)
     width = max((len(key) for key in keys), default=0)
     out.write(f"stack {args.stack} in {region} ({stack.status})\n")

@@ -10,7 +10,7 @@ import argparse
 
 from dispatcher.cli.config import Resources
 from dispatcher.cli.errors import UsageError
-from dispatcher.core.topology import Member, PoolLimit, Topology
+from dispatcher.core.topology import Gate, Lane, Member, PoolLimit, Topology
 
 KINDS = ("pool", "lane", "gate")
 
@@ -48,8 +48,8 @@ def names_of(topology: Topology, kind: str) -> list[str]:
     if kind == "pool":
         return [pool.name for pool in topology.pools]
     if kind == "lane":
-        return list(topology.names)
-    return list(topology.gate_names)
+        return list(topology.names(Lane))
+    return list(topology.names(Gate))
 
 
 def unknown_member(kind: str, name: str, topology: Topology) -> UsageError:
@@ -71,7 +71,10 @@ def member(resources: Resources, kind: str, name: str) -> PoolLimit | Member:
     topology = resources.topology()
     found: dict[str, PoolLimit | Member] = {pool.name: pool for pool in topology.pools}
     if kind != "pool":
-        found = {each.name: each for each in (topology.lanes if kind == "lane" else topology.gates)}
+        found = {
+            each.name: each
+            for each in (topology.members_of(kind=Lane) if kind == "lane" else topology.members_of(kind=Gate))
+        }
     if name not in found:
         raise unknown_member(kind, name, topology)
     return found[name]
@@ -85,7 +88,7 @@ def lane_or_gate(args: argparse.Namespace, resources: Resources) -> Member | Non
     kind, name = chosen
     topology = resources.topology()
     try:
-        return topology.gate(name) if kind == "gate" else topology.lane(name)
+        return topology.member(name, Gate) if kind == "gate" else topology.member(name, Lane)
     except KeyError:
         raise unknown_member(kind, name, topology) from None
 

@@ -17,7 +17,7 @@ from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.errors import DispatcherError
 from dispatcher.core.executions import state_machine_of
 from dispatcher.core.rerun import Destination, Origin, Spooled, destination
-from dispatcher.core.topology import DEFAULT
+from dispatcher.core.topology import DEFAULT, Lane
 
 LANE_SETTINGS = ("queue_url", "dead_letter_queue_url", "state_machine_arn")
 
@@ -51,7 +51,7 @@ def configured_lanes(resources: Resources) -> Lanes:
     """The lanes (without the default lane's state machine and no ``LANES``: lane default alone)."""
     if resources.unset(LANE_SETTINGS) is not None:
         return Lanes({DEFAULT: resources.queue_url or ""}, {}, (DEFAULT,))
-    lanes = resources.topology().lanes
+    lanes = resources.topology().members_of(kind=Lane)
     of_machine: dict[str, list[str]] = {}
     for lane in lanes:
         of_machine.setdefault(lane.state_machine_arn, []).append(lane.name)

@@ -75,7 +75,7 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     running = {arn: len(listing.executions) for arn, listing in listings.items()}
     inside = {gate.name: gate.inside for gate in gates}
     pools = [_pool(topology, pool, running, inside) for pool in topology.pools]
-    lanes = [_lane(aws, lane, topology, _of(shown, lane)) for lane in topology.lanes]
+    lanes = [_lane(aws, lane, topology, _of(shown, lane)) for lane in topology.members_of(kind=Lane)]
     oldest = listings[topology.default_lane.state_machine_arn].oldest_started_at
     default_pool = next(pool for pool in pools if pool.name == DEFAULT)
     default_lane = next(lane for lane in lanes if lane.name == DEFAULT)
@@ -170,12 +170,12 @@ def _gates(
     aws: Aws, resources: Resources, topology: Topology, shown: dict[tuple[str, str, str], dict[str, Any]]
 ) -> list[GateStatus]:
     """Each gate: who is inside (its admissions in the state table), who waits (its queue), dead letters."""
-    if not topology.gates:
+    if not topology.members_of(kind=Gate):
         return []
     table = RosterTable(
         aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
     )
-    return [_gate(aws, table, gate, topology, _of(shown, gate)) for gate in topology.gates]
+    return [_gate(aws, table, gate, topology, _of(shown, gate)) for gate in topology.members_of(kind=Gate)]
 
 
 def _gate(aws: Aws, table: RosterTable, gate: Gate, topology: Topology, shown: dict[str, Any]) -> GateStatus:

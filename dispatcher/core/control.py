@@ -187,8 +187,8 @@ def stale_keys(topology: Topology, control: Control | None) -> tuple[str, ...]:
         return ()
     pool_names = {pool.name for pool in topology.pools}
     stale = [f"pools.{pool}" for pool in control.pools if pool not in pool_names]
-    stale += [f"lanes.{lane}" for lane in control.lanes if lane not in topology.names]
-    stale += [f"gates.{gate}" for gate in control.gates if gate not in topology.gate_names]
+    stale += [f"lanes.{lane}" for lane in control.lanes if lane not in topology.names(Lane)]
+    stale += [f"gates.{gate}" for gate in control.gates if gate not in topology.names(Gate)]
     return tuple(stale)
 
 
@@ -214,13 +214,13 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
     for pool in topology.pools:
         override = control if pool.name == DEFAULT else control.pools.get(pool.name, PoolOverride())
         pools.append(_adapting(_overridden(pool, override), control.pools.get(pool.name)))
-    lanes = tuple(_steered_lane(topology, lane, control, name) for lane in topology.lanes)
+    lanes = tuple(_steered_lane(topology, lane, control, name) for lane in topology.members_of(kind=Lane))
     gates = tuple(
         _shared(_overridden(gate, override), override)
-        for gate in topology.gates
+        for gate in topology.members_of(kind=Gate)
         for override in [control.gates.get(gate.name, GateOverride())]
     )
-    return replace(topology, pools=tuple(pools), lanes=lanes, gates=gates)
+    return replace(topology, pools=tuple(pools), members=(*lanes, *gates))
 
 
 def _steered_lane(topology: Topology, lane: Lane, control: Control, name: str) -> Lane:

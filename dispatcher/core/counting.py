@@ -15,7 +15,7 @@ from dispatcher.core.adaptive import LimitState
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
 from dispatcher.core.jobs import Cancellations
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Gate, PoolLimit, Topology
 
 LIST_PAGE_SIZE = 1000
 """Every ListExecutions page asks for the most AWS returns: a call costs one token of a
@@ -210,7 +210,7 @@ def pool_count(
     adaptive pool's limit and MAX otherwise (`PoolLimit.ceiling`); 0 halted.
     """
     count = sum(running[arn] for arn in topology.state_machines_of(pool.name))
-    count += sum(inside[gate.name] for gate in topology.gates_of(pool.name))
+    count += sum(inside[gate.name] for gate in topology.members_of(pool.name, Gate))
     return PoolCount(count, 0 if pool.halted else free_slots(pool.ceiling, count))
 
 

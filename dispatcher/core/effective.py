@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dispatcher.core.control import Control, GateOverride, LaneOverride
-from dispatcher.core.topology import DEFAULT, GATE, Member, Topology
+from dispatcher.core.topology import DEFAULT, GATE, Gate, Lane, Member, Topology
 
 LANE_KEYS = ("max_per_group", "fair_share", "max_wait_seconds")
 """A lane's settings of how it shares its slots among message groups and how long a job may wait."""
@@ -85,7 +85,7 @@ def member_settings(member: Member, control: Control | None) -> tuple[Setting, .
 
 def settings(configured: Topology, control: Control | None) -> tuple[Setting, ...]:
     """Every lane's and gate's keys that are set anywhere (left unset everywhere: not listed)."""
-    members: list[Member] = [*configured.lanes, *configured.gates]
+    members: list[Member] = [*configured.members_of(kind=Lane), *configured.members_of(kind=Gate)]
     return tuple(
         setting
         for member in members

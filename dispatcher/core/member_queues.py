@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dispatcher.core.topology import Topology
+from dispatcher.core.topology import Gate, Lane, Topology
 
 Queues = dict[str, dict[str, str]]
 """``lanes.<name>`` / ``gates.<name>`` → its ``queue_url`` and ``dead_letter_queue_url``."""
@@ -19,7 +19,9 @@ Queues = dict[str, dict[str, str]]
 
 def members_of(topology: Topology) -> Queues:
     """Every lane's and gate's queues, as the item keeps them."""
-    members = [("lanes", lane) for lane in topology.lanes] + [("gates", gate) for gate in topology.gates]
+    members = [("lanes", lane) for lane in topology.members_of(kind=Lane)] + [
+        ("gates", gate) for gate in topology.members_of(kind=Gate)
+    ]
     return {
         f"{kind}.{member.name}": {
             "queue_url": member.queue_url,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dispatcher.core.allocation import Claim, room_of
 from dispatcher.core.counting import pool_count
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Gate, Lane, PoolLimit, Topology
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def plan_tick(
     for pool in pools:
         count = pool_count(topology, pool, running, inside)
         claims: list[Claim] = []
-        for lane in topology.lanes_of(pool.name):
+        for lane in topology.members_of(pool.name, Lane):
             have = tokens.get(lane.name)
             room = room_of(lane.max_concurrency, running[lane.state_machine_arn], paused=lane.paused)
             is_bound, none = bound_by_rate(have, min(room, count.free))
@@ -85,7 +85,7 @@ def plan_tick(
             Claim(
                 gate.name, gate.priority, room_of(gate.max_concurrency, inside[gate.name], paused=gate.paused)
             )
-            for gate in topology.gates_of(pool.name)
+            for gate in topology.members_of(pool.name, Gate)
         ]
         plans.append(PoolPlan(pool, count.running, count.free, tuple(claims)))
     return TickPlan(tuple(plans), frozenset(bound), frozenset(starved))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, overload
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -111,23 +111,24 @@ class PoolLimit:
         return limit_of(LimitState(self.limit), self.adaptive, self.max_concurrency)
 
 
+MemberKind = TypeVar("MemberKind", bound=Member)
+
+
 @dataclass(frozen=True)
 class Topology:
-    """Every pool, lane and gate of one dispatcher, validated: pool and lane ``default`` come first."""
+    """Every pool and member of one dispatcher, validated: pool and lane ``default`` come first.
+
+    Its members are one tuple (its lanes in configuration order, then its gates): a
+    member's kind is its class, and every question of members takes it (``kind=Lane``).
+    """
 
     pools: tuple[PoolLimit, ...]
-    lanes: tuple[Lane, ...]
-    gates: tuple[Gate, ...] = ()
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every lane's name."""
-        return tuple(lane.name for lane in self.lanes)
+    members: tuple[Member, ...]
 
     @property
     def default_lane(self) -> Lane:
         """The lane of the five contract variables (lane ``default``)."""
-        return self.lane(DEFAULT)
+        return self.member(DEFAULT, Lane)
 
     @property
     def default_pool(self) -> PoolLimit:
@@ -138,59 +139,59 @@ class Topology:
         """The pool called ``name``."""
         return next(pool for pool in self.pools if pool.name == name)
 
-    def lane(self, name: str) -> Lane:
-        """The lane called ``name`` (`KeyError` when there is none)."""
-        for lane in self.lanes:
-            if lane.name == name:
-                return lane
+    @overload
+    def member(self, name: str) -> Member: ...
+
+    @overload
+    def member(self, name: str, kind: type[MemberKind]) -> MemberKind: ...
+
+    def member(self, name: str, kind: type[Member] = Member) -> Member:
+        """The member (of ``kind``, if given) called ``name`` (`KeyError` when there is none)."""
+        for member in self.members:
+            if member.name == name and isinstance(member, kind):
+                return member
         raise KeyError(name)
 
-    def lanes_of(self, pool: str) -> tuple[Lane, ...]:
-        """The lanes counted in ``pool``, in configuration order."""
-        return tuple(lane for lane in self.lanes if lane.pool == pool)
+    @overload
+    def members_of(self, pool: str | None = None) -> tuple[Member, ...]: ...
 
-    @property
-    def gate_names(self) -> tuple[str, ...]:
-        """Every gate's name."""
-        return tuple(gate.name for gate in self.gates)
+    @overload
+    def members_of(self, pool: str | None, kind: type[MemberKind]) -> tuple[MemberKind, ...]: ...
 
-    def gate(self, name: str) -> Gate:
-        """The gate called ``name`` (`KeyError` when there is none)."""
-        for gate in self.gates:
-            if gate.name == name:
-                return gate
-        raise KeyError(name)
+    @overload
+    def members_of(self, pool: str | None = None, *, kind: type[MemberKind]) -> tuple[MemberKind, ...]: ...
 
-    def gates_of(self, pool: str) -> tuple[Gate, ...]:
-        """The gates counted in ``pool``, in configuration order."""
-        return tuple(gate for gate in self.gates if gate.pool == pool)
+    def members_of(self, pool: str | None = None, kind: type[Member] = Member) -> tuple[Member, ...]:
+        """The members of ``kind`` (every kind by default) counted in ``pool`` (None: any), in order."""
+        return tuple(
+            member
+            for member in self.members
+            if isinstance(member, kind) and (pool is None or member.pool == pool)
+        )
 
-    @property
-    def members(self) -> tuple[Member, ...]:
-        """Every lane, then every gate."""
-        return (*self.lanes, *self.gates)
-
-    def members_of(self, pool: str) -> tuple[Member, ...]:
-        """What holds ``pool``'s slots: its lanes, then its gates."""
-        return tuple(member for member in self.members if member.pool == pool)
+    def names(self, kind: type[Member] = Member) -> tuple[str, ...]:
+        """The names of the members of ``kind``, in order."""
+        return tuple(member.name for member in self.members_of(kind=kind))
 
     @property
     def watched_machines(self) -> tuple[str, ...]:
         """Every state machine whose ends free a place: the lanes' (the default lane's first), the gates'."""
-        return tuple(dict.fromkeys([*self.state_machines, *(gate.state_machine_arn for gate in self.gates)]))
+        gates = (gate.state_machine_arn for gate in self.members_of(kind=Gate))
+        return tuple(dict.fromkeys([*self.state_machines, *gates]))
 
     def state_machines_of(self, pool: str) -> tuple[str, ...]:
         """The distinct state machines whose RUNNING executions count in ``pool``."""
-        return tuple(dict.fromkeys(lane.state_machine_arn for lane in self.lanes_of(pool)))
+        return tuple(dict.fromkeys(lane.state_machine_arn for lane in self.members_of(pool, Lane)))
 
     @property
     def state_machines(self) -> tuple[str, ...]:
         """Every distinct state machine, the default lane's first."""
-        return tuple(dict.fromkeys(lane.state_machine_arn for lane in self.lanes))
+        return tuple(dict.fromkeys(lane.state_machine_arn for lane in self.members_of(kind=Lane)))
 
     def has_own_counts(self, lane: Lane) -> bool:
         """Whether no other lane starts ``lane``'s state machine (so its RUNNING is its own)."""
-        return sum(1 for other in self.lanes if other.state_machine_arn == lane.state_machine_arn) == 1
+        lanes = self.members_of(kind=Lane)
+        return sum(1 for other in lanes if other.state_machine_arn == lane.state_machine_arn) == 1
 
 
 def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
@@ -237,7 +238,7 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
         for gate in document.gates
     )
     _check_gates(lanes, gates)
-    return Topology(pools=tuple(pools), lanes=tuple(lanes), gates=gates)
+    return Topology(pools=tuple(pools), members=(*lanes, *gates))
 
 
 def _settings(document: AdaptiveDocument | None) -> Adaptive | None:

@@ -26,7 +26,7 @@ import boto3
 
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.lanes_document import STATE_MACHINE_ARN_PATTERN
-from dispatcher.core.topology import DEFAULT, Lane, Topology, parse_lanes
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Topology, parse_lanes
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.gates import GATE, create_release_queue, gated_name, gated_workflow
 from dispatcher.local.stack import Stack, fifo_queues, workflow_name
@@ -141,7 +141,7 @@ def local_members(  # noqa: PLR0913 — one keyword per way of naming members
         document=found,
         release_queue_url=release,
         lane_machines=list(topology.state_machines),
-        gated_machines=list(dict.fromkeys(gate.state_machine_arn for gate in topology.gates)),
+        gated_machines=list(dict.fromkeys(gate.state_machine_arn for gate in topology.members_of(kind=Gate))),
     )
 
 

@@ -36,7 +36,7 @@ from dispatcher.core.rosters import (
     plan_inside,
 )
 from dispatcher.core.tenants import HOLD_SECONDS, Hold, Share, due_to_show, group_full, held_key
-from dispatcher.core.topology import Lane, Member, Topology
+from dispatcher.core.topology import Gate, Lane, Member, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, JobQueue, Ports, Roster
 from dispatcher.tick.warm import Reconciliation, WarmState
@@ -289,7 +289,7 @@ class Tenants:
         self.books.clear()
         counted = set(pools)
         queues: dict[str, JobQueue] = {}
-        for lane in topology.lanes:
+        for lane in topology.members_of(kind=Lane):
             if not lane.tenants or lane.pool not in counted:
                 continue
             ports = next(each for each in self._ports.lanes if each.name == lane.name)
@@ -305,7 +305,7 @@ class Tenants:
                 (counted_ended or {}).get(arn),
             )
             queues[lane.name] = ports.queue
-        for gate in topology.gates:
+        for gate in topology.members_of(kind=Gate):
             if gate.max_per_group is None or gate.name not in gates:
                 continue
             inside, holds = gates[gate.name]

@@ -18,7 +18,7 @@ from dispatcher.core.adaptive import Adaptation, Adaptive, LimitState, PoolEnd, 
 from dispatcher.core.counting import pool_count
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Gate, PoolLimit, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import StartLedger
 
@@ -55,7 +55,7 @@ class Limits:
                 continue
             machines = {
                 *topology.state_machines_of(pool.name),
-                *(g.state_machine_arn for g in topology.gates_of(pool.name)),
+                *(g.state_machine_arn for g in topology.members_of(pool.name, Gate)),
             }
             running = pool_count(topology, pool, *counted).running
             limit = self._adapted(

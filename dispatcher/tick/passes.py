@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
 from dispatcher.core.outcomes import Outcome
-from dispatcher.core.topology import Topology
+from dispatcher.core.topology import Gate, Lane, Topology
 from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
 from dispatcher.tick.round import MemberRound, Round
@@ -159,8 +159,8 @@ class Passes:
 def _pool_stop(topology: Topology, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
     """Why a pool's lanes stopped once its passes are over."""
     # A member neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
-    paused = {lane.name for lane in topology.lanes if lane.paused}
-    paused |= {gate.name for gate in topology.gates if gate.paused}
+    paused = {lane.name for lane in topology.members_of(kind=Lane) if lane.paused}
+    paused |= {gate.name for gate in topology.members_of(kind=Gate) if gate.paused}
     if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
         return StopReason.CAPACITY
     return StopReason.WAITING if waiting else StopReason.DRAINED

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import Release
 from dispatcher.core.gates import release_problem
-from dispatcher.core.topology import Topology
+from dispatcher.core.topology import Gate, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import GateRoster, Runtime
 
@@ -25,7 +25,7 @@ def release(
     One that fails after retries leaves the place until the execution's end or a check
     with Step Functions frees it.
     """
-    machines = {gate.name: gate.state_machine_arn for gate in topology.gates}
+    machines = {gate.name: gate.state_machine_arn for gate in topology.members_of(kind=Gate)}
     valid = []
     for each in releases:
         problem = release_problem(each, machines)
@@ -37,7 +37,10 @@ def release(
         return
     with runtime.pool(min(len(valid), RELEASE_THREADS)) as threads:
         freed = threads.gather(
-            lambda each: rosters[each.gate].release(topology.gate(each.gate), each.name, each.sent_at), valid
+            lambda each: rosters[each.gate].release(
+                topology.member(each.gate, Gate), each.name, each.sent_at
+            ),
+            valid,
         )
     for each, result in zip(valid, freed, strict=True):
         if isinstance(result, TransientError):

@@ -20,7 +20,7 @@ from dispatcher.core.member_queues import members_of
 from dispatcher.core.outcomes import Counts
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
-from dispatcher.core.topology import Lane, PoolLimit, Topology
+from dispatcher.core.topology import Gate, Lane, PoolLimit, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Counter, MemberCounter, Records
 from dispatcher.tick.counted import Counted
@@ -76,7 +76,7 @@ class Dispatcher:
         self._limits = Limits(ports.ledger, runtime.clock)
         self._gates = {
             gate.name: GateCounter(
-                self._topology.gate(gate.name), gate, gate.admissions, self._warm, runtime.clock
+                self._topology.member(gate.name, Gate), gate, gate.admissions, self._warm, runtime.clock
             )
             for gate in ports.gates
         }
@@ -97,7 +97,7 @@ class Dispatcher:
         self._passes = Passes(members, self._warm)
         self._counters: dict[str, Counter] = {}
         """State machine ARN → its counter (lanes that start one machine count it once)."""
-        for lane in self._topology.lanes:
+        for lane in self._topology.members_of(kind=Lane):
             ports_of_lane = self._lanes[lane.name]
             self._counters.setdefault(
                 lane.state_machine_arn,
@@ -113,7 +113,7 @@ class Dispatcher:
 
     def _lane(self, name: str) -> Lane:
         """Lane ``name`` with its live settings (the control parameter's, this tick)."""
-        return self._topology.lane(name)
+        return self._topology.member(name, Lane)
 
     @property
     def _active_pools(self) -> list[PoolLimit]:
@@ -172,12 +172,14 @@ class Dispatcher:
 
     def _stopped(self, reason: StopReason) -> TickReport:
         """The report of a tick that stopped before counting (with every gate's counts, at 0)."""
-        return TickReport(stopped=reason, gates={gate.name: Counts() for gate in self._topology.gates})
+        return TickReport(
+            stopped=reason, gates={gate.name: Counts() for gate in self._topology.members_of(kind=Gate)}
+        )
 
     def _steered(self, topology: Topology) -> None:
         """Tick from now on within ``topology``'s live limits (the operator changed them, or not)."""
         self._topology = topology
-        for lane in topology.lanes:
+        for lane in topology.members_of(kind=Lane):
             self._counters[lane.state_machine_arn].max_concurrency = topology.pool(lane.pool).max_concurrency
 
     def _note_ends(self, ended: Sequence[EndedExecution]) -> None:
@@ -265,7 +267,9 @@ class Dispatcher:
         machines = self._by_listing_age(
             arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
         )
-        gates = [self._gates[gate.name] for pool in pools for gate in self._topology.gates_of(pool.name)]
+        gates = [
+            self._gates[gate.name] for pool in pools for gate in self._topology.members_of(pool.name, Gate)
+        ]
         by_machine = self._ends_by_machine(ended)
         counters: list[MemberCounter] = [*(self._counters[arn] for arn in machines), *gates]
         for counter in counters:
@@ -299,7 +303,7 @@ class Dispatcher:
         tokens: dict[str, int | None] = {}
         for pool in pools:
             now = self._runtime.clock()
-            for lane in self._topology.lanes_of(pool.name):
+            for lane in self._topology.members_of(pool.name, Lane):
                 tokens[lane.name] = None if lane.paused else self._rates.tokens(lane.name, now)
         return tokens
 
@@ -323,8 +327,8 @@ class Dispatcher:
             free=plan.free,
             stopped=StopReason.CAPACITY,
             oldest_running_seconds=max((age for age in ages if age is not None), default=None),
-            lanes={lane.name: Counts() for lane in self._topology.lanes},
-            gates={gate.name: Counts() for gate in self._topology.gates},
+            lanes={lane.name: Counts() for lane in self._topology.members_of(kind=Lane)},
+            gates={gate.name: Counts() for gate in self._topology.members_of(kind=Gate)},
             inside=counted.inside,
             pools={
                 pool.pool.name: PoolFigures(
@@ -343,7 +347,10 @@ class Dispatcher:
     def _spend(self, plan: TickPlan, gates: Sequence[GateCounter], report: TickReport) -> StopReason:
         """Spend every pool's free slots in rounds (then look for pending admissions); why admission ended."""
         allocations = {pool.pool.name: Allocation(pool.free, pool.claims) for pool in plan.pools}
-        lanes = min(len(self._topology.lanes) + len(self._topology.gates), LANE_THREADS)
+        lanes = min(
+            len(self._topology.members_of(kind=Lane)) + len(self._topology.members_of(kind=Gate)),
+            LANE_THREADS,
+        )
         with (
             self._runtime.pool(self._start_threads()) as threads,
             self._runtime.pool(lanes) as lane_threads,
@@ -372,7 +379,7 @@ class Dispatcher:
             gate
             for gate in gates
             if gate.name not in self._passes.lane_stops
-            and not self._topology.gate(gate.name).paused
+            and not self._topology.member(gate.name, Gate).paused
             and gate.probe_due(now)
         ]
         for gate in due:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from dispatcher.core.topology import Topology
+from dispatcher.core.topology import Gate, Lane, Topology
 from dispatcher.tick.ports import (
     DeadLetters,
     GatePorts,
@@ -96,7 +96,7 @@ def wire(topology: Topology, resources: Resources) -> Ports:
                 else resources.start_rate(lane.name, lane.starts_per_second)
             ),
         )
-        for lane in topology.lanes
+        for lane in topology.members_of(kind=Lane)
     )
     gates = tuple(
         GatePorts(
@@ -109,7 +109,7 @@ def wire(topology: Topology, resources: Resources) -> Ports:
             tokens=resources.task_tokens(),
             admissions=gate_roster,
         )
-        for gate in topology.gates
+        for gate in topology.members_of(kind=Gate)
     )
     return Ports(
         lanes=lanes,

@@ -137,7 +137,7 @@ class Following:
             dead_letter_queue_url=run.stack.dead_letter_queue_url,
             state_machine_arn=run.stack.state_machine_arn,
         )
-        topology = Topology(pools=(PoolLimit(DEFAULT, run.scenario.max_concurrency),), lanes=(default,))
+        topology = Topology(pools=(PoolLimit(DEFAULT, run.scenario.max_concurrency),), members=(default,))
         # A session of its own: the default one carries the dispatcher's hooks (its crashes).
         dynamodb = boto3.session.Session().client("dynamodb", region_name=REGION)
         return Jobs(

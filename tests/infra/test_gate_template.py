@@ -7,7 +7,7 @@ from typing import Any
 
 from dispatcher.core.events import refill_pattern
 from dispatcher.core.executions import execution_arn
-from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
+from dispatcher.core.topology import DEFAULT, Gate, Lane, parse_lanes
 from dispatcher.local.gates import ENTER, LEAVE, SECTION, WAKE, gated_workflow
 from dispatcher.settings import LANES_OUTPUT
 from tests.infra.template import SAMPLE_WORKFLOW_ARN, deployed, sam_template, statements, transformed
@@ -65,7 +65,7 @@ def test_lanes_is_the_templates_gate_with_gate_true_and_the_lanes_parameter_othe
         deploy = with_gate(GateMaxConcurrency=gate_max)
         lanes = deploy(environment["LANES"])
         assert lanes == deploy(transformed()["Outputs"][LANES_OUTPUT]["Value"])
-        [gate] = parse_lanes(lanes, default, 5).gates
+        [gate] = parse_lanes(lanes, default, 5).members_of(kind=Gate)
         assert (gate.name, gate.pool, gate.queue_url, gate.state_machine_arn) == (
             "gate",
             DEFAULT,

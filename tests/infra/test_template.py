@@ -302,7 +302,7 @@ def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
     from dispatcher.tick.report import PoolFigures, StopReason, TickReport  # noqa: PLC0415
 
     lane = Lane(DEFAULT, DEFAULT, "q.fifo", "d.fifo", "arn:aws:states:us-east-1:123456789012:stateMachine:j")
-    topology = Topology(pools=(PoolLimit(DEFAULT, 5),), lanes=(lane,))
+    topology = Topology(pools=(PoolLimit(DEFAULT, 5),), members=(lane,))
     ticks = [TickReport(stopped=stop, oldest_running_seconds=1.0) for stop in StopReason]
     emitted = {figure.name for tick in ticks for figure in figures(tick, topology)}
     body = sam_template()["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]

@@ -163,13 +163,13 @@ def test_a_pools_running_counts_each_state_machine_once_and_who_is_inside_its_ga
     machine = "arn:aws:states:us-east-1:123456789012:stateMachine:"
     topology = Topology(
         pools=(PoolLimit(DEFAULT, 5), PoolLimit("glue", 3), PoolLimit("off", 0)),
-        lanes=(
+        members=(
             Lane(DEFAULT, DEFAULT, "q", "d", machine + "jobs"),
             Lane("urgent", DEFAULT, "q2", "d2", machine + "jobs"),
             Lane("glue", "glue", "q3", "d3", machine + "glue"),
             Lane("off", "off", "q4", "d4", machine + "off"),
+            Gate("crawl", DEFAULT, "q5", "d5", machine + "crawl"),
         ),
-        gates=(Gate("crawl", DEFAULT, "q5", "d5", machine + "crawl"),),
     )
     running = {machine + "jobs": 2, machine + "glue": 4, machine + "off": 1}
     inside = {"crawl": 1}

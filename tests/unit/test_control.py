@@ -53,7 +53,7 @@ def test_parse_control_refuses_anything_else_naming_the_parameter(value: str) ->
 
 ONE_LANE = Topology(
     pools=(PoolLimit(DEFAULT, 5),),
-    lanes=(Lane(DEFAULT, DEFAULT, "q", "d", "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"),),
+    members=(Lane(DEFAULT, DEFAULT, "q", "d", "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"),),
 )
 """The environment's lane and pool alone, MAX 5."""
 
@@ -94,12 +94,12 @@ def test_control_as_json_writes_only_the_keys_set() -> None:
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 TOPOLOGY = Topology(
     pools=(PoolLimit(DEFAULT, 5), PoolLimit("glue", 3)),
-    lanes=(
+    members=(
         Lane(DEFAULT, DEFAULT, "q", "d", MACHINE + "jobs"),
         Lane("urgent", DEFAULT, "q2", "d2", MACHINE + "jobs", priority=1),
         Lane("glue", "glue", "q3", "d3", MACHINE + "glue", max_concurrency=2),
+        Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", max_concurrency=2),
     ),
-    gates=(Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", max_concurrency=2),),
 )
 
 
@@ -128,20 +128,22 @@ def test_steer_overrides_each_pool_and_lane_and_keeps_what_it_does_not_name() ->
     )
     assert steered.pools == (PoolLimit(DEFAULT, 9), PoolLimit("glue", 3, paused=True))
     assert steered.pool("glue").halted
-    assert steered.lane("glue").max_concurrency == 1
-    assert steered.lane("urgent").paused
-    assert steered.lane(DEFAULT) == TOPOLOGY.lane(DEFAULT)
+    assert steered.member("glue", Lane).max_concurrency == 1
+    assert steered.member("urgent", Lane).paused
+    assert steered.member(DEFAULT, Lane) == TOPOLOGY.member(DEFAULT, Lane)
     assert steer(TOPOLOGY, Control(paused=True), "/p").pool(DEFAULT).halted
 
 
 def test_steer_overrides_a_gates_max_and_pause_and_nothing_else() -> None:
     """``gates.<name>`` steers that gate: its MAX and pause, each key on its own."""
     steered = steer(TOPOLOGY, Control(gates={"crawl": Override(paused=True)}), "/p")
-    assert steered.gate("crawl") == Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", 2, paused=True)
-    assert steered.lanes == TOPOLOGY.lanes
+    assert steered.member("crawl", Gate) == Gate(
+        "crawl", "glue", "q4", "d4", MACHINE + "ingest", 2, paused=True
+    )
+    assert steered.members_of(kind=Lane) == TOPOLOGY.members_of(kind=Lane)
     assert steered.pools == TOPOLOGY.pools
     resized = steer(TOPOLOGY, Control(gates={"crawl": Override(max_concurrency=0)}), "/p")
-    assert (resized.gate("crawl").max_concurrency, resized.gate("crawl").paused) == (0, False)
+    assert (resized.member("crawl", Gate).max_concurrency, resized.member("crawl", Gate).paused) == (0, False)
 
 
 @pytest.mark.parametrize(
@@ -162,10 +164,10 @@ def test_a_key_naming_what_the_topology_does_not_have_is_stale_and_steers_nothin
     """A member removed from LANES while the parameter still steers it: its key is ignored, and named."""
     steered = steer(TOPOLOGY, control, "/p")
     assert steered.pools == TOPOLOGY.pools
-    assert [lane for lane in steered.lanes if lane.name != "urgent"] == [
-        lane for lane in TOPOLOGY.lanes if lane.name != "urgent"
+    assert [lane for lane in steered.members_of(kind=Lane) if lane.name != "urgent"] == [
+        lane for lane in TOPOLOGY.members_of(kind=Lane) if lane.name != "urgent"
     ]
-    assert steered.gates == TOPOLOGY.gates
+    assert steered.members_of(kind=Gate) == TOPOLOGY.members_of(kind=Gate)
     assert stale_keys(TOPOLOGY, control) == stale
     assert stale_keys(TOPOLOGY, None) == ()
     assert stale_keys(TOPOLOGY, Control(lanes={"urgent": Override()}, gates={"crawl": Override()})) == ()

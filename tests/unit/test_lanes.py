@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dispatcher.core.errors import ConfigurationError, location
-from dispatcher.core.topology import DEFAULT, Gate, PoolLimit, parse_lanes
+from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, parse_lanes
 from dispatcher.settings import load_settings
 from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 
@@ -18,7 +18,7 @@ def test_without_lanes_there_is_the_environments_lane_in_the_environments_pool(t
     """Without `LANES` there is the environment's lane in the environment's pool."""
     topology = parse_lanes(text, ENVIRONMENT_LANE, 7)
     assert topology.pools == (PoolLimit(DEFAULT, 7),)
-    assert topology.lanes == (ENVIRONMENT_LANE,)
+    assert topology.members_of(kind=Lane) == (ENVIRONMENT_LANE,)
     assert topology.default_lane is ENVIRONMENT_LANE
     assert topology.state_machines == (arn("jobs"),)
     assert topology.has_own_counts(ENVIRONMENT_LANE)
@@ -37,21 +37,26 @@ def test_pools_and_lanes_are_read_with_their_defaults_and_a_shared_state_machine
         }
     )
     assert topology.pools == (PoolLimit(DEFAULT, 10), PoolLimit("glue", 10))
-    assert [item.name for item in topology.lanes] == ["default", "urgent", "backfill", "reports"]
-    urgent, backfill, reports = topology.lanes[1:]
+    assert [item.name for item in topology.members_of(kind=Lane)] == [
+        "default",
+        "urgent",
+        "backfill",
+        "reports",
+    ]
+    urgent, backfill, reports = topology.members_of(kind=Lane)[1:]
     assert (urgent.priority, urgent.max_concurrency, urgent.starts_per_second) == (10, None, None)
     assert (backfill.priority, backfill.starts_per_second) == (0, 2.0)
     assert (reports.pool, reports.max_concurrency) == (DEFAULT, 3)
-    assert topology.lanes_of("glue") == (urgent, backfill)
+    assert topology.members_of("glue", Lane) == (urgent, backfill)
     assert topology.state_machines_of("glue") == (arn("ingest"),)
     assert topology.state_machines_of(DEFAULT) == (arn("jobs"), arn("reports"))
     assert topology.state_machines == (arn("jobs"), arn("ingest"), arn("reports"))
     assert not topology.has_own_counts(urgent)
     assert topology.has_own_counts(reports)
-    assert topology.lane("backfill") is backfill
+    assert topology.member("backfill", Lane) is backfill
     assert topology.pool("glue").max_concurrency == 10
     with pytest.raises(KeyError):
-        topology.lane("nope")
+        topology.member("nope", Lane)
 
 
 def test_gates_are_read_with_their_defaults_and_count_in_their_pools() -> None:
@@ -63,7 +68,7 @@ def test_gates_are_read_with_their_defaults_and_count_in_their_pools() -> None:
             "gates": [lane("crawl", "ingest", pool="glue", max_concurrency=2), lane("api", "ingest")],
         }
     )
-    crawl, api = topology.gates
+    crawl, api = topology.members_of(kind=Gate)
     assert crawl == Gate(
         name="crawl",
         pool="glue",
@@ -73,20 +78,20 @@ def test_gates_are_read_with_their_defaults_and_count_in_their_pools() -> None:
         max_concurrency=2,
     )
     assert (api.pool, api.max_concurrency, api.priority, api.paused) == (DEFAULT, None, 0, False)
-    assert topology.gate_names == ("crawl", "api")
-    assert topology.gate("api") is api
-    assert topology.gates_of("glue") == (crawl,)
-    assert topology.members_of("glue") == (topology.lane("backfill"), crawl)
+    assert topology.names(Gate) == ("crawl", "api")
+    assert topology.member("api", Gate) is api
+    assert topology.members_of("glue", Gate) == (crawl,)
+    assert topology.members_of("glue") == (topology.member("backfill", Lane), crawl)
     assert topology.state_machines == (arn("jobs"), arn("load"))
     assert topology.watched_machines == (arn("jobs"), arn("load"), arn("ingest"))
     with pytest.raises(KeyError):
-        topology.gate("nope")
+        topology.member("nope", Gate)
 
 
 def test_a_gate_may_guard_a_lanes_state_machine_in_another_pool() -> None:
     """The lane counts the machine's RUNNING executions in its pool; the gate its section's, in another."""
     topology = parse({"pools": {"glue": {"max_concurrency": 1}}, "gates": [lane("g", "jobs", pool="glue")]})
-    assert topology.gate("g").state_machine_arn == topology.default_lane.state_machine_arn
+    assert topology.member("g", Gate).state_machine_arn == topology.default_lane.state_machine_arn
 
 
 def test_a_lane_may_start_the_environments_state_machine_in_its_pool() -> None:
@@ -216,9 +221,9 @@ def test_the_environment_gives_the_default_lane_and_lanes_adds_the_rest(
     monkeypatch.setenv("STATE_MACHINE_ARN", arn("jobs"))
     monkeypatch.setenv("MAX_CONCURRENCY", "4")
     monkeypatch.setenv("STATE_TABLE", "dispatcher-state")
-    assert load_settings().topology().lanes == (ENVIRONMENT_LANE,)
+    assert load_settings().topology().members_of(kind=Lane) == (ENVIRONMENT_LANE,)
     monkeypatch.setenv("LANES", json.dumps({"lanes": [lane("urgent", "jobs", priority=5)]}))
     topology = load_settings().topology()
     assert topology.default_lane == ENVIRONMENT_LANE
-    assert topology.lane("urgent").priority == 5
+    assert topology.member("urgent", Lane).priority == 5
     assert topology.pool(DEFAULT).max_concurrency == 4

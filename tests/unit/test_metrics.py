@@ -28,8 +28,9 @@ def _lane(name: str, pool: str = DEFAULT) -> Lane:
 
 TOPOLOGY = Topology(
     pools=(PoolLimit(DEFAULT, 7), PoolLimit("glue", 3)),
-    lanes=(_lane(DEFAULT), _lane("urgent")),
-    gates=(
+    members=(
+        _lane(DEFAULT),
+        _lane("urgent"),
         Gate(
             name="etl",
             pool="glue",

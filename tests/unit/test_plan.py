@@ -9,7 +9,7 @@ from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 TOPOLOGY = Topology(
     pools=(PoolLimit(DEFAULT, 10), PoolLimit("glue", 4), PoolLimit("idle", 5, paused=True)),
-    lanes=(
+    members=(
         Lane(DEFAULT, DEFAULT, "q", "d", MACHINE + "jobs"),
         Lane(
             "paced",
@@ -22,8 +22,8 @@ TOPOLOGY = Topology(
             starts_per_second=1,
         ),
         Lane("glue", "glue", "q3", "d3", MACHINE + "glue", paused=True),
+        Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", max_concurrency=2),
     ),
-    gates=(Gate("crawl", "glue", "q4", "d4", MACHINE + "ingest", max_concurrency=2),),
 )
 
 

@@ -12,6 +12,7 @@ from dispatcher.core.control import parse_control, steer
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.tenants import PASSED_OVER_RECEIVES, Hold, Share, admit_shared, due_to_show
+from dispatcher.core.topology import Gate, Lane
 from dispatcher.settings import load_settings
 from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 
@@ -137,9 +138,9 @@ def test_lanes_and_gates_read_their_group_settings() -> None:
             "gates": [lane("crawl", "gated", max_per_group=2)],
         }
     )
-    tenants = topology.lane("tenants")
+    tenants = topology.member("tenants", Lane)
     assert (tenants.max_per_group, tenants.fair_share, tenants.tenants) == (3, True, True)
-    assert topology.gate("crawl").max_per_group == 2
+    assert topology.member("crawl", Gate).max_per_group == 2
     assert not topology.default_lane.tenants
 
 
@@ -212,13 +213,16 @@ def test_the_control_parameter_steers_a_lane_s_and_a_gate_s_share_live() -> None
         ),
     )
     steered = steer(topology, control, "/p")
-    assert (steered.lane("tenants").max_per_group, steered.lane("tenants").fair_share) == (1, True)
+    assert (steered.member("tenants", Lane).max_per_group, steered.member("tenants", Lane).fair_share) == (
+        1,
+        True,
+    )
     assert steered.default_lane.max_per_group == 4
-    assert steered.gate("crawl").max_per_group == 2
+    assert steered.member("crawl", Gate).max_per_group == 2
     # A key left out keeps LANES' value.
     assert (
         steer(topology, parse_control("/p", '{"lanes": {"tenants": {"paused": true}}}'), "/p")
-        .lane("tenants")
+        .member("tenants", Lane)
         .max_per_group
         == 3
     )

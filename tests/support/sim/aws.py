@@ -266,7 +266,7 @@ class InMemoryAws:
     def topology(self) -> Topology:
         """One lane and one pool: the default queue and state machine (`lanes_document` has the others)."""
         lane = Lane(DEFAULT, DEFAULT, self.queue.url, DEAD_LETTER_QUEUE_URL, self.state_machine_arn)
-        return Topology(pools=(PoolLimit(DEFAULT, 0),), lanes=(lane,))
+        return Topology(pools=(PoolLimit(DEFAULT, 0),), members=(lane,))
 
     def lanes_document(self) -> str | None:
         """The ``LANES`` setting that deploys the lanes and gates (None: only ``default``)."""
