@@ -37,7 +37,7 @@ from dispatcher.cli.status_view import (
     status_table,
 )
 from dispatcher.core.control import ControlError, max_source, stale_keys, steer
-from dispatcher.core.counting import pool_count
+from dispatcher.core.counting import pool_count, pool_running
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
 from dispatcher.core.member_queues import members_of, removed
@@ -73,8 +73,8 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     }
     gates = _gates(aws, resources, topology, shown)
     running = {arn: len(listing.executions) for arn, listing in listings.items()}
-    inside = {gate.name: gate.inside for gate in gates}
-    pools = [_pool(topology, pool, running, inside) for pool in topology.pools]
+    running |= {topology.member(gate.name).count_key: gate.inside for gate in gates}
+    pools = [_pool(pool, pool_running(topology, pool.name, running)) for pool in topology.pools]
     lanes = [_lane(aws, lane, topology, _of(shown, lane)) for lane in topology.members_of(kind=Lane)]
     oldest = listings[topology.default_lane.state_machine_arn].oldest_started_at
     default_pool = next(pool for pool in pools if pool.name == DEFAULT)
@@ -137,8 +137,8 @@ def _of(shown: dict[tuple[str, str, str], dict[str, Any]], member: Member) -> di
     }
 
 
-def _pool(topology: Topology, pool: PoolLimit, running: dict[str, int], inside: dict[str, int]) -> PoolStatus:
-    count = pool_count(topology, pool, running, inside)
+def _pool(pool: PoolLimit, running: int) -> PoolStatus:
+    count = pool_count(pool, running)
     return PoolStatus(
         pool.name,
         pool.max_concurrency,

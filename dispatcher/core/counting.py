@@ -15,7 +15,7 @@ from dispatcher.core.adaptive import LimitState
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
 from dispatcher.core.jobs import Cancellations
-from dispatcher.core.topology import Gate, PoolLimit, Topology
+from dispatcher.core.topology import PoolLimit, Topology
 
 LIST_PAGE_SIZE = 1000
 """Every ListExecutions page asks for the most AWS returns: a call costs one token of a
@@ -193,6 +193,21 @@ def free_slots(max_concurrency: int, running: int) -> int:
 
 
 @dataclass(frozen=True)
+class Count:
+    """What holds a slot under one count key (`Member.count_key`), as one tick counted it."""
+
+    running: int
+    """Executions holding a slot: a state machine's RUNNING ones, or those inside a gate."""
+    oldest_seconds: float | None = None
+    """How long the oldest of them has held its slot (None: unknown, or none)."""
+    ended: Mapping[str, float] = field(default_factory=dict)
+    """Execution name → when the start this count found ended (by `DescribeExecution`) was recorded:
+    a roster entry of that run, or an earlier one, holds no place from this tick on."""
+    learned: tuple[EndedExecution, ...] = ()
+    """The ends `DescribeExecution` told this count (with their errors: an adaptive pool's signals)."""
+
+
+@dataclass(frozen=True)
 class PoolCount:
     """One pool's RUNNING and free places, as the tick and `dispatcher status` both count them."""
 
@@ -200,18 +215,23 @@ class PoolCount:
     free: int
 
 
-def pool_count(
-    topology: Topology, pool: PoolLimit, running: Mapping[str, int], inside: Mapping[str, int]
-) -> PoolCount:
+def pool_running(topology: Topology, pool: str, running: Mapping[str, int]) -> int:
+    """A pool's RUNNING: the counts of its members' distinct count keys (``running``, by key).
+
+    A state machine that several lanes start is counted once; a gate counts its own roster.
+    """
+    return sum(
+        running[key] for key in dict.fromkeys(member.count_key for member in topology.members_of(pool))
+    )
+
+
+def pool_count(pool: PoolLimit, running: int) -> PoolCount:
     """A pool's RUNNING and free places, the one formula of the tick and of `dispatcher status`.
 
-    RUNNING: its lanes' state machines' counts (``running``, by ARN), each machine once, and
-    the executions inside its gates (``inside``, by gate). Free: max(0, L - RUNNING), where L is an
-    adaptive pool's limit and MAX otherwise (`PoolLimit.ceiling`); 0 halted.
+    Free: max(0, L - RUNNING), where L is an adaptive pool's limit and MAX otherwise
+    (`PoolLimit.ceiling`); 0 halted.
     """
-    count = sum(running[arn] for arn in topology.state_machines_of(pool.name))
-    count += sum(inside[gate.name] for gate in topology.members_of(pool.name, Gate))
-    return PoolCount(count, 0 if pool.halted else free_slots(pool.ceiling, count))
+    return PoolCount(running, 0 if pool.halted else free_slots(pool.ceiling, running))
 
 
 @dataclass(frozen=True)

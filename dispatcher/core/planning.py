@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dispatcher.core.allocation import Claim, room_of
 from dispatcher.core.counting import pool_count
-from dispatcher.core.topology import Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import PoolLimit, Topology
 
 
 @dataclass(frozen=True)
@@ -52,40 +52,36 @@ def plan_tick(
     topology: Topology,
     pools: Sequence[PoolLimit],
     running: Mapping[str, int],
-    inside: Mapping[str, int],
+    pools_running: Mapping[str, int],
     tokens: Mapping[str, int | None],
 ) -> TickPlan:
-    """Each pool's RUNNING, free slots and claims (its lanes', then its gates').
+    """Each pool's RUNNING, free slots and claims (its members', in configuration order).
 
-    ``running``: each state machine's RUNNING, by ARN; ``inside``: each gate's executions
-    inside; ``tokens``: each lane's start-rate tokens (None: no rate, or paused).
+    ``running``: what holds a slot under each count key (`Member.count_key`);
+    ``pools_running``: each pool's RUNNING (`pool_running`, counted once a tick);
+    ``tokens``: each rate-capped member's start-rate tokens (None or absent: no rate, or paused).
     """
     plans: list[PoolPlan] = []
     bound: set[str] = set()
     starved: set[str] = set()
     for pool in pools:
-        count = pool_count(topology, pool, running, inside)
+        count = pool_count(pool, pools_running[pool.name])
         claims: list[Claim] = []
-        for lane in topology.members_of(pool.name, Lane):
-            have = tokens.get(lane.name)
-            room = room_of(lane.max_concurrency, running[lane.state_machine_arn], paused=lane.paused)
+        for member in topology.members_of(pool.name):
+            have = tokens.get(member.name)
+            held = running[member.count_key]
+            room = room_of(member.max_concurrency, held, paused=member.paused)
             is_bound, none = bound_by_rate(have, min(room, count.free))
             if is_bound:
-                bound.add(lane.name)
+                bound.add(member.name)
             if none:
-                starved.add(lane.name)
+                starved.add(member.name)
             claims.append(
                 Claim(
-                    lane.name,
-                    lane.priority,
-                    room_of(lane.max_concurrency, running[lane.state_machine_arn], have, paused=lane.paused),
+                    member.name,
+                    member.priority,
+                    room_of(member.max_concurrency, held, have, paused=member.paused),
                 )
             )
-        claims += [
-            Claim(
-                gate.name, gate.priority, room_of(gate.max_concurrency, inside[gate.name], paused=gate.paused)
-            )
-            for gate in topology.members_of(pool.name, Gate)
-        ]
         plans.append(PoolPlan(pool, count.running, count.free, tuple(claims)))
     return TickPlan(tuple(plans), frozenset(bound), frozenset(starved))

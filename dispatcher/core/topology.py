@@ -62,6 +62,11 @@ class Member:
         """Whether it counts its executions by message group (a group limit, or fair share)."""
         return self.max_per_group is not None or self.fair_share
 
+    @property
+    def count_key(self) -> str:
+        """What its RUNNING is counted under: members with one key share one count (`pool_running`)."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class Lane(Member):
@@ -71,6 +76,11 @@ class Lane(Member):
 
     starts_per_second: float | None = None
     """At most ``b + r·t`` starts in any t seconds, b = max(1, r) (None: no rate cap)."""
+
+    @property
+    def count_key(self) -> str:
+        """Its state machine: every RUNNING execution of it counts, whichever lane started it."""
+        return self.state_machine_arn
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,11 @@ class Gate(Member):
     """
 
     kind: ClassVar[str] = GATE
+
+    @property
+    def count_key(self) -> str:
+        """Its own roster: the executions inside its section (its state machine's others count nowhere)."""
+        return f"gate:{self.name}"
 
 
 @dataclass(frozen=True)

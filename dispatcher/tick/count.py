@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from dispatcher.core.adaptive import LimitState
 from dispatcher.core.counting import (
     LIST_PAGE_SIZE,
+    Count,
     KnownWindow,
     LedgerStart,
     RunningListing,
@@ -158,20 +158,6 @@ class MemberCounter(Protocol):
     def ensure_standard(self) -> None:
         """Refuse an EXPRESS (or missing) state machine; a warm container checks once."""
         ...
-
-
-@dataclass(frozen=True)
-class Count:
-    """RUNNING as one tick counted it."""
-
-    running: int
-    oldest_running_seconds: float | None = None
-    """Age of the oldest listed execution (when the listing was complete)."""
-    ended: Mapping[str, float] = field(default_factory=dict)
-    """Execution name → when the start this count found ended (by `DescribeExecution`) was recorded:
-    a roster entry of that run, or an earlier one, holds no place from this tick on."""
-    learned: tuple[EndedExecution, ...] = ()
-    """The ends `DescribeExecution` told this count (with their errors: an adaptive pool's signals)."""
 
 
 class Counter:

@@ -1,24 +1,26 @@
-"""What one tick counted, before it plans: every state machine's RUNNING, each gate's inside, their ends."""
+"""What one tick counted, before it plans: what holds a slot under each count key, and the ends it knows."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dispatcher.core.counting import Count
 from dispatcher.core.events import EndedExecution
-from dispatcher.tick.count import Count
 from dispatcher.tick.gates import GateCounter
-from dispatcher.tick.report import GateFigures
 
 
 @dataclass(frozen=True)
 class Counted:
-    """What a tick counted: each state machine's RUNNING, who is inside each gate, the gates' counters."""
+    """What a tick counted: each count key's count (`Member.count_key`), the gates' counters, the ends."""
 
     counts: Mapping[str, Count]
-    """State machine ARN → its count."""
-    inside: dict[str, GateFigures]
-    """Gate → who is inside."""
+    """Count key → its count: a lane's state machine's RUNNING, a gate's executions inside."""
     gates: Sequence[GateCounter]
     ends: Mapping[str, Sequence[EndedExecution]]
     """State machine ARN → the ends this tick knows (the window's, the event's, `DescribeExecution`'s)."""
+
+    @property
+    def running(self) -> dict[str, int]:
+        """Count key → what holds a slot under it."""
+        return {key: count.running for key, count in self.counts.items()}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from dispatcher.core.admission import Admission, Start, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT
-from dispatcher.core.counting import StateWindow, latest_ends
+from dispatcher.core.counting import Count, StateWindow, latest_ends
 from dispatcher.core.errors import ConfigurationError, TokenRefusedError, TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
@@ -49,7 +49,6 @@ from dispatcher.tick.groups import GroupBook, reconciled
 from dispatcher.tick.member_round import MemberRound, Prepared
 from dispatcher.tick.outcomes import GroupOutcome, RoundOutcome
 from dispatcher.tick.ports import GatePorts, GateRoster, StartThreads, TaskTokens
-from dispatcher.tick.report import GateFigures
 from dispatcher.tick.starts import Recording
 from dispatcher.tick.warm import WarmState
 
@@ -78,6 +77,8 @@ class GateCounter:
         self._warm = warm
         self._clock = clock
         self.state_machine_arn = ports.state_machine.arn
+        self.count_key = gate.count_key
+        """What its count is kept under (its own roster)."""
         self.inside: dict[str, GateEntry] = {}
         """Execution name → its admission, as of this tick's count and the rounds since."""
         self.holds: dict[str, Hold] = {}
@@ -99,7 +100,7 @@ class GateCounter:
             self._ports.state_machine.ensure_standard()
             self._warm.standard.add(self.state_machine_arn)
 
-    def count(self, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> GateFigures:
+    def count(self, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> Count:
         """Who is inside now: the gate's admissions, less the executions that ended or a check says left.
 
         ``window``: its state machine's, as `Records.windows` read it a moment before (its ends).
@@ -119,7 +120,7 @@ class GateCounter:
             self._roster.tidy(self.gate, read.stale)
         self.inside = {record.name: record for record in inside}
         self.holds = {hold.group: hold for hold in read.held}
-        return GateFigures(inside=len(inside), oldest_inside_seconds=oldest_inside_seconds(inside, now))
+        return Count(len(inside), oldest_inside_seconds(inside, now))
 
     @property
     def pending(self) -> list[GateEntry]:

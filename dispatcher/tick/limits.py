@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from dispatcher.core.adaptive import Adaptation, Adaptive, LimitState, PoolEnd, adapt, limit_of, reset
-from dispatcher.core.counting import pool_count
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.topology import Gate, PoolLimit, Topology
+from dispatcher.core.topology import PoolLimit, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import StartLedger
 
@@ -38,12 +37,12 @@ class Limits:
         pools: Sequence[PoolLimit],
         stored: Mapping[str, LimitState],
         ends: Mapping[str, Sequence[EndedExecution]],
-        counted: tuple[Mapping[str, int], Mapping[str, int]],
+        running: Mapping[str, int],
     ) -> list[PoolLimit]:
         """``pools``, each adaptive one with its limit after this tick's ends.
 
         ``stored``: each pool's limit as the window read it; ``ends``: each state machine's
-        ends this tick knows; ``counted``: each state machine's RUNNING and each gate's inside.
+        ends this tick knows; ``running``: each pool's RUNNING, as the tick counted it.
         """
         steered = []
         for pool in pools:
@@ -53,13 +52,13 @@ class Limits:
                     self._turned_off(pool, state)
                 steered.append(pool)
                 continue
-            machines = {
-                *topology.state_machines_of(pool.name),
-                *(g.state_machine_arn for g in topology.members_of(pool.name, Gate)),
-            }
-            running = pool_count(topology, pool, *counted).running
+            machines = {member.state_machine_arn for member in topology.members_of(pool.name)}
             limit = self._adapted(
-                pool, pool.adaptive, state, [end for arn in machines for end in ends.get(arn, ())], running
+                pool,
+                pool.adaptive,
+                state,
+                [end for arn in machines for end in ends.get(arn, ())],
+                running[pool.name],
             )
             steered.append(replace(pool, limit=limit))
         return steered

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from dispatcher.core.adaptive import bounds
 from dispatcher.core.allocation import Allocation
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, pool_running
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.member_queues import members_of
@@ -35,6 +35,7 @@ from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
+    GateFigures,
     PoolFigures,
     StopReason,
     TenantFigures,
@@ -235,12 +236,10 @@ class Dispatcher:
             # Without a count nothing may start; the next tick tries again.
             logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
             return self._stopped(StopReason.THROTTLED)
-        running = {arn: count.running for arn, count in counted.counts.items()}
-        inside = {name: figures.inside for name, figures in counted.inside.items()}
-        pools = self._limits.steer(
-            self._topology, pools, self._records.limits, counted.ends, (running, inside)
-        )
-        plan = plan_tick(self._topology, pools, running, inside, self._tokens(pools))
+        running = counted.running
+        pools_running = {pool.name: pool_running(self._topology, pool.name, running) for pool in pools}
+        pools = self._limits.steer(self._topology, pools, self._records.limits, counted.ends, pools_running)
+        plan = plan_tick(self._topology, pools, running, pools_running, self._tokens(pools))
         self._rates.planned(plan.bound, plan.starved)
         report = self._report(plan, counted)
         report.stopped = self._spend(plan, counted.gates, report)
@@ -282,8 +281,10 @@ class Dispatcher:
             oldest[arn] = min(oldest.get(arn, math.inf), now - RECENT_START_WINDOW_SECONDS)
         windows = self._records.windows(now, oldest)
         counts = {arn: self._counters[arn].count(windows[arn], by_machine.get(arn, ())) for arn in machines}
-        inside = {
-            gate.name: gate.count(windows[gate.state_machine_arn], by_machine.get(gate.state_machine_arn, ()))
+        counts |= {
+            gate.count_key: gate.count(
+                windows[gate.state_machine_arn], by_machine.get(gate.state_machine_arn, ())
+            )
             for gate in gates
         }
         self._tenants.read(
@@ -292,11 +293,11 @@ class Dispatcher:
             windows,
             by_machine,
             {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
-            {arn: count.ended for arn, count in counts.items()},
+            {arn: counts[arn].ended for arn in machines},
         )
         ends = {arn: (*window.ended, *by_machine.get(arn, ())) for arn, window in windows.items()}
         ends |= {arn: (*ends[arn], *counts[arn].learned) for arn in machines}
-        return Counted(counts, inside, gates, ends)
+        return Counted(counts, gates, ends)
 
     def _tokens(self, pools: Sequence[PoolLimit]) -> dict[str, int | None]:
         """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
@@ -320,16 +321,22 @@ class Dispatcher:
                     **({} if pool.pool.adaptive is None else {"limit": pool.pool.ceiling}),
                 },
             )
-        ages = [count.oldest_running_seconds for count in counted.counts.values()]
+        lane_keys = {lane.count_key for lane in self._topology.members_of(kind=Lane)}
+        ages = [count.oldest_seconds for key, count in counted.counts.items() if key in lane_keys]
         return TickReport(
-            running=sum(count.running for count in counted.counts.values())
-            + sum(figures.inside for figures in counted.inside.values()),
+            running=sum(count.running for count in counted.counts.values()),
             free=plan.free,
             stopped=StopReason.CAPACITY,
             oldest_running_seconds=max((age for age in ages if age is not None), default=None),
             lanes={lane.name: Counts() for lane in self._topology.members_of(kind=Lane)},
             gates={gate.name: Counts() for gate in self._topology.members_of(kind=Gate)},
-            inside=counted.inside,
+            inside={
+                gate.name: GateFigures(
+                    inside=counted.counts[gate.count_key].running,
+                    oldest_inside_seconds=counted.counts[gate.count_key].oldest_seconds,
+                )
+                for gate in counted.gates
+            },
             pools={
                 pool.pool.name: PoolFigures(
                     max_concurrency=pool.pool.max_concurrency,

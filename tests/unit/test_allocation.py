@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dispatcher.core.allocation import UNBOUNDED, Allocation, Claim, room_of, round_parts, share
 from dispatcher.core.batching import ROUND_SIZE
-from dispatcher.core.counting import PoolCount, pool_count
+from dispatcher.core.counting import PoolCount, pool_count, pool_running
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 
@@ -171,10 +171,13 @@ def test_a_pools_running_counts_each_state_machine_once_and_who_is_inside_its_ga
             Gate("crawl", DEFAULT, "q5", "d5", machine + "crawl"),
         ),
     )
-    running = {machine + "jobs": 2, machine + "glue": 4, machine + "off": 1}
-    inside = {"crawl": 1}
-    assert pool_count(topology, topology.pool(DEFAULT), running, inside) == PoolCount(running=3, free=2)
-    assert pool_count(topology, topology.pool("glue"), running, inside) == PoolCount(running=4, free=0)
-    assert pool_count(topology, topology.pool("off"), running, inside) == PoolCount(running=1, free=0)
+    running = {machine + "jobs": 2, machine + "glue": 4, machine + "off": 1, "gate:crawl": 1}
+
+    def count(pool: PoolLimit) -> PoolCount:
+        return pool_count(pool, pool_running(topology, pool.name, running))
+
+    assert count(topology.pool(DEFAULT)) == PoolCount(running=3, free=2)
+    assert count(topology.pool("glue")) == PoolCount(running=4, free=0)
+    assert count(topology.pool("off")) == PoolCount(running=1, free=0)
     paused = PoolLimit(DEFAULT, 5, paused=True)
-    assert pool_count(topology, paused, running, inside) == PoolCount(running=3, free=0)
+    assert count(paused) == PoolCount(running=3, free=0)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dispatcher.core.allocation import UNBOUNDED, Claim
-from dispatcher.core.planning import plan_tick
+from dispatcher.core.counting import pool_running
+from dispatcher.core.planning import TickPlan, plan_tick
 from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
@@ -27,13 +28,17 @@ TOPOLOGY = Topology(
 )
 
 
+def planned(pools: tuple[PoolLimit, ...], running: dict[str, int], tokens: dict[str, int | None]) -> TickPlan:
+    """The plan of ``pools`` with each count key's RUNNING, their pools' counted as the tick does."""
+    pools_running = {pool.name: pool_running(TOPOLOGY, pool.name, running) for pool in pools}
+    return plan_tick(TOPOLOGY, pools, running, pools_running, tokens)
+
+
 def test_each_pool_counts_its_members_once_and_claims_follow_their_limits_and_tokens() -> None:
     """A lane's room is its own MAX less its RUNNING, cut to its tokens; a paused one claims none."""
-    plan = plan_tick(
-        TOPOLOGY,
+    plan = planned(
         TOPOLOGY.pools[:2],
-        {MACHINE + "jobs": 3, MACHINE + "paced": 2, MACHINE + "glue": 1},
-        {"crawl": 1},
+        {MACHINE + "jobs": 3, MACHINE + "paced": 2, MACHINE + "glue": 1, "gate:crawl": 1},
         {DEFAULT: None, "paced": 1, "glue": None},
     )
     default, glue = plan.pools
@@ -47,12 +52,10 @@ def test_each_pool_counts_its_members_once_and_claims_follow_their_limits_and_to
 def test_a_rate_capped_lane_its_tokens_hold_below_what_is_free_is_bound_and_with_none_starved() -> None:
     """One token where three slots are free: bound; none: starved too; enough: neither."""
 
-    def planned(tokens: int) -> tuple[frozenset[str], frozenset[str]]:
-        plan = plan_tick(
-            TOPOLOGY, TOPOLOGY.pools[:1], {MACHINE + "jobs": 7, MACHINE + "paced": 0}, {}, {"paced": tokens}
-        )
+    def bound(tokens: int) -> tuple[frozenset[str], frozenset[str]]:
+        plan = planned(TOPOLOGY.pools[:1], {MACHINE + "jobs": 7, MACHINE + "paced": 0}, {"paced": tokens})
         return plan.bound, plan.starved
 
-    assert planned(1) == ({"paced"}, frozenset())
-    assert planned(0) == ({"paced"}, {"paced"})
-    assert planned(3) == (frozenset(), frozenset())
+    assert bound(1) == ({"paced"}, frozenset())
+    assert bound(0) == ({"paced"}, {"paced"})
+    assert bound(3) == (frozenset(), frozenset())
