@@ -121,7 +121,7 @@ def atomic_sqs() -> None:
     SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
 
 
-STARTING_WORKER_RETRIES, STARTING_WORKER_PAUSE_SECONDS = 50, 0.01
+STARTING_WORKER_PATIENCE_SECONDS, STARTING_WORKER_PAUSE_SECONDS = 10.0, 0.01
 
 
 def quick_dispatch(app: Any) -> Any:
@@ -215,7 +215,9 @@ def patient_task_tokens() -> None:
         return
 
     def patient(self: Any, task_token: Any, outcome: Any) -> Any:
-        for _ in range(STARTING_WORKER_RETRIES):
+        # Until the worker is set up, however busy the machine (its thread may wait for a core).
+        deadline = time.monotonic() + STARTING_WORKER_PATIENCE_SECONDS
+        while time.monotonic() < deadline:
             try:
                 return send_task_success(self, task_token, outcome)
             except AttributeError:  # an execution's worker without its environment yet
