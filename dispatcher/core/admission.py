@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from dispatcher.core.executions import input_problem, name_problem
-from dispatcher.core.jobs import EXPIRED_PREFIX
 from dispatcher.core.messages import (
     DISPATCH_ACTION_ATTRIBUTE,
     EXECUTION_NAME_ATTRIBUTE,
@@ -15,40 +15,57 @@ from dispatcher.core.messages import (
     START_ACTION,
     QueuedMessage,
 )
+from dispatcher.core.outcomes import Outcome
 
 
 @dataclass(frozen=True)
 class Start:
-    """Start an execution with this name and the message body as input (a gate's: `Enter`)."""
+    """Start an execution with this name and the message body as input (a gate's admission: `Enter`).
+
+    The decisions a round makes calls for are its kinds: a `Start`, a `Redrive`, an
+    `Expiring`, an `Enter`; each says what its call is.
+    """
 
     message: QueuedMessage
     name: str
-    redrive_count: int | None = None
-    """Set when the message asks to redrive execution ``name`` instead (its expected ``redriveCount``)."""
-    expired: str | None = None
-    """Set when the job's deadline passed but it may have been started before (received again):
-    it is not started; it is found already started, or dead-lettered with this reason."""
 
-    @property
-    def redrive(self) -> bool:
-        """Whether this is a redrive of an existing execution rather than a new start."""
-        return self.redrive_count is not None
+
+@dataclass(frozen=True)
+class Redrive(Start):
+    """Redrive closed execution ``name`` instead of starting one (`RedriveExecution`)."""
+
+    redrive_count: int
+    """The execution's ``redriveCount`` when the redrive was asked for: it is redriven once."""
+
+
+@dataclass(frozen=True)
+class Expiring(Start):
+    """A job received again after its deadline: it may have been started before, and never starts now.
+
+    Found started (a delete failed, a tick died), it is done; else it is dead-lettered (``letter``).
+    """
+
+    letter: DeadLetter
 
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """The message can never start: send it to the DLQ with this reason."""
+    """The message can never start: send it to the DLQ with this reason (`Outcome.DEAD_LETTERED`)."""
 
     message: QueuedMessage
     reason: str
-
-    @property
-    def expired(self) -> bool:
-        """Whether it is a job whose deadline passed (counted apart from poison)."""
-        return self.reason.startswith(EXPIRED_PREFIX)
+    outcome: ClassVar[Outcome] = Outcome.DEAD_LETTERED
+    """What its message's outcome is once it is in the DLQ."""
 
 
-def plan_message(message: QueuedMessage) -> Start | DeadLetter:
+@dataclass(frozen=True)
+class Expired(DeadLetter):
+    """A job received after its deadline: dead-lettered with why, counted apart from poison."""
+
+    outcome: ClassVar[Outcome] = Outcome.EXPIRED
+
+
+def plan_message(message: QueuedMessage) -> Start | Redrive | DeadLetter:
     """Validate a message and pick its execution name (the attribute, else the MessageId)."""
     problem = input_problem(message.body)
     if problem is not None:
@@ -76,7 +93,7 @@ def _attribute_text(message: QueuedMessage, attribute: str) -> tuple[str | None,
     return value.get("StringValue"), value.get("DataType", "")
 
 
-def _plan_action(message: QueuedMessage, name: str) -> Start | DeadLetter:
+def _plan_action(message: QueuedMessage, name: str) -> Start | Redrive | DeadLetter:
     """A start, or a redrive of execution ``name`` when ``DispatchAction`` says so."""
     action, action_type = _attribute_text(message, DISPATCH_ACTION_ATTRIBUTE)
     if action_type is None or (action_type.startswith("String") and action == START_ACTION):
@@ -85,7 +102,7 @@ def _plan_action(message: QueuedMessage, name: str) -> Start | DeadLetter:
     problem = _redrive_problem(message, action, action_type, count)
     if problem is not None or count is None:
         return DeadLetter(message, problem or "")
-    return Start(message, name, redrive_count=int(count))
+    return Redrive(message, name, redrive_count=int(count))
 
 
 def _redrive_problem(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from dispatcher.core.admission import DeadLetter, Expired
 from dispatcher.core.messages import START_BY_ATTRIBUTE, QueuedMessage, parse_start_by
 from dispatcher.core.rerun import iso
 
@@ -105,23 +106,24 @@ def deadline_of(message: QueuedMessage, max_wait_seconds: int | None) -> Deadlin
     return min(deadlines, key=lambda deadline: deadline.at, default=None)
 
 
-def expiry(message: QueuedMessage, now: float, max_wait_seconds: int | None) -> str | None:
-    """Why a message received at ``now`` can never start (expired, or a malformed ``StartBy``), or None.
+def expiry(message: QueuedMessage, now: float, max_wait_seconds: int | None) -> DeadLetter | None:
+    """Why a message received at ``now`` can never start (`Expired`, or poison: a bad ``StartBy``), or None.
 
     ``now``: the moment before the receive that handed it out, so a job expires only when
-    it was surely received after its deadline. The reason begins with `EXPIRED_PREFIX` for
-    a deadline that passed.
+    it was surely received after its deadline. An expired job's reason begins with
+    `EXPIRED_PREFIX`.
     """
     try:
         deadline = deadline_of(message, max_wait_seconds)
     except ValueError as error:
-        return f"invalid {START_BY_ATTRIBUTE}: {error}"
+        return DeadLetter(message, f"invalid {START_BY_ATTRIBUTE}: {error}")
     if deadline is None or now <= deadline.at:
         return None
     wait = "" if message.sent_at is None else f" after waiting {waited(now - message.sent_at)}"
-    return (
+    return Expired(
+        message,
         f"{EXPIRED_PREFIX} deadline {iso(deadline.at)} ({deadline.source}) passed;"
-        f" received at {iso(now)}{wait}"
+        f" received at {iso(now)}{wait}",
     )
 
 
@@ -220,13 +222,14 @@ class Dropped:
 
 
 def record_of_dead_letter(
-    lane: str, message: QueuedMessage, reason: str, now: float, max_wait: int | None
+    lane: str, letter: DeadLetter, now: float, max_wait: int | None
 ) -> JobRecord | None:
     """The record of a job the tick dead-lettered (expired, or poison); None when it has no name to keep."""
+    message, reason = letter.message, letter.reason
     name = job_name(message)
     if name is None or not 1 <= len(name) <= MAX_RECORDED_NAME:
         return None
-    expired = reason.startswith(EXPIRED_PREFIX)
+    expired = isinstance(letter, Expired)
     deadline = None
     if expired:
         try:

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dispatcher.core.admission import Start
+from dispatcher.core.admission import Redrive
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS
 from dispatcher.core.executions import ACTIVE_STATUSES, REDRIVABLE_STATUSES
 
@@ -34,14 +34,14 @@ class RedriveDecision:
     reason: str = ""
 
 
-def redrive_decision(status: str | None, redrive_count: int, start: Start, now: float) -> RedriveDecision:
+def redrive_decision(status: str | None, redrive_count: int, start: Redrive, now: float) -> RedriveDecision:
     """What to do with a redrive job, given what `DescribeExecution` says ``now``.
 
     An execution `DescribeExecution` doesn't know yet may be one that started less than
     a minute ago (a quick failure, re-run at once): it is waited for until the job is
     ``RECENT_START_WINDOW_SECONDS`` old, as the job was sent after the execution started.
     """
-    expected = start.redrive_count or 0
+    expected = start.redrive_count
     if status is None:
         sent_at = start.message.sent_at
         if sent_at is not None and now - sent_at <= RECENT_START_WINDOW_SECONDS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from dispatcher.core.admission import Admission, DeadLetter, Start, admit, plan_message
+from dispatcher.core.admission import Admission, DeadLetter, Expiring, Redrive, Start, admit, plan_message
 from dispatcher.core.errors import TransientError
 from dispatcher.core.jobs import (
     Cancellations,
@@ -90,14 +90,14 @@ class LaneRound(MemberRound):
         rest: list[QueuedMessage] = []
         for message in messages:
             planned = plan_message(message)
-            reason = None if isinstance(planned, DeadLetter) else expiry(message, now, max_wait)
-            if reason is None or isinstance(planned, DeadLetter):
+            letter = None if isinstance(planned, DeadLetter) else expiry(message, now, max_wait)
+            if letter is None or isinstance(planned, DeadLetter):
                 rest.append(message)
-            elif message.receive_count > 1 and not planned.redrive:
-                # Received before, it may have been started: found so, or expired (`LaneStarts`).
-                expiring.append(replace(planned, expired=reason))
+            elif message.receive_count > 1 and not isinstance(planned, Redrive):
+                # Received before, it may have been started: found so, or dead-lettered (`LaneStarts`).
+                expiring.append(Expiring(message, planned.name, letter))
             else:
-                expired.append(DeadLetter(message, reason))
+                expired.append(letter)
         if self.book is None:
             admission = admit(rest, free)
         else:
@@ -169,9 +169,7 @@ class LaneRound(MemberRound):
                 records.append(Dropped(self.name, name, now, message.sent_at))
         for letter in outcome.dead_letters:
             if letter.message.message_id not in undeleted:
-                record = record_of_dead_letter(
-                    self.name, letter.message, letter.reason, now, self.max_wait_seconds
-                )
+                record = record_of_dead_letter(self.name, letter, now, self.max_wait_seconds)
                 records += [] if record is None else [record]
         return records
 

@@ -48,8 +48,8 @@ class GroupOutcome:
     def counts(self, *, delete_failures: int = 0) -> Counts:
         """How many had each outcome."""
         counts = Counts({outcome: len(messages) for outcome, messages in self.messages.items()})
-        counts[Outcome.EXPIRED] = sum(letter.expired for letter in self.dead_letters)
-        counts[Outcome.DEAD_LETTERED] = len(self.dead_letters) - counts[Outcome.EXPIRED]
+        counts[Outcome.EXPIRED] = counts[Outcome.DEAD_LETTERED] = 0
+        counts.update(letter.outcome for letter in self.dead_letters)
         counts[Outcome.DELETE_FAILED] = delete_failures
         return counts
 

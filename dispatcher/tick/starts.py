@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dispatcher.core.admission import DeadLetter, Start, by_group
+from dispatcher.core.admission import DeadLetter, Expiring, Redrive, Start, by_group
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, SQS_BATCH_LIMIT, chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, stored_time
 from dispatcher.core.errors import (
@@ -98,7 +98,7 @@ class LaneStarts:
                 continue
             taken.add((arn, start.name))
             groups.setdefault(start.name, start.message.group_id)
-            if start.redrive_count is not None:
+            if isinstance(start, Redrive):
                 redrives.setdefault(start.name, start.redrive_count)
         entries = packed(
             RosterEntry(member=self.lane, name=name, recorded_at=now, state_machine_arn=arn, group=group)
@@ -109,10 +109,10 @@ class LaneStarts:
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
         """Start (or redrive) one execution; what became of its message goes to ``outcome``."""
-        if start.redrive:
+        if isinstance(start, Redrive):
             self._redrive(start, outcome)
             return
-        if start.expired is not None:
+        if isinstance(start, Expiring):
             self._expire(start, outcome)
             return
         state_machine = self.admissions
@@ -142,7 +142,7 @@ class LaneStarts:
             extra={"execution": name, "message_id": message.message_id, "group": message.group_id},
         )
 
-    def _expire(self, start: Start, outcome: GroupOutcome) -> None:
+    def _expire(self, start: Expiring, outcome: GroupOutcome) -> None:
         """A job received again after its deadline: found started before, or dead-lettered as expired.
 
         `DescribeExecution` says whether a tick started it (a delete failed, a tick died): one
@@ -159,9 +159,9 @@ class LaneStarts:
             # Started within the review window, it may not show yet: decide once it would.
             raise NotYetError(f"{name} was recorded as starting lately; DescribeExecution shows it not yet")
         else:
-            outcome.dead_letters.append(DeadLetter(message, start.expired or ""))
+            outcome.dead_letters.append(start.letter)
 
-    def _redrive(self, start: Start, outcome: GroupOutcome) -> None:
+    def _redrive(self, start: Redrive, outcome: GroupOutcome) -> None:
         """Continue a closed execution from its failed state, unless that was done already.
 
         The execution's status and ``redriveCount`` tell whether this job's redrive
@@ -189,7 +189,7 @@ class LaneStarts:
         if decision.verdict is RedriveVerdict.REFUSE:
             outcome.dead_letters.append(DeadLetter(message, decision.reason))
             return
-        token = redrive_token(execution_arn(state_machine.arn, name), start.redrive_count or 0)
+        token = redrive_token(execution_arn(state_machine.arn, name), start.redrive_count)
         try:
             state_machine.redrive(name, token)
         except RejectedInputError as error:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from dispatcher.adapters.job_items import pending_name_item, read_pending
-from dispatcher.core.admission import DeadLetter
+from dispatcher.core.admission import DeadLetter, Expired
 from dispatcher.core.jobs import (
     Cancellations,
     ExecutionFacts,
@@ -24,6 +24,7 @@ from dispatcher.core.jobs import (
     waited,
 )
 from dispatcher.core.messages import Job, QueuedMessage, parse_start_by
+from dispatcher.core.outcomes import Outcome
 from dispatcher.producer import JobRejectedError, Producer
 
 SENT = 1_800_000_000.0
@@ -92,22 +93,25 @@ def test_a_job_expires_only_when_received_after_its_deadline() -> None:
     """At the deadline it still starts; a moment after, it expires, saying when and how long it waited."""
     message = _message(_iso(SENT + 100))
     assert expiry(message, SENT + 100, None) is None
-    reason = expiry(message, SENT + 190.5, None)
-    assert reason == (
+    letter = expiry(message, SENT + 190.5, None)
+    assert letter is not None
+    assert letter.reason == (
         f"expired: deadline {_iso(SENT + 100)} (StartBy) passed; received at {_iso(SENT + 190)}"
         " after waiting 3 min 10 s"
     )
-    assert DeadLetter(message, reason).expired
+    assert letter.outcome is Outcome.EXPIRED
 
 
 def test_a_malformed_start_by_is_poison_not_an_expiry() -> None:
     """Dead-lettered as invalid, counted with the poison."""
-    reason = expiry(_message("next week"), SENT, None)
-    assert reason is not None
-    assert reason.startswith("invalid StartBy: ")
-    assert not DeadLetter(_message(), reason).expired
+    letter = expiry(_message("next week"), SENT, None)
+    assert letter is not None
+    assert letter.reason.startswith("invalid StartBy: ")
+    assert letter.outcome is Outcome.DEAD_LETTERED
     binary = _message().model_copy(update={"attributes": {"StartBy": {"DataType": "Binary"}}})
-    assert expiry(binary, SENT, None) == "invalid StartBy: StartBy attribute must be of type String"
+    assert expiry(binary, SENT, None) == DeadLetter(
+        binary, "invalid StartBy: StartBy attribute must be of type String"
+    )
 
 
 def test_a_held_job_is_shown_again_just_past_its_deadline_or_after_the_longest_hold() -> None:
@@ -167,13 +171,15 @@ def test_one_state_the_execution_first_then_the_record_then_held_then_not_starte
 def test_a_dead_letters_record_keeps_its_deadline_when_it_expired() -> None:
     """Expired: the deadline; poison: none; a name too long to be one: no record."""
     message = _message(_iso(SENT + 100))
-    expired = record_of_dead_letter("default", message, "expired: ...", SENT + 200, None)
+    expired = record_of_dead_letter("default", Expired(message, "expired: ..."), SENT + 200, None)
     assert expired is not None
     assert (expired.state, expired.deadline) == (JobState.EXPIRED, SENT + 100)
-    poison = record_of_dead_letter("default", message, "input is not valid JSON", SENT, None)
+    poison = record_of_dead_letter("default", DeadLetter(message, "input is not valid JSON"), SENT, None)
     assert poison is not None
     assert (poison.state, poison.deadline) == (JobState.DEAD_LETTERED, None)
-    assert record_of_dead_letter("default", _message(name="x" * 300), "invalid", SENT, None) is None
+    assert (
+        record_of_dead_letter("default", DeadLetter(_message(name="x" * 300), "invalid"), SENT, None) is None
+    )
 
 
 def test_a_producer_refuses_a_deadline_that_has_passed_and_takes_iso_text() -> None:

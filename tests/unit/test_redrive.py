@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatcher.core.admission import DeadLetter, Start, plan_message
+from dispatcher.core.admission import DeadLetter, Redrive, Start, plan_message
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, LedgerStart, still_counts
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.redrive import RedriveDecision, RedriveVerdict, redrive_decision, redrive_token
@@ -38,8 +38,8 @@ def redrive_message(**attributes: dict[str, str]) -> QueuedMessage:
 def test_a_redrive_message_plans_a_redrive_of_the_named_execution_at_its_count() -> None:
     """DispatchAction redrive + ExecutionName + RedriveCount: a redrive, not a start."""
     decision = plan_message(redrive_message())
-    assert isinstance(decision, Start)
-    assert (decision.name, decision.redrive_count, decision.redrive) == ("order-1", 2, True)
+    assert isinstance(decision, Redrive)
+    assert (decision.name, decision.redrive_count) == ("order-1", 2)
 
 
 def test_messages_valid_before_redrive_existed_still_start() -> None:
@@ -47,9 +47,9 @@ def test_messages_valid_before_redrive_existed_still_start() -> None:
     plain = plan_message(redrive_message(DispatchAction={}, RedriveCount={}))
     explicit = plan_message(redrive_message(DispatchAction={"DataType": "String", "StringValue": "start"}))
     assert isinstance(plain, Start)
-    assert not plain.redrive
+    assert not isinstance(plain, Redrive)
     assert isinstance(explicit, Start)
-    assert not explicit.redrive
+    assert not isinstance(explicit, Redrive)
 
 
 @pytest.mark.parametrize(
@@ -88,13 +88,13 @@ def test_a_malformed_redrive_message_is_dead_lettered_with_its_reason(
 )
 def test_redrive_decision_never_redrives_twice(status: str, count: int, expected: str) -> None:
     """Status and redriveCount tell whether this job's redrive already happened."""
-    start = Start(redrive_message(), "order-1", redrive_count=2)
+    start = Redrive(redrive_message(), "order-1", redrive_count=2)
     assert redrive_decision(status, count, start, NOW) == RedriveDecision(RedriveVerdict(expected))
 
 
 def test_redrive_decision_dead_letters_what_cannot_be_redriven() -> None:
     """A missing execution, or one that SUCCEEDED without a redrive, can never be redriven."""
-    start = Start(redrive_message(), "order-1", redrive_count=0)
+    start = Redrive(redrive_message(), "order-1", redrive_count=0)
     missing = redrive_decision(None, 0, start, NOW)
     assert missing.verdict is RedriveVerdict.REFUSE
     assert "no execution named 'order-1'" in missing.reason
@@ -106,7 +106,7 @@ def test_redrive_decision_dead_letters_what_cannot_be_redriven() -> None:
 def test_redrive_decision_waits_for_an_execution_describe_may_not_show_yet() -> None:
     """Missing while the job is young (DescribeExecution lags a new execution): wait; later: dead-letter."""
     message = redrive_message().model_copy(update={"sent_at": NOW - 30})
-    start = Start(message, "order-1", redrive_count=0)
+    start = Redrive(message, "order-1", redrive_count=0)
     wait = RedriveDecision(RedriveVerdict.WAIT)
     assert redrive_decision(None, 0, start, NOW) == wait
     assert redrive_decision(None, 0, start, NOW - 30 + RECENT_START_WINDOW_SECONDS) == wait
