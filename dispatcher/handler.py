@@ -17,14 +17,13 @@ from dispatcher.adapters.resources import AwsResources
 from dispatcher.core.control import Control, max_source, stale_keys
 from dispatcher.core.errors import ConfigurationError, TransientError
 from dispatcher.core.events import EndNews, describe_trigger, end_news, wake_deadline
-from dispatcher.core.outcomes import Counts
-from dispatcher.core.topology import Gate, Topology
+from dispatcher.core.topology import Topology
 from dispatcher.settings import Settings, load_settings, read_variables
 from dispatcher.telemetry import capture_lambda_handler, emit_per, logger, metrics
 from dispatcher.tick.figures import Figure, figures, news_figures
 from dispatcher.tick.invocation import dispatcher_for, steered
 from dispatcher.tick.ports import Runtime
-from dispatcher.tick.report import StopReason, TickReport
+from dispatcher.tick.report import StopReason, TickReport, stopped_report
 from dispatcher.tick.service import Dispatcher
 from dispatcher.tick.threads import thread_pool
 from dispatcher.tick.warm import WarmState
@@ -158,8 +157,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             # Whether the operator paused is unknown: start nothing, the next tick reads again.
             logger.warning("could not read the control parameter", extra={"reason": str(error)})
             metrics.add_metric(name="ThrottledTicks", unit=MetricUnit.Count, value=1)
-            gates = {gate.name: Counts() for gate in configured.members_of(kind=Gate)}
-            return TickReport(stopped=StopReason.THROTTLED, gates=gates).as_dict()
+            return stopped_report(configured, StopReason.THROTTLED).as_dict()
         topology = steered(settings, control, configured)
         service = build_dispatcher(settings, topology, context, configured)
         # A wake invoking the function directly is one tick like any object: only the

@@ -10,9 +10,12 @@ import argparse
 
 from dispatcher.cli.config import Resources
 from dispatcher.cli.errors import UsageError
-from dispatcher.core.topology import Gate, Lane, Member, PoolLimit, Topology
+from dispatcher.core.kinds import KINDS as MEMBER_KINDS
+from dispatcher.core.kinds import kind_of
+from dispatcher.core.topology import Member, PoolLimit, Topology
 
-KINDS = ("pool", "lane", "gate")
+KINDS = ("pool", *(kind.name for kind in MEMBER_KINDS))
+"""What an operations command may act on: a pool, or a member of any kind (``--lane``, ``--gate``)."""
 
 
 def add_member_options(
@@ -47,9 +50,7 @@ def names_of(topology: Topology, kind: str) -> list[str]:
     """The configured names of one kind (``pool``, ``lane`` or ``gate``), in configuration order."""
     if kind == "pool":
         return [pool.name for pool in topology.pools]
-    if kind == "lane":
-        return list(topology.names(Lane))
-    return list(topology.names(Gate))
+    return list(topology.names(kind_of(kind).member))
 
 
 def unknown_member(kind: str, name: str, topology: Topology) -> UsageError:
@@ -58,8 +59,9 @@ def unknown_member(kind: str, name: str, topology: Topology) -> UsageError:
     A lane's name given as a gate's, or a gate's as a lane's, says which it is.
     """
     listed = ", ".join(names_of(topology, kind)) or "none are configured"
-    other = {"lane": "gate", "gate": "lane"}.get(kind)
-    if other is not None and name in names_of(topology, other):
+    others = [each.name for each in MEMBER_KINDS if kind not in ("pool", each.name)]
+    other = next((each for each in others if name in names_of(topology, each)), None)
+    if other is not None:
         return UsageError(
             f"--{kind} {name}: {name} is a {other}, not a {kind} (use --{other} {name}; {kind}s: {listed})"
         )
@@ -71,10 +73,7 @@ def member(resources: Resources, kind: str, name: str) -> PoolLimit | Member:
     topology = resources.topology()
     found: dict[str, PoolLimit | Member] = {pool.name: pool for pool in topology.pools}
     if kind != "pool":
-        found = {
-            each.name: each
-            for each in (topology.members_of(kind=Lane) if kind == "lane" else topology.members_of(kind=Gate))
-        }
+        found = {each.name: each for each in topology.members_of(kind=kind_of(kind).member)}
     if name not in found:
         raise unknown_member(kind, name, topology)
     return found[name]
@@ -88,7 +87,7 @@ def lane_or_gate(args: argparse.Namespace, resources: Resources) -> Member | Non
     kind, name = chosen
     topology = resources.topology()
     try:
-        return topology.member(name, Gate) if kind == "gate" else topology.member(name, Lane)
+        return topology.member(name, kind_of(kind).member)
     except KeyError:
         raise unknown_member(kind, name, topology) from None
 

@@ -12,7 +12,8 @@ from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, CliError, InterruptedRunError
 from dispatcher.cli.progress import StopAsked
-from dispatcher.core.outcomes import Outcome, said
+from dispatcher.core.kinds import said
+from dispatcher.core.outcomes import Outcome
 from dispatcher.core.topology import GATE, LANE
 
 UNCOUNTED_STOPS = {

@@ -9,15 +9,13 @@ and the configured value an `unset` goes back to. Pure: no AWS here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dispatcher.core.control import Control, GateOverride, LaneOverride
-from dispatcher.core.topology import DEFAULT, GATE, Gate, Lane, Member, Topology
+from dispatcher.core.control import Control, Override
+from dispatcher.core.kinds import kind_of
+from dispatcher.core.topology import DEFAULT, Member, Topology
 
-LANE_KEYS = ("max_per_group", "fair_share", "max_wait_seconds")
-"""A lane's settings of how it shares its slots among message groups and how long a job may wait."""
-GATE_KEYS = ("max_per_group",)
-"""A gate's."""
 VARIABLES = {
     "max_per_group": "MAX_PER_GROUP",
     "fair_share": "FAIR_SHARE",
@@ -50,8 +48,8 @@ class Setting:
 
 
 def keys_of(kind: str) -> tuple[str, ...]:
-    """The keys a lane (``lane``) or a gate (``gate``) has."""
-    return GATE_KEYS if kind == GATE else LANE_KEYS
+    """The keys a member of ``kind`` (``lane``, ``gate``) has (`Kind.settings`)."""
+    return kind_of(kind).settings
 
 
 def _unset(key: str) -> Value:
@@ -61,13 +59,14 @@ def _unset(key: str) -> Value:
 def _configured_source(member: Member, key: str) -> str:
     if getattr(member, key) == _unset(key):
         return "unset"
-    return VARIABLES[key] if member.kind != GATE and member.name == DEFAULT else "LANES"
+    return VARIABLES[key] if kind_of(member.kind).primary and member.name == DEFAULT else "LANES"
 
 
 def member_settings(member: Member, control: Control | None) -> tuple[Setting, ...]:
     """Every key of ``member`` (configured in ``LANES``, not yet steered), as a tick would use it."""
-    entries = {} if control is None else (control.gates if member.kind == GATE else control.lanes)
-    override = entries.get(member.name, GateOverride() if member.kind == GATE else LaneOverride())
+    kind = kind_of(member.kind)
+    entries: Mapping[str, Override] = {} if control is None else getattr(control, kind.plural)
+    override = entries.get(member.name, kind.override())
     found = []
     for key in keys_of(member.kind):
         configured: Value = getattr(member, key)
@@ -84,11 +83,10 @@ def member_settings(member: Member, control: Control | None) -> tuple[Setting, .
 
 
 def settings(configured: Topology, control: Control | None) -> tuple[Setting, ...]:
-    """Every lane's and gate's keys that are set anywhere (left unset everywhere: not listed)."""
-    members: list[Member] = [*configured.members_of(kind=Lane), *configured.members_of(kind=Gate)]
+    """Every member's keys that are set anywhere (left unset everywhere: not listed)."""
     return tuple(
         setting
-        for member in members
+        for member in configured.members
         for setting in member_settings(member, control)
         if setting.source != "unset"
     )

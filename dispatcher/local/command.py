@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from dispatcher.cli.errors import CliError
-from dispatcher.core.effective import GATE_KEYS, LANE_KEYS, shown
+from dispatcher.core.effective import shown
 from dispatcher.core.events import failure_pattern, is_wake, refill_pattern
-from dispatcher.core.outcomes import Outcome, said, said_keys
+from dispatcher.core.kinds import kind_of, said, said_keys
+from dispatcher.core.outcomes import Outcome
 from dispatcher.core.topology import DEFAULT, GATE, LANE
 from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, local_client, pointed_at
@@ -165,12 +166,12 @@ def _banner(  # noqa: PLR0913 — what the banner says of each option
         *(f"pool {name} ({_pool_settings(pool)})" for name, pool in document.get("pools", {}).items()),
         *(
             f"lane {lane['name']} (priority {lane.get('priority', 0)}, pool {lane.get('pool', DEFAULT)},"
-            f" state machine {_name(lane['state_machine_arn'])}{_settings(lane, LANE_KEYS)})"
+            f" state machine {_name(lane['state_machine_arn'])}{_settings(lane, LANE)})"
             for lane in lanes
         ),
         *(
             f"gate {gate['name']} (pool {gate.get('pool', DEFAULT)},"
-            f" guarding the section of {_name(gate['state_machine_arn'])}{_settings(gate, GATE_KEYS)})"
+            f" guarding the section of {_name(gate['state_machine_arn'])}{_settings(gate, GATE)})"
             for gate in gates
         ),
     ]
@@ -213,9 +214,9 @@ def _pool_settings(pool: dict[str, Any]) -> str:
     return ", ".join(said) or "MAX_CONCURRENCY"
 
 
-def _settings(entry: dict[str, Any], keys: tuple[str, ...]) -> str:
+def _settings(entry: dict[str, Any], kind: str) -> str:
     """A member's settings in ``LANES`` (``, max_per_group 3``); `status` shows the live ones."""
-    return "".join(f", {key} {shown(entry[key])}" for key in keys if key in entry)
+    return "".join(f", {key} {shown(entry[key])}" for key in kind_of(kind).settings if key in entry)
 
 
 def _name(arn: str) -> str:

@@ -6,14 +6,12 @@ Pure: the handler hands them to Powertools (`dispatcher.telemetry.emit`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from dispatcher.core.events import EndNews
-from dispatcher.core.outcomes import member_metrics, metric_totals
-from dispatcher.core.topology import GATE, LANE, Topology
+from dispatcher.core.kinds import KINDS, PRIMARY, Kind, member_metrics, metric_totals
+from dispatcher.core.kinds.spec import Unit
+from dispatcher.core.topology import Topology
 from dispatcher.tick.report import StopReason, TenantFigures, TickReport
-
-Unit = Literal["Count", "Seconds", "Percent"]
 
 
 @dataclass(frozen=True)
@@ -44,17 +42,31 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
     if report.oldest_running_seconds is not None:
         found.append(Figure("OldestRunningAge", report.oldest_running_seconds, "Seconds"))
     found += [Figure("Running", report.running), Figure("FreeSlots", report.free)]
-    summed = metric_totals(report.kinds, report.members())
-    lane_metrics = metric_totals((LANE,), ())
-    found += [Figure(name, value) for name, value in summed.items() if name in lane_metrics]
-    if report.laned:
-        found += _lanes_and_pools(report)
-    if report.gates:
-        found += [Figure(name, value) for name, value in summed.items() if name not in lane_metrics]
-        found += _gates(report)
+    found += _outcomes(report)
     if report.tenants is not None:
         found += _tenants(report.tenants)
     return found + _adaptive(report)
+
+
+def _outcomes(report: TickReport) -> list[Figure]:
+    """The outcomes' totals, and each member's figures: the primary kind's first, with the pools'."""
+    summed = metric_totals(report.kinds, report.counted())
+    primary_metrics = metric_totals((PRIMARY.name,), ())
+    found = [Figure(name, value) for name, value in summed.items() if name in primary_metrics]
+    if report.laned:
+        found += _members(report, PRIMARY) + _pools(report)
+    return found + _other_kinds(
+        report, {name: value for name, value in summed.items() if name not in primary_metrics}
+    )
+
+
+def _other_kinds(report: TickReport, totals: dict[str, int]) -> list[Figure]:
+    """The other kinds' totals once (when any has members), then each kind's own figures and members'."""
+    others = [kind for kind in KINDS if not kind.primary and report.of_kind(kind)]
+    found = [Figure(name, value) for name, value in totals.items()] if others else []
+    for kind in others:
+        found += _kind_totals(report, kind) + _members(report, kind)
+    return found
 
 
 def _adaptive(report: TickReport) -> list[Figure]:
@@ -69,13 +81,25 @@ def _adaptive(report: TickReport) -> list[Figure]:
     ]
 
 
-def _lanes_and_pools(report: TickReport) -> list[Figure]:
-    """Each lane's figures under a Lane dimension, and each pool's RUNNING, free slots and MAX."""
-    found = [
-        Figure(name, value, dimension=("Lane", lane))
-        for lane, counts in report.lanes.items()
-        for name, value in member_metrics(LANE, counts).items()
-    ]
+def _members(report: TickReport, kind: Kind) -> list[Figure]:
+    """Each member of ``kind``'s figures under its dimension: its outcomes', and its kind's of its count."""
+    found = []
+    for name, member in report.of_kind(kind).items():
+        named: dict[str, float] = {**member_metrics(kind.name, member.counts)}
+        named |= {} if member.count is None else kind.metrics(member.count)
+        found += [Figure(metric, value, dimension=(kind.dimension, name)) for metric, value in named.items()]
+    return found
+
+
+def _kind_totals(report: TickReport, kind: Kind) -> list[Figure]:
+    """What ``kind`` totals of its members' counts (a gate's: the longest anyone has been inside)."""
+    counts = [member.count for member in report.of_kind(kind).values() if member.count is not None]
+    return [Figure(name, value, unit) for name, (value, unit) in kind.totals(counts).items()]
+
+
+def _pools(report: TickReport) -> list[Figure]:
+    """Each pool's RUNNING, free slots and MAX."""
+    found: list[Figure] = []
     for pool, pool_figures in report.pools.items():
         found += [
             Figure(name, value, dimension=("Pool", pool))
@@ -93,17 +117,6 @@ def _tenants(tenants: TenantFigures) -> list[Figure]:
     found = [Figure("HeldJobs", tenants.held), Figure("GroupsAtLimit", tenants.groups_at_limit)]
     if tenants.largest_group_share is not None:
         found.append(Figure("LargestGroupShare", 100 * tenants.largest_group_share, "Percent"))
-    return found
-
-
-def _gates(report: TickReport) -> list[Figure]:
-    """Each gate's figures under a Gate dimension, and the longest anyone has been inside (the alarm's)."""
-    ages = [inside.oldest_inside_seconds for inside in report.inside.values()]
-    found = [Figure("OldestInsideAge", max((age for age in ages if age is not None), default=0.0), "Seconds")]
-    for gate, counts in report.gates.items():
-        inside = report.inside.get(gate)
-        named = member_metrics(GATE, counts) | ({} if inside is None else {"Inside": inside.inside})
-        found += [Figure(name, value, dimension=("Gate", gate)) for name, value in named.items()]
     return found
 
 

@@ -6,8 +6,10 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dispatcher.core.outcomes import Counts, keyed, total_keys, totals
-from dispatcher.core.topology import GATE, LANE
+from dispatcher.core.counting import Count
+from dispatcher.core.kinds import KINDS, PRIMARY, Kind, keyed, kind_of, total_keys, totals
+from dispatcher.core.outcomes import Counts
+from dispatcher.core.topology import Topology
 
 
 class StopReason(StrEnum):
@@ -47,11 +49,13 @@ class PoolFigures:
 
 
 @dataclass(kw_only=True)
-class GateFigures:
-    """One gate as a tick counted it: who was inside, for how long."""
+class MemberFigures:
+    """One member in an invocation: its kind, what became of its messages, and its count."""
 
-    inside: int
-    oldest_inside_seconds: float | None = None
+    kind: str
+    counts: Counts = field(default_factory=Counts)
+    count: Count | None = None
+    """What held its slots as the first tick counted it (None: not counted)."""
 
 
 @dataclass(kw_only=True)
@@ -69,9 +73,10 @@ class TenantFigures:
 class TickReport:
     """What one invocation saw and did; its dict is the handler's return value.
 
-    The totals are over every member; ``lanes`` and ``pools`` hold each one's own (in the
-    return value only when there is more than lane and pool ``default``), ``gates`` each
-    gate's. How each outcome is said, per kind of member, is `dispatcher.core.outcomes`.
+    The totals are over every member; ``members`` holds each one's own (a lane's in the
+    return value only when there is more than lane and pool ``default``, each other kind's
+    always), and ``pools`` each pool's. How each outcome is said, per kind of member, is
+    the kind's (`dispatcher.core.kinds`).
     """
 
     running: int = 0
@@ -82,78 +87,95 @@ class TickReport:
     ticks: int = 1
     oldest_running_seconds: float | None = None
     """Age of the oldest execution the count saw RUNNING (when the listing was complete)."""
-    lanes: dict[str, Counts] = field(default_factory=dict)
-    """Lane → what became of its messages."""
+    members: dict[str, MemberFigures] = field(default_factory=dict)
+    """Member → its kind, what became of its messages, and its count (by the first tick)."""
     pools: dict[str, PoolFigures] = field(default_factory=dict)
     """Pool → its MAX, RUNNING and free slots (by the first tick)."""
-    gates: dict[str, Counts] = field(default_factory=dict)
-    """Gate → what became of its requests."""
-    inside: dict[str, GateFigures] = field(default_factory=dict)
-    """Gate → who was inside (by the first tick; a gate the tick did not count has none)."""
     tenants: TenantFigures | None = None
     """Message groups, when a member counts by group (by the latest tick)."""
+
+    def of_kind(self, kind: Kind) -> dict[str, MemberFigures]:
+        """The members of ``kind``, in the report's order."""
+        return {name: figures for name, figures in self.members.items() if figures.kind == kind.name}
 
     @property
     def laned(self) -> bool:
         """Whether the tick had more than lane and pool ``default``: then each one's figures are reported."""
-        return len(self.lanes) > 1 or len(self.pools) > 1 or bool(self.gates)
+        primary = sum(1 for figures in self.members.values() if kind_of(figures.kind).primary)
+        return primary > 1 or len(self.pools) > 1 or primary < len(self.members)
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        """The kinds of member configured: lanes always (lane ``default``), gates when there are any."""
-        return (LANE, GATE) if self.gates else (LANE,)
+        """The kinds of member configured: the primary one always (lane ``default``), others when present."""
+        present = {figures.kind for figures in self.members.values()}
+        return tuple(kind.name for kind in KINDS if kind.primary or kind.name in present)
 
-    def members(self) -> list[tuple[str, Counts]]:
-        """Each member's kind and counts."""
-        return [(LANE, counts) for counts in self.lanes.values()] + [
-            (GATE, counts) for counts in self.gates.values()
-        ]
+    def counted(self) -> list[tuple[str, Counts]]:
+        """Each member's kind and counts, kind by kind."""
+        return [(kind.name, figures.counts) for kind in KINDS for figures in self.of_kind(kind).values()]
 
     def count_round(self, member: str, counts: Counts) -> None:
-        """Count one round of a member (a lane, or a gate)."""
-        (self.gates if member in self.gates else self.lanes).setdefault(member, Counts()).update(counts)
+        """Count one round of a member (a member the report didn't list is of the primary kind)."""
+        self.members.setdefault(member, MemberFigures(kind=PRIMARY.name)).counts.update(counts)
 
     def totals(self) -> dict[str, int]:
         """Every member's counts added up, by the return value's keys."""
-        return totals(self.kinds, self.members())
+        return totals(self.kinds, self.counted())
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-serialisable return value of the handler."""
         summed = self.totals()
-        lane_keys = total_keys((LANE,))
+        primary_keys = total_keys((PRIMARY.name,))
         document: dict[str, Any] = {
             "running": self.running,
             "free": self.free,
-            **{key: summed[key] for key in lane_keys},
+            **{key: summed[key] for key in primary_keys},
             "stopped": self.stopped.value,
             "ticks": self.ticks,
             "oldest_running_seconds": self.oldest_running_seconds,
-            **{key: value for key, value in summed.items() if key not in lane_keys},
+            **{key: value for key, value in summed.items() if key not in primary_keys},
         }
         if self.laned:
-            document["lanes"] = {name: keyed(LANE, counts) for name, counts in self.lanes.items()}
+            document[PRIMARY.plural] = self._entries(PRIMARY)
             document["pools"] = {
                 name: {key: value for key, value in asdict(figures).items() if value is not None}
                 for name, figures in self.pools.items()
             }
         if self.tenants is not None:
             document["tenants"] = asdict(self.tenants)
-        if self.gates:
-            document["gates"] = {name: self._gate(name, counts) for name, counts in self.gates.items()}
+        for kind in KINDS:
+            if not kind.primary and self.of_kind(kind):
+                document[kind.plural] = self._entries(kind)
         return document
 
-    def _gate(self, name: str, counts: Counts) -> dict[str, Any]:
-        """A gate's part of the return value: its counts, and who is inside."""
-        return {**keyed(GATE, counts), **(asdict(self.inside[name]) if name in self.inside else {})}
+    def _entries(self, kind: Kind) -> dict[str, dict[str, Any]]:
+        """Each member of ``kind``'s part of the return value: its counts, and its kind's of its count."""
+        return {
+            name: {
+                **keyed(kind.name, figures.counts),
+                **({} if figures.count is None else kind.entry(figures.count)),
+            }
+            for name, figures in self.of_kind(kind).items()
+        }
 
     def add(self, later: TickReport) -> None:
         """Fold in a later tick of the same invocation."""
-        for lane, counts in later.lanes.items():
-            self.lanes.setdefault(lane, Counts()).update(counts)
-        for gate, counts in later.gates.items():
-            self.gates.setdefault(gate, Counts()).update(counts)
+        for name, figures in later.members.items():
+            self.members.setdefault(name, MemberFigures(kind=figures.kind)).counts.update(figures.counts)
         self.stopped = later.stopped
         self.tenants = later.tenants or self.tenants
         self.ticks += later.ticks
         if later.oldest_running_seconds is not None:
             self.oldest_running_seconds = later.oldest_running_seconds
+
+
+def stopped_report(topology: Topology, reason: StopReason) -> TickReport:
+    """The report of a tick that stopped before counting: the members its kinds always list, at 0."""
+    return TickReport(
+        stopped=reason,
+        members={
+            member.name: MemberFigures(kind=member.kind)
+            for member in topology.members
+            if not kind_of(member.kind).primary
+        },
+    )

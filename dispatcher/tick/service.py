@@ -17,7 +17,6 @@ from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, pool_running
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.member_queues import members_of
-from dispatcher.core.outcomes import Counts
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
 from dispatcher.core.topology import Gate, Lane, PoolLimit, Topology
@@ -35,11 +34,12 @@ from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
-    GateFigures,
+    MemberFigures,
     PoolFigures,
     StopReason,
     TenantFigures,
     TickReport,
+    stopped_report,
 )
 from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
@@ -172,10 +172,8 @@ class Dispatcher:
         return report
 
     def _stopped(self, reason: StopReason) -> TickReport:
-        """The report of a tick that stopped before counting (with every gate's counts, at 0)."""
-        return TickReport(
-            stopped=reason, gates={gate.name: Counts() for gate in self._topology.members_of(kind=Gate)}
-        )
+        """The report of a tick that stopped before counting (`stopped_report`)."""
+        return stopped_report(self._topology, reason)
 
     def _steered(self, topology: Topology) -> None:
         """Tick from now on within ``topology``'s live limits (the operator changed them, or not)."""
@@ -328,14 +326,9 @@ class Dispatcher:
             free=plan.free,
             stopped=StopReason.CAPACITY,
             oldest_running_seconds=max((age for age in ages if age is not None), default=None),
-            lanes={lane.name: Counts() for lane in self._topology.members_of(kind=Lane)},
-            gates={gate.name: Counts() for gate in self._topology.members_of(kind=Gate)},
-            inside={
-                gate.name: GateFigures(
-                    inside=counted.counts[gate.count_key].running,
-                    oldest_inside_seconds=counted.counts[gate.count_key].oldest_seconds,
-                )
-                for gate in counted.gates
+            members={
+                member.name: MemberFigures(kind=member.kind, count=counted.counts.get(member.count_key))
+                for member in self._topology.members
             },
             pools={
                 pool.pool.name: PoolFigures(

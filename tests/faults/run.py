@@ -24,7 +24,7 @@ import boto3
 from dispatcher import handler
 from dispatcher.core.control import Control
 from dispatcher.core.jobs import start_by_text
-from dispatcher.core.outcomes import total_keys
+from dispatcher.core.kinds import total_keys
 from dispatcher.core.topology import DEFAULT
 from dispatcher.core.topology import GATE as GATE_KIND
 from dispatcher.core.topology import LANE as LANE_KIND

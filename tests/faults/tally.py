@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dispatcher.core.outcomes import total_keys
+from dispatcher.core.kinds import total_keys
 from dispatcher.core.topology import GATE, LANE
 
 if TYPE_CHECKING:

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from dispatcher import handler
+from dispatcher.core.counting import Count
 from dispatcher.core.outcomes import Counts, Outcome
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, GATE, LANE, Gate, Lane, PoolLimit, Topology
 from dispatcher.telemetry import metrics
-from dispatcher.tick.report import GateFigures, PoolFigures, StopReason, TenantFigures, TickReport
+from dispatcher.tick.report import MemberFigures, PoolFigures, StopReason, TenantFigures, TickReport
 
 STARTED, REDRIVEN, ALREADY, REFUSED = Outcome.STARTED, Outcome.REDRIVEN, Outcome.ALREADY, Outcome.REFUSED
 DEAD, WAITING, FAILED = Outcome.DEAD_LETTERED, Outcome.WAITING, Outcome.DELETE_FAILED
@@ -49,9 +50,11 @@ def _report() -> TickReport:
         free=4,
         stopped=StopReason.CAPACITY,
         oldest_running_seconds=12.5,
-        lanes={DEFAULT: Counts(), "urgent": Counts()},
-        gates={"etl": Counts()},
-        inside={"etl": GateFigures(inside=2, oldest_inside_seconds=40.0)},
+        members={
+            DEFAULT: MemberFigures(kind=LANE),
+            "urgent": MemberFigures(kind=LANE),
+            "etl": MemberFigures(kind=GATE, count=Count(2, 40.0)),
+        },
         pools={
             DEFAULT: PoolFigures(max_concurrency=7, running=4, free=3),
             "glue": PoolFigures(max_concurrency=3, running=2, free=1),
@@ -141,7 +144,9 @@ def test_a_tick_of_lanes_gates_pools_and_tenants_emits_each_figure_once(
 @pytest.mark.usefixtures("emitted")
 def test_a_tick_that_found_the_lease_held_emits_only_a_busy_tick(capsys: pytest.CaptureFixture[str]) -> None:
     """Another tick reports for both: a busy one adds BusyTicks and nothing else."""
-    handler.emit_report(TickReport(stopped=StopReason.BUSY, gates={"etl": Counts()}), TOPOLOGY)
+    handler.emit_report(
+        TickReport(stopped=StopReason.BUSY, members={"etl": MemberFigures(kind=GATE)}), TOPOLOGY
+    )
     metrics.flush_metrics()
     assert _figures(capsys.readouterr().out) == {("BusyTicks", "", "", 1.0)}
 
@@ -212,7 +217,9 @@ def test_the_return_value_of_lanes_gates_pools_and_tenants_holds_every_key_in_it
 
 def test_the_return_value_of_one_lane_keeps_the_contracts_keys_and_no_member_lists() -> None:
     """Without lanes or gates: the contract's totals only, no lanes, pools or gate keys."""
-    report = TickReport(running=2, free=1, stopped=StopReason.DRAINED, lanes={DEFAULT: Counts()})
+    report = TickReport(
+        running=2, free=1, stopped=StopReason.DRAINED, members={DEFAULT: MemberFigures(kind=LANE)}
+    )
     report.count_round(DEFAULT, Counts({STARTED: 1}))
     assert report.as_dict() == {
         "running": 2,

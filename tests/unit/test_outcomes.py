@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from dispatcher.core.outcomes import (
-    LABELS,
-    Counts,
-    Outcome,
-    keyed,
-    member_metrics,
-    metric_totals,
-    said,
-    total_keys,
-    totals,
-)
+from dispatcher.core.kinds import LABELS, keyed, member_metrics, metric_totals, said, total_keys, totals
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.topology import GATE, LANE
 
 LANE_COUNTS = Counts({Outcome.STARTED: 3, Outcome.REDRIVEN: 1, Outcome.DEAD_LETTERED: 2, Outcome.WAITING: 4})
