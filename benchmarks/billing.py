@@ -14,13 +14,13 @@ def emf_bytes() -> tuple[int, int]:
     """The size of the metrics one invocation logs (Powertools' EMF line): a busy one, and one that ticked."""
     from benchmarks.full_scale import MAX_CONCURRENCY  # noqa: PLC0415 — it reports with this bill
     from dispatcher import handler  # noqa: PLC0415 — Powertools reads the environment at import
-    from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology  # noqa: PLC0415
+    from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology  # noqa: PLC0415
     from dispatcher.tick.report import StopReason, TickReport  # noqa: PLC0415
 
     lane = Lane(
         DEFAULT, DEFAULT, "jobs.fifo", "dead-letters.fifo", "arn:aws:states:us-east-1:1:stateMachine:jobs"
     )
-    topology = Topology(pools=(PoolLimit(DEFAULT, MAX_CONCURRENCY),), members=(lane,))
+    topology = Topology(pools=(Pool(DEFAULT, MAX_CONCURRENCY),), members=(lane,))
     sizes = []
     for report in (
         TickReport(stopped=StopReason.BUSY),

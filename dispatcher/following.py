@@ -8,13 +8,13 @@ exists, else what the dispatcher kept of it (cancelled, expired, dead-lettered),
 cancellations with its review window, once, after it took the tick lease and before it
 records or starts anything; a round never starts a job they name. A cancellation written
 after that read is not seen by the tick in flight, so ``cancel`` writes its entry, then
-waits for the tick in flight to end: it asks the lease's holder for another tick (as an
-invocation that finds the lease held does) and waits until the holder took that ask (it
+waits for the tick in flight to end: it asks the lease's keeper for another tick (as an
+invocation that finds the lease held does) and waits until the keeper took that ask (it
 does so only between ticks), let go, or its time ran out. Every tick after that one reads
 the entry. Only then does ``cancel`` look for the execution: none means no tick started the
 job and none ever will (``cancelled``); one means the tick in flight started it first
 (``already started``, and the entry is taken back). The wait is the rest of one tick:
-usually well under a second, at most the function's timeout when its holder died.
+usually well under a second, at most the function's timeout when its keeper died.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ class Jobs:
             machine.stop(name, CANCELLED_ERROR, reason)
             now = self._clock()
             stopped = JobRecord(member.name, name, JobState.CANCELLED, reason, now, stopped=True)
-            self._records.settle([stopped])
+            self._records.write([stopped])
             aborted = replace(execution, status="ABORTED", stopped_at=now, error=CANCELLED_ERROR)
             return CancelAnswer(STOPPED, name, member.name, aborted, reason)
         earlier = self._records.record(member.name, name) if execution.status == "ABORTED" else None

@@ -23,8 +23,8 @@ READ_WAIT_SECONDS = 1
 """Each receive long-polls this long: an empty short poll may miss messages on other SQS hosts."""
 
 
-class HeldQueue:
-    """Reads a whole queue, holding what it read until each message is deleted or released.
+class QueueReading:
+    """Reads a whole queue, hiding what it read until each message is deleted or shown again.
 
     SQS can't show a message without receiving it: a read hides messages for a while
     (renewed while this command still works on them) and gives back every one it did
@@ -109,7 +109,7 @@ class HeldQueue:
                     self.held.pop(held.message_id, None)
         return failed
 
-    def release_all(self) -> None:
+    def show_all_again(self) -> None:
         """Give back every message still held (visible again at once). Best effort."""
         held = list(self.held.values())
         self.held.clear()

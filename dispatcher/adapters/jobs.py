@@ -46,7 +46,7 @@ class JobTable:
         self.table = table
         self._key = key
 
-    def settle(self, records: Sequence[JobRecord | Dropped]) -> int:
+    def write(self, records: Sequence[JobRecord | Dropped]) -> int:
         """Keep what the tick dropped, expired or dead-lettered: `BatchWriteItem` calls of 25, best effort.
 
         How many records were left unwritten (`dispatcher job` then says less of them).

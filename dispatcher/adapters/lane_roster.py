@@ -3,9 +3,9 @@
 Items: `dispatcher.adapters.lane_roster_items`; what they mean and why: `dispatcher.core.lane_rosters`.
 Kept (``kept`` given): a read compares the head's version (a `GetItem` of one small item)
 and reads the roster back only when it changed — another container wrote it, or nothing
-is kept. A holder that reads it writes a new version before it writes anything else, so a
+is kept. A keeper that reads it writes a new version before it writes anything else, so a
 container that kept an older one reads it back. A write that fails, or leaves something
-unprocessed, drops what is kept: the next read is whole. Only the lease holder writes a
+unprocessed, drops what is kept: the next read is whole. Only the lease keeper writes a
 lane's roster.
 """
 

@@ -68,7 +68,7 @@ def gone_item(
 
 
 def head_item(own: str, member: str, version: str) -> dict[str, Any]:
-    """The roster's head: the version its holder read it at."""
+    """The roster's head: the version its keeper read it at."""
     return {
         "pk": {"S": inside_partition(own, member)},
         "sk": {"S": HEAD_KEY},

@@ -19,7 +19,7 @@ LEASE_SORT_KEY = "tick"
 LEASE_POLL_SECONDS = 0.1
 """How often a wait for the tick in flight looks whether it has ended."""
 LEASE_GRACE_SECONDS = 5.0
-"""Beyond the holder's own time (``held_until``), allowed for clocks that disagree."""
+"""Beyond the keeper's own time (``held_until``), allowed for clocks that disagree."""
 
 
 @dataclass(frozen=True)
@@ -29,16 +29,16 @@ class LeaseState:
     owner: str
     held_until: float
     asked: bool
-    """Another tick was asked of the holder and it has not taken the ask yet."""
+    """Another tick was asked of the keeper and it has not taken the ask yet."""
 
 
 class TickLease:
     """The lease that serialises ticks: whoever holds it counts and spends the free slots.
 
     One item per state machine (``pk`` = ``lease#<ARN>``, ``sk`` = ``tick``), taken with
-    a conditional ``PutItem`` and held until the holder's invocation must have ended
-    (``held_until``). A holder that dies keeps the lease only until then. An invocation
-    that finds the lease held sets ``again`` on it, and the holder ticks once more
+    a conditional ``PutItem`` and held until the keeper's invocation must have ended
+    (``held_until``). A keeper that dies keeps the lease only until then. An invocation
+    that finds the lease held sets ``again`` on it, and the keeper ticks once more
     before letting go, so what that invocation came to do (an execution ended) is done
     within seconds, not at the next scheduled tick.
     """
@@ -53,7 +53,7 @@ class TickLease:
         return conditional(self._client, self.table, "tick lease", operation, **request)
 
     def acquire(self, owner: str, now: float, held_until: float) -> bool:
-        """Take the lease if it is free or its holder's time is up.
+        """Take the lease if it is free or its keeper's time is up.
 
         Taking it again under the same ``owner`` succeeds: botocore's retry of a write
         that was applied but whose answer was lost must not find its own lease "held".
@@ -84,7 +84,7 @@ class TickLease:
         )
 
     def ask_again(self, owner: str, now: float, wake_until: float | None = None) -> bool:
-        """Ask the live holder for one more tick; False when no one else holds the lease now.
+        """Ask the live keeper for one more tick; False when no one else holds the lease now.
 
         ``wake_until``: the asker came for wakes, whose producers' jobs until then must be
         received; it joins the ask's list (``wakes``), so no ask's second is lost to another's.
@@ -110,7 +110,7 @@ class TickLease:
     def let_go_unless_asked(self, owner: str) -> Ask | None:
         """Let go unless another tick was asked for (None: let go); the request, taken, when it was.
 
-        A holder that lost the lease (its time ran out) lets go of nothing.
+        A keeper that lost the lease (its time ran out) lets go of nothing.
         """
         if self._call(
             "delete_item",
@@ -159,8 +159,8 @@ class TickLease:
     ) -> None:
         """Return once the tick in flight now (if any) has ended: every later tick reads what was written.
 
-        It asks the holder for another tick, as an invocation that finds the lease held
-        does, and waits until the holder took that ask (it does so only between ticks), let
+        It asks the keeper for another tick, as an invocation that finds the lease held
+        does, and waits until the keeper took that ask (it does so only between ticks), let
         go, or its time ran out (it died). ``asker``: what asks (``cancel``, ``pause``).
         """
         if not self.ask_again(f"{asker}-{uuid.uuid4().hex}", clock()):
@@ -173,5 +173,5 @@ class TickLease:
             if now is None or now.owner != first.owner or not now.asked:
                 return
             if clock() > now.held_until + LEASE_GRACE_SECONDS:
-                return  # its holder died: its time is up
+                return  # its keeper died: its time is up
             sleep(LEASE_POLL_SECONDS)

@@ -241,7 +241,7 @@ class StartLedgerTable:
         """Void starts that no longer count (ended, superseded, never started); how many were left.
 
         One item names up to 500 of them; the starts themselves (and their groups) stay.
-        Best effort: a start left behind is reviewed again next tick and found settled
+        Best effort: a start left behind is reviewed again next tick and found resolved
         again (or holds its slot for at most the window), so a failure here costs calls or
         a little capacity, never the cap.
         """

@@ -3,7 +3,7 @@
 A gate's admissions are items of their own in the gate's partition, one an execution, kept
 until the execution leaves (a release, an end, a check); any invocation may release one.
 How the items are laid out: `dispatcher.adapters.inside_items`. A tenant lane's roster is
-packed and kept by its holder: `dispatcher.adapters.lane_roster`.
+packed and kept by its keeper: `dispatcher.adapters.lane_roster`.
 """
 
 from __future__ import annotations

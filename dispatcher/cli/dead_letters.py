@@ -11,7 +11,7 @@ import json
 import sys
 from typing import TextIO
 
-from dispatcher.adapters.held_queue import HeldQueue
+from dispatcher.adapters.queue_reading import QueueReading
 from dispatcher.adapters.sqs import send_message
 from dispatcher.cli.args import AddCommand, count, rate
 from dispatcher.cli.config import Aws, Resources
@@ -37,12 +37,12 @@ def queues(args: argparse.Namespace, resources: Resources) -> tuple[str, str, st
 def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """List one member's dead-letter queue with each message's DispatchError."""
     member, _, dead_letter_queue_url = queues(args, resources)
-    queue = HeldQueue(aws.client("sqs"), dead_letter_queue_url, visibility_seconds=30)
+    queue = QueueReading(aws.client("sqs"), dead_letter_queue_url, visibility_seconds=30)
     try:
         moves = [plan_move(held) for held in queue.read_all()]
         depth = queue.depth()
     finally:
-        queue.release_all()
+        queue.show_all_again()
     hidden = max(0, depth - len(moves))
     if args.json:
         document = {
@@ -117,7 +117,7 @@ def _move_each(  # noqa: PLR0913 — the command's arguments, where to and from,
     dispatcher (at most once a second).
     """
     queue_url, dead_letter_queue_url = urls
-    queue = HeldQueue(
+    queue = QueueReading(
         aws.client("sqs"), dead_letter_queue_url, visibility_seconds=DEAD_LETTER_VISIBILITY_SECONDS
     )
     verb = "moved" if not args.dry_run else "listed"
@@ -151,7 +151,7 @@ def _move_each(  # noqa: PLR0913 — the command's arguments, where to and from,
                 moved.append(move)
                 progress.show(of(verb, len(moved), None), len(moved))
     finally:
-        queue.release_all()
+        queue.show_all_again()
 
 
 def _report_moves(args: argparse.Namespace, out: TextIO, moved: list[DeadLetterMove], member: str) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from dispatcher.adapters.claims import RerunClaims
-from dispatcher.adapters.held_queue import HeldQueue
+from dispatcher.adapters.queue_reading import QueueReading
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, count, moment, rate, statuses
 from dispatcher.cli.config import Aws, Resources
@@ -53,7 +53,7 @@ def _filters(args: argparse.Namespace) -> Filters:
     )
 
 
-def _read_spool(spool: HeldQueue, quiet: bool) -> tuple[list[Spooled], int]:
+def _read_spool(spool: QueueReading, quiet: bool) -> tuple[list[Spooled], int]:
     progress = Progress(quiet=quiet or not sys.stderr.isatty())
     messages = spool.read_all(lambda done: progress.show(of("read", done, None), done))
     if messages:
@@ -129,11 +129,11 @@ def _write_failures(
 def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
     """List the spooled failures (each execution once, at its latest failure), with counts."""
     _check_lane(args, resources)
-    spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"), visibility_seconds=60)
+    spool = QueueReading(aws.client("sqs"), resources.need("spool_queue_url"), visibility_seconds=60)
     try:
         spooled, unreadable = _read_spool(spool, args.json)
     finally:
-        spool.release_all()
+        spool.show_all_again()
     selected, _ = _selected(args, aws, resources, spooled, groups=False)
     failures = [item.failure for item, _ in selected]
     if args.json:
@@ -155,7 +155,7 @@ def command_failed(args: argparse.Namespace, aws: Aws, resources: Resources, out
 
 
 def _plan(
-    args: argparse.Namespace, aws: Aws, resources: Resources, spool: HeldQueue
+    args: argparse.Namespace, aws: Aws, resources: Resources, spool: QueueReading
 ) -> tuple[list[tuple[Rerun, str | None]], int]:
     """Each selected failure's re-run, with the lane it goes to (None: it can't be known)."""
     spooled, unreadable = _read_spool(spool, args.json)
@@ -211,7 +211,7 @@ def _rerun_each(
     args: argparse.Namespace, aws: Aws, resources: Resources, progress: Progress, outcome: _Outcome
 ) -> None:
     """Plan every spooled failure, then queue (or skip) each; the spool's holds are given back at the end."""
-    spool = HeldQueue(aws.client("sqs"), resources.need("spool_queue_url"))
+    spool = QueueReading(aws.client("sqs"), resources.need("spool_queue_url"))
     queues = configured_lanes(resources).queues
     # A re-run goes back to its own lane; every lane's producer wakes in one second's turn.
     waker = Waker(aws.client("sqs"), resources.wake_queue_url)
@@ -239,10 +239,10 @@ def _rerun_each(
             if len(plans) > 1:
                 progress.show(of(verb, done, len(plans)), done, final=done == len(plans))
     finally:
-        spool.release_all()
+        spool.show_all_again()
 
 
-def _queue(rerun: Rerun, job: Job, producer: Producer, spool: HeldQueue, outcome: _Outcome) -> None:
+def _queue(rerun: Rerun, job: Job, producer: Producer, spool: QueueReading, outcome: _Outcome) -> None:
     """Queue one re-run job; once it is queued, delete its spool messages."""
     result = producer.send_batch([job])
     if result.failed:

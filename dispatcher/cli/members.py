@@ -12,7 +12,7 @@ from dispatcher.cli.config import Resources
 from dispatcher.cli.errors import UsageError
 from dispatcher.core.kinds import KINDS as MEMBER_KINDS
 from dispatcher.core.kinds import kind_of
-from dispatcher.core.topology import Member, PoolLimit, Topology
+from dispatcher.core.topology import Member, Pool, Topology
 
 KINDS = ("pool", *(kind.name for kind in MEMBER_KINDS))
 """What an operations command may act on: a pool, or a member of any kind (``--lane``, ``--gate``)."""
@@ -68,10 +68,10 @@ def unknown_member(kind: str, name: str, topology: Topology) -> UsageError:
     return UsageError(f"--{kind} {name}: no such {kind} ({kind}s: {listed})")
 
 
-def member(resources: Resources, kind: str, name: str) -> PoolLimit | Member:
+def member(resources: Resources, kind: str, name: str) -> Pool | Member:
     """The configured pool, lane or gate of that name; an unknown name is a usage error."""
     topology = resources.topology()
-    found: dict[str, PoolLimit | Member] = {pool.name: pool for pool in topology.pools}
+    found: dict[str, Pool | Member] = {pool.name: pool for pool in topology.pools}
     if kind != "pool":
         found = {each.name: each for each in topology.members_of(kind=kind_of(kind).member)}
     if name not in found:

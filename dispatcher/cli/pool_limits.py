@@ -15,7 +15,7 @@ from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.errors import CliError
 from dispatcher.core.adaptive import LimitState, limit_of
 from dispatcher.core.control import Control, steer
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Pool, Topology
 
 WRITE_ATTEMPTS = 3
 
@@ -71,7 +71,7 @@ def with_limits(topology: Topology, ledger: StartLedgerTable | None) -> Topology
 
 def change_limit(
     ledger: StartLedgerTable,
-    pool: PoolLimit,
+    pool: Pool,
     change: Callable[[LimitState | None], LimitState | None],
     now: float,
 ) -> LimitChange:

@@ -21,7 +21,7 @@ from dispatcher.core.adaptive import Adaptive, AdaptiveDocument
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, LIVE_KEYS, Control
 from dispatcher.core.effective import PARAMETER, shown
 from dispatcher.core.errors import problems
-from dispatcher.core.topology import DEFAULT, PoolLimit
+from dispatcher.core.topology import DEFAULT, Pool
 
 ADAPTIVE = "adaptive"
 ADAPTIVE_KEYS = tuple(f"{ADAPTIVE}.{key}" for key in AdaptiveDocument.model_fields)
@@ -66,7 +66,7 @@ def _check(key: str, value: object) -> None:
         raise UsageError(problems(error, lambda field: f"{ADAPTIVE}.{field}")) from None
 
 
-def set_pool(document: dict[str, Any], pool: PoolLimit, values: Mapping[str, Any]) -> None:
+def set_pool(document: dict[str, Any], pool: Pool, values: Mapping[str, Any]) -> None:
     """Write ``values`` into ``pools.NAME`` of ``document``: ``adaptive`` whole, or one of its keys.
 
     A key of ``adaptive`` changes the parameter's settings, or a copy of ``LANES``' (the
@@ -111,7 +111,7 @@ def _adaptive_text(adaptive: Adaptive | None) -> str:
     return f"({', '.join(said)})"
 
 
-def pool_settings(configured: PoolLimit, steered: PoolLimit, control: Control) -> dict[str, dict[str, Any]]:
+def pool_settings(configured: Pool, steered: Pool, control: Control) -> dict[str, dict[str, Any]]:
     """Each of a pool's settings: the value the ticks use (``steered``), its source, the configured value."""
     entry = control.pools.get(configured.name)
     live = control if configured.name == DEFAULT else entry
@@ -137,8 +137,8 @@ def pool_settings(configured: PoolLimit, steered: PoolLimit, control: Control) -
 
 
 def pool_report(  # noqa: PLR0913 — the pool as configured and as steered, the parameter, where to say it
-    configured: PoolLimit,
-    steered: PoolLimit,
+    configured: Pool,
+    steered: Pool,
     control: Control,
     parameter: str,
     out: TextIO,

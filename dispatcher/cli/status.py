@@ -41,7 +41,7 @@ from dispatcher.core.counting import pool_count, pool_running
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
 from dispatcher.core.member_queues import members_of, removed
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Member, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Member, Pool, Topology
 
 
 def _halted(max_concurrency: int | None, paused: bool) -> bool:
@@ -137,7 +137,7 @@ def _of(shown: dict[tuple[str, str, str], dict[str, Any]], member: Member) -> di
     }
 
 
-def _pool(pool: PoolLimit, running: int) -> PoolStatus:
+def _pool(pool: Pool, running: int) -> PoolStatus:
     count = pool_count(pool, running)
     return PoolStatus(
         pool.name,

@@ -37,7 +37,7 @@ from dispatcher.core.control import (
 )
 from dispatcher.core.effective import keys_of, member_settings, shown
 from dispatcher.core.errors import problems
-from dispatcher.core.topology import DEFAULT, GATE, LANE, Member, PoolLimit
+from dispatcher.core.topology import DEFAULT, GATE, LANE, Member, Pool
 
 POOL = "pool"
 SECTION_OF = {kind: section for section, kind in SECTIONS.items()}
@@ -119,7 +119,7 @@ def command_set(args: argparse.Namespace, aws: Aws, resources: Resources, out: T
     """Override a member's settings live, in the control parameter."""
     kind, name = _chosen(args)
     found = member(resources, kind, name)  # an unknown name is a usage error
-    if isinstance(found, PoolLimit):
+    if isinstance(found, Pool):
         values = pool_values(assignments(args.assignments))
 
         def change(current: Document) -> Document:

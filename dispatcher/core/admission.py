@@ -186,8 +186,8 @@ def by_group(starts: Iterable[Start]) -> list[list[Start]]:
 class GroupOrder:
     """Keeps send order within each message group while a batch is being admitted.
 
-    Once one message of a group is released, the later messages of that group
-    received in the same tick must be released too, or they would start first.
+    Once one message of a group waits, the later messages of that group received
+    in the same tick must wait too, or they would start first.
     """
 
     blocked_groups: set[str] = field(default_factory=set)

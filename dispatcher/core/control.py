@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from dispatcher.core.adaptive import AdaptiveDocument
 from dispatcher.core.errors import ConfigurationError, error_keys, problems
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
 
 CONTROL_MAX_AGE_SECONDS = 5
 """How long a read of the parameter is reused (Powertools' own default would be 300 s)."""
@@ -236,7 +236,7 @@ def _steered_lane(topology: Topology, lane: Lane, control: Control, name: str) -
     return _shared(_overridden(lane, override), override)
 
 
-Limited = TypeVar("Limited", PoolLimit, Lane, Gate)
+Limited = TypeVar("Limited", Pool, Lane, Gate)
 
 
 def _overridden(limited: Limited, override: Override) -> Limited:
@@ -249,7 +249,7 @@ def _overridden(limited: Limited, override: Override) -> Limited:
     )
 
 
-def _adapting(pool: PoolLimit, override: PoolOverride | None) -> PoolLimit:
+def _adapting(pool: Pool, override: PoolOverride | None) -> Pool:
     """``pool`` with the parameter's adaptive settings: replaced, or turned off (``false``)."""
     if override is None or override.adaptive is None:
         return pool

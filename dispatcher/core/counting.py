@@ -15,7 +15,7 @@ from dispatcher.core.adaptive import LimitState
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
 from dispatcher.core.jobs import Cancellations
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Pool, Topology
 
 LIST_PAGE_SIZE = 1000
 """Every ListExecutions page asks for the most AWS returns: a call costs one token of a
@@ -84,17 +84,17 @@ class StateWindow(BaseModel):
 
 
 REREAD_SECONDS = 2.0
-"""A lease holder that read the window already reads again only from this long before its
-last read: every start record written since was its own (only the holder records starts),
+"""A lease keeper that read the window already reads again only from this long before its
+last read: every start record written since was its own (only the keeper records starts),
 and an end written late is only an end learned later, which is safe."""
 
 
 @dataclass
 class KnownWindow:
-    """The review window as one lease holder has read it, so its later ticks read only what is new.
+    """The review window as one lease keeper has read it, so its later ticks read only what is new.
 
-    Only while one invocation holds the lease without a break: a new holder reads the
-    whole window, since the previous holder's starts are in it.
+    Only while one invocation holds the lease without a break: a new keeper reads the
+    whole window, since the previous keeper's starts are in it.
     """
 
     read_at: float
@@ -225,11 +225,11 @@ def pool_running(topology: Topology, pool: str, running: Mapping[str, int]) -> i
     )
 
 
-def pool_count(pool: PoolLimit, running: int) -> PoolCount:
+def pool_count(pool: Pool, running: int) -> PoolCount:
     """A pool's RUNNING and free places, the one formula of the tick and of `dispatcher status`.
 
     Free: max(0, L - RUNNING), where L is an adaptive pool's limit and MAX otherwise
-    (`PoolLimit.ceiling`); 0 halted.
+    (`Pool.ceiling`); 0 halted.
     """
     return PoolCount(running, 0 if pool.halted else free_slots(pool.ceiling, running))
 
@@ -244,8 +244,8 @@ class RunningCount:
     """Recorded starts the list doesn't show: `DescribeExecution` tells whether each still runs."""
     resolved: tuple[LedgerStart, ...] = ()
     """Records that no longer count: too old to matter, superseded, or ended by an event.
-    They need no write: the next tick's window read settles them the same way (an end
-    and a newer record are written after the record they settle, so they stay in the
+    They need no write: the next tick's window read resolves them the same way (an end
+    and a newer record are written after the record they resolve, so they stay in the
     window as long as it does), and the oldest have left the window."""
 
 
@@ -291,7 +291,7 @@ def plan_count(
     through, so the count is MAX: nothing starts until a fresh read.
 
     Recorded starts: one older than the review window of the listing (`review_from`) is
-    settled: the listing shows it if it runs. A listed one is counted once, by the list,
+    resolved: the listing shows it if it runs. A listed one is counted once, by the list,
     and its record is kept (a later read may omit it again within the lag). One recorded
     before the stop an event reports has ended. One recorded after the listing was asked
     for can't be in it, and counts as it is, however old the listing. Any other one is

@@ -175,11 +175,11 @@ def wake_deadline(wakes: Sequence[Wake]) -> float | None:
 
 @dataclass(frozen=True)
 class Ask:
-    """Other invocations' request to the lease holder for one more tick, as the holder takes it."""
+    """Other invocations' request to the lease keeper for one more tick, as the keeper takes it."""
 
     wake_until: float | None = None
     """The newest `wake_deadline` of the asks (None: none came for a wake): what their producers
-    queued until then must be received, so the holder's tick for them that drains before
+    queued until then must be received, so the keeper's tick for them that drains before
     then ticks once more when it has passed."""
 
 

@@ -9,9 +9,9 @@ enter and a delete to leave, and every tick read the whole roster back. Here:
 - **Left, in one item a tick**: the entries that left in a tick are named in one *gone* item
   (pack → places). A pack whose every entry left is deleted, and a gone item once every
   pack it names is.
-- **Kept**: the holder keeps the roster in memory (`KeptRoster`) and reads it back only when
+- **Kept**: the keeper keeps the roster in memory (`KeptRoster`) and reads it back only when
   someone else may have written it since: a *head* item names the version the roster was
-  last read at; each tick compares it (one small read), and a holder that reads the roster
+  last read at; each tick compares it (one small read), and a keeper that reads the roster
   writes a new one before it writes anything else.
 
 Pure: no I/O, no clock.
@@ -70,7 +70,7 @@ class Leaving:
 
 @dataclass
 class KeptRoster:
-    """A lane's roster as its holder keeps it: its entries, its packs, its gone items and its holds."""
+    """A lane's roster as its keeper keeps it: its entries, its packs, its gone items and its holds."""
 
     version: str
     """The head's version it was read at (or has written since)."""

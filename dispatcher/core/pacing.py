@@ -22,7 +22,7 @@ START_SHARE = 0.95
 """`StartExecution` is the dispatcher's own work: it takes 95 % of the refill, and half the burst;
 so does `SendTaskSuccess`, the gates' admissions."""
 DESCRIBE_SHARE = 0.25
-"""`DescribeExecution` settles only what nothing else can (a start the list doesn't show, of
+"""`DescribeExecution` resolves only what nothing else can (a start the list doesn't show, of
 which no end event came): a quarter of the refill (at most 0.02 calls a start at 90 % of
 `StartExecution`'s), so the CLI and the re-run planner, which describe too, keep the rest."""
 LIST_SHARE = 0.3
@@ -30,7 +30,7 @@ LIST_SHARE = 0.3
 MAX 3,000 is three pages, so it is read every 2 s, or every 5 s. Between reads the tick
 reuses the last listing (`LISTING_MAX_AGE_SECONDS`)."""
 LIST_BURST_PAGES = 3.0
-"""One listing of MAX 3,000 at once, no more: a new lease holder's full bucket is no burst."""
+"""One listing of MAX 3,000 at once, no more: a new lease keeper's full bucket is no burst."""
 LISTING_MAX_AGE_SECONDS = 30.0
 """A listing is reused while the `ListExecutions` pace has no tokens, up to this age; then it
 is read anyway. Reuse keeps the cap for everything the dispatcher starts: starts recorded
@@ -89,7 +89,7 @@ def _shared(bucket: Bucket, share: float, burst_share: float) -> Pace:
 
 
 def _paced(bucket: Bucket, share: float, *, burst_seconds: float) -> Pace:
-    """A steady share: a new lease holder's full bucket adds little to the previous one's calls."""
+    """A steady share: a new lease keeper's full bucket adds little to the previous one's calls."""
     rate = bucket.refill * share
     return Pace(rate=rate, burst=max(1.0, rate * burst_seconds))
 

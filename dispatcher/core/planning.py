@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 from dispatcher.core.allocation import Claim, room_of
 from dispatcher.core.counting import pool_count
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Pool, Topology
 
 
 @dataclass(frozen=True)
 class PoolPlan:
     """One pool this tick: its RUNNING, its free slots and its members' claims on them."""
 
-    pool: PoolLimit
+    pool: Pool
     running: int
     free: int
     claims: tuple[Claim, ...]
@@ -50,7 +50,7 @@ def bound_by_rate(tokens: int | None, room: int) -> tuple[bool, bool]:
 
 def plan_tick(
     topology: Topology,
-    pools: Sequence[PoolLimit],
+    pools: Sequence[Pool],
     running: Mapping[str, int],
     pools_running: Mapping[str, int],
     tokens: Mapping[str, int | None],

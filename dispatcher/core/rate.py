@@ -1,6 +1,6 @@
 """A lane's start rate: a token bucket of ``r`` starts a second and a burst of ``b = max(1, r)``.
 
-The bucket lives in the state table, so it holds across ticks, looping holders,
+The bucket lives in the state table, so it holds across ticks, looping keepers,
 overlapping invocations and cold starts: a tick takes the tokens for one round of starts
 in one conditional write, then makes at most that many starts. Over any interval of t
 seconds a lane makes at most ``b + r·t`` starts. Tokens taken for a start that did not

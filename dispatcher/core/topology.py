@@ -101,7 +101,7 @@ class Gate(Member):
 
 
 @dataclass(frozen=True)
-class PoolLimit:
+class Pool:
     """A limit that its lanes share (MAX from the environment for pool ``default``)."""
 
     name: str
@@ -137,7 +137,7 @@ class Topology:
     member's kind is its class, and every question of members takes it (``kind=Lane``).
     """
 
-    pools: tuple[PoolLimit, ...]
+    pools: tuple[Pool, ...]
     members: tuple[Member, ...]
 
     @property
@@ -146,11 +146,11 @@ class Topology:
         return self.member(DEFAULT, Lane)
 
     @property
-    def default_pool(self) -> PoolLimit:
+    def default_pool(self) -> Pool:
         """Pool ``default``: its MAX is ``MAX_CONCURRENCY``'s (and the control parameter's top-level keys)."""
         return self.pool(DEFAULT)
 
-    def pool(self, name: str) -> PoolLimit:
+    def pool(self, name: str) -> Pool:
         """The pool called ``name``."""
         return next(pool for pool in self.pools if pool.name == name)
 
@@ -217,9 +217,9 @@ def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:
     document, default_pool = _document(text)
     _check_names(document)
     _check_fifo(document)
-    pools = [PoolLimit(DEFAULT, default_max, adaptive=_settings(default_pool.adaptive))]
+    pools = [Pool(DEFAULT, default_max, adaptive=_settings(default_pool.adaptive))]
     pools += [
-        PoolLimit(name, pool.max_concurrency, adaptive=_settings(pool.adaptive))
+        Pool(name, pool.max_concurrency, adaptive=_settings(pool.adaptive))
         for name, pool in document.pools.items()
     ]
     lanes = [default]

@@ -24,7 +24,7 @@ from dispatcher.local.account import REGION
 from dispatcher.local.emulation import SETTLED_PATH
 from dispatcher.local.gates import GATE
 from dispatcher.local.stack import workflow_name
-from dispatcher.local.workflows import THROTTLED_ERROR, holders, set_capacity, set_downstream
+from dispatcher.local.workflows import THROTTLED_ERROR, keepers, set_capacity, set_downstream
 from dispatcher.settings import LANES_OUTPUT
 
 
@@ -53,7 +53,7 @@ def downstream(argv: Sequence[str] | None = None, out: TextIO | None = None) -> 
     if args.state == "capacity":
         table = f"{args.stack}-downstream"
         lost = set_capacity(table, args.capacity)
-        using = f"{len(holders(table))} in use now"
+        using = f"{len(keepers(table))} in use now"
         if args.capacity is None:
             out.write(f"downstream API capacity none: nothing is throttled ({using})\n")
         else:

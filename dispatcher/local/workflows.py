@@ -77,14 +77,14 @@ def sample_workflow(wait_seconds: float, downstream_table: str | None = None, *,
     )
 
 
-HOLDER = {"#holder.$": "$$.Execution.Id"}
-"""The execution that takes (or gives back) a slot: its ARN, a key of the item's ``holders``."""
+HOLDER = {"#keeper.$": "$$.Execution.Id"}
+"""The execution that takes (or gives back) a slot: its ARN, a key of the item's ``keepers``."""
 
 
 def _slot_states(downstream_table: str) -> dict[str, Any]:
     """Take a slot of the downstream API (or fail with `THROTTLED_ERROR`), and give it back after the wait.
 
-    The item keeps who holds a slot (``holders``, by execution ARN) beside their count
+    The item keeps who holds a slot (``keepers``, by execution ARN) beside their count
     (``taken``): a slot is given back once, by its execution's release or, for an execution
     stopped or failed before it, by `release_ended` on its end.
     """
@@ -95,7 +95,7 @@ def _slot_states(downstream_table: str) -> dict[str, Any]:
             "Resource": "arn:aws:states:::dynamodb:updateItem",
             "Parameters": {
                 **key,
-                "UpdateExpression": "SET holders.#holder = :one ADD taken :one",
+                "UpdateExpression": "SET keepers.#keeper = :one ADD taken :one",
                 "ConditionExpression": "attribute_not_exists(seats) OR taken < seats",
                 "ExpressionAttributeValues": {":one": {"N": "1"}},
             },
@@ -123,17 +123,17 @@ def _slot_states(downstream_table: str) -> dict[str, Any]:
 
 
 RELEASE = {
-    "UpdateExpression": "REMOVE holders.#holder ADD taken :minus_one",
-    "ConditionExpression": "attribute_exists(holders.#holder)",
+    "UpdateExpression": "REMOVE keepers.#keeper ADD taken :minus_one",
+    "ConditionExpression": "attribute_exists(keepers.#keeper)",
     "ExpressionAttributeValues": {":minus_one": {"N": "-1"}},
 }
-"""Give a holder's slot back, once."""
+"""Give a keeper's slot back, once."""
 
 
 def prepare_capacity(table: str) -> None:
     """The item of the API's capacity, with no one holding a slot (before any workflow takes one)."""
     boto3.client("dynamodb", region_name=REGION).put_item(
-        TableName=table, Item={**CAPACITY_KEY, "holders": {"M": {}}, "taken": {"N": "0"}}
+        TableName=table, Item={**CAPACITY_KEY, "keepers": {"M": {}}, "taken": {"N": "0"}}
     )
 
 
@@ -147,7 +147,7 @@ def release_ended(table: str, execution_arn: str) -> bool:
         boto3.client("dynamodb", region_name=REGION).update_item(
             TableName=table,
             Key=CAPACITY_KEY,
-            ExpressionAttributeNames={"#holder": execution_arn},
+            ExpressionAttributeNames={"#keeper": execution_arn},
             **RELEASE,  # type: ignore[arg-type]
         )
     except ClientError as error:
@@ -157,25 +157,25 @@ def release_ended(table: str, execution_arn: str) -> bool:
     return True
 
 
-def holders(table: str) -> list[str]:
+def keepers(table: str) -> list[str]:
     """The executions holding a slot of the API now."""
     item = (
         boto3.client("dynamodb", region_name=REGION)
         .get_item(TableName=table, Key=CAPACITY_KEY)
         .get("Item", {})
     )
-    return sorted(item.get("holders", {}).get("M", {}))
+    return sorted(item.get("keepers", {}).get("M", {}))
 
 
 def set_capacity(table: str, capacity: int | None) -> list[str]:
     """Give the simulated downstream API a capacity (None: none); the slots it found lost, and gave back.
 
     A slot held by an execution that is no longer RUNNING is given back first: what an
-    older emulator lost (it counted no holders), or an end whose release did not come.
+    older emulator lost (it counted no keepers), or an end whose release did not come.
     """
     stepfunctions = boto3.client("stepfunctions", region_name=REGION)
     lost = []
-    for arn in holders(table):
+    for arn in keepers(table):
         try:
             running = stepfunctions.describe_execution(executionArn=arn)["status"] == "RUNNING"
         except ClientError:
@@ -190,7 +190,7 @@ def set_capacity(table: str, capacity: int | None) -> list[str]:
         TableName=table,
         Key=CAPACITY_KEY,
         UpdateExpression=(
-            "SET seats = :capacity, holders = if_not_exists(holders, :none),"
+            "SET seats = :capacity, keepers = if_not_exists(keepers, :none),"
             " taken = if_not_exists(taken, :zero)"
         ),
         ExpressionAttributeValues={

@@ -3,7 +3,7 @@
 `ListExecutions` is eventually consistent both ways, so the list is corrected with what
 the state table remembers: starts recorded in the last 90 s that the list doesn't show
 yet, and ends that status change events reported while the list still shows them.
-A recorded start neither the list nor an event settles is checked with
+A recorded start neither the list nor an event resolves is checked with
 `DescribeExecution`, within a pace well below that API's quota. While one invocation
 holds the lease, its ticks after the first read only the window's newest records.
 
@@ -93,7 +93,7 @@ class Records:
         """Each state machine's window as of ``now``, from its ``oldest`` (`review_from`): one read.
 
         Read whole, or, while the lease is held throughout, what is new. Read a moment
-        before the count, the window is still whole: only the lease holder records
+        before the count, the window is still whole: only the lease keeper records
         starts, and an end written meanwhile is only learned a tick later, which is safe.
         """
         since = min(oldest.values())
@@ -215,12 +215,12 @@ class Counter:
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
         learned: list[EndedExecution] = []
-        running, settled = self._check_recorded(
+        running, resolved = self._check_recorded(
             planned.to_check, planned.running, now, listing.listed_at, learned
         )
-        if settled:
-            self._records.void(settled, now)
-        return Count(running, oldest, {start.name: start.recorded_at for start in settled}, tuple(learned))
+        if resolved:
+            self._records.void(resolved, now)
+        return Count(running, oldest, {start.name: start.recorded_at for start in resolved}, tuple(learned))
 
     def _read_listing(
         self, last: RunningListing | None, ends: Mapping[str, float], now: float
@@ -266,7 +266,7 @@ class Counter:
         it has it checked again.
         """
         pace = self._warm.paces_for(self._state_machine.arn).describe
-        settled: list[LedgerStart] = []
+        resolved: list[LedgerStart] = []
         for index, record in enumerate(to_check):
             if running >= self.max_concurrency:
                 break
@@ -276,16 +276,16 @@ class Counter:
                 continue
             if not pace.take(now, 1):
                 logger.info("checks of recorded starts paced", extra={"left": len(to_check) - index})
-                return running + len(to_check) - index, settled
+                return running + len(to_check) - index, resolved
             try:
                 state = self._state_machine.state_of(record.name)
             except TransientError as error:
                 logger.warning("could not check recorded starts", extra={"reason": str(error)})
-                return running + len(to_check) - index, settled
+                return running + len(to_check) - index, resolved
             if self._still_counts(state, record, execution, now):
                 running += 1
             else:
-                settled.append(record)
+                resolved.append(record)
                 if state is not None and state.stopped_at is not None:
                     learned.append(
                         EndedExecution(
@@ -295,4 +295,4 @@ class Counter:
                             error=state.error,
                         )
                     )
-        return running, settled
+        return running, resolved

@@ -55,7 +55,7 @@ from dispatcher.tick.warm import WarmState
 PROBE_SECONDS = 10.0
 """How often a gate with pending admissions and no free place looks for their requests. Each
 look receives (and releases) up to ten requests, which counts as a receive of each: pending
-admissions are rare (a tick that died, a call that failed) and settle within a visibility
+admissions are rare (a tick that died, a call that failed) and are resolved within a visibility
 timeout, so a few looks stay far from the queue's `maxReceiveCount`."""
 
 

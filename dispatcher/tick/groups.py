@@ -153,7 +153,7 @@ class GroupBook:
     def hold(self, queue: JobQueue, messages: Sequence[QueuedMessage]) -> list[QueuedMessage]:
         """Hold jobs whose group is at its limit: noted in the roster, then in flight for `HOLD_SECONDS`.
 
-        Those that could not be held (the note or the call failed); they are released as any
+        Those that could not be held (the note or the call failed); they are shown again as any
         other job that waits. Noted first: a tick that dies after the call leaves the note,
         so the job is shown again when its group drops below its limit.
         """

@@ -1,7 +1,7 @@
 """The tick lease as one invocation holds it: taken before counting, handed back with a grace.
 
-Ticks never overlap: an invocation that can't take the lease asks the holder for one more
-tick and returns at once. A holder whose tick filled every slot waits a moment before
+Ticks never overlap: an invocation that can't take the lease asks the keeper for one more
+tick and returns at once. A keeper whose tick filled every slot waits a moment before
 letting go, for another invocation to ask, and ticks again for each one that did.
 """
 
@@ -16,21 +16,21 @@ from dispatcher.tick.ports import Lease, Runtime
 from dispatcher.tick.report import StopReason, TickReport
 
 HAND_BACK_GRACE_SECONDS = 0.5
-"""How long a holder whose tick filled every slot waits for another invocation to ask before
+"""How long a keeper whose tick filled every slot waits for another invocation to ask before
 letting go, once others have asked: under churn, end batches come a few times a second,
-and one holder ticking for them all reads the state table's window incrementally and its
+and one keeper ticking for them all reads the state table's window incrementally and its
 own paces stay honest (two containers taking turns would each spend a pace of their own)."""
 FIRST_GRACE_SECONDS = 0.1
 """The same wait before any other invocation asked (one `DeleteItem` after it, no polls)."""
 ASK_POLL_SECONDS = 0.1
-"""How often a waiting holder looks for an ask (a conditional `UpdateItem` each time)."""
+"""How often a waiting keeper looks for an ask (a conditional `UpdateItem` each time)."""
 RATE_WAIT_SECONDS = 0.05, 1.0
-"""While a lane's jobs wait only for its start rate, the holder ticks again when its next token
+"""While a lane's jobs wait only for its start rate, the keeper ticks again when its next token
 is due: at least this long after the last tick, and looking for an ask at least this often
 meanwhile (a slow rate's token may be many seconds away)."""
 
 
-class LeaseHolder:
+class LeaseKeeper:
     """One invocation's hold on the tick lease, under one owner id."""
 
     def __init__(self, lease: Lease, runtime: Runtime, owner: str) -> None:
@@ -44,7 +44,7 @@ class LeaseHolder:
         """Take the lease; False when another invocation holds it (and was asked for one more tick).
 
         ``wake_until``: this invocation came for wakes (`wake_deadline`); the ask carries it,
-        so the holder's tick for it receives what their producers queued until then.
+        so the keeper's tick for it receives what their producers queued until then.
         """
         lease, owner = self._lease, self._owner
         now = self._runtime.clock()
@@ -54,7 +54,7 @@ class LeaseHolder:
         if lease.ask_again(owner, now, wake_until):
             logger.info("another tick holds the lease: it will tick again for this one, which returns")
             return False
-        # The holder let go between the two calls.
+        # The keeper let go between the two calls.
         if lease.acquire(owner, now, held_until):
             return True
         logger.info("another tick took the lease: it counts after this invocation's news")
@@ -74,10 +74,10 @@ class LeaseHolder:
         How often that happens is bounded by how often they come (the end-event mapping
         invokes at most twice at a time), and a listing is still read at most once a
         ``list_reuse_seconds``. While a lane's jobs wait only for its start rate
-        (``rate_due``: seconds until its next token, None when none waits), the holder
+        (``rate_due``: seconds until its next token, None when none waits), the keeper
         ticks again when the token is due, or at an ask before. An ask that came for
         wakes whose tick drains before their second has passed ticks once more when it
-        has (as `TickPolicy.next_tick_in` does for the holder's own wakes).
+        has (as `TickPolicy.next_tick_in` does for the keeper's own wakes).
         """
         lease, owner = self._lease, self._owner
         last = report.stopped

@@ -55,7 +55,7 @@ def dispatcher_for(  # noqa: PLR0913 — each is one input of an invocation
     """The service for one invocation: its policy, every lane's ports, its time and threads.
 
     ``control``: the control parameter's value, read again (through its cache) for each
-    later tick of the invocation, so a holder that keeps ticking follows the operator;
+    later tick of the invocation, so a keeper that keeps ticking follows the operator;
     ``configured``: the topology before the control parameter's overrides (``LANES``), if
     the caller has it already.
     """

@@ -178,7 +178,7 @@ class LaneRound(MemberRound):
 
         Taken once the round is about to start (its records and the starts follow at
         once), so the calls are as far apart as their tokens. What waits for the rate is
-        released in order, never dead-lettered; a bucket that can't be read or written
+        shown again in order, never dead-lettered; a bucket that can't be read or written
         grants nothing and stops admitting until the next tick.
         """
         bucket = self._lane.rate

@@ -17,7 +17,7 @@ from dataclasses import replace
 from dispatcher.core.adaptive import Adaptation, Adaptive, LimitState, PoolEnd, adapt, limit_of, reset
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.topology import PoolLimit, Topology
+from dispatcher.core.topology import Pool, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import StartLedger
 
@@ -31,14 +31,14 @@ class Limits:
         self._ledger = ledger
         self._clock = clock
 
-    def steer(
+    def adapt(
         self,
         topology: Topology,
-        pools: Sequence[PoolLimit],
+        pools: Sequence[Pool],
         stored: Mapping[str, LimitState],
         ends: Mapping[str, Sequence[EndedExecution]],
         running: Mapping[str, int],
-    ) -> list[PoolLimit]:
+    ) -> list[Pool]:
         """``pools``, each adaptive one with its limit after this tick's ends.
 
         ``stored``: each pool's limit as the window read it; ``ends``: each state machine's
@@ -65,7 +65,7 @@ class Limits:
 
     def _adapted(
         self,
-        pool: PoolLimit,
+        pool: Pool,
         adaptive: Adaptive,
         state: LimitState | None,
         ends: Iterable[EndedExecution],
@@ -104,7 +104,7 @@ class Limits:
         logger.warning("another writer changed the pool's limit meanwhile", extra={"pool": pool.name})
         return fallback
 
-    def _turned_off(self, pool: PoolLimit, state: LimitState) -> None:
+    def _turned_off(self, pool: Pool, state: LimitState) -> None:
         """``adaptive`` was taken away: its limit goes back to MAX, so turning it on again starts there."""
         try:
             written = self._ledger.record_limit(
@@ -119,7 +119,7 @@ class Limits:
             logger.info("adaptive is off: the pool's limit is its MAX again", extra={"pool": pool.name})
 
 
-def _log(pool: PoolLimit, adaptation: Adaptation, running: int) -> None:
+def _log(pool: Pool, adaptation: Adaptation, running: int) -> None:
     """Each cut with the signal that caused it; growth and ignored signals in one line."""
     for cut in adaptation.decreases:
         logger.warning(

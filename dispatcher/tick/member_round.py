@@ -166,7 +166,7 @@ class MemberRound:
             outcome.dead_letters.remove(letter)
             outcome.add(Outcome.WAITING, [letter.message])
         if failed:
-            # Released poison would be received again at once: stop until the next tick.
+            # Poison shown again would be received again at once: stop until the next tick.
             outcome.stop_reason = f"the dead-letter queue refused {len(failed)} message(s)"
 
     def settle(self, part: Prepared) -> Counts:
@@ -250,14 +250,14 @@ def _received(
 
 @dataclass
 class Prepared:
-    """One lane's part of a round: what it received, what it admitted, and how its starts went."""
+    """One member's part of a round: what it received, what it admitted, and how its starts went."""
 
-    lane: MemberRound
+    member: MemberRound
     messages: list[QueuedMessage]
     receive_stop: str | None
     """Why receiving stopped early (a throttled receive), if it did."""
     admission: Admission
-    """What the lane's free slots admit (cut to its start rate's tokens before the starts)."""
+    """What the member's free slots admit (cut to its start rate's tokens before the starts)."""
     outcome: RoundOutcome = field(default_factory=RoundOutcome)
     starts: MemberStarts | None = None
     """Its starts, once its admission is decided (`LaneRound.starts_of`)."""

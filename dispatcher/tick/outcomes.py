@@ -69,7 +69,7 @@ class RoundOutcome(GroupOutcome):
     rate_spent: bool = False
     """The lane's start rate granted fewer starts than the round had: its jobs wait for it."""
     unsettled: list[QueuedMessage] = field(default_factory=list)
-    """Of the done messages, those to leave on the queue (released, not deleted): they come back."""
+    """Of the done messages, those to leave on the queue (shown again, not deleted): they come back."""
     held_for_group: list[QueuedMessage] = field(default_factory=list)
     """Of those waiting: the first job of each group at its limit, to hold in flight (`GroupBook.hold`)."""
     undeleted: list[QueuedMessage] = field(default_factory=list)

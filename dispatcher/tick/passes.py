@@ -1,9 +1,9 @@
-"""Spending one tick's free slots: pass after pass over every pool, rounds over each pass's lanes.
+"""Spending one tick's free slots: pass after pass over every pool, rounds over each pass's members.
 
 Each pool's `Allocation` hands its free slots out in passes (priorities first, equal
-shares within one); the lanes of a pass, of every pool, share its rounds (`Round`), so a
-tick over twenty lanes takes about as long as over one. A lane that stopped leaves the
-rounds; a stop on AWS's quotas or the invocation's time stops every lane.
+shares within one); the members of a pass, of every pool, share its rounds (`Round`), so a
+tick over twenty members takes about as long as over one. A member that stopped leaves the
+rounds; a stop on AWS's quotas or the invocation's time stops every member.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
 from dispatcher.core.outcomes import Outcome
-from dispatcher.core.topology import Gate, Lane, Topology
+from dispatcher.core.topology import Gate, Member, Topology
 from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
 from dispatcher.tick.round import MemberRound, Round
@@ -40,7 +40,7 @@ def _next_passes(
     waiting: Mapping[str, bool],
     capacity: Mapping[str, bool],
 ) -> tuple[dict[str, int], dict[str, str]]:
-    """Every pool's next pass together (each lane's share, and its pool); a pool with none stops."""
+    """Every pool's next pass together (each member's share, and its pool); a pool with none stops."""
     shares: dict[str, int] = {}
     pool_of: dict[str, str] = {}
     for pool, allocation in allocations.items():
@@ -53,14 +53,14 @@ def _next_passes(
 
 
 class Passes:
-    """Spends the free slots of a tick's pools, on its members' rounds (lanes', and gates')."""
+    """Spends the free slots of a tick's pools, on its members' rounds (members', and gates')."""
 
     def __init__(self, members: Mapping[str, MemberRounds], warm: WarmState) -> None:
-        """``members``: each member's name (lane and gate names are unique together) → its rounds."""
+        """``members``: each member's name (member and gate names are unique together) → its rounds."""
         self._members = members
         self._warm = warm
-        self.lane_stops: dict[str, StopReason | None] = {}
-        """Each lane's stop in the latest tick, of those offered slots (None: it started all offered)."""
+        self.member_stops: dict[str, StopReason | None] = {}
+        """Each member's stop in the latest tick, of those offered slots (None: it started all offered)."""
 
     def spend(
         self,
@@ -72,24 +72,24 @@ class Passes:
     ) -> StopReason:
         """Spend every pool's free slots, pass after pass (`Allocation`); why the tick stopped.
 
-        The lanes of a pass, of every pool, share its rounds (`Round`): a tick over twenty
-        lanes takes about as long as over one. A stop on AWS's quotas or the invocation's
+        The members of a pass, of every pool, share its rounds (`Round`): a tick over twenty
+        members takes about as long as over one. A stop on AWS's quotas or the invocation's
         time stops them all.
         """
-        self.lane_stops = {}
+        self.member_stops = {}
         self._warm.turns += 1
         stops: dict[str, StopReason] = {}
         waiting = dict.fromkeys(allocations, False)
         capacity = dict.fromkeys(allocations, False)
-        lane_rounds: dict[str, MemberRound] = {}
+        member_rounds: dict[str, MemberRound] = {}
         while True:
             shares, pool_of = _next_passes(topology, allocations, stops, waiting, capacity)
             if not shares:
                 return min(stops.values(), key=STOP_PRECEDENCE.index)
-            for lane in shares:
-                if lane not in lane_rounds:
-                    lane_rounds[lane] = self._members[lane](threads)
-            admitted = self._admit(shares, lane_rounds, rounds, report, self._warm.turns)
+            for member in shares:
+                if member not in member_rounds:
+                    member_rounds[member] = self._members[member](threads)
+            admitted = self._admit(shares, member_rounds, rounds, report, self._warm.turns)
             halted = self._took(shares, pool_of, admitted, allocations, (waiting, capacity))
             if halted is not None:
                 return min([*stops.values(), halted], key=STOP_PRECEDENCE.index)
@@ -104,15 +104,15 @@ class Passes:
     ) -> StopReason | None:
         """Book a pass's starts in each pool's allocation; a stop that halts every pool, if one came.
 
-        ``seen``: what the lanes' stops showed of each pool (one waited; one found its capacity).
+        ``seen``: what the members' stops showed of each pool (one waited; one found its capacity).
         """
         waiting, capacity = seen
         halted: StopReason | None = None
-        for lane, offered in shares.items():
-            pool = pool_of[lane]
-            started, stop = admitted[lane]
-            self.lane_stops[lane] = stop
-            allocations[pool].took(lane, offered, started, spent=stop is not None)
+        for member, offered in shares.items():
+            pool = pool_of[member]
+            started, stop = admitted[member]
+            self.member_stops[member] = stop
+            allocations[pool].took(member, offered, started, spent=stop is not None)
             if stop in HALTING_STOPS:
                 halted = halted or stop
             waiting[pool] = waiting[pool] or stop is StopReason.WAITING
@@ -122,45 +122,47 @@ class Passes:
     @staticmethod
     def _admit(
         shares: Mapping[str, int],
-        lane_rounds: Mapping[str, MemberRound],
+        member_rounds: Mapping[str, MemberRound],
         rounds: Round,
         report: TickReport,
         turn: int,
     ) -> dict[str, tuple[int, StopReason | None]]:
-        """Rounds over a pass's lanes until each started its share or stopped: how many, and why.
+        """Rounds over a pass's members until each started its share or stopped: how many, and why.
 
-        A lane that stopped leaves the rounds; one that stopped on AWS's quotas or the
+        A member that stopped leaves the rounds; one that stopped on AWS's quotas or the
         invocation's time stops the others too.
         """
         left = dict(shares)
         started = dict.fromkeys(shares, 0)
         stops: dict[str, StopReason] = {}
         while left:
-            # A round holds at most one round's starts, shared by its lanes in receive batches:
+            # A round holds at most one round's starts, shared by its members in receive batches:
             # its starts are paced as one reservation and sent in one wave after the first.
             parts = round_parts(left, turn)
-            results = rounds.run({lane: (lane_rounds[lane], part) for lane, part in parts.items()})
+            results = rounds.run({member: (member_rounds[member], part) for member, part in parts.items()})
             halted: StopReason | None = None
-            for lane, (counts, stop) in results.items():
-                report.count_round(lane, counts)
-                started[lane] += counts[Outcome.STARTED]
-                left[lane] -= counts[Outcome.STARTED]
+            for member, (counts, stop) in results.items():
+                report.count_round(member, counts)
+                started[member] += counts[Outcome.STARTED]
+                left[member] -= counts[Outcome.STARTED]
                 if stop is not None:
-                    stops[lane] = stop
+                    stops[member] = stop
                 if stop in HALTING_STOPS:
                     halted = halted or stop
-            left = {lane: offered for lane, offered in left.items() if lane not in stops and offered > 0}
+            left = {
+                member: offered for member, offered in left.items() if member not in stops and offered > 0
+            }
             if halted is not None:
                 stops.update(dict.fromkeys(left, halted))
                 break
-        return {lane: (started[lane], stops.get(lane)) for lane in shares}
+        return {member: (started[member], stops.get(member)) for member in shares}
 
 
 def _pool_stop(topology: Topology, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:
-    """Why a pool's lanes stopped once its passes are over."""
+    """Why a pool's members stopped once its passes are over."""
     # A member neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
-    paused = {lane.name for lane in topology.members_of(kind=Lane) if lane.paused}
+    paused = {member.name for member in topology.members_of(kind=Member) if member.paused}
     paused |= {gate.name for gate in topology.members_of(kind=Gate) if gate.paused}
-    if capacity or any(claim.lane not in allocation.spent | paused for claim in allocation.claims):
+    if capacity or any(claim.member not in allocation.spent | paused for claim in allocation.claims):
         return StopReason.CAPACITY
     return StopReason.WAITING if waiting else StopReason.DRAINED

@@ -215,7 +215,7 @@ class StartRate(Protocol):
 class JobRecords(Protocol):
     """Jobs that never started: the records of what was dropped, expired or dead-lettered."""
 
-    def settle(self, records: Sequence[JobRecord | Dropped]) -> int:
+    def write(self, records: Sequence[JobRecord | Dropped]) -> int:
         """Keep the records of jobs dropped, expired or dead-lettered (best effort); how many were left."""
         ...
 
@@ -228,7 +228,7 @@ class Lease(Protocol):
         ...
 
     def ask_again(self, owner: str, now: float, wake_until: float | None = None) -> bool:
-        """Ask the live holder for one more tick (``wake_until``: wakes' second); False: none else has it."""
+        """Ask the live keeper for one more tick (``wake_until``: wakes' second); False: none else has it."""
         ...
 
     def take_ask(self, owner: str) -> Ask | None:

@@ -2,8 +2,8 @@
 
 A lane's bucket holds one second's worth of starts (``b = max(1, r)``): a lane whose jobs
 wait for tokens and is ticked less often than its tokens come loses them to the full
-bucket and runs below its rate. So the lease holder keeps ticking for such a lane when
-its next token is due (`LeaseHolder.hand_back`), as long as the invocation has time; the
+bucket and runs below its rate. So the lease keeper keeps ticking for such a lane when
+its next token is due (`LeaseKeeper.hand_back`), as long as the invocation has time; the
 end events of other lanes are not what paces it. A lane waits for its rate when its
 tokens, not its slots, held it back this tick and its queue still had jobs: its round
 stopped on a spent rate, or it was offered fewer starts than its pool had free for it and

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from dispatcher.core.adaptive import bounds
 from dispatcher.core.counting import Count
 from dispatcher.core.kinds import KINDS, PRIMARY, Kind, keyed, kind_of, total_keys, totals
 from dispatcher.core.outcomes import Counts
+from dispatcher.core.planning import PoolPlan, TickPlan
 from dispatcher.core.topology import Topology
 
 
@@ -178,4 +181,37 @@ def stopped_report(topology: Topology, reason: StopReason) -> TickReport:
             for member in topology.members
             if not kind_of(member.kind).primary
         },
+    )
+
+
+def counted_report(topology: Topology, plan: TickPlan, counts: Mapping[str, Count]) -> TickReport:
+    """A tick's report as it begins spending: what it counted (``counts``, by count key), every member at 0.
+
+    Its oldest RUNNING is the primary kind's (a lane's state machine's); another kind shows
+    the age of its own in its members' entries.
+    """
+    primary = {member.count_key for member in topology.members if kind_of(member.kind).primary}
+    ages = [count.oldest_seconds for key, count in counts.items() if key in primary]
+    return TickReport(
+        running=sum(count.running for count in counts.values()),
+        free=plan.free,
+        stopped=StopReason.CAPACITY,
+        oldest_running_seconds=max((age for age in ages if age is not None), default=None),
+        members={
+            member.name: MemberFigures(kind=member.kind, count=counts.get(member.count_key))
+            for member in topology.members
+        },
+        pools={pool.pool.name: _pool_figures(pool) for pool in plan.pools},
+    )
+
+
+def _pool_figures(planned: PoolPlan) -> PoolFigures:
+    """A pool as the tick counted it: its MAX, RUNNING and free slots, and its L and lowest L if it adapts."""
+    pool = planned.pool
+    return PoolFigures(
+        max_concurrency=pool.max_concurrency,
+        running=planned.running,
+        free=planned.free,
+        limit=None if pool.adaptive is None else pool.ceiling,
+        minimum=None if pool.adaptive is None else bounds(pool.adaptive, pool.max_concurrency)[0],
     )

@@ -1,14 +1,14 @@
-"""One admission round over the lanes of a pass: receive, decide, record and start, then settle.
+"""One admission round over the members of a pass: receive, decide, record and start, then settle.
 
-Each lane receives up to its part of the round (batches of 10, in parallel once the first
-comes back full), the lanes at once, and decides what its free slots admit. What they
+Each member receives up to its part of the round (batches of 10, in parallel once the first
+comes back full), the members at once, and decides what its free slots admit. What they
 admitted is one round of at most 100 starts: paced below `StartExecution`'s quota, cut to
-each rate-capped lane's tokens (taken now, so the calls follow them at once), recorded
+each rate-capped member's tokens (taken now, so the calls follow them at once), recorded
 together in `BatchWriteItem` calls of 25, then started on the start threads, one group
-per thread (a first wave of at most 10 groups of all the lanes, rate-capped lanes first,
-the rest once it came back unthrottled). Then each lane deletes what is done in batches
-of 10, dead-letters its poison and makes the rest visible again, the lanes at once. With one lane,
-this is that lane's round.
+per thread (a first wave of at most 10 groups of all the members, rate-capped members first,
+the rest once it came back unthrottled). Then each member deletes what is done in batches
+of 10, dead-letters its poison and makes the rest visible again, the members at once. With one member,
+this is that member's round.
 """
 
 from __future__ import annotations
@@ -28,22 +28,22 @@ from dispatcher.tick.starts import Starter, by_roster
 from dispatcher.tick.threads import first_failure
 from dispatcher.tick.warm import WarmState
 
-__all__ = ["LaneResult", "MemberRound", "Prepared", "Round"]
+__all__ = ["MemberResult", "MemberRound", "Prepared", "Round"]
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-LaneResult = tuple[Counts, "StopReason | None"]
-"""What one lane's part of a round did, and why its admission stops (None: it goes on)."""
+MemberResult = tuple[Counts, "StopReason | None"]
+"""What one member's part of a round did, and why its admission stops (None: it goes on)."""
 
 
 class Round:
-    """The rounds of one tick: each one over the lanes offered slots, on the tick's threads."""
+    """The rounds of one tick: each one over the members offered slots, on the tick's threads."""
 
     def __init__(  # noqa: PLR0913 — each is one part of the tick a round works with
         self,
         pool: StartThreads,
-        lane_threads: StartThreads,
+        member_threads: StartThreads,
         runtime: Runtime,
         warm: WarmState,
         records: tuple[StartLedger, Mapping[str, Roster]],
@@ -52,80 +52,80 @@ class Round:
         jobs: JobRecords | None = None,
         cancellations: Callable[[], Mapping[str, Cancellations]] = dict,
     ) -> None:
-        """``pool``: the start threads; ``lane_threads``: one per lane of a round, for its own calls.
+        """``pool``: the start threads; ``member_threads``: one per member of a round, for its own calls.
 
         ``records``: where a round's starts are recorded: the ledger, and each member's roster.
         """
-        self._lane_threads = lane_threads
+        self._lane_threads = member_threads
         self._runtime = runtime
         self._warm = warm
         self._ledger, self._rosters = records
         self._jobs = jobs
         self._cancellations = cancellations
-        """Each lane's pending cancellations, as this tick read them with its window."""
+        """Each member's pending cancellations, as this tick read them with its window."""
         self._margin = time_margin_seconds
         self._starter = Starter(pool, *records)
 
-    def run(self, offers: Mapping[str, tuple[MemberRound, int]]) -> dict[str, LaneResult]:
-        """One round over the lanes of ``offers`` (lane → its part of the round, and its free slots)."""
+    def run(self, offers: Mapping[str, tuple[MemberRound, int]]) -> dict[str, MemberResult]:
+        """One round over the members of ``offers`` (member → its part of the round, and its free slots)."""
         if self._runtime.remaining_seconds() < self._margin:
-            return {lane: (Counts(), StopReason.TIME) for lane in offers}
-        lanes = list(offers)
+            return {member: (Counts(), StopReason.TIME) for member in offers}
+        members = list(offers)
         now = self._runtime.clock()
-        busy = {lane for lane in lanes if not offers[lane][0].was_empty}
-        waits = {lane: offers[lane][0].waits(bool(busy - {lane}), now) for lane in lanes}
+        busy = {member for member in members if not offers[member][0].was_empty}
+        waits = {member: offers[member][0].waits(bool(busy - {member}), now) for member in members}
         received = self._each(
-            lambda lane: offers[lane][0].prepare(offers[lane][1], wait=waits[lane], now=now), lanes
+            lambda member: offers[member][0].prepare(offers[member][1], wait=waits[member], now=now), members
         )
-        results: dict[str, LaneResult] = {}
+        results: dict[str, MemberResult] = {}
         prepared: list[Prepared] = []
-        for lane, result in zip(lanes, received, strict=True):
+        for member, result in zip(members, received, strict=True):
             if isinstance(result, TransientError):
-                logger.warning("could not receive", extra={"lane": lane, "reason": str(result)})
-                results[lane] = (Counts(), StopReason.THROTTLED)
+                logger.warning("could not receive", extra={"member": member, "reason": str(result)})
+                results[member] = (Counts(), StopReason.THROTTLED)
             elif result is None:
-                results[lane] = (Counts(), StopReason.DRAINED)
+                results[member] = (Counts(), StopReason.DRAINED)
             elif isinstance(result, Prepared):
                 prepared.append(result)
         failure = first_failure(received)
         if not isinstance(failure, TransientError | None):
             for part in prepared:
-                part.lane.make_visible(part.messages)
+                part.member.make_visible(part.messages)
             raise failure
         if prepared:
             results.update(self._admit(prepared))
         return results
 
-    def _admit(self, prepared: Sequence[Prepared]) -> dict[str, LaneResult]:
-        """Pace, take the rates' tokens, record and start what the lanes admitted, dead-letter, settle.
+    def _admit(self, prepared: Sequence[Prepared]) -> dict[str, MemberResult]:
+        """Pace, take the rates' tokens, record and start what the members admitted, dead-letter, settle.
 
-        The lanes capped by a rate come first in the waves, so their calls follow their
+        The members capped by a rate come first in the waves, so their calls follow their
         tokens at once.
         """
-        prepared = sorted(prepared, key=lambda part: not part.lane.rated)
+        prepared = sorted(prepared, key=lambda part: not part.member.rated)
         try:
             self._pace(prepared)
-            rated = [part for part in prepared if part.lane.rated and part.admission.starts]
+            rated = [part for part in prepared if part.member.rated and part.admission.starts]
             if rated:
                 now = self._runtime.clock()
-                self._raise_first(self._each(lambda part: part.lane.within_rate(part, now), rated))
-            lanes = [part.lane.starts_of(part, self._runtime.clock) for part in prepared]
-            self._starter.record(lanes, self._runtime.clock())
+                self._raise_first(self._each(lambda part: part.member.within_rate(part, now), rated))
+            members = [part.member.starts_of(part, self._runtime.clock) for part in prepared]
+            self._starter.record(members, self._runtime.clock())
             self._screen(prepared)
-            self._starter.start(lanes)
-            self._raise_first(self._each(lambda part: part.lane.dead_letter(part.outcome), prepared))
+            self._starter.start(members)
+            self._raise_first(self._each(lambda part: part.member.dead_letter(part.outcome), prepared))
         except BaseException:
             # A configuration error or a bug: every message of the round stays queued.
             for part in prepared:
-                part.lane.make_visible(part.messages)
+                part.member.make_visible(part.messages)
             raise
-        counts = self._each(lambda part: part.lane.settle(part), prepared)
+        counts = self._each(lambda part: part.member.settle(part), prepared)
         self._raise_first(counts)
         self._forget_never_started(prepared)
         self._keep_records(prepared)
         return {
-            part.lane.name: (lane_counts, _stop_after(part.outcome, part.receive_stop))  # type: ignore[misc]
-            for part, lane_counts in zip(prepared, counts, strict=True)
+            part.member.name: (member_counts, _stop_after(part.outcome, part.receive_stop))  # type: ignore[misc]
+            for part, member_counts in zip(prepared, counts, strict=True)
         }
 
     def _screen(self, prepared: Sequence[Prepared]) -> None:
@@ -136,19 +136,19 @@ class Round:
         """
         pending = self._cancellations()
         for part in prepared:
-            part.lane.screen(part, pending.get(part.lane.name, Cancellations()))
+            part.member.screen(part, pending.get(part.member.name, Cancellations()))
 
     def _keep_records(self, prepared: Sequence[Prepared]) -> None:
         """Keep what `dispatcher job` reports of the round's jobs that never started; best effort."""
         if self._jobs is None:
             return
         now = self._runtime.clock()
-        records = [record for part in prepared for record in part.lane.job_records(part, now)]
-        if records and self._jobs.settle(records):
+        records = [record for part in prepared for record in part.member.job_records(part, now)]
+        if records and self._jobs.write(records):
             logger.warning("some job records were not written", extra={"records": len(records)})
 
     def _forget_never_started(self, prepared: Sequence[Prepared]) -> None:
-        """Free at once the slots recorded for starts this round never attempted, every lane's together.
+        """Free at once the slots recorded for starts this round never attempted, every member's together.
 
         Best effort: a record left behind holds its slot for at most the review window.
         """
@@ -160,17 +160,17 @@ class Round:
             roster.leave(leaving)
 
     def _pace(self, prepared: Sequence[Prepared]) -> None:
-        """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each lane's region)."""
+        """Wait, if need be, to stay below `StartExecution`'s quota (the account's, in each region)."""
         wait = 0.0
         for part in prepared:
-            wait = max(wait, part.lane.pace().reserve(self._runtime.clock(), len(part.admission.starts)))
+            wait = max(wait, part.member.pace().reserve(self._runtime.clock(), len(part.admission.starts)))
         if wait:
             starts = sum(len(part.admission.starts) for part in prepared)
             logger.info("starts paced", extra={"seconds": round(wait, 3), "starts": starts})
             self._runtime.sleep(wait)
 
     def _each(self, call: Callable[[Item], Result], items: Sequence[Item]) -> list[Result | BaseException]:
-        """``call`` on each item, on the lane threads when there are several; each result or failure."""
+        """``call`` on each item, on the member threads when there are several; each result or failure."""
         if len(items) != 1:
             return self._lane_threads.gather(call, items)
         try:
@@ -186,13 +186,13 @@ class Round:
 
 
 def _stop_after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason | None:
-    """Why a lane's admission stops after a round that admitted ``outcome``, or None to go on."""
+    """Why a member's admission stops after a round that admitted ``outcome``, or None to go on."""
     stop_reason = outcome.stop_reason or receive_stop
     if stop_reason is not None:
         logger.warning("stopped admitting", extra={"reason": stop_reason})
         return StopReason.THROTTLED
     if outcome.rate_spent:
-        # The lane's rate is spent for now: its jobs wait for tokens as others wait for slots.
+        # The member's rate is spent for now: its jobs wait for tokens as others wait for slots.
         return StopReason.CAPACITY
     if not (outcome.done() or outcome.held_for_group):
         # Everything received waits (e.g. a redrive job whose execution no read

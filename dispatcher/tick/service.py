@@ -1,7 +1,7 @@
 """One invocation: take the tick lease, tick (count each pool, then admit in rounds), hand it back.
 
 Ticks never overlap: an invocation that can't take the lease notes the end it was told
-about, asks the holder for one more tick, and returns at once (`LeaseHolder`).
+about, asks the keeper for one more tick, and returns at once (`LeaseKeeper`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 
-from dispatcher.core.adaptive import bounds
 from dispatcher.core.allocation import Allocation
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, pool_running
 from dispatcher.core.errors import TransientError
@@ -19,13 +18,13 @@ from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.member_queues import members_of
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
-from dispatcher.core.topology import Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import Gate, Lane, Pool, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Counter, MemberCounter, Records
 from dispatcher.tick.counted import Counted
 from dispatcher.tick.gates import GateCounter, GateRound
 from dispatcher.tick.groups import Tenants, books_total
-from dispatcher.tick.holder import LeaseHolder
+from dispatcher.tick.keeper import LeaseKeeper
 from dispatcher.tick.lane_round import LaneRound
 from dispatcher.tick.limits import Limits
 from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
@@ -34,11 +33,10 @@ from dispatcher.tick.ports import Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
-    MemberFigures,
-    PoolFigures,
     StopReason,
     TenantFigures,
     TickReport,
+    counted_report,
     stopped_report,
 )
 from dispatcher.tick.round import Round
@@ -117,7 +115,7 @@ class Dispatcher:
         return self._topology.member(name, Lane)
 
     @property
-    def _active_pools(self) -> list[PoolLimit]:
+    def _active_pools(self) -> list[Pool]:
         """Pools where something may start: not paused, MAX above 0, a lane or gate not paused."""
         return [
             pool
@@ -151,21 +149,21 @@ class Dispatcher:
             )
             return self._stopped(StopReason.PAUSED)
         self._note_ends(ended)
-        holder = LeaseHolder(self._ports.lease, self._runtime, uuid.uuid4().hex)
+        keeper = LeaseKeeper(self._ports.lease, self._runtime, uuid.uuid4().hex)
         try:
-            if not holder.take(wake_until):
+            if not keeper.take(wake_until):
                 return self._stopped(StopReason.BUSY)
         except TransientError as error:
             # The write may have been applied with its answer lost: let go, or it expires.
             logger.warning("could not take the tick lease", extra={"reason": str(error)})
-            holder.let_go_after_failure()
+            keeper.let_go_after_failure()
             return self._stopped(StopReason.THROTTLED)
         self._records.lease_taken()
         try:
             report = self._ticks(ended, wake_until)
-            holder.hand_back(report, self.tick, self._time_for_another_tick, self._rate_due)
+            keeper.hand_back(report, self.tick, self._time_for_another_tick, self._rate_due)
         except BaseException:
-            holder.let_go_after_failure()
+            keeper.let_go_after_failure()
             raise
         finally:
             self._records.lease_ended()
@@ -236,12 +234,12 @@ class Dispatcher:
             return self._stopped(StopReason.THROTTLED)
         running = counted.running
         pools_running = {pool.name: pool_running(self._topology, pool.name, running) for pool in pools}
-        pools = self._limits.steer(self._topology, pools, self._records.limits, counted.ends, pools_running)
+        pools = self._limits.adapt(self._topology, pools, self._records.limits, counted.ends, pools_running)
         plan = plan_tick(self._topology, pools, running, pools_running, self._tokens(pools))
         self._rates.planned(plan.bound, plan.starved)
         report = self._report(plan, counted)
         report.stopped = self._spend(plan, counted.gates, report)
-        self._rates.book(self._passes.lane_stops)
+        self._rates.book(self._passes.member_stops)
         if self._tenants.books:
             held, at_limit, largest = books_total(self._tenants.books)
             report.tenants = TenantFigures(held=held, groups_at_limit=at_limit, largest_group_share=largest)
@@ -259,7 +257,7 @@ class Dispatcher:
         self._ticked = True
         return True
 
-    def _count(self, pools: Sequence[PoolLimit], ended: Sequence[EndedExecution]) -> Counted:
+    def _count(self, pools: Sequence[Pool], ended: Sequence[EndedExecution]) -> Counted:
         """Every active pool's members counted from one read of the records, and their groups read."""
         machines = self._by_listing_age(
             arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
@@ -297,7 +295,7 @@ class Dispatcher:
         ends |= {arn: (*ends[arn], *counts[arn].learned) for arn in machines}
         return Counted(counts, gates, ends)
 
-    def _tokens(self, pools: Sequence[PoolLimit]) -> dict[str, int | None]:
+    def _tokens(self, pools: Sequence[Pool]) -> dict[str, int | None]:
         """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
         tokens: dict[str, int | None] = {}
         for pool in pools:
@@ -319,38 +317,12 @@ class Dispatcher:
                     **({} if pool.pool.adaptive is None else {"limit": pool.pool.ceiling}),
                 },
             )
-        lane_keys = {lane.count_key for lane in self._topology.members_of(kind=Lane)}
-        ages = [count.oldest_seconds for key, count in counted.counts.items() if key in lane_keys]
-        return TickReport(
-            running=sum(count.running for count in counted.counts.values()),
-            free=plan.free,
-            stopped=StopReason.CAPACITY,
-            oldest_running_seconds=max((age for age in ages if age is not None), default=None),
-            members={
-                member.name: MemberFigures(kind=member.kind, count=counted.counts.get(member.count_key))
-                for member in self._topology.members
-            },
-            pools={
-                pool.pool.name: PoolFigures(
-                    max_concurrency=pool.pool.max_concurrency,
-                    running=pool.running,
-                    free=pool.free,
-                    limit=None if pool.pool.adaptive is None else pool.pool.ceiling,
-                    minimum=None
-                    if pool.pool.adaptive is None
-                    else bounds(pool.pool.adaptive, pool.pool.max_concurrency)[0],
-                )
-                for pool in plan.pools
-            },
-        )
+        return counted_report(self._topology, plan, counted.counts)
 
     def _spend(self, plan: TickPlan, gates: Sequence[GateCounter], report: TickReport) -> StopReason:
         """Spend every pool's free slots in rounds (then look for pending admissions); why admission ended."""
         allocations = {pool.pool.name: Allocation(pool.free, pool.claims) for pool in plan.pools}
-        lanes = min(
-            len(self._topology.members_of(kind=Lane)) + len(self._topology.members_of(kind=Gate)),
-            LANE_THREADS,
-        )
+        lanes = min(len(self._topology.members), LANE_THREADS)
         with (
             self._runtime.pool(self._start_threads()) as threads,
             self._runtime.pool(lanes) as lane_threads,
@@ -378,7 +350,7 @@ class Dispatcher:
         due = [
             gate
             for gate in gates
-            if gate.name not in self._passes.lane_stops
+            if gate.name not in self._passes.member_stops
             and not self._topology.member(gate.name, Gate).paused
             and gate.probe_due(now)
         ]

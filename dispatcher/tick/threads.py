@@ -1,4 +1,4 @@
-"""The start threads: a bounded thread pool that settles every call before any failure is acted on."""
+"""The start threads: a bounded thread pool that waits for every call before any failure is acted on."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class ThreadPool:
         """Run ``call`` on each item; once every one is done, its result or its exception.
 
         Waiting for all before looking at any failure matters: a failure must not be acted
-        on (messages released, a tick stopped) while other calls of the batch are running.
+        on (messages shown again, a tick stopped) while other calls of the batch are running.
         """
         futures = [self._executor.submit(call, item) for item in items]
         wait_for(futures)
@@ -38,5 +38,5 @@ def thread_pool(width: int) -> Iterator[ThreadPool]:
 
 
 def first_failure(results: Sequence[object]) -> BaseException | None:
-    """The first exception among settled results."""
+    """The first exception among the results."""
     return next((result for result in results if isinstance(result, BaseException)), None)

@@ -77,7 +77,7 @@ def wire(topology: Topology, resources: Resources) -> Ports:
     serialises every tick of this dispatcher, whatever lanes it has, and the records
     are what it remembers, every state machine's in one partition, so a round's starts
     of twenty lanes are a few items, not twenty (the keys a dispatcher without lanes
-    always used, so an update never runs two holders at once, nor forgets a start).
+    always used, so an update never runs two keepers at once, nor forgets a start).
     """
     machines = {arn: resources.state_machine(arn) for arn in topology.state_machines}
     key = topology.default_lane.state_machine_arn

@@ -341,7 +341,7 @@ def test_a_failure_whose_job_was_cancelled_stays_on_the_spool_and_is_never_re_ru
         boto3.client("dynamodb", region_name=REGION), cli.stack.state_table, cli.stack.state_machine_arn
     )
     # What `cancel order-1 --stop` keeps of a job it stopped (its execution then ends ABORTED).
-    table.settle(
+    table.write(
         [JobRecord("default", "order-1", JobState.CANCELLED, "customer gone", time.time(), stopped=True)]
     )
     for mode in ("--redrive", "--restart"):

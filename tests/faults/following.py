@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from dispatcher.core.messages import parse_start_by
-from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology
 from dispatcher.following import AskedCancel, Jobs
 from dispatcher.local.account import REGION
 
@@ -137,7 +137,7 @@ class Following:
             dead_letter_queue_url=run.stack.dead_letter_queue_url,
             state_machine_arn=run.stack.state_machine_arn,
         )
-        topology = Topology(pools=(PoolLimit(DEFAULT, run.scenario.max_concurrency),), members=(default,))
+        topology = Topology(pools=(Pool(DEFAULT, run.scenario.max_concurrency),), members=(default,))
         # A session of its own: the default one carries the dispatcher's hooks (its crashes).
         dynamodb = boto3.session.Session().client("dynamodb", region_name=REGION)
         return Jobs(

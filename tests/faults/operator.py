@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher import cli
-from dispatcher.adapters import held_queue
+from dispatcher.adapters import queue_reading
 from dispatcher.cli.config import Aws
 from dispatcher.core.control import Override
 from dispatcher.local.account import ACCOUNT_ID, REGION
@@ -84,12 +84,12 @@ def _hooked(crash: CrashPlan | None, sent: list[dict[str, Any]]) -> Iterator[Non
 
     Aws.client = client  # type: ignore[method-assign]
     # moto answers an empty receive at once: the long poll that guards AWS's sampling only costs time here.
-    saved_wait, held_queue.READ_WAIT_SECONDS = held_queue.READ_WAIT_SECONDS, 0
+    saved_wait, queue_reading.READ_WAIT_SECONDS = queue_reading.READ_WAIT_SECONDS, 0
     try:
         yield
     finally:
         Aws.client = real_client  # type: ignore[method-assign]
-        held_queue.READ_WAIT_SECONDS = saved_wait
+        queue_reading.READ_WAIT_SECONDS = saved_wait
 
 
 def _operation(event_name: str) -> str:

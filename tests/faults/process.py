@@ -201,7 +201,7 @@ class DispatcherProcess:
 class VirtualContext(LocalContext):
     """A context whose deadline is on the world's clock: a tick that waits runs out of time as in Lambda.
 
-    A holder that keeps ticking (a lane waiting for its rate's next token, a loop) sleeps
+    A keeper that keeps ticking (a lane waiting for its rate's next token, a loop) sleeps
     on the virtual clock; with a deadline on the real one it would go on for the real
     seconds left, hundreds of virtual ticks.
     """

@@ -310,7 +310,7 @@ class ScenarioRun:
         self.warm_ticks += not cold
         began = self.world.now
         inside = None if self.gate_run is None else self.gate_run.inside()
-        # A tick that waits (a loop's pause, a holder waiting for the next ask) lets
+        # A tick that waits (a loop's pause, a keeper waiting for the next ask) lets
         # virtual time pass, and events due meanwhile tick inside it: they may find the
         # lease held by the tick around them, until its invocation's time would run out.
         self.enclosing.append(began + TICK_SECONDS)

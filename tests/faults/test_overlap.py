@@ -49,7 +49,7 @@ def test_holder_killed_mid_tick_delays_the_next_tick_only_until_its_lease_expire
 ) -> None:
     """A process killed inside StartExecution holds the lease until its deadline, no longer; the cap holds.
 
-    Checked against the deadline the holder wrote and the clock reading each later attempt
+    Checked against the deadline the keeper wrote and the clock reading each later attempt
     to take the lease sent, not against guesses of how fast a process starts: the next
     ticks run here, one after another from the moment of the kill, until one takes it.
     """
@@ -67,12 +67,12 @@ def test_holder_killed_mid_tick_delays_the_next_tick_only_until_its_lease_expire
 
     with real_time(faulty_aws, world):
         faulty_aws.before = hold_first_start
-        holder = ticker(
+        keeper = ticker(
             faulty_aws_endpoint(), stack, 4, "--ticks", "1", "--timeout", "10", time_margin_seconds=0.5
         )
-        assert inside.wait(60), "the holder never reached StartExecution"
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
+        assert inside.wait(60), "the keeper never reached StartExecution"
+        keeper.send_signal(signal.SIGKILL)
+        keeper.wait(10)
         release.set()
         held_until = _lease_deadline(stack)
         boto3.client("sqs", region_name=REGION).send_message(
@@ -85,14 +85,14 @@ def test_holder_killed_mid_tick_delays_the_next_tick_only_until_its_lease_expire
         reports = _tick_until_one_runs(stack, held_until + 60, attempts)
     assert [report["stopped"] == "busy" for report in reports] == [True] * (len(reports) - 1) + [False]
     assert reports[-1]["started"] >= 1
-    # Each attempt to take the lease: refused while the dead holder's deadline lasts, taken after it.
+    # Each attempt to take the lease: refused while the dead keeper's deadline lasts, taken after it.
     assert attempts, "no tick tried to take the lease"
     assert [taken for _, taken in attempts] == [now > held_until for now, _ in attempts]
     assert world.violations == []
 
 
 def _lease_deadline(stack: Stack) -> float:
-    """When the tick lease's holder must have let go (what it wrote when it took the lease)."""
+    """When the tick lease's keeper must have let go (what it wrote when it took the lease)."""
     item = boto3.client("dynamodb", region_name=REGION).get_item(
         TableName=stack.state_table,
         Key={"pk": {"S": f"lease#{stack.state_machine_arn}"}, "sk": {"S": "tick"}},

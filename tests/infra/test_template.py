@@ -297,12 +297,12 @@ def test_alarms_watch_dead_letters_stalls_errors_throttles_and_old_executions() 
 
 def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
     """The dashboard's custom metrics are emitted by the handler, under the stack's service name."""
-    from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology  # noqa: PLC0415
+    from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology  # noqa: PLC0415
     from dispatcher.tick.figures import figures  # noqa: PLC0415
     from dispatcher.tick.report import PoolFigures, StopReason, TickReport  # noqa: PLC0415
 
     lane = Lane(DEFAULT, DEFAULT, "q.fifo", "d.fifo", "arn:aws:states:us-east-1:123456789012:stateMachine:j")
-    topology = Topology(pools=(PoolLimit(DEFAULT, 5),), members=(lane,))
+    topology = Topology(pools=(Pool(DEFAULT, 5),), members=(lane,))
     ticks = [TickReport(stopped=stop, oldest_running_seconds=1.0) for stop in StopReason]
     emitted = {figure.name for tick in ticks for figure in figures(tick, topology)}
     body = sam_template()["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]

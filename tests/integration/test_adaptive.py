@@ -19,7 +19,7 @@ from dispatcher.local.stack import create_lane
 from dispatcher.local.workflows import (
     DOWNSTREAM_ERROR,
     THROTTLED_ERROR,
-    holders,
+    keepers,
     release_ended,
     set_downstream,
 )
@@ -228,15 +228,15 @@ def test_a_stopped_execution_gives_its_downstream_slot_back_on_its_end_or_at_the
     downstream(["capacity", "3", "--stack", harness.stack.name], out=out)
     arns = [harness.start_directly(name) for name in ("held-1", "held-2", "held-3")]
     deadline = time.monotonic() + 60
-    while len(holders(table)) < len(arns) and time.monotonic() < deadline:
+    while len(keepers(table)) < len(arns) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert holders(table) == sorted(arns)
+    assert keepers(table) == sorted(arns)
     for arn in arns:
         harness.sfn.stop_execution(executionArn=arn)
     [_, session] = lane_rules(harness.stack, [harness.stack.state_machine_arn], "http://unused", None)
     session.deliver(harness.status_change("held-1", "ABORTED"))
     session.deliver(harness.status_change("held-1", "ABORTED"))  # delivered twice: given back once
-    assert holders(table) == sorted(arns[1:])
+    assert keepers(table) == sorted(arns[1:])
     downstream(["capacity", "3", "--stack", harness.stack.name], out=out)
     assert out.getvalue().splitlines()[-2:] == [
         "downstream API capacity 3 at once (0 in use now);"

@@ -1,4 +1,4 @@
-"""`HeldQueue`, the re-run commands' way to read a queue, through moto: hold, renew, delete, give back."""
+"""`QueueReading`, the re-run commands' way to read a queue, through moto: hold, renew, delete, give back."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from dispatcher.adapters.held_queue import RENEW_MARGIN_SECONDS, HeldQueue
+from dispatcher.adapters.queue_reading import RENEW_MARGIN_SECONDS, QueueReading
 from dispatcher.local.account import REGION
 
 
@@ -35,12 +35,12 @@ def test_a_read_holds_every_message_once_and_gives_back_what_it_did_not_delete(
 ) -> None:
     """read_all sees each message once (hidden meanwhile); deleted ones go, the rest are visible again."""
     sqs, url = queue
-    held = HeldQueue(sqs, url, visibility_seconds=120)
+    held = QueueReading(sqs, url, visibility_seconds=120)
     read = held.read_all()
     assert sorted(message.body for message in read) == sorted(f"failure {index}" for index in range(25))
     assert visible(sqs, url) == 0
     assert held.delete(read[:5]) == []
-    held.release_all()
+    held.show_all_again()
     assert visible(sqs, url) == 20
     assert held.held == {}
 
@@ -54,7 +54,7 @@ def test_a_hold_is_renewed_before_it_runs_out(queue: tuple[Any, str]) -> None:
         "provide-client-params.sqs.ChangeMessageVisibilityBatch",
         lambda params, **_: renewals.append(len(params["Entries"])),
     )
-    held = HeldQueue(sqs, url, visibility_seconds=300, clock=lambda: clock["now"])
+    held = QueueReading(sqs, url, visibility_seconds=300, clock=lambda: clock["now"])
     held.receive()
     held.keep_hidden()
     assert renewals == []
@@ -67,7 +67,7 @@ def test_a_hold_is_renewed_before_it_runs_out(queue: tuple[Any, str]) -> None:
 def test_a_message_sqs_would_not_delete_stays_held_and_is_given_back(queue: tuple[Any, str]) -> None:
     """A failed delete entry is reported, and the message is released with the rest, not lost in a hold."""
     sqs, url = queue
-    held = HeldQueue(sqs, url, visibility_seconds=120)
+    held = QueueReading(sqs, url, visibility_seconds=120)
     batch = held.receive(2)
 
     def fail_first(parsed: dict[str, Any], **_: Any) -> None:

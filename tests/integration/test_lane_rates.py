@@ -44,7 +44,7 @@ def test_a_rate_capped_lane_starts_its_burst_then_at_its_rate_across_cold_starts
 
 
 def test_a_lane_that_waits_for_its_rate_keeps_its_invocation_ticking_at_the_rate(harness: Harness) -> None:
-    """Jobs that wait only for tokens: the holder ticks again as each token comes, not once a minute.
+    """Jobs that wait only for tokens: the keeper ticks again as each token comes, not once a minute.
 
     One invocation with 14 s left (a margin of 10 s, a second for a tick) starts the burst
     of 4, then one start as each token comes (4 a second), never more than b + r·t in any
@@ -65,7 +65,7 @@ def test_a_lane_that_waits_for_its_rate_keeps_its_invocation_ticking_at_the_rate
 def test_a_holder_ticking_for_a_rate_sees_the_lane_paused_within_the_parameters_cache(
     harness: Harness,
 ) -> None:
-    """A pause written while the holder keeps ticking for a lane's rate holds within 5 s and a tick.
+    """A pause written while the keeper keeps ticking for a lane's rate holds within 5 s and a tick.
 
     The control parameter is read again for each tick (through its cache); read once per
     invocation, the lane would start for the whole nine seconds the invocation ticks.

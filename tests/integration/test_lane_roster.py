@@ -1,4 +1,4 @@
-"""A tenant lane's roster through boto3 against moto: packed entries, gone items, a holder keeping it warm."""
+"""A tenant lane's roster through boto3 against moto: packed entries, gone items, a keeper keeping it warm."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_a_rounds_entries_are_one_item_and_leaving_writes_one_gone_item_then_del
 
 
 def test_a_holder_keeps_its_roster_until_another_container_reads_and_writes_it(harness: Harness) -> None:
-    """Another holder's read writes a new head: the first container's next read is whole, with its entries."""
+    """Another keeper's read writes a new head: the first container's next read is whole, with its entries."""
     first, second = table(harness, {}), table(harness, {})
     assert first.read(lane(harness)).entries == []
     first.enter(entries(harness, "a"))
@@ -109,7 +109,7 @@ def test_an_older_releases_item_of_one_entry_is_read_and_deleted_when_it_leaves(
 
 
 def test_held_jobs_are_kept_with_the_roster_and_go_when_tidied(harness: Harness) -> None:
-    """A hold noted is read back by another holder; tidied, it is gone for both."""
+    """A hold noted is read back by another keeper; tidied, it is gone for both."""
     roster = table(harness, {})
     roster.read(lane(harness))
     hold = Hold("g-x", "m-1", "r-1", 5.0)

@@ -1,4 +1,4 @@
-"""The tick lease: one tick at a time spends the free slots, a dead holder delays nothing for long."""
+"""The tick lease: one tick at a time spends the free slots, a dead keeper delays nothing for long."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from freezegun import freeze_time
 from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.state_items import read_items
 from dispatcher.core.events import Ask
-from dispatcher.tick.holder import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS, LeaseHolder
+from dispatcher.tick.keeper import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS, LeaseKeeper
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.report import StopReason, TickReport
 from tests.support.clock import advance
@@ -66,7 +66,7 @@ def test_lease_held_by_another_invocation_returns_busy_at_once(harness: Harness)
 
 
 def test_lease_busy_event_tick_still_records_the_end(harness: Harness) -> None:
-    """An event whose tick can't run leaves the end in the state table for the holder's next tick."""
+    """An event whose tick can't run leaves the end in the state table for the keeper's next tick."""
     harness.configure(1)
     harness.send("{}", group="a")
     harness.send("{}", group="b")
@@ -89,7 +89,7 @@ def test_lease_busy_event_tick_still_records_the_end(harness: Harness) -> None:
 
 
 def test_lease_of_a_dead_holder_expires_with_its_invocation(harness: Harness) -> None:
-    """A lease whose holder's time is up is taken over: a dead tick delays the next by at most that."""
+    """A lease whose keeper's time is up is taken over: a dead tick delays the next by at most that."""
     harness.configure(2)
     harness.send("{}")
     with freeze_time(tick=True) as frozen:
@@ -102,7 +102,7 @@ def test_lease_of_a_dead_holder_expires_with_its_invocation(harness: Harness) ->
 
 
 def test_lease_holder_asked_again_ticks_once_more_before_letting_go(harness: Harness) -> None:
-    """An invocation that found the lease held gets its tick from the holder, within the same invocation."""
+    """An invocation that found the lease held gets its tick from the keeper, within the same invocation."""
     harness.configure(5)
     harness.send(json.dumps({"job": 1}), group="a")
     asked = {"done": False}
@@ -131,7 +131,7 @@ def test_lease_holder_under_churn_ticks_at_once_for_an_ask_that_came_meanwhile(h
     """Every slot filled: an ask is taken at once once others have asked, then polled for a while.
 
     The first ask is found by a release after the short wait; once asks come, one that came
-    during a tick is taken at once, and the holder polls a while for the next before letting go.
+    during a tick is taken at once, and the keeper polls a while for the next before letting go.
     """
     harness.configure(1)
     harness.send(json.dumps({"job": 1}), group="a")
@@ -176,7 +176,7 @@ def test_lease_holder_under_churn_ticks_at_once_for_an_ask_that_came_meanwhile(h
 
 
 def test_lease_adapter_takes_an_ask_once_and_only_its_holders(harness: Harness) -> None:
-    """`take_ask`: None with none waiting or for another owner; the ask once for the holder's."""
+    """`take_ask`: None with none waiting or for another owner; the ask once for the keeper's."""
     lease = TickLease(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     now = time.time()
     assert lease.acquire("one", now, now + 30)
@@ -190,7 +190,7 @@ def test_lease_adapter_takes_an_ask_once_and_only_its_holders(harness: Harness) 
 
 
 def test_an_ask_for_wakes_carries_the_newest_of_their_seconds_to_the_holder(harness: Harness) -> None:
-    """Asks from two wakes' invocations: the holder takes one ask, with the later second; then none."""
+    """Asks from two wakes' invocations: the keeper takes one ask, with the later second; then none."""
     lease = TickLease(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     now = time.time()
     assert lease.acquire("one", now, now + 30)
@@ -210,7 +210,7 @@ def test_an_ask_for_wakes_carries_the_newest_of_their_seconds_to_the_holder(harn
 
 
 def test_lease_holder_short_of_time_lets_go_without_another_tick(harness: Harness) -> None:
-    """Asked again with too little time left, the holder lets go: the next invocation ticks."""
+    """Asked again with too little time left, the keeper lets go: the next invocation ticks."""
     harness.configure(5)
     harness.send("{}")
 
@@ -229,7 +229,7 @@ def test_lease_holder_short_of_time_lets_go_without_another_tick(harness: Harnes
 
 
 class _Clock:
-    """A clock that a sleep moves (the holder's time, without waiting for it)."""
+    """A clock that a sleep moves (the keeper's time, without waiting for it)."""
 
     def __init__(self) -> None:
         self.now = time.time()
@@ -238,7 +238,7 @@ class _Clock:
         self.now += seconds
 
 
-def _holder_and_asker(harness: Harness, clock: _Clock) -> tuple[LeaseHolder, LeaseHolder]:
+def _holder_and_asker(harness: Harness, clock: _Clock) -> tuple[LeaseKeeper, LeaseKeeper]:
     lease = TickLease(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
     runtime = Runtime(
         clock=lambda: clock.now,
@@ -246,22 +246,22 @@ def _holder_and_asker(harness: Harness, clock: _Clock) -> tuple[LeaseHolder, Lea
         remaining_seconds=lambda: 30.0,
         pool=lambda width: contextlib.nullcontext(None),  # type: ignore[arg-type]
     )
-    return LeaseHolder(lease, runtime, "holder"), LeaseHolder(lease, runtime, "asker")
+    return LeaseKeeper(lease, runtime, "keeper"), LeaseKeeper(lease, runtime, "asker")
 
 
 @pytest.mark.parametrize("wake_in", [0.6, None])
 def test_a_holder_asked_for_wakes_ticks_once_more_when_their_second_has_passed(
     harness: Harness, wake_in: float | None
 ) -> None:
-    """The holder's tick for a wake's ask drains at once: it ticks again at the wake's second, not before.
+    """The keeper's tick for a wake's ask drains at once: it ticks again at the wake's second, not before.
 
     A job its producer queued within that second, sparing its wake, is received then; an
     end's ask (no second) is one tick, as before.
     """
     clock = _Clock()
-    holder, asker = _holder_and_asker(harness, clock)
+    keeper, asker = _holder_and_asker(harness, clock)
     began = clock.now
-    assert holder.take()
+    assert keeper.take()
     assert not asker.take(None if wake_in is None else began + wake_in)
     ticks: list[float] = []
 
@@ -269,7 +269,7 @@ def test_a_holder_asked_for_wakes_ticks_once_more_when_their_second_has_passed(
         ticks.append(clock.now - began)
         return TickReport(stopped=StopReason.DRAINED)
 
-    holder.hand_back(TickReport(stopped=StopReason.DRAINED), tick, lambda: True)
+    keeper.hand_back(TickReport(stopped=StopReason.DRAINED), tick, lambda: True)
     # Float seconds on the virtual clock: equal to a microsecond.
     assert ticks == pytest.approx([0.0, wake_in] if wake_in is not None else [0.0], abs=1e-6)
     assert _lease(harness) is None

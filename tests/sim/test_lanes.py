@@ -177,7 +177,7 @@ def test_a_rate_capped_lane_keeps_its_rate_across_containers() -> None:
 
 
 def test_a_slow_rate_waiting_for_its_token_does_not_hold_back_the_other_lanes_refills() -> None:
-    """A lane of one start every 20 s keeps the holder waiting: an end elsewhere still gets a tick soon."""
+    """A lane of one start every 20 s keeps the keeper waiting: an end elsewhere still gets a tick soon."""
     aws = InMemoryAws(
         events=EventPlan(enabled=True, delay=0.2),
         lanes=[SimLane("paced", pool="paced", starts_per_second=0.05)],

@@ -283,7 +283,7 @@ def test_a_query_reads_a_megabyte_a_page_and_costs_a_read_unit_per_4_kb(aws: InM
 def test_the_lease_is_taken_once_until_its_holder_lets_go_or_its_time_is_up(
     aws: InMemoryAws, holder_time_left: float
 ) -> None:
-    """The adapter's conditions: a live holder keeps it (and can be asked again); an expired one loses it."""
+    """The adapter's conditions: a live keeper keeps it (and can be asked again); an expired one loses it."""
     first, second = (aws.ports(aws.clients()).lease for _ in range(2))
     results: list[bool] = []
 

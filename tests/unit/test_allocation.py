@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from dispatcher.core.allocation import UNBOUNDED, Allocation, Claim, room_of, round_parts, share
 from dispatcher.core.batching import ROUND_SIZE
 from dispatcher.core.counting import PoolCount, pool_count, pool_running
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
 
 
 def test_equal_lanes_share_equally_and_the_first_take_the_indivisible_rest() -> None:
@@ -162,7 +162,7 @@ def test_a_pools_running_counts_each_state_machine_once_and_who_is_inside_its_ga
     """The one formula of the tick and `status`: machines once, gates' inside, free >= 0, 0 halted."""
     machine = "arn:aws:states:us-east-1:123456789012:stateMachine:"
     topology = Topology(
-        pools=(PoolLimit(DEFAULT, 5), PoolLimit("glue", 3), PoolLimit("off", 0)),
+        pools=(Pool(DEFAULT, 5), Pool("glue", 3), Pool("off", 0)),
         members=(
             Lane(DEFAULT, DEFAULT, "q", "d", machine + "jobs"),
             Lane("urgent", DEFAULT, "q2", "d2", machine + "jobs"),
@@ -173,11 +173,11 @@ def test_a_pools_running_counts_each_state_machine_once_and_who_is_inside_its_ga
     )
     running = {machine + "jobs": 2, machine + "glue": 4, machine + "off": 1, "gate:crawl": 1}
 
-    def count(pool: PoolLimit) -> PoolCount:
+    def count(pool: Pool) -> PoolCount:
         return pool_count(pool, pool_running(topology, pool.name, running))
 
     assert count(topology.pool(DEFAULT)) == PoolCount(running=3, free=2)
     assert count(topology.pool("glue")) == PoolCount(running=4, free=0)
     assert count(topology.pool("off")) == PoolCount(running=1, free=0)
-    paused = PoolLimit(DEFAULT, 5, paused=True)
+    paused = Pool(DEFAULT, 5, paused=True)
     assert count(paused) == PoolCount(running=3, free=0)

@@ -9,9 +9,9 @@ import pytest
 from dispatcher.cli.errors import UsageError
 from dispatcher.cli.pool_settings import pool_values, set_pool
 from dispatcher.core.adaptive import Adaptive
-from dispatcher.core.topology import PoolLimit
+from dispatcher.core.topology import Pool
 
-GLUE = PoolLimit("glue", 8, adaptive=Adaptive(errors=("Glue.A",), min=2, decrease=0.5, cooldown_seconds=15.0))
+GLUE = Pool("glue", 8, adaptive=Adaptive(errors=("Glue.A",), min=2, decrease=0.5, cooldown_seconds=15.0))
 
 
 def test_a_first_change_copies_the_configured_settings_and_changes_its_key() -> None:

@@ -16,7 +16,7 @@ from dispatcher.core.control import (
 )
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.messages import group_problem, job_problem
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_parse_control_refuses_anything_else_naming_the_parameter(value: str) ->
 
 
 ONE_LANE = Topology(
-    pools=(PoolLimit(DEFAULT, 5),),
+    pools=(Pool(DEFAULT, 5),),
     members=(Lane(DEFAULT, DEFAULT, "q", "d", "arn:aws:states:us-east-1:123456789012:stateMachine:jobs"),),
 )
 """The environment's lane and pool alone, MAX 5."""
@@ -93,7 +93,7 @@ def test_control_as_json_writes_only_the_keys_set() -> None:
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 TOPOLOGY = Topology(
-    pools=(PoolLimit(DEFAULT, 5), PoolLimit("glue", 3)),
+    pools=(Pool(DEFAULT, 5), Pool("glue", 3)),
     members=(
         Lane(DEFAULT, DEFAULT, "q", "d", MACHINE + "jobs"),
         Lane("urgent", DEFAULT, "q2", "d2", MACHINE + "jobs", priority=1),
@@ -126,7 +126,7 @@ def test_steer_overrides_each_pool_and_lane_and_keeps_what_it_does_not_name() ->
         ),
         "/p",
     )
-    assert steered.pools == (PoolLimit(DEFAULT, 9), PoolLimit("glue", 3, paused=True))
+    assert steered.pools == (Pool(DEFAULT, 9), Pool("glue", 3, paused=True))
     assert steered.pool("glue").halted
     assert steered.member("glue", Lane).max_concurrency == 1
     assert steered.member("urgent", Lane).paused

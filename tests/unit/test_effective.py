@@ -5,7 +5,7 @@ from __future__ import annotations
 from dispatcher.core.control import Control
 from dispatcher.core.effective import Setting, settings, shown
 from dispatcher.core.member_queues import members_of, removed, to_record
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 
@@ -16,7 +16,7 @@ def topology() -> Topology:
     tenants = Lane("tenants", DEFAULT, "t.fifo", "td.fifo", ARN + "t", fair_share=True, max_wait_seconds=60)
     plain = Lane("plain", DEFAULT, "p.fifo", "pd.fifo", ARN + "p")
     gate = Gate("crawl", DEFAULT, "g.fifo", "gd.fifo", ARN + "g", max_per_group=1)
-    return Topology(pools=(PoolLimit(DEFAULT, 5),), members=(default, tenants, plain, gate))
+    return Topology(pools=(Pool(DEFAULT, 5),), members=(default, tenants, plain, gate))
 
 
 def test_each_value_comes_from_the_variable_lanes_or_the_parameter_and_unset_ones_are_left_out() -> None:

@@ -55,7 +55,7 @@ def test_a_leave_names_what_left_in_one_gone_item_and_deletes_a_pack_once_all_of
 
 
 def test_a_roster_read_back_is_its_packs_less_what_gone_items_name_and_its_single_items() -> None:
-    """What a new holder reads: entries still held, the gone items, an older release's items, the holds."""
+    """What a new keeper reads: entries still held, the gone items, an older release's items, the holds."""
     keyed = packed(entries("a", "b"))
     [pack] = {pack_of(entry)[0] for entry in keyed}  # type: ignore[index]
     old = entries("old")[0].model_copy(update={"key": "old"})

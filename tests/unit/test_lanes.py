@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dispatcher.core.errors import ConfigurationError, location
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, parse_lanes
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, parse_lanes
 from dispatcher.settings import load_settings
 from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 
@@ -17,7 +17,7 @@ from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 def test_without_lanes_there_is_the_environments_lane_in_the_environments_pool(text: str | None) -> None:
     """Without `LANES` there is the environment's lane in the environment's pool."""
     topology = parse_lanes(text, ENVIRONMENT_LANE, 7)
-    assert topology.pools == (PoolLimit(DEFAULT, 7),)
+    assert topology.pools == (Pool(DEFAULT, 7),)
     assert topology.members_of(kind=Lane) == (ENVIRONMENT_LANE,)
     assert topology.default_lane is ENVIRONMENT_LANE
     assert topology.state_machines == (arn("jobs"),)
@@ -36,7 +36,7 @@ def test_pools_and_lanes_are_read_with_their_defaults_and_a_shared_state_machine
             ],
         }
     )
-    assert topology.pools == (PoolLimit(DEFAULT, 10), PoolLimit("glue", 10))
+    assert topology.pools == (Pool(DEFAULT, 10), Pool("glue", 10))
     assert [item.name for item in topology.members_of(kind=Lane)] == [
         "default",
         "urgent",

@@ -11,7 +11,7 @@ import pytest
 from dispatcher import handler
 from dispatcher.core.counting import Count
 from dispatcher.core.outcomes import Counts, Outcome
-from dispatcher.core.topology import DEFAULT, GATE, LANE, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, GATE, LANE, Gate, Lane, Pool, Topology
 from dispatcher.telemetry import metrics
 from dispatcher.tick.report import MemberFigures, PoolFigures, StopReason, TenantFigures, TickReport
 
@@ -28,7 +28,7 @@ def _lane(name: str, pool: str = DEFAULT) -> Lane:
 
 
 TOPOLOGY = Topology(
-    pools=(PoolLimit(DEFAULT, 7), PoolLimit("glue", 3)),
+    pools=(Pool(DEFAULT, 7), Pool("glue", 3)),
     members=(
         _lane(DEFAULT),
         _lane("urgent"),

@@ -1,4 +1,4 @@
-"""The tick's own buckets below AWS's, the start threads' size, and the window a lease holder keeps."""
+"""The tick's own buckets below AWS's, the start threads' size, and the window a lease keeper keeps."""
 
 from __future__ import annotations
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dispatcher.core.allocation import UNBOUNDED, Claim
 from dispatcher.core.counting import pool_running
 from dispatcher.core.planning import TickPlan, plan_tick
-from dispatcher.core.topology import DEFAULT, Gate, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 TOPOLOGY = Topology(
-    pools=(PoolLimit(DEFAULT, 10), PoolLimit("glue", 4), PoolLimit("idle", 5, paused=True)),
+    pools=(Pool(DEFAULT, 10), Pool("glue", 4), Pool("idle", 5, paused=True)),
     members=(
         Lane(DEFAULT, DEFAULT, "q", "d", MACHINE + "jobs"),
         Lane(
@@ -28,7 +28,7 @@ TOPOLOGY = Topology(
 )
 
 
-def planned(pools: tuple[PoolLimit, ...], running: dict[str, int], tokens: dict[str, int | None]) -> TickPlan:
+def planned(pools: tuple[Pool, ...], running: dict[str, int], tokens: dict[str, int | None]) -> TickPlan:
     """The plan of ``pools`` with each count key's RUNNING, their pools' counted as the tick does."""
     pools_running = {pool.name: pool_running(TOPOLOGY, pool.name, running) for pool in pools}
     return plan_tick(TOPOLOGY, pools, running, pools_running, tokens)

@@ -23,7 +23,7 @@ from dispatcher.adapters.clients import ATTEMPTS, START_ATTEMPTS
 from dispatcher.core.control import Control
 from dispatcher.core.lane_rosters import KeptRoster
 from dispatcher.core.quotas import SQS_FIFO_HIGH_THROUGHPUT_CALLS_PER_ACTION
-from dispatcher.core.topology import DEFAULT, Lane, PoolLimit, Topology
+from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology
 from dispatcher.tick.ports import Ports
 from dispatcher.tick.wiring import wire
 from tests.support.gate_world import Gates, GateSpec
@@ -266,7 +266,7 @@ class InMemoryAws:
     def topology(self) -> Topology:
         """One lane and one pool: the default queue and state machine (`lanes_document` has the others)."""
         lane = Lane(DEFAULT, DEFAULT, self.queue.url, DEAD_LETTER_QUEUE_URL, self.state_machine_arn)
-        return Topology(pools=(PoolLimit(DEFAULT, 0),), members=(lane,))
+        return Topology(pools=(Pool(DEFAULT, 0),), members=(lane,))
 
     def lanes_document(self) -> str | None:
         """The ``LANES`` setting that deploys the lanes and gates (None: only ``default``)."""

@@ -65,7 +65,7 @@ class JobRecordsView:
         self._partitions = partitions
         self._client = client
 
-    def settle(self, records: Sequence[JobRecord | Dropped]) -> int:
+    def write(self, records: Sequence[JobRecord | Dropped]) -> int:
         """One `BatchWriteItem` per 25 records, best effort (as the adapter's); how many were left."""
         partitions = self._partitions
         distinct = list({kept_key(record): record for record in records}.values())

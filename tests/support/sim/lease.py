@@ -63,7 +63,7 @@ class LeaseView:
         return self._call("PutItem", put, role="lease")
 
     def ask_again(self, owner: str, now: float, wake_until: float | None = None) -> bool:
-        """Conditional `UpdateItem`: a live holder other than us is asked for a tick (and wakes' second)."""
+        """Conditional `UpdateItem`: a live keeper other than us is asked for a tick (and wakes' second)."""
 
         def update() -> bool:
             item = self._lease.item
