@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from dispatcher.core.adaptive import LimitState
@@ -44,6 +45,31 @@ from dispatcher.tick.ports import Executions, StartLedger
 from dispatcher.tick.warm import WarmState
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """One tick's read of the state table (one Query), each phase's part apart.
+
+    The count takes the state machines' windows, adapting the pools' limits, the screens
+    the cancellations; a start that may have been made before asks `in_window`.
+    """
+
+    windows: Mapping[str, StateWindow]
+    """State machine ARN → its review window: the starts that still count, the ends."""
+    limits: Mapping[str, LimitState]
+    """Each adaptive pool's limit as last written; a pool without one: MAX."""
+    cancellations: Mapping[str, Cancellations]
+    """Each lane's pending cancellations (every read brings them all)."""
+    known: KnownWindow
+    """The window as this keeper has read it (a start voided since drops out)."""
+
+    def in_window(self, state_machine_arn: str, name: str) -> bool:
+        """Whether the window holds a start record of that execution."""
+        return any(
+            record.name == name and record.state_machine_arn == state_machine_arn
+            for record in self.known.starts.values()
+        )
+
+
 class Records:
     """The state table's window, every state machine's at once: read once a tick, in one partition.
 
@@ -57,11 +83,6 @@ class Records:
         self._members = members
         self._holding = False
         self._known: KnownWindow | None = None
-        self._last: KnownWindow | None = None
-        self.cancellations: dict[str, Cancellations] = {}
-        """Each lane's pending cancellations, as this tick's read of the window found them."""
-        self.limits: dict[str, LimitState] = {}
-        """Each adaptive pool's limit, as this tick's read of the window found it."""
 
     def note_ends(self, ended: Sequence[EndedExecution], now: float) -> None:
         """Keep the events' news for the ticks of the next minute and a half (written as of ``now``)."""
@@ -89,8 +110,8 @@ class Records:
         self._holding = False
         self._known = None
 
-    def windows(self, now: float, oldest: Mapping[str, float]) -> dict[str, StateWindow]:
-        """Each state machine's window as of ``now``, from its ``oldest`` (`review_from`): one read.
+    def read(self, now: float, oldest: Mapping[str, float]) -> Snapshot:
+        """The table as of ``now``: each state machine's window from its ``oldest`` (`review_from`), one read.
 
         Read whole, or, while the lease is held throughout, what is new. Read a moment
         before the count, the window is still whole: only the lease keeper records
@@ -106,11 +127,8 @@ class Records:
             known = self._known
             window = self._store.window(max(since, known.rereads_from()))
         known.add(window, now)
-        self.cancellations = window.cancellations
-        self.limits = window.limits
         self._keep_members(window.members)
-        self._last = known
-        return known.views(oldest)
+        return Snapshot(known.views(oldest), window.limits, window.cancellations, known)
 
     def _keep_members(self, recorded: Mapping[str, Mapping[str, str]] | None) -> None:
         """Keep the members' queues (a write only when they changed); warn of members gone from ``LANES``."""
@@ -131,14 +149,6 @@ class Records:
             logger.warning("could not keep the members' queues", extra={"reason": str(error)})
         else:
             self._members = None  # kept: this invocation's later ticks read it back
-
-    def in_window(self, state_machine_arn: str, name: str) -> bool:
-        """Whether this tick's read of the window holds a start record of that execution."""
-        last = self._last
-        return last is not None and any(
-            record.name == name and record.state_machine_arn == state_machine_arn
-            for record in last.starts.values()
-        )
 
     def void(self, records: Sequence[LedgerStart], now: float) -> None:
         """Void starts that no longer count (best effort: see `StartLedger.void`)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from dispatcher.core.counting import Count
 from dispatcher.core.events import EndedExecution
+from dispatcher.tick.count import Snapshot
 from dispatcher.tick.gates import GateCounter
 
 
@@ -19,6 +20,8 @@ class Counted:
     gates: Sequence[GateCounter]
     ends: Mapping[str, Sequence[EndedExecution]]
     """State machine ARN → the ends this tick knows (the window's, the event's, `DescribeExecution`'s)."""
+    snapshot: Snapshot
+    """The tick's read of the state table: the limits for adapting, the cancellations for the screens."""
 
     @property
     def running(self) -> dict[str, int]:

@@ -13,13 +13,14 @@ from collections.abc import Callable, Mapping
 from dispatcher.core.allocation import Allocation, round_parts
 from dispatcher.core.outcomes import Outcome
 from dispatcher.core.topology import Gate, Member, Topology
+from dispatcher.tick.count import Snapshot
 from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
 from dispatcher.tick.round import MemberRound, Round
 from dispatcher.tick.warm import WarmState
 
-MemberRounds = Callable[[StartThreads], MemberRound]
-"""Makes a member's side of a tick's rounds, on the tick's start threads."""
+MemberRounds = Callable[[StartThreads, Snapshot], MemberRound]
+"""Makes a member's side of a tick's rounds, on the tick's start threads, with its read of the state table."""
 
 HALTING_STOPS = frozenset({StopReason.THROTTLED, StopReason.TIME})
 """Stops that end admission in every pool: AWS's quotas and the invocation's time are shared."""
@@ -62,15 +63,18 @@ class Passes:
         self.member_stops: dict[str, StopReason | None] = {}
         """Each member's stop in the latest tick, of those offered slots (None: it started all offered)."""
 
-    def spend(
+    def spend(  # noqa: PLR0913, PLR0917 — each is one part of the tick its passes spend
         self,
         topology: Topology,
         allocations: Mapping[str, Allocation],
         rounds: Round,
         threads: StartThreads,
         report: TickReport,
+        snapshot: Snapshot,
     ) -> StopReason:
         """Spend every pool's free slots, pass after pass (`Allocation`); why the tick stopped.
+
+        ``snapshot``: the tick's read of the state table, handed to each member's rounds.
 
         The members of a pass, of every pool, share its rounds (`Round`): a tick over twenty
         members takes about as long as over one. A stop on AWS's quotas or the invocation's
@@ -88,7 +92,7 @@ class Passes:
                 return min(stops.values(), key=STOP_PRECEDENCE.index)
             for member in shares:
                 if member not in member_rounds:
-                    member_rounds[member] = self._members[member](threads)
+                    member_rounds[member] = self._members[member](threads, snapshot)
             admitted = self._admit(shares, member_rounds, rounds, report, self._warm.turns)
             halted = self._took(shares, pool_of, admitted, allocations, (waiting, capacity))
             if halted is not None:

@@ -50,7 +50,7 @@ class Round:
         *,
         time_margin_seconds: float,
         jobs: JobRecords | None = None,
-        cancellations: Callable[[], Mapping[str, Cancellations]] = dict,
+        cancellations: Mapping[str, Cancellations] | None = None,
     ) -> None:
         """``pool``: the start threads; ``member_threads``: one per member of a round, for its own calls.
 
@@ -61,7 +61,7 @@ class Round:
         self._warm = warm
         self._ledger, self._rosters = records
         self._jobs = jobs
-        self._cancellations = cancellations
+        self._cancellations: Mapping[str, Cancellations] = cancellations or {}
         """Each member's pending cancellations, as this tick read them with its window."""
         self._margin = time_margin_seconds
         self._starter = Starter(pool, *records)
@@ -134,7 +134,7 @@ class Round:
         A cancellation written after that read is not seen here: `dispatcher cancel` waits
         for the tick in flight to end before it answers (`dispatcher.core.jobs`).
         """
-        pending = self._cancellations()
+        pending = self._cancellations
         for part in prepared:
             part.member.screen(part, pending.get(part.member.name, Cancellations()))
 

@@ -20,7 +20,7 @@ from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
 from dispatcher.core.topology import Gate, Lane, Pool, Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Counter, MemberCounter, Records
+from dispatcher.tick.count import Counter, MemberCounter, Records, Snapshot
 from dispatcher.tick.counted import Counted
 from dispatcher.tick.gates import GateCounter, GateRound
 from dispatcher.tick.groups import Tenants, books_total
@@ -29,7 +29,7 @@ from dispatcher.tick.lane_round import LaneRound
 from dispatcher.tick.limits import Limits
 from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
 from dispatcher.tick.policy import TickPolicy
-from dispatcher.tick.ports import Ports, Runtime, StartThreads
+from dispatcher.tick.ports import GatePorts, LanePorts, Ports, Runtime, StartThreads
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
@@ -39,7 +39,7 @@ from dispatcher.tick.report import (
     counted_report,
     stopped_report,
 )
-from dispatcher.tick.round import Round
+from dispatcher.tick.round import MemberRound, Round
 from dispatcher.tick.warm import WarmState
 
 LANE_THREADS = 32
@@ -81,18 +81,11 @@ class Dispatcher:
         }
         """Gate name → its counter (who is inside, for its rounds too)."""
         self._tenants = Tenants(ports, self._warm, runtime.clock)
-        books = self._tenants.books
-        lane_round = functools.partial(
-            LaneRound, warm=self._warm, books=books, in_window=self._records.in_window
-        )
         members: dict[str, MemberRounds] = {
-            name: functools.partial(lane_round, lane, settings=functools.partial(self._lane, name))
-            for name, lane in self._lanes.items()
+            name: functools.partial(self._lane_round, lane) for name, lane in self._lanes.items()
         }
         for gate in ports.gates:
-            members[gate.name] = functools.partial(
-                GateRound, gate, warm=self._warm, counter=self._gates[gate.name], books=books
-            )
+            members[gate.name] = functools.partial(self._gate_round, gate)
         self._passes = Passes(members, self._warm)
         self._counters: dict[str, Counter] = {}
         """State machine ARN → its counter (lanes that start one machine count it once)."""
@@ -113,6 +106,23 @@ class Dispatcher:
     def _lane(self, name: str) -> Lane:
         """Lane ``name`` with its live settings (the control parameter's, this tick)."""
         return self._topology.member(name, Lane)
+
+    def _lane_round(self, ports: LanePorts, threads: StartThreads, snapshot: Snapshot) -> MemberRound:
+        """A lane's side of this tick's rounds: its live settings, its groups, the tick's window."""
+        return LaneRound(
+            ports,
+            threads,
+            warm=self._warm,
+            books=self._tenants.books,
+            settings=functools.partial(self._lane, ports.name),
+            in_window=snapshot.in_window,
+        )
+
+    def _gate_round(self, ports: GatePorts, threads: StartThreads, _snapshot: Snapshot) -> MemberRound:
+        """A gate's side of this tick's rounds: its counter (who is inside), its groups."""
+        return GateRound(
+            ports, threads, warm=self._warm, counter=self._gates[ports.name], books=self._tenants.books
+        )
 
     @property
     def _active_pools(self) -> list[Pool]:
@@ -234,11 +244,13 @@ class Dispatcher:
             return self._stopped(StopReason.THROTTLED)
         running = counted.running
         pools_running = {pool.name: pool_running(self._topology, pool.name, running) for pool in pools}
-        pools = self._limits.adapt(self._topology, pools, self._records.limits, counted.ends, pools_running)
+        pools = self._limits.adapt(
+            self._topology, pools, counted.snapshot.limits, counted.ends, pools_running
+        )
         plan = plan_tick(self._topology, pools, running, pools_running, self._tokens(pools))
         self._rates.planned(plan.bound, plan.starved)
         report = self._report(plan, counted)
-        report.stopped = self._spend(plan, counted.gates, report)
+        report.stopped = self._spend(plan, counted, report)
         self._rates.book(self._passes.member_stops)
         if self._tenants.books:
             held, at_limit, largest = books_total(self._tenants.books)
@@ -275,7 +287,8 @@ class Dispatcher:
             # A gate's ends are news for as long as the list may lag behind them.
             arn = gate.state_machine_arn
             oldest[arn] = min(oldest.get(arn, math.inf), now - RECENT_START_WINDOW_SECONDS)
-        windows = self._records.windows(now, oldest)
+        snapshot = self._records.read(now, oldest)
+        windows = snapshot.windows
         counts = {arn: self._counters[arn].count(windows[arn], by_machine.get(arn, ())) for arn in machines}
         counts |= {
             gate.count_key: gate.count(
@@ -293,7 +306,7 @@ class Dispatcher:
         )
         ends = {arn: (*window.ended, *by_machine.get(arn, ())) for arn, window in windows.items()}
         ends |= {arn: (*ends[arn], *counts[arn].learned) for arn in machines}
-        return Counted(counts, gates, ends)
+        return Counted(counts, gates, ends, snapshot)
 
     def _tokens(self, pools: Sequence[Pool]) -> dict[str, int | None]:
         """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
@@ -319,7 +332,7 @@ class Dispatcher:
             )
         return counted_report(self._topology, plan, counted.counts)
 
-    def _spend(self, plan: TickPlan, gates: Sequence[GateCounter], report: TickReport) -> StopReason:
+    def _spend(self, plan: TickPlan, counted: Counted, report: TickReport) -> StopReason:
         """Spend every pool's free slots in rounds (then look for pending admissions); why admission ended."""
         allocations = {pool.pool.name: Allocation(pool.free, pool.claims) for pool in plan.pools}
         lanes = min(len(self._topology.members), LANE_THREADS)
@@ -335,11 +348,13 @@ class Dispatcher:
                 (self._ports.ledger, {member.name: member.roster for member in self._ports.members}),
                 time_margin_seconds=self._policy.time_margin_seconds,
                 jobs=self._ports.jobs,
-                cancellations=lambda: self._records.cancellations,
+                cancellations=counted.snapshot.cancellations,
             )
-            stopped = self._passes.spend(self._topology, allocations, rounds, threads, report)
+            stopped = self._passes.spend(
+                self._topology, allocations, rounds, threads, report, counted.snapshot
+            )
             if stopped not in HALTING_STOPS:
-                self._probe(gates, rounds, threads, report)
+                self._probe(counted.gates, rounds, threads, report)
         return stopped
 
     def _probe(

@@ -96,7 +96,7 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
 
     def running() -> int:
         now = aws.scheduler.now
-        return counter.count(records.windows(now, {arn: counter.review_from(now)})[arn]).running
+        return counter.count(records.read(now, {arn: counter.review_from(now)}).windows[arn]).running
 
     def body() -> None:
         table = ports.ledger
