@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from dispatcher.cli.args import AddCommand
@@ -15,7 +16,7 @@ from dispatcher.cli.config import Aws, Resources, control_parameter, describe_st
 from dispatcher.cli.output import table
 from dispatcher.cli.status_view import settings_text
 from dispatcher.core.control import Control
-from dispatcher.core.effective import settings
+from dispatcher.core.effective import Setting, settings
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.topology import Gate, Lane, Topology
 from dispatcher.settings import (
@@ -89,13 +90,7 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
     topology = _topology(resources)
     found = members(topology, release)
     configured = () if topology is None else settings(topology, _control(aws, resources))
-    for entry in (*found["lanes"], *found["gates"]):
-        kind = "lane" if entry in found["lanes"] else "gate"
-        entry["settings"] = {
-            each.key: each.as_json()
-            for each in configured
-            if (each.kind, each.member) == (kind, entry["name"])
-        }
+    _add_settings(found, configured)
     if args.json:
         document: dict[str, Any] = {
             "stack": args.stack,
@@ -107,24 +102,43 @@ def command_info(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         }
         out.write(json.dumps(document) + "\n")
         return 0
-    laned = topology is not None and (
-        len(topology.members_of(kind=Lane)) > 1 or bool(topology.members_of(kind=Gate))
-    )
+    laned = topology is not None and len(topology.members) > 1
     keys = _output_keys(outputs, laned=laned)
     width = max((len(key) for key in keys), default=0)
     out.write(f"stack {args.stack} in {region} ({stack.status})\n")
     out.writelines(f"  {key.ljust(width)}  {outputs[key]}\n" for key in keys)
+    if laned:
+        _write_members(out, found, outputs, release)
+        _write_settings(out, configured)
+    else:
+        _write_producers(out, outputs)
+    return 0
+
+
+def _write_producers(out: TextIO, outputs: dict[str, str]) -> None:
+    """Where producers send their jobs (a dispatcher of one lane)."""
     queue, policy = PRODUCER_OUTPUTS
-    if not laned:
-        if queue in outputs:
-            attached = f", under a role with {policy} attached" if policy in outputs else ""
-            out.write(f"Producers send jobs to {queue}{attached} (docs/producers.md).\n")
-        return 0
-    _write_members(out, found, outputs, release)
+    if queue in outputs:
+        attached = f", under a role with {policy} attached" if policy in outputs else ""
+        out.write(f"Producers send jobs to {queue}{attached} (docs/producers.md).\n")
+
+
+def _write_settings(out: TextIO, configured: Sequence[Setting]) -> None:
+    """The members' settings that are set anywhere, with their sources."""
     if configured:
         text = settings_text((f"{each.kind} {each.member}", each.key, each.as_json()) for each in configured)
         out.write(f"\n{text}\n")
-    return 0
+
+
+def _add_settings(found: dict[str, Any], configured: Sequence[Setting]) -> None:
+    """Each member's entry with the settings set anywhere (``settings``: key → value, source, configured)."""
+    for entry in (*found["lanes"], *found["gates"]):
+        kind = "lane" if entry in found["lanes"] else "gate"
+        entry["settings"] = {
+            each.key: each.as_json()
+            for each in configured
+            if (each.kind, each.member) == (kind, entry["name"])
+        }
 
 
 def _control(aws: Aws, resources: Resources) -> Control | None:

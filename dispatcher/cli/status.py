@@ -36,7 +36,7 @@ from dispatcher.cli.status_view import (
     status_document,
     status_table,
 )
-from dispatcher.core.control import ControlError, max_source, stale_keys, steer
+from dispatcher.core.control import Control, ControlError, max_source, stale_keys, steer
 from dispatcher.core.counting import pool_count, pool_running
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
@@ -51,20 +51,7 @@ def _halted(max_concurrency: int | None, paused: bool) -> bool:
 
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     """Read MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution, per pool and lane."""
-    control = control_parameter(aws, resources)
-    problem = None
-    try:
-        read = None if control is None else control.read()
-    except ConfigurationError as error:
-        # Every tick stops on it; the operator sees why and what is configured, and mends it.
-        read, problem = None, described(error, resources.control_parameter or "")
-    configured = resources.topology(environment_max(resources, read))
-    try:
-        steered = steer(configured, read, resources.control_parameter)
-    except ControlError as error:  # sound on its own, but not with these members (a shared lane's MAX)
-        read, problem = None, str(error)
-        configured = resources.topology(environment_max(resources, read))
-        steered = configured
+    read, problem, configured, steered = _steered(aws, resources)
     topology = with_limits(steered, ledger_of(aws, resources, configured))
     shown = {(each.kind, each.member, each.key): each.as_json() for each in settings(configured, read)}
     listings = {
@@ -98,6 +85,28 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         control_problem=problem,
         removed=_removed(aws, resources, configured),
     )
+
+
+def _steered(aws: Aws, resources: Resources) -> tuple[Control | None, str | None, Topology, Topology]:
+    """The control parameter as read, what is wrong with it, the configured members and the steered ones.
+
+    A parameter that can't be used is shown with why, and the configured values in its place.
+    """
+    control = control_parameter(aws, resources)
+    problem = None
+    try:
+        read = None if control is None else control.read()
+    except ConfigurationError as error:
+        # Every tick stops on it; the operator sees why and what is configured, and mends it.
+        read, problem = None, described(error, resources.control_parameter or "")
+    configured = resources.topology(environment_max(resources, read))
+    try:
+        steered = steer(configured, read, resources.control_parameter)
+    except ControlError as error:  # sound on its own, but not with these members (a shared lane's MAX)
+        read, problem = None, str(error)
+        configured = resources.topology(environment_max(resources, read))
+        steered = configured
+    return read, problem, configured, steered
 
 
 def _removed(aws: Aws, resources: Resources, configured: Topology) -> tuple[RemovedStatus, ...]:

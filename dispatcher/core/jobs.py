@@ -9,7 +9,7 @@ before it; a tick drops a job it names instead of starting it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -179,6 +179,47 @@ class Cancellations:
         if group is not None and message.sent_at is not None and message.sent_at <= group.before:
             return group
         return False
+
+
+@dataclass(frozen=True)
+class Screened:
+    """What a round's cancellations take: its admitted jobs that never start, its waiting ones that leave."""
+
+    started: frozenset[str] = frozenset()
+    """Names of admitted jobs that are cancelled: their starts are never made."""
+    dropped: tuple[QueuedMessage, ...] = ()
+    """Waiting jobs that are cancelled: they leave their queue (`Outcome.CANCELLED`)."""
+    why: Mapping[str, GroupCancellation | bool] = field(default_factory=dict)
+    """Message id → what cancelled it: its group's cancellation, or True (by name)."""
+    in_advance: frozenset[str] = frozenset()
+    """Message ids of jobs surely sent after their name's cancellation."""
+
+
+def screen(
+    cancellations: Cancellations,
+    admitted: Sequence[tuple[QueuedMessage, str]],
+    waiting: Sequence[QueuedMessage],
+) -> Screened:
+    """The jobs ``cancellations`` take: of those admitted (message, name), and of those waiting. Pure."""
+    why: dict[str, GroupCancellation | bool] = {}
+    in_advance: set[str] = set()
+    started: set[str] = set()
+    dropped: list[QueuedMessage] = []
+    for message, name, was_admitted in [
+        *((message, name, True) for message, name in admitted),
+        *((message, job_name(message), False) for message in waiting),
+    ]:
+        found = cancellations.cancels(message, name)
+        if not found:
+            continue
+        why[message.message_id] = found
+        if found is True and cancellations.in_advance(message, name):
+            in_advance.add(message.message_id)
+        if was_admitted:
+            started.add(name or "")
+        else:
+            dropped.append(message)
+    return Screened(frozenset(started), tuple(dropped), why, frozenset(in_advance))
 
 
 def job_name(message: QueuedMessage) -> str | None:

@@ -158,7 +158,12 @@ class Records:
 
 
 class MemberCounter(Protocol):
-    """What counts a pool's members: a lane's state machine (`Counter`) or a gate (`GateCounter`)."""
+    """What counts under one count key: a lane's state machine (`Counter`) or a gate (`GateCounter`)."""
+
+    @property
+    def count_key(self) -> str:
+        """What its count is kept under (`Member.count_key`)."""
+        ...
 
     @property
     def state_machine_arn(self) -> str:
@@ -167,6 +172,14 @@ class MemberCounter(Protocol):
 
     def ensure_standard(self) -> None:
         """Refuse an EXPRESS (or missing) state machine; a warm container checks once."""
+        ...
+
+    def review_from(self, now: float) -> float:
+        """The oldest record of its state machine's window its count may need as of ``now``."""
+        ...
+
+    def count(self, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> Count:
+        """What holds a slot under its key, from its state machine's window and the ends told."""
         ...
 
 
@@ -201,6 +214,11 @@ class Counter:
     @property
     def state_machine_arn(self) -> str:
         """The state machine it counts."""
+        return self._state_machine.arn
+
+    @property
+    def count_key(self) -> str:
+        """Its state machine (`Lane.count_key`)."""
         return self._state_machine.arn
 
     def review_from(self, now: float) -> float:
@@ -306,3 +324,22 @@ class Counter:
                         )
                     )
         return running, resolved
+
+
+def oldest_needed(counters: Sequence[MemberCounter], now: float) -> dict[str, float]:
+    """Each counted state machine's oldest record the window must hold, the oldest any counter needs."""
+    oldest: dict[str, float] = {}
+    for counter in counters:
+        arn = counter.state_machine_arn
+        oldest[arn] = min(oldest.get(arn, math.inf), counter.review_from(now))
+    return oldest
+
+
+def known_ends(
+    snapshot: Snapshot, told: Mapping[str, Sequence[EndedExecution]], counts: Mapping[str, Count]
+) -> dict[str, tuple[EndedExecution, ...]]:
+    """Each state machine's ends this tick knows: the window's, the events', `DescribeExecution`'s."""
+    return {
+        arn: (*window.ended, *told.get(arn, ()), *(counts[arn].learned if arn in counts else ()))
+        for arn, window in snapshot.windows.items()
+    }

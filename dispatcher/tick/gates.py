@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from dispatcher.core.admission import Admission, Start, admit
 from dispatcher.core.batching import SQS_BATCH_LIMIT
-from dispatcher.core.counting import Count, StateWindow, latest_ends
+from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, Count, StateWindow, latest_ends
 from dispatcher.core.errors import ConfigurationError, TokenRefusedError, TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
@@ -99,6 +99,10 @@ class GateCounter:
         if self.state_machine_arn not in self._warm.standard:
             self._ports.state_machine.ensure_standard()
             self._warm.standard.add(self.state_machine_arn)
+
+    def review_from(self, now: float) -> float:
+        """Its state machine's ends are news for as long as the list may lag behind them."""
+        return now - RECENT_START_WINDOW_SECONDS
 
     def count(self, window: StateWindow, ended: Sequence[EndedExecution] = ()) -> Count:
         """Who is inside now: the gate's admissions, less the executions that ended or a check says left.

@@ -84,24 +84,7 @@ class LeaseKeeper:
         churn = False  # whether other invocations have asked for ticks
         try:
             while True:
-                asked = False
-                due = rate_due() if last is StopReason.CAPACITY else None
-                wake = self._wake_wait() if last is StopReason.DRAINED else None
-                if due is not None and time_for_another_tick():
-                    self._await_token(due)
-                    asked = True
-                elif wake is not None and time_for_another_tick():
-                    self._runtime.sleep(wake)
-                    self._wake_until = None
-                    asked = True
-                elif last is StopReason.CAPACITY and time_for_another_tick():
-                    # Jobs wait for slots: rather than handing the lease to the next
-                    # invocation, wait a moment for it to ask; under churn, take an ask
-                    # that came during the tick at once, and wait longer for the next.
-                    if churn:
-                        asked = self._await_ask()
-                    else:
-                        self._runtime.sleep(FIRST_GRACE_SECONDS)
+                asked = self._wait_for_cause(last, churn, rate_due, time_for_another_tick)
                 if not asked and self._noted(lease.let_go_unless_asked(owner)) is None:
                     return
                 churn = True
@@ -116,6 +99,35 @@ class LeaseKeeper:
                 "could not let go of the tick lease: it expires with this invocation",
                 extra={"reason": str(error)},
             )
+
+    def _wait_for_cause(
+        self,
+        last: StopReason,
+        churn: bool,
+        rate_due: Callable[[], float | None],
+        time_for_another_tick: Callable[[], bool],
+    ) -> bool:
+        """Wait for a cause to tick again after a tick that stopped ``last``; True: one came for sure.
+
+        A token due to a lane that waits only for its rate, or the second of the wakes its
+        tick drained before: it ticks then. Jobs that wait for slots: rather than handing
+        the lease to the next invocation, it waits a moment for it to ask; under churn, it
+        takes an ask that came during the tick at once, and waits longer for the next.
+        """
+        due = rate_due() if last is StopReason.CAPACITY else None
+        wake = self._wake_wait() if last is StopReason.DRAINED else None
+        if due is not None and time_for_another_tick():
+            self._await_token(due)
+            return True
+        if wake is not None and time_for_another_tick():
+            self._runtime.sleep(wake)
+            self._wake_until = None
+            return True
+        if last is StopReason.CAPACITY and time_for_another_tick():
+            if churn:
+                return self._await_ask()
+            self._runtime.sleep(FIRST_GRACE_SECONDS)
+        return False
 
     def _await_token(self, due: float) -> None:
         """Wait ``due`` seconds for a lane's next token, or less if another invocation asks meanwhile."""

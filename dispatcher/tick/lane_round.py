@@ -16,6 +16,7 @@ from dispatcher.core.jobs import (
     expiry,
     job_name,
     record_of_dead_letter,
+    screen,
 )
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Outcome
@@ -121,31 +122,20 @@ class LaneRound(MemberRound):
         if not cancellations:
             return
         outcome = part.outcome
-        for start in part.admission.starts:
-            found = cancellations.cancels(start.message, start.name)
-            if found:
-                outcome.cancelled.add(start.name)
-                self._why[start.message.message_id] = found
-                if found is True and cancellations.in_advance(start.message, start.name):
-                    self._in_advance.add(start.message.message_id)
-        waiting = outcome.messages[Outcome.WAITING]
-        dropped = []
-        for message in waiting:
-            found = cancellations.cancels(message, job_name(message))
-            if found:
-                dropped.append(message)
-                self._why[message.message_id] = found
-                if found is True and cancellations.in_advance(message, job_name(message)):
-                    self._in_advance.add(message.message_id)
-        if dropped:
-            ids = {message.message_id for message in dropped}
+        admitted = [(start.message, start.name) for start in part.admission.starts]
+        screened = screen(cancellations, admitted, outcome.messages[Outcome.WAITING])
+        outcome.cancelled |= screened.started
+        self._why.update(screened.why)
+        self._in_advance |= screened.in_advance
+        if screened.dropped:
+            ids = {message.message_id for message in screened.dropped}
             outcome.messages[Outcome.WAITING] = [
-                message for message in waiting if message.message_id not in ids
+                message for message in outcome.messages[Outcome.WAITING] if message.message_id not in ids
             ]
             outcome.held_for_group = [
                 message for message in outcome.held_for_group if message.message_id not in ids
             ]
-            outcome.add(Outcome.CANCELLED, dropped)
+            outcome.add(Outcome.CANCELLED, screened.dropped)
 
     def job_records(self, part: Prepared, now: float) -> list[JobRecord | Dropped]:
         """What `dispatcher job` reports of the part's jobs that never started (cancelled, expired, poison).

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 from dispatcher.core.allocation import Allocation
-from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, pool_running
+from dispatcher.core.counting import pool_running
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.member_queues import members_of
@@ -20,7 +20,7 @@ from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
 from dispatcher.core.topology import Gate, Lane, Pool, Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Counter, MemberCounter, Records, Snapshot
+from dispatcher.tick.count import Counter, MemberCounter, Records, Snapshot, known_ends, oldest_needed
 from dispatcher.tick.counted import Counted
 from dispatcher.tick.gates import GateCounter, GateRound
 from dispatcher.tick.groups import Tenants, books_total
@@ -269,44 +269,38 @@ class Dispatcher:
         self._ticked = True
         return True
 
-    def _count(self, pools: Sequence[Pool], ended: Sequence[EndedExecution]) -> Counted:
-        """Every active pool's members counted from one read of the records, and their groups read."""
+    def _counted_in(self, pools: Sequence[Pool]) -> tuple[list[str], list[GateCounter]]:
+        """What ``pools`` count: their lanes' state machines (oldest listing first), then their gates."""
         machines = self._by_listing_age(
             arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
         )
-        gates = [
-            self._gates[gate.name] for pool in pools for gate in self._topology.members_of(pool.name, Gate)
-        ]
-        by_machine = self._ends_by_machine(ended)
+        members = [member for pool in pools for member in self._topology.members_of(pool.name, Gate)]
+        return machines, [self._gates[gate.name] for gate in members]
+
+    def _count(self, pools: Sequence[Pool], ended: Sequence[EndedExecution]) -> Counted:
+        """Every active pool's members counted from one read of the records, and their groups read."""
+        machines, gates = self._counted_in(pools)
         counters: list[MemberCounter] = [*(self._counters[arn] for arn in machines), *gates]
         for counter in counters:
             counter.ensure_standard()
         now = self._runtime.clock()
-        oldest = {arn: self._counters[arn].review_from(now) for arn in machines}
-        for gate in gates:
-            # A gate's ends are news for as long as the list may lag behind them.
-            arn = gate.state_machine_arn
-            oldest[arn] = min(oldest.get(arn, math.inf), now - RECENT_START_WINDOW_SECONDS)
-        snapshot = self._records.read(now, oldest)
-        windows = snapshot.windows
-        counts = {arn: self._counters[arn].count(windows[arn], by_machine.get(arn, ())) for arn in machines}
-        counts |= {
-            gate.count_key: gate.count(
-                windows[gate.state_machine_arn], by_machine.get(gate.state_machine_arn, ())
+        snapshot = self._records.read(now, oldest_needed(counters, now))
+        by_machine = self._ends_by_machine(ended)
+        counts = {
+            counter.count_key: counter.count(
+                snapshot.windows[counter.state_machine_arn], by_machine.get(counter.state_machine_arn, ())
             )
-            for gate in gates
+            for counter in counters
         }
         self._tenants.read(
             self._topology,
             (pool.name for pool in pools),
-            windows,
+            snapshot.windows,
             by_machine,
             {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
             {arn: counts[arn].ended for arn in machines},
         )
-        ends = {arn: (*window.ended, *by_machine.get(arn, ())) for arn, window in windows.items()}
-        ends |= {arn: (*ends[arn], *counts[arn].learned) for arn in machines}
-        return Counted(counts, gates, ends, snapshot)
+        return Counted(counts, gates, known_ends(snapshot, by_machine, counts), snapshot)
 
     def _tokens(self, pools: Sequence[Pool]) -> dict[str, int | None]:
         """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
