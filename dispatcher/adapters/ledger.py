@@ -29,12 +29,12 @@ from dispatcher.adapters.state_items import (
     item_origins,
     ledger_starts_of,
     partition,
-    read_items,
     start_packs,
     starts_item,
     void_item,
 )
 from dispatcher.adapters.table import conditional, query_pages
+from dispatcher.adapters.window_items import read_items
 from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow

@@ -36,12 +36,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dispatcher.adapters.item_keys import number, sort_key, stored_time
-from dispatcher.adapters.limit_items import LIMIT_KIND, read_limit
-from dispatcher.adapters.member_items import MEMBERS_KIND, read_members
 from dispatcher.adapters.table import RECORD_LIFETIME_SECONDS, START_RECORD_LIFETIME_SECONDS
-from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import chunks
-from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow, latest_ends
+from dispatcher.core.counting import LedgerRequest, LedgerStart, latest_ends
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.jobs import CANCELLATION_LIFETIME_SECONDS, Cancellations, GroupCancellation
 from dispatcher.core.rerun import Origin
@@ -149,7 +146,7 @@ def _machines(arns: Sequence[str], own: str) -> dict[str, Any]:
     }
 
 
-def _machine_of(item: Mapping[str, Any], count: int, own: str) -> list[str]:
+def machine_of(item: Mapping[str, Any], count: int, own: str) -> list[str]:
     """Whose each of an item's ``count`` records is."""
     if "machine_of" not in item:
         return [own] * count
@@ -252,7 +249,8 @@ def void_item(partition_key: str, records: Sequence[LedgerStart], now: float) ->
     }
 
 
-def _packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
+def packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
+    """The start records a pack of a round's starts holds."""
     recorded_at = float(item["recorded_at"]["N"])
     redrives = item.get("redrive_counts", {}).get("M", {})
     write = item.get("write", {}).get("S")
@@ -262,7 +260,7 @@ def _packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
     for name_value, group_value, machine, lane in zip(
         names,
         item["groups"]["L"],
-        _machine_of(item, len(names), own),
+        machine_of(item, len(names), own),
         _lane_of(item, len(names)),
         strict=True,
     ):
@@ -281,7 +279,7 @@ def _packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
     return records
 
 
-def _single_start(item: Mapping[str, Any], own: str) -> LedgerStart:
+def single_start(item: Mapping[str, Any], own: str) -> LedgerStart:
     """An older release's item of one start."""
     return LedgerStart(
         name=item["name"]["S"],
@@ -293,64 +291,6 @@ def _single_start(item: Mapping[str, Any], own: str) -> LedgerStart:
     )
 
 
-def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow:
-    """The window a run of the table's items holds: starts left out where a void names them.
-
-    ``own``: the state machine that keys the partition (whose the records are that name none).
-    """
-    starts: list[LedgerStart] = []
-    ended: list[EndedExecution] = []
-    void: set[str] = set()
-    pending: list[Mapping[str, Any]] = []
-    members = None
-    limits: dict[str, LimitState] = {}
-    for item in items:
-        kind = item.get("kind", {}).get("S")
-        if kind == MEMBERS_KIND:
-            members = read_members(item)
-        elif kind == LIMIT_KIND:
-            pool, state = read_limit(item)
-            limits[pool] = state
-        elif kind == STARTS_KIND:
-            starts.extend(_packed_starts(item, own))
-        elif kind == ENDS_KIND:
-            names, errors = item["names"]["L"], item.get("errors", {}).get("M", {})
-            ended.extend(
-                EndedExecution(
-                    name=name["S"],
-                    stopped_at=float(stop["N"]),
-                    state_machine_arn=machine,
-                    error=errors.get(name["S"], {}).get("S"),
-                )
-                for name, stop, machine in zip(
-                    names, item["stopped_at"]["L"], _machine_of(item, len(names), own), strict=True
-                )
-            )
-        elif kind == VOID_KIND:
-            void.update(item["keys"]["SS"])
-        elif kind == ENDED_KIND:
-            ended.append(
-                EndedExecution(
-                    name=item["name"]["S"], stopped_at=float(item["stopped_at"]["N"]), state_machine_arn=own
-                )
-            )
-        elif kind == CANCEL_KIND:
-            pending.append(item)
-        elif "resolved" in item:
-            void.add(item["sk"]["S"])
-        elif "name" in item:
-            starts.append(_single_start(item, own))
-    return StateWindow(
-        starts=tuple(record for record in starts if record.sort_key not in void),
-        ended=tuple(ended),
-        void=frozenset(void),
-        recorded=tuple(starts),
-        cancellations=read_pending(pending),
-        members=members,
-        limits=limits,
-    )
-
-
 def item_origins(item: Mapping[str, Any], state_machine_arn: str, own: str) -> dict[str, Origin]:
     """Name → message group and lane of one state machine's starts an item holds (a batch, or one start)."""
     if "names" in item and "groups" in item:
@@ -358,7 +298,7 @@ def item_origins(item: Mapping[str, Any], state_machine_arn: str, own: str) -> d
         found = zip(
             names,
             item["groups"]["L"],
-            _machine_of(item, len(names), own),
+            machine_of(item, len(names), own),
             _lane_of(item, len(names)),
             strict=True,
         )

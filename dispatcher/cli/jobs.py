@@ -18,7 +18,7 @@ from dispatcher.cli.output import when
 from dispatcher.core.control import steer
 from dispatcher.core.jobs import CANCELLATION_LIFETIME_SECONDS, JobReport
 from dispatcher.core.rerun import iso
-from dispatcher.following import ALREADY_STARTED, Jobs, UnknownLaneError
+from dispatcher.following import ALREADY_STARTED, CancelAnswer, Jobs, UnknownLaneError
 
 NEEDS = ["queue_url", "dead_letter_queue_url", "state_machine_arn", "state_table"]
 CANCELLATION_DAYS = CANCELLATION_LIFETIME_SECONDS // 86_400
@@ -87,7 +87,14 @@ def command_cancel(args: argparse.Namespace, aws: Aws, resources: Resources, out
         raise UsageError(str(error)) from error
     if args.json:
         out.write(json.dumps(answer.as_json()) + "\n")
-    elif answer.execution is None and answer.seen:
+    else:
+        _say_cancelled(answer, args, out)
+    return 1 if answer.word == ALREADY_STARTED else 0
+
+
+def _say_cancelled(answer: CancelAnswer, args: argparse.Namespace, out: TextIO) -> None:
+    """What a cancellation did, in a line (and how to stop its execution, when it runs)."""
+    if answer.execution is None and answer.seen:
         out.write(f"cancelled {answer.name} (lane {answer.lane}): it will never start\n")
     elif answer.execution is None:
         out.write(
@@ -100,7 +107,6 @@ def command_cancel(args: argparse.Namespace, aws: Aws, resources: Resources, out
         if answer.word == ALREADY_STARTED and not args.stop and execution.status == "RUNNING":
             lane = "" if args.lane is None else f" --lane {answer.lane}"
             out.write(f"  to stop it too: dispatcher cancel {answer.name}{lane} --stop\n")
-    return 1 if answer.word == ALREADY_STARTED else 0
 
 
 def _cancel_group(jobs: Jobs, args: argparse.Namespace, out: TextIO) -> int:

@@ -167,20 +167,28 @@ def _remove(document: Document, kind: str, name: str, keys: Sequence[str]) -> No
     section left empty.
     """
     if kind == POOL and name == DEFAULT:
-        pools = document.get(SECTION_OF[POOL])
-        own = pools.get(DEFAULT) if isinstance(pools, dict) else None
-        misplaced = own if isinstance(own, dict) else {}
-        adaptive = [key for key in keys if key == ADAPTIVE or key.startswith(f"{ADAPTIVE}.")]
-        top = [key for key in keys if key not in adaptive] if keys else list(LIVE_KEYS)
-        for key in top:
-            if key not in misplaced:
-                document.pop(key, None)
-        _remove_from(document, POOL, DEFAULT, [*adaptive, *top] if keys else [])
+        _remove_default_pool(document, keys)
     else:
         _remove_from(document, kind, name, keys)
     for section in SECTIONS:
         if document.get(section) == {}:
             del document[section]
+
+
+def _remove_default_pool(document: Document, keys: Sequence[str]) -> None:
+    """Remove pool default's ``keys``: its MAX and pause at the top level, the rest in ``pools.default``.
+
+    A key misplaced in ``pools.default`` goes from there first, and the top level's stays.
+    """
+    pools = document.get(SECTION_OF[POOL])
+    own = pools.get(DEFAULT) if isinstance(pools, dict) else None
+    misplaced = own if isinstance(own, dict) else {}
+    adaptive = [key for key in keys if key == ADAPTIVE or key.startswith(f"{ADAPTIVE}.")]
+    top = [key for key in keys if key not in adaptive] if keys else list(LIVE_KEYS)
+    for key in top:
+        if key not in misplaced:
+            document.pop(key, None)
+    _remove_from(document, POOL, DEFAULT, [*adaptive, *top] if keys else [])
 
 
 def _remove_from(document: Document, kind: str, name: str, keys: Sequence[str]) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dispatcher.adapters.ledger import StartLedgerTable
-from dispatcher.adapters.state_items import read_items
+from dispatcher.adapters.window_items import read_items
 from dispatcher.local.events import sqs_event
 from tests.support.harness import still_listed
 from tests.support.moto_harness import Harness

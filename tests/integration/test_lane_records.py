@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dispatcher.adapters.ledger import StartLedgerTable
-from dispatcher.adapters.state_items import read_items
+from dispatcher.adapters.window_items import read_items
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.stack import create_lane

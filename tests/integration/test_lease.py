@@ -11,7 +11,7 @@ import pytest
 from freezegun import freeze_time
 
 from dispatcher.adapters.lease import TickLease
-from dispatcher.adapters.state_items import read_items
+from dispatcher.adapters.window_items import read_items
 from dispatcher.core.events import Ask
 from dispatcher.tick.keeper import ASK_POLL_SECONDS, HAND_BACK_GRACE_SECONDS, LeaseKeeper
 from dispatcher.tick.ports import Runtime

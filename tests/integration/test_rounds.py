@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from dispatcher.adapters.ledger import StartLedgerTable
-from dispatcher.adapters.state_items import read_items
+from dispatcher.adapters.window_items import read_items
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.local.account import REGION
 from tests.support.harness import throttle_every_start

@@ -15,11 +15,11 @@ from dispatcher.adapters.state_items import (
     item_origins,
     ledger_starts_of,
     machine_suffix,
-    read_items,
     start_packs,
     starts_item,
     void_item,
 )
+from dispatcher.adapters.window_items import read_items
 from dispatcher.core.counting import LedgerRequest
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.rerun import Origin

@@ -28,11 +28,11 @@ from dispatcher.adapters.state_items import (
     ends_item,
     ledger_starts_of,
     partition,
-    read_items,
     start_packs,
     starts_item,
     void_item,
 )
+from dispatcher.adapters.window_items import read_items
 from dispatcher.core.adaptive import LimitState
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, LedgerRequest, LedgerStart, StateWindow
