@@ -16,7 +16,7 @@ from pathlib import Path
 from radon.complexity import cc_rank, cc_visit
 
 ROOT = Path(__file__).parents[1]
-C_BUDGET = 35
+C_BUDGET = 27
 """At most this many blocks graded C (lowered as blocks are split; the issue's target is 20)."""
 
 

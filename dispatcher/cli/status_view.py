@@ -262,11 +262,16 @@ def member_status(status: Status, kind: str, name: str) -> tuple[dict[str, Any],
         return asdict(found), _with_settings(_lanes((found,)), (found,))
     if isinstance(found, GateStatus):
         return asdict(found), _with_settings(_gates_table((found,)), (found,))
-    lanes = tuple(lane for lane in status.lanes if lane.pool == name)
-    gates = tuple(gate for gate in status.gates if gate.pool == name)
-    text = "\n\n".join([_pools((found,)), _lanes(lanes), *([_gates_table(gates)] if gates else [])])
+    return _pool_status(status, found)
+
+
+def _pool_status(status: Status, pool: PoolStatus) -> tuple[dict[str, Any], str]:
+    """A pool's entry (with its lanes' and gates') and its rows, then its lanes' and gates' rows."""
+    lanes = tuple(lane for lane in status.lanes if lane.pool == pool.name)
+    gates = tuple(gate for gate in status.gates if gate.pool == pool.name)
+    text = "\n\n".join([_pools((pool,)), _lanes(lanes), *([_gates_table(gates)] if gates else [])])
     document = {
-        **_pool_document(found),
+        **_pool_document(pool),
         "lanes": [asdict(lane) for lane in lanes],
         "gates": [asdict(gate) for gate in gates],
     }

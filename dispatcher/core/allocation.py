@@ -78,23 +78,29 @@ class Allocation:
         if self.free <= 0:
             return {}
         for priority in sorted({claim.priority for claim in self.claims}, reverse=True):
-            rooms = {
-                claim.member: claim.room - self.used.get(claim.member, 0)
-                for claim in self.claims
-                if claim.priority == priority and claim.member not in self.spent
-            }
-            # The indivisible rest goes to the members that started least this tick first: a
-            # member left out of an earlier pass's rest is not left out again behind one
-            # whose share the queue filled.
-            rooms = {
-                member: room
-                for member, room in sorted(rooms.items(), key=lambda item: self.used.get(item[0], 0))
-                if room > 0
-            }
+            rooms = self._rooms_at(priority)
             if rooms:
                 shares = share(self.free, rooms)
                 return {member: given for member, given in shares.items() if given > 0}
         return {}
+
+    def _rooms_at(self, priority: int) -> dict[str, int]:
+        """The room left to the members of ``priority`` that can still start, least started first.
+
+        The indivisible rest goes to the members that started least this tick first: a
+        member left out of an earlier pass's rest is not left out again behind one whose
+        share the queue filled.
+        """
+        rooms = {
+            claim.member: claim.room - self.used.get(claim.member, 0)
+            for claim in self.claims
+            if claim.priority == priority and claim.member not in self.spent
+        }
+        return {
+            member: room
+            for member, room in sorted(rooms.items(), key=lambda item: self.used.get(item[0], 0))
+            if room > 0
+        }
 
     def took(self, member: str, offered: int, started: int, *, spent: bool = False) -> None:
         """A member made ``started`` of the ``offered`` starts; fewer (or ``spent``) ends its tick."""

@@ -112,9 +112,7 @@ class GateCounter:
         now = self._clock()
         read = self._roster.read(self.gate)
         planned = plan_inside(admissions(read.entries), latest_ends([*window.ended, *ended]))
-        left = list(planned.ended) + self._reconciled(planned.inside, now)
-        gone = {record.name for record in left}
-        left += self._checked_out([record for record in planned.inside if record.name not in gone], now)
+        left = self._left(planned.inside, list(planned.ended), now)
         gone = {record.name for record in left}
         inside = [record for record in planned.inside if record.name not in gone]
         if left:
@@ -125,6 +123,12 @@ class GateCounter:
         self.inside = {record.name: record for record in inside}
         self.holds = {hold.group: hold for hold in read.held}
         return Count(len(inside), oldest_inside_seconds(inside, now))
+
+    def _left(self, inside: Sequence[GateEntry], ended: list[GateEntry], now: float) -> list[GateEntry]:
+        """Who left: those an end says did, those a whole listing shows ended, those a check says left."""
+        left = ended + self._reconciled(inside, now)
+        gone = {record.name for record in left}
+        return left + self._checked_out([record for record in inside if record.name not in gone], now)
 
     @property
     def pending(self) -> list[GateEntry]:

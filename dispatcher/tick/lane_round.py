@@ -149,19 +149,25 @@ class LaneRound(MemberRound):
         undeleted = {message.message_id for message in outcome.undeleted}
         records: list[JobRecord | Dropped] = []
         for message in outcome.of(Outcome.CANCELLED):
-            why, name = self._why.get(message.message_id), job_name(message)
-            if name is None or message.message_id in undeleted:
-                continue
-            if isinstance(why, GroupCancellation):
-                reason = why.reason or f"message group {why.group} cancelled"
-                records.append(JobRecord(self.name, name, JobState.CANCELLED, reason, now))
-            elif message.message_id in self._in_advance:
-                records.append(Dropped(self.name, name, now, message.sent_at))
+            if message.message_id not in undeleted:
+                records += self._cancelled_record(message, now)
         for letter in outcome.dead_letters:
             if letter.message.message_id not in undeleted:
                 record = record_of_dead_letter(self.name, letter, now, self.max_wait_seconds)
                 records += [] if record is None else [record]
         return records
+
+    def _cancelled_record(self, message: QueuedMessage, now: float) -> list[JobRecord | Dropped]:
+        """A cancelled job's record to write now: a group's job's, or a note of one cancelled in advance."""
+        why, name = self._why.get(message.message_id), job_name(message)
+        if name is None:
+            return []
+        if isinstance(why, GroupCancellation):
+            reason = why.reason or f"message group {why.group} cancelled"
+            return [JobRecord(self.name, name, JobState.CANCELLED, reason, now)]
+        if message.message_id in self._in_advance:
+            return [Dropped(self.name, name, now, message.sent_at)]
+        return []
 
     def within_rate(self, part: Prepared, now: float) -> None:
         """Cut the part's admission to the lane's start-rate tokens as of ``now`` (one conditional write).

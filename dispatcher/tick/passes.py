@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
-from dispatcher.core.outcomes import Outcome
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.topology import Gate, Member, Topology
 from dispatcher.tick.count import Snapshot
 from dispatcher.tick.ports import StartThreads
@@ -144,15 +144,7 @@ class Passes:
             # its starts are paced as one reservation and sent in one wave after the first.
             parts = round_parts(left, turn)
             results = rounds.run({member: (member_rounds[member], part) for member, part in parts.items()})
-            halted: StopReason | None = None
-            for member, (counts, stop) in results.items():
-                report.count_round(member, counts)
-                started[member] += counts[Outcome.STARTED]
-                left[member] -= counts[Outcome.STARTED]
-                if stop is not None:
-                    stops[member] = stop
-                if stop in HALTING_STOPS:
-                    halted = halted or stop
+            halted = _took_round(results, report, (started, left), stops)
             left = {
                 member: offered for member, offered in left.items() if member not in stops and offered > 0
             }
@@ -160,6 +152,26 @@ class Passes:
                 stops.update(dict.fromkeys(left, halted))
                 break
         return {member: (started[member], stops.get(member)) for member in shares}
+
+
+def _took_round(
+    results: Mapping[str, tuple[Counts, StopReason | None]],
+    report: TickReport,
+    tallies: tuple[dict[str, int], dict[str, int]],
+    stops: dict[str, StopReason],
+) -> StopReason | None:
+    """Count a round's results: each member's starts (``tallies``: started, left), stops; a halting one."""
+    started, left = tallies
+    halted: StopReason | None = None
+    for member, (counts, stop) in results.items():
+        report.count_round(member, counts)
+        started[member] += counts[Outcome.STARTED]
+        left[member] -= counts[Outcome.STARTED]
+        if stop is not None:
+            stops[member] = stop
+        if stop in HALTING_STOPS:
+            halted = halted or stop
+    return halted
 
 
 def _pool_stop(topology: Topology, allocation: Allocation, *, waiting: bool, capacity: bool) -> StopReason:

@@ -140,10 +140,7 @@ class TickReport:
         }
         if self.laned:
             document[PRIMARY.plural] = self._entries(PRIMARY)
-            document["pools"] = {
-                name: {key: value for key, value in asdict(figures).items() if value is not None}
-                for name, figures in self.pools.items()
-            }
+            document["pools"] = {name: _set(figures) for name, figures in self.pools.items()}
         if self.tenants is not None:
             document["tenants"] = asdict(self.tenants)
         for kind in KINDS:
@@ -170,6 +167,11 @@ class TickReport:
         self.ticks += later.ticks
         if later.oldest_running_seconds is not None:
             self.oldest_running_seconds = later.oldest_running_seconds
+
+
+def _set(figures: PoolFigures) -> dict[str, Any]:
+    """A pool's figures that are set (an L and its lowest only when it adapts)."""
+    return {key: value for key, value in asdict(figures).items() if value is not None}
 
 
 def stopped_report(topology: Topology, reason: StopReason) -> TickReport:

@@ -77,16 +77,7 @@ class Round:
         received = self._each(
             lambda member: offers[member][0].prepare(offers[member][1], wait=waits[member], now=now), members
         )
-        results: dict[str, MemberResult] = {}
-        prepared: list[Prepared] = []
-        for member, result in zip(members, received, strict=True):
-            if isinstance(result, TransientError):
-                logger.warning("could not receive", extra={"member": member, "reason": str(result)})
-                results[member] = (Counts(), StopReason.THROTTLED)
-            elif result is None:
-                results[member] = (Counts(), StopReason.DRAINED)
-            elif isinstance(result, Prepared):
-                prepared.append(result)
+        results, prepared = _received(members, received)
         failure = first_failure(received)
         if not isinstance(failure, TransientError | None):
             for part in prepared:
@@ -199,3 +190,20 @@ def _stop_after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason |
         # shows yet, and its group): receiving again would hand back the same.
         return StopReason.WAITING
     return None
+
+
+def _received(
+    members: Sequence[str], received: Sequence[Prepared | BaseException | None]
+) -> tuple[dict[str, MemberResult], list[Prepared]]:
+    """Each member's receive: its part of the round, or why it stopped (nothing more; a throttle)."""
+    results: dict[str, MemberResult] = {}
+    prepared: list[Prepared] = []
+    for member, result in zip(members, received, strict=True):
+        if isinstance(result, TransientError):
+            logger.warning("could not receive", extra={"lane": member, "reason": str(result)})
+            results[member] = (Counts(), StopReason.THROTTLED)
+        elif result is None:
+            results[member] = (Counts(), StopReason.DRAINED)
+        elif isinstance(result, Prepared):
+            prepared.append(result)
+    return results, prepared

@@ -83,11 +83,7 @@ def said(report: Mapping[str, Any], kinds: Sequence[str], shown: frozenset[Outco
     for outcome in Outcome:
         for kind in kinds:
             label = LABELS[kind].get(outcome)
-            if label is None or label.within is not None or label.key in seen:
-                continue
-            if shown is not None and outcome not in shown:
-                continue
-            if label.quiet and not report.get(label.key):
+            if label is None or label.key in seen or not _says(report, label, outcome, shown):
                 continue
             seen.add(label.key)
             inner = _within(report, kind, outcome, shown)
@@ -95,6 +91,15 @@ def said(report: Mapping[str, Any], kinds: Sequence[str], shown: frozenset[Outco
                 f"{label.words} {report.get(label.key, 0)}" + (f" ({', '.join(inner)})" if inner else "")
             )
     return ", ".join(parts)
+
+
+def _says(
+    report: Mapping[str, Any], label: Label, outcome: Outcome, shown: frozenset[Outcome] | None
+) -> bool:
+    """Whether a one-line report says this outcome on its own: not within another, shown, not quiet at 0."""
+    if label.within is not None or (shown is not None and outcome not in shown):
+        return False
+    return not label.quiet or bool(report.get(label.key))
 
 
 def _within(
