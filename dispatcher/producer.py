@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_sqs import SQSClient
-    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
+    from mypy_boto3_sqs.type_defs import BatchResultErrorEntryTypeDef, SendMessageBatchRequestEntryTypeDef
 
 __all__ = [
     "AlreadyStartedError",
@@ -360,13 +360,13 @@ class Producer:
             return list(batch)
         for success in response.get("Successful", []):
             result.sent.append(Sent(batch[int(success["Id"])].job, success["MessageId"]))
-        unsent: list[_Pending] = []
-        for failure in response.get("Failed", []):
-            pending = batch[int(failure["Id"])]
-            if failure.get("SenderFault") or pending.attempts >= self._attempts:
-                pending.gave_up = f"{failure.get('Code', 'error')}: {failure.get('Message', '')}"
-            unsent.append(pending)
-        return unsent
+        return [self._not_sent(batch[int(failure["Id"])], failure) for failure in response.get("Failed", [])]
+
+    def _not_sent(self, pending: _Pending, failure: BatchResultErrorEntryTypeDef) -> _Pending:
+        """An entry SQS refused: given up on when the fault is the sender's, or its attempts are spent."""
+        if failure.get("SenderFault") or pending.attempts >= self._attempts:
+            pending.gave_up = f"{failure.get('Code', 'error')}: {failure.get('Message', '')}"
+        return pending
 
     def _entry(self, entry_id: str, pending: _Pending) -> SendMessageBatchRequestEntryTypeDef:
         job = pending.job

@@ -16,8 +16,8 @@ from pathlib import Path
 from radon.complexity import cc_rank, cc_visit
 
 ROOT = Path(__file__).parents[1]
-C_BUDGET = 27
-"""At most this many blocks graded C (lowered as blocks are split; the issue's target is 20)."""
+C_BUDGET = 20
+"""At most this many blocks graded C: a new one is paid for by splitting another."""
 
 
 def graded(package: Path) -> list[tuple[str, str, int]]:

@@ -193,6 +193,11 @@ def _lanes(records: Sequence[LedgerStart]) -> dict[str, Any]:
         return {}
     if len(names) == 1 and all(record.lane is not None for record in records):
         return {"lane": {"S": names[0]}}
+    return _lanes_and_positions(records, names)
+
+
+def _lanes_and_positions(records: Sequence[LedgerStart], names: Sequence[str]) -> dict[str, Any]:
+    """Several lanes' records: the names once (``lanes``), each record's position in them (0: none)."""
     index = {name: position for position, name in enumerate(names, start=1)}
     return {
         "lanes": {"L": [{"S": name} for name in names]},

@@ -159,10 +159,7 @@ def _joined(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run one command; its exit status."""
     out = out or sys.stdout
-    args = parser().parse_args(_joined(sys.argv[1:] if argv is None else list(argv)))
-    for name, default in (("stack", None), ("region", None), ("endpoint_url", None), ("json", False)):
-        if not hasattr(args, name):
-            setattr(args, name, default)
+    args = _with_defaults(parser().parse_args(_joined(sys.argv[1:] if argv is None else list(argv))))
     try:
         aws = Aws(args.region, args.endpoint_url)  # an unknown AWS_PROFILE fails here
         resources = _configure(args, aws)
@@ -177,6 +174,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return _fail([aws_failure(error, args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL"))], 1)
     except KeyboardInterrupt:
         return _fail(["interrupted"], INTERRUPTED, kind="")
+
+
+def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """The global options a command without them reads as not given (``--stack``, ``--json``, ...)."""
+    for name, default in (("stack", None), ("region", None), ("endpoint_url", None), ("json", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    return args
 
 
 def _configure(args: argparse.Namespace, aws: Aws) -> Resources:

@@ -34,13 +34,7 @@ def pool_values(assignments: Mapping[str, str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key, text in assignments.items():
         if key == ADAPTIVE:
-            if text.lower() != "false":
-                raise UsageError(
-                    f"{ADAPTIVE}={text}: only adaptive=false (its limit is MAX); give its settings as"
-                    f" {', '.join(f'{each}=…' for each in ADAPTIVE_KEYS)},"
-                    " or `unset --pool NAME adaptive` for those in LANES"
-                )
-            found[key] = False
+            found[key] = _adaptive_off(text)
             continue
         if key not in ADAPTIVE_KEYS:
             hint = "; MAX and pause: set-max, pause, resume" if key in LIVE_KEYS else ""
@@ -54,6 +48,17 @@ def pool_values(assignments: Mapping[str, str]) -> dict[str, Any]:
     if ADAPTIVE in found and len(found) > 1:
         raise UsageError(f"{ADAPTIVE}=false turns its settings off: give no {ADAPTIVE}.KEY beside it")
     return found
+
+
+def _adaptive_off(text: str) -> bool:
+    """``adaptive=false`` (its limit is MAX): the one value ``adaptive`` takes here."""
+    if text.lower() != "false":
+        raise UsageError(
+            f"{ADAPTIVE}={text}: only adaptive=false (its limit is MAX); give its settings as"
+            f" {', '.join(f'{each}=…' for each in ADAPTIVE_KEYS)},"
+            " or `unset --pool NAME adaptive` for those in LANES"
+        )
+    return False
 
 
 def _check(key: str, value: object) -> None:

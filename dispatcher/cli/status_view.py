@@ -222,11 +222,7 @@ def status_table(status: Status) -> str:
     A control parameter the ticks can't read comes first: every tick stops until it is mended.
     """
     parts = [] if status.control_problem is None else [problem_text(status.control_problem)]
-    parts.append(_summary(status))
-    if len(status.lanes) > 1 or len(status.pools) > 1 or status.gates or status.stale_keys:
-        parts += [_pools(status.pools), _lanes(status.lanes)]
-        if status.gates:
-            parts.append(_gates_table(status.gates))
+    parts += [_summary(status), *_member_tables(status)]
     members: tuple[LaneStatus | GateStatus, ...] = (*status.lanes, *status.gates)
     if any(each.settings for each in members):
         parts.append(settings_table(members))
@@ -235,6 +231,17 @@ def status_table(status: Status) -> str:
     if status.removed:
         parts.append(removed_table(status.removed))
     return "\n\n".join(parts)
+
+
+def _member_tables(status: Status) -> list[str]:
+    """The pools', lanes' and gates' tables, when there is more than pool and lane ``default``."""
+    if not (len(status.lanes) > 1 or len(status.pools) > 1 or status.gates or status.stale_keys):
+        return []
+    return [
+        _pools(status.pools),
+        _lanes(status.lanes),
+        *([_gates_table(status.gates)] if status.gates else []),
+    ]
 
 
 def removed_table(removed: tuple[RemovedStatus, ...]) -> str:

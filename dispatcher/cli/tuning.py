@@ -180,15 +180,20 @@ def _remove_default_pool(document: Document, keys: Sequence[str]) -> None:
 
     A key misplaced in ``pools.default`` goes from there first, and the top level's stays.
     """
-    pools = document.get(SECTION_OF[POOL])
-    own = pools.get(DEFAULT) if isinstance(pools, dict) else None
-    misplaced = own if isinstance(own, dict) else {}
+    misplaced = _default_pool_entry(document)
     adaptive = [key for key in keys if key == ADAPTIVE or key.startswith(f"{ADAPTIVE}.")]
     top = [key for key in keys if key not in adaptive] if keys else list(LIVE_KEYS)
     for key in top:
         if key not in misplaced:
             document.pop(key, None)
     _remove_from(document, POOL, DEFAULT, [*adaptive, *top] if keys else [])
+
+
+def _default_pool_entry(document: Document) -> dict[str, Any]:
+    """``pools.default``, where only ``adaptive`` belongs (empty when there is none, or it is no object)."""
+    pools = document.get(SECTION_OF[POOL])
+    own = pools.get(DEFAULT) if isinstance(pools, dict) else None
+    return own if isinstance(own, dict) else {}
 
 
 def _remove_from(document: Document, kind: str, name: str, keys: Sequence[str]) -> None:

@@ -25,9 +25,9 @@ from dispatcher.core.tenants import admit_shared
 from dispatcher.core.topology import Lane
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
+from dispatcher.tick.lane_starts import LaneStarts
 from dispatcher.tick.member_round import MemberRound, Prepared
 from dispatcher.tick.ports import LanePorts, StartThreads
-from dispatcher.tick.starts import LaneStarts
 from dispatcher.tick.warm import WarmState
 
 
