@@ -1,4 +1,4 @@
-"""One invocation: take the tick lease, tick (count each pool, then admit in rounds), hand it back.
+"""One invocation: take the tick lease, tick (`Ticker`: count, adapt, plan, spend, report), hand it back.
 
 Ticks never overlap: an invocation that can't take the lease notes the end it was told
 about, asks the keeper for one more tick, and returns at once (`LeaseKeeper`).
@@ -6,48 +6,30 @@ about, asks the keeper for one more tick, and returns at once (`LeaseKeeper`).
 
 from __future__ import annotations
 
-import functools
-import math
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
-from dispatcher.core.allocation import Allocation
-from dispatcher.core.counting import pool_running
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.member_queues import members_of
-from dispatcher.core.pacing import start_threads
-from dispatcher.core.planning import TickPlan, plan_tick
-from dispatcher.core.topology import Gate, Lane, Pool, Topology
+from dispatcher.core.topology import Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Counter, MemberCounter, Records, Snapshot, known_ends, oldest_needed
-from dispatcher.tick.counted import Counted
-from dispatcher.tick.gates import GateCounter, GateRound
-from dispatcher.tick.groups import Tenants, books_total
+from dispatcher.tick.count import Records
 from dispatcher.tick.keeper import LeaseKeeper
-from dispatcher.tick.lane_round import LaneRound
-from dispatcher.tick.limits import Limits
-from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
 from dispatcher.tick.policy import TickPolicy
-from dispatcher.tick.ports import GatePorts, LanePorts, Ports, Runtime, StartThreads
-from dispatcher.tick.rates import RateWaits
+from dispatcher.tick.ports import Ports, Runtime
 from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
     StopReason,
-    TenantFigures,
     TickReport,
-    counted_report,
     stopped_report,
 )
-from dispatcher.tick.round import MemberRound, Round
+from dispatcher.tick.ticking import Ticker
 from dispatcher.tick.warm import WarmState
-
-LANE_THREADS = 32
-"""Lanes whose calls of one round are made at once (a receive, a dead-lettering, a settle each)."""
 
 
 class Dispatcher:
-    """Starts at most ``MAX_CONCURRENCY - RUNNING`` executions per tick, in group order."""
+    """One invocation: take the tick lease, tick while jobs wait and time remains, hand it back."""
 
     def __init__(
         self,
@@ -67,71 +49,8 @@ class Dispatcher:
         self._ticked = False
         self._ports = ports
         self._runtime = runtime
-        self._warm = warm or WarmState()
-        self._topology = policy.topology
-        self._lanes = {lane.name: lane for lane in ports.lanes}
-        self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
-        self._records = Records(ports.ledger, members_of(self._topology))
-        self._limits = Limits(ports.ledger, runtime.clock)
-        self._gates = {
-            gate.name: GateCounter(
-                self._topology.member(gate.name, Gate), gate, gate.admissions, self._warm, runtime.clock
-            )
-            for gate in ports.gates
-        }
-        """Gate name → its counter (who is inside, for its rounds too)."""
-        self._tenants = Tenants(ports, self._warm, runtime.clock)
-        members: dict[str, MemberRounds] = {
-            name: functools.partial(self._lane_round, lane) for name, lane in self._lanes.items()
-        }
-        for gate in ports.gates:
-            members[gate.name] = functools.partial(self._gate_round, gate)
-        self._passes = Passes(members, self._warm)
-        self._counters: dict[str, Counter] = {}
-        """State machine ARN → its counter (lanes that start one machine count it once)."""
-        for lane in self._topology.members_of(kind=Lane):
-            ports_of_lane = self._lanes[lane.name]
-            self._counters.setdefault(
-                lane.state_machine_arn,
-                Counter(
-                    ports_of_lane.state_machine,
-                    self._records,
-                    self._warm,
-                    max_concurrency=self._topology.pool(lane.pool).max_concurrency,
-                    list_reuse_seconds=policy.list_reuse_seconds,
-                    clock=runtime.clock,
-                ),
-            )
-
-    def _lane(self, name: str) -> Lane:
-        """Lane ``name`` with its live settings (the control parameter's, this tick)."""
-        return self._topology.member(name, Lane)
-
-    def _lane_round(self, ports: LanePorts, threads: StartThreads, snapshot: Snapshot) -> MemberRound:
-        """A lane's side of this tick's rounds: its live settings, its groups, the tick's window."""
-        return LaneRound(
-            ports,
-            threads,
-            warm=self._warm,
-            books=self._tenants.books,
-            settings=functools.partial(self._lane, ports.name),
-            in_window=snapshot.in_window,
-        )
-
-    def _gate_round(self, ports: GatePorts, threads: StartThreads, _snapshot: Snapshot) -> MemberRound:
-        """A gate's side of this tick's rounds: its counter (who is inside), its groups."""
-        return GateRound(
-            ports, threads, warm=self._warm, counter=self._gates[ports.name], books=self._tenants.books
-        )
-
-    @property
-    def _active_pools(self) -> list[Pool]:
-        """Pools where something may start: not paused, MAX above 0, a lane or gate not paused."""
-        return [
-            pool
-            for pool in self._topology.pools
-            if not pool.halted and any(not member.paused for member in self._topology.members_of(pool.name))
-        ]
+        self._records = Records(ports.ledger, members_of(policy.topology))
+        self._ticker = Ticker(policy, ports, runtime, warm or WarmState(), self._records)
 
     def run(
         self,
@@ -147,12 +66,12 @@ class Dispatcher:
         """
         release(
             releases,
-            self._topology,
+            self._ticker.topology,
             {gate.name: gate.admissions for gate in self._ports.gates},
             self._runtime,
         )
-        if not self._active_pools:
-            default = self._topology.default_pool
+        if not self._ticker.active_pools:
+            default = self._ticker.topology.default_pool
             logger.info(
                 "paused: nothing starts",
                 extra={"max": default.max_concurrency, "paused": default.paused},
@@ -171,7 +90,7 @@ class Dispatcher:
         self._records.lease_taken()
         try:
             report = self._ticks(ended, wake_until)
-            keeper.hand_back(report, self.tick, self._time_for_another_tick, self._rate_due)
+            keeper.hand_back(report, self.tick, self._time_for_another_tick, self._ticker.rate_due)
         except BaseException:
             keeper.let_go_after_failure()
             raise
@@ -181,42 +100,16 @@ class Dispatcher:
 
     def _stopped(self, reason: StopReason) -> TickReport:
         """The report of a tick that stopped before counting (`stopped_report`)."""
-        return stopped_report(self._topology, reason)
-
-    def _steered(self, topology: Topology) -> None:
-        """Tick from now on within ``topology``'s live limits (the operator changed them, or not)."""
-        self._topology = topology
-        for lane in topology.members_of(kind=Lane):
-            self._counters[lane.state_machine_arn].max_concurrency = topology.pool(lane.pool).max_concurrency
+        return stopped_report(self._ticker.topology, reason)
 
     def _note_ends(self, ended: Sequence[EndedExecution]) -> None:
         """Write the ends of the state machines it counts to the records: every machine's in one item."""
-        ends = [end for ends in self._ends_by_machine(ended).values() for end in ends]
+        ends = [end for ends in self._ticker.ends_by_machine(ended).values() for end in ends]
         if ends:
             self._records.note_ends(ends, self._runtime.clock())
 
-    def _ends_by_machine(self, ended: Sequence[EndedExecution]) -> dict[str, list[EndedExecution]]:
-        """The ends each counter is told about (an end that names no state machine is the default lane's)."""
-        default = self._topology.default_lane.state_machine_arn
-        watched = self._counters.keys() | {counter.state_machine_arn for counter in self._gates.values()}
-        by_machine: dict[str, list[EndedExecution]] = {}
-        for end in ended:
-            arn = end.state_machine_arn or default
-            if arn in watched:
-                by_machine.setdefault(arn, []).append(end.model_copy(update={"state_machine_arn": arn}))
-        return by_machine
-
-    # -- ticks ------------------------------------------------------------------------
-
     def _time_for_another_tick(self) -> bool:
         return self._runtime.remaining_seconds() - self._policy.interval > self._policy.time_margin_seconds
-
-    def _rate_due(self) -> float | None:
-        """Seconds until a lane that waits for its rate has its next token, if there is time to tick then."""
-        due = self._rates.due(self._runtime.clock())
-        if due is None or self._runtime.remaining_seconds() - due <= self._policy.time_margin_seconds:
-            return None
-        return due
 
     def _ticks(self, ended: Sequence[EndedExecution], wake_until: float | None) -> TickReport:
         began = self._runtime.clock()
@@ -229,157 +122,23 @@ class Dispatcher:
         return report
 
     def tick(self, ended: Sequence[EndedExecution] = ()) -> TickReport:
-        """Count each pool's RUNNING once, then hand its free slots to its lanes, round after round."""
+        """One tick within the live limits (read again after the invocation's first): `Ticker.tick`."""
         if not self._steer_again():
             return self._stopped(StopReason.THROTTLED)
-        pools = self._active_pools
+        pools = self._ticker.active_pools
         if not pools:
             logger.info("paused: nothing starts")
             return self._stopped(StopReason.PAUSED)
-        try:
-            counted = self._count(pools, ended)
-        except TransientError as error:
-            # Without a count nothing may start; the next tick tries again.
-            logger.warning("could not count RUNNING executions", extra={"reason": str(error)})
-            return self._stopped(StopReason.THROTTLED)
-        running = counted.running
-        pools_running = {pool.name: pool_running(self._topology, pool.name, running) for pool in pools}
-        pools = self._limits.adapt(
-            self._topology, pools, counted.snapshot.limits, counted.ends, pools_running
-        )
-        plan = plan_tick(self._topology, pools, running, pools_running, self._tokens(pools))
-        self._rates.planned(plan.bound, plan.starved)
-        report = self._report(plan, counted)
-        report.stopped = self._spend(plan, counted, report)
-        self._rates.book(self._passes.member_stops)
-        if self._tenants.books:
-            held, at_limit, largest = books_total(self._tenants.books)
-            report.tenants = TenantFigures(held=held, groups_at_limit=at_limit, largest_group_share=largest)
-        return report
+        return self._ticker.tick(pools, ended)
 
     def _steer_again(self) -> bool:
         """Read the live limits again for a tick after the invocation's first; False when they can't be."""
         if self._ticked and self._steer is not None:
             try:
-                self._steered(self._steer())
+                self._ticker.steered(self._steer())
             except TransientError as error:
                 # Whether the operator paused is unknown: start nothing this tick.
                 logger.warning("could not read the control parameter", extra={"reason": str(error)})
                 return False
         self._ticked = True
         return True
-
-    def _counted_in(self, pools: Sequence[Pool]) -> tuple[list[str], list[GateCounter]]:
-        """What ``pools`` count: their lanes' state machines (oldest listing first), then their gates."""
-        machines = self._by_listing_age(
-            arn for pool in pools for arn in self._topology.state_machines_of(pool.name)
-        )
-        members = [member for pool in pools for member in self._topology.members_of(pool.name, Gate)]
-        return machines, [self._gates[gate.name] for gate in members]
-
-    def _count(self, pools: Sequence[Pool], ended: Sequence[EndedExecution]) -> Counted:
-        """Every active pool's members counted from one read of the records, and their groups read."""
-        machines, gates = self._counted_in(pools)
-        counters: list[MemberCounter] = [*(self._counters[arn] for arn in machines), *gates]
-        for counter in counters:
-            counter.ensure_standard()
-        now = self._runtime.clock()
-        snapshot = self._records.read(now, oldest_needed(counters, now))
-        by_machine = self._ends_by_machine(ended)
-        counts = {
-            counter.count_key: counter.count(
-                snapshot.windows[counter.state_machine_arn], by_machine.get(counter.state_machine_arn, ())
-            )
-            for counter in counters
-        }
-        self._tenants.read(
-            self._topology,
-            (pool.name for pool in pools),
-            snapshot.windows,
-            by_machine,
-            {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
-            {arn: counts[arn].ended for arn in machines},
-        )
-        return Counted(counts, gates, known_ends(snapshot, by_machine, counts), snapshot)
-
-    def _tokens(self, pools: Sequence[Pool]) -> dict[str, int | None]:
-        """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
-        tokens: dict[str, int | None] = {}
-        for pool in pools:
-            now = self._runtime.clock()
-            for lane in self._topology.members_of(pool.name, Lane):
-                tokens[lane.name] = None if lane.paused else self._rates.tokens(lane.name, now)
-        return tokens
-
-    def _report(self, plan: TickPlan, counted: Counted) -> TickReport:
-        """The tick's report as it begins spending: what it counted, every member's counts at 0."""
-        for pool in plan.pools:
-            logger.info(
-                "capacity",
-                extra={
-                    "pool": pool.pool.name,
-                    "running": pool.running,
-                    "free": pool.free,
-                    "max": pool.pool.max_concurrency,
-                    **({} if pool.pool.adaptive is None else {"limit": pool.pool.ceiling}),
-                },
-            )
-        return counted_report(self._topology, plan, counted.counts)
-
-    def _spend(self, plan: TickPlan, counted: Counted, report: TickReport) -> StopReason:
-        """Spend every pool's free slots in rounds (then look for pending admissions); why admission ended."""
-        allocations = {pool.pool.name: Allocation(pool.free, pool.claims) for pool in plan.pools}
-        lanes = min(len(self._topology.members), LANE_THREADS)
-        with (
-            self._runtime.pool(self._start_threads()) as threads,
-            self._runtime.pool(lanes) as lane_threads,
-        ):
-            rounds = Round(
-                threads,
-                lane_threads,
-                self._runtime,
-                self._warm,
-                (self._ports.ledger, {member.name: member.roster for member in self._ports.members}),
-                time_margin_seconds=self._policy.time_margin_seconds,
-                jobs=self._ports.jobs,
-                cancellations=counted.snapshot.cancellations,
-            )
-            stopped = self._passes.spend(
-                self._topology, allocations, rounds, threads, report, counted.snapshot
-            )
-            if stopped not in HALTING_STOPS:
-                self._probe(counted.gates, rounds, threads, report)
-        return stopped
-
-    def _probe(
-        self, gates: Sequence[GateCounter], rounds: Round, threads: StartThreads, report: TickReport
-    ) -> None:
-        """Look for pending admissions' requests in the gates no round reached this tick (`probe_due`)."""
-        now = self._runtime.clock()
-        due = [
-            gate
-            for gate in gates
-            if gate.name not in self._passes.member_stops
-            and not self._topology.member(gate.name, Gate).paused
-            and gate.probe_due(now)
-        ]
-        for gate in due:
-            logger.info("looking for pending admissions' requests", extra={"gate": gate.name})
-            probe = GateRound(gate.ports, threads, warm=self._warm, counter=gate, probing=True)
-            for name, (counts, _) in rounds.run({gate.name: (probe, 0)}).items():
-                report.count_round(name, counts)
-
-    def _by_listing_age(self, machines: Iterable[str]) -> list[str]:
-        """State machines counted oldest listing first (never listed first).
-
-        `ListExecutions`' pace is shared by the account's state machines: a tick spends its
-        tokens on the listings that are oldest, so every state machine is read in turn
-        (not the first ones every tick), and the others count from a reused listing.
-        """
-        return sorted(machines, key=lambda arn: self._warm.listed_at(arn) or -math.inf)
-
-    def _start_threads(self) -> int:
-        if self._policy.start_concurrency:
-            return self._policy.start_concurrency
-        pace = self._warm.paces_for(self._topology.default_lane.state_machine_arn).start
-        return start_threads(pace.rate, self._warm.start_latency.seconds)
