@@ -14,12 +14,14 @@ from dispatcher.core.jobs import (
     GroupCancellation,
     JobRecord,
     JobState,
+    Screened,
     deadline_of,
     expiry,
     hold_seconds,
     job_name,
     job_report,
     record_of_dead_letter,
+    screen,
     start_by_text,
     waited,
 )
@@ -211,3 +213,23 @@ def test_a_job_is_cancelled_in_advance_only_when_surely_sent_after_its_names_can
     assert not pending.in_advance(_message(name="x"), "x"), "sent in the second it was cancelled"
     assert not pending.in_advance(_message(name="order-7", sent_at=None), "order-7")
     assert not pending.in_advance(_message(name="other"), "other")
+
+
+def test_a_screen_drops_the_cancelled_admitted_and_waiting_jobs_and_says_why() -> None:
+    """By name or by group, admitted or waiting: what cancelled each, and which were cancelled in advance."""
+    group = GroupCancellation("noisy", before=SENT, reason="")
+    cancellations = Cancellations(
+        names=frozenset({"late", "typo"}),
+        groups={"noisy": group},
+        cancelled_at={"late": SENT - 10, "typo": SENT},
+    )
+    late = _message(name="late").model_copy(update={"message_id": "m-late"})
+    kept = _message(name="kept").model_copy(update={"message_id": "m-kept"})
+    typo = _message(name="typo").model_copy(update={"message_id": "m-typo"})
+    noisy = _message(group="noisy").model_copy(update={"message_id": "m-noisy"})
+    screened = screen(cancellations, [(late, "late"), (kept, "kept")], [typo, noisy])
+    assert screened.started == {"late"}
+    assert screened.dropped == (typo, noisy)
+    assert screened.why == {"m-late": True, "m-typo": True, "m-noisy": group}
+    assert screened.in_advance == {"m-late"}, "sent 10 s after its name's cancellation; typo: the same second"
+    assert screen(Cancellations(), [(kept, "kept")], [noisy]) == Screened()
