@@ -8,16 +8,14 @@ from dataclasses import dataclass
 from dispatcher.core.counting import Count
 from dispatcher.core.events import EndedExecution
 from dispatcher.tick.count import Snapshot
-from dispatcher.tick.gates import GateCounter
 
 
 @dataclass(frozen=True)
 class Counted:
-    """What a tick counted: each count key's count (`Member.count_key`), the gates' counters, the ends."""
+    """What a tick counted: each count key's count (`Member.count_key`), the ends, the state table's read."""
 
     counts: Mapping[str, Count]
     """Count key → its count: a lane's state machine's RUNNING, a gate's executions inside."""
-    gates: Sequence[GateCounter]
     ends: Mapping[str, Sequence[EndedExecution]]
     """State machine ARN → the ends this tick knows (the window's, the event's, `DescribeExecution`'s)."""
     snapshot: Snapshot

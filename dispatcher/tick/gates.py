@@ -45,10 +45,11 @@ from dispatcher.core.rosters import (
 from dispatcher.core.tenants import Hold, admit_shared
 from dispatcher.core.topology import Gate
 from dispatcher.telemetry import logger
+from dispatcher.tick.gate_ports import GatePorts, GateRoster, TaskTokens
 from dispatcher.tick.groups import GroupBook, reconciled
 from dispatcher.tick.member_round import MemberRound, Prepared
 from dispatcher.tick.outcomes import GroupOutcome, RoundOutcome
-from dispatcher.tick.ports import GatePorts, GateRoster, StartThreads, TaskTokens
+from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.starts import Recording
 from dispatcher.tick.warm import WarmState
 

@@ -30,15 +30,14 @@ from dispatcher.core.rosters import (
     RECONCILE_MAX_AGE_SECONDS,
     RECONCILE_SECONDS,
     Entry,
-    RosterEntry,
     absent_from,
     group_counts,
     plan_inside,
 )
 from dispatcher.core.tenants import HOLD_SECONDS, Hold, Share, due_to_show, group_full, held_key
-from dispatcher.core.topology import Gate, Lane, Member, Topology
+from dispatcher.core.topology import Lane, Member
 from dispatcher.telemetry import logger
-from dispatcher.tick.ports import Executions, JobQueue, Ports, Roster
+from dispatcher.tick.ports import Executions, JobQueue, Roster
 from dispatcher.tick.warm import Reconciliation, WarmState
 
 
@@ -262,57 +261,18 @@ def books_total(books: Mapping[str, GroupBook]) -> tuple[int, int, float | None]
 
 
 class Tenants:
-    """Every tenant member's `GroupBook`, read again each tick: its lanes' rosters, its gates' admissions."""
+    """Every tenant member's `GroupBook`, read again each tick: each kind reads its own (`KindTick.books`)."""
 
-    def __init__(self, ports: Ports, warm: WarmState, clock: Callable[[], float]) -> None:
-        self._ports = ports
-        self._warm = warm
-        self._clock = clock
-        self._rosters: dict[str, LaneRoster] = {}
+    def __init__(self) -> None:
         self.books: dict[str, GroupBook] = {}
         """Member → its groups this tick (a member that doesn't count by group has none)."""
 
-    def read(  # noqa: PLR0913, PLR0917 — each is one input of the groups' read
-        self,
-        topology: Topology,
-        pools: Iterable[str],
-        windows: Mapping[str, StateWindow],
-        ends: Mapping[str, Sequence[EndedExecution]],
-        gates: Mapping[str, tuple[Iterable[RosterEntry], Mapping[str, Hold]]],
-        counted_ended: Mapping[str, Mapping[str, float]] | None = None,
-    ) -> None:
-        """Each tenant member's groups now, and its held jobs whose group dropped below its limit shown again.
-
-        ``gates``: each counted gate's executions inside and its held requests;
-        ``counted_ended``: each state machine's runs its count found ended this tick (`Count.ended`).
-        """
+    def read(self, books: Iterable[tuple[str, GroupBook, JobQueue]]) -> None:
+        """Keep these books (member, book, its queue); show again their held jobs whose group has room."""
         self.books.clear()
-        counted = set(pools)
         queues: dict[str, JobQueue] = {}
-        for lane in topology.members_of(kind=Lane):
-            if not lane.tenants or lane.pool not in counted:
-                continue
-            ports = next(each for each in self._ports.lanes if each.name == lane.name)
-            roster = self._rosters.setdefault(
-                lane.name,
-                LaneRoster(lane, ports.state_machine, ports.roster, self._warm, self._clock),
-            )
-            arn = lane.state_machine_arn
-            self.books[lane.name] = roster.book(
-                Share(lane.max_per_group, lane.fair_share),
-                windows[arn],
-                ends.get(arn, ()),
-                (counted_ended or {}).get(arn),
-            )
-            queues[lane.name] = ports.queue
-        for gate in topology.members_of(kind=Gate):
-            if gate.max_per_group is None or gate.name not in gates:
-                continue
-            inside, holds = gates[gate.name]
-            gated = next(each for each in self._ports.gates if each.name == gate.name)
-            self.books[gate.name] = GroupBook(
-                gate, Share(gate.max_per_group), group_counts(inside), dict(holds), gated.roster, self._clock
-            )
-            queues[gate.name] = gated.queue
+        for name, book, queue in books:
+            self.books[name] = book
+            queues[name] = queue
         for name, book in self.books.items():
             book.show_due(queues[name])

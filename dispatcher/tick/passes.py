@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
 from dispatcher.core.outcomes import Counts, Outcome
-from dispatcher.core.topology import Gate, Member, Topology
+from dispatcher.core.topology import Member, Topology
 from dispatcher.tick.count import Snapshot
 from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
@@ -54,10 +54,10 @@ def _next_passes(
 
 
 class Passes:
-    """Spends the free slots of a tick's pools, on its members' rounds (members', and gates')."""
+    """Spends the free slots of a tick's pools, on its members' rounds (of every kind)."""
 
     def __init__(self, members: Mapping[str, MemberRounds], warm: WarmState) -> None:
-        """``members``: each member's name (member and gate names are unique together) → its rounds."""
+        """``members``: each member's name (names are unique over every kind) → its rounds."""
         self._members = members
         self._warm = warm
         self.member_stops: dict[str, StopReason | None] = {}
@@ -178,7 +178,6 @@ def _pool_stop(topology: Topology, allocation: Allocation, *, waiting: bool, cap
     """Why a pool's members stopped once its passes are over."""
     # A member neither spent nor paused has jobs that wait for a slot (its pool's or its own MAX's).
     paused = {member.name for member in topology.members_of(kind=Member) if member.paused}
-    paused |= {gate.name for gate in topology.members_of(kind=Gate) if gate.paused}
     if capacity or any(claim.member not in allocation.spent | paused for claim in allocation.claims):
         return StopReason.CAPACITY
     return StopReason.WAITING if waiting else StopReason.DRAINED

@@ -21,9 +21,10 @@ from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.rosters import RosterEntry, RosterRead
 from dispatcher.core.tenants import Hold
-from dispatcher.core.topology import DEFAULT, Gate, Member
+from dispatcher.core.topology import DEFAULT, Member
 
 Item = TypeVar("Item")
+KindPorts = TypeVar("KindPorts", bound="MemberPorts")
 Result = TypeVar("Result")
 
 
@@ -109,14 +110,6 @@ class Admissions(Protocol):
         ...
 
 
-class TaskTokens(Protocol):
-    """What admits an execution waiting at a gate: `SendTaskSuccess` with its task token."""
-
-    def succeed(self, token: str, output: str) -> None:
-        """Complete the token's task with ``output``. `TokenRefusedError` when its task is closed."""
-        ...
-
-
 class StateMachine(Executions, Admissions, Protocol):
     """A state machine: its executions counted, and started (one adapter does both)."""
 
@@ -181,18 +174,6 @@ class Roster(Protocol):
 
     def hold(self, member: Member, holds: Sequence[Hold]) -> None:
         """Note jobs held for their group's limit in ``member``'s roster (raises when not written)."""
-        ...
-
-
-class GateRoster(Roster, Protocol):
-    """A gate's roster: its admissions are confirmed once taken, and any invocation may release one."""
-
-    def confirm(self, gate: Gate, names: Sequence[str], now: float) -> None:
-        """Note that `SendTaskSuccess` took these admissions into ``gate`` (raises when not written)."""
-        ...
-
-    def release(self, gate: Gate, name: str, sent_at: float) -> bool:
-        """Free execution ``name``'s place in ``gate`` if admitted before ``sent_at``; whether it was."""
         ...
 
 
@@ -284,33 +265,25 @@ class LanePorts(MemberPorts):
 
 
 @dataclass(frozen=True)
-class GatePorts(MemberPorts):
-    """One gate's resources: its request queue and DLQ, its state machine (checked), the task tokens."""
-
-    state_machine: Executions
-    """The gated state machine: what Step Functions says of an execution inside."""
-    tokens: TaskTokens
-    admissions: GateRoster
-    """Its roster (the same as ``roster``), with what only a gate's has."""
-
-
-@dataclass(frozen=True)
 class Ports:
-    """The AWS resources one dispatcher works on: every lane's and gate's, the one tick lease, the records."""
+    """The AWS resources one dispatcher works on: every member's, the one tick lease, the records."""
 
-    lanes: tuple[LanePorts, ...]
-    """Lane ``default`` (the environment's) first."""
+    members: tuple[MemberPorts, ...]
+    """Every member's ports, kind after kind (`dispatcher.tick.kinds`): lane ``default`` first."""
     lease: Lease
     ledger: StartLedger
     """Every lane's recent starts and ends."""
-    gates: tuple[GatePorts, ...] = ()
     jobs: JobRecords | None = None
     """Pending cancellations and job records (None: no lane's jobs are followed)."""
 
+    def of_kind(self, kind: type[KindPorts]) -> tuple[KindPorts, ...]:
+        """The ports of the members of one kind (``LanePorts``, …), in order."""
+        return tuple(member for member in self.members if isinstance(member, kind))
+
     @property
-    def members(self) -> tuple[MemberPorts, ...]:
-        """Every lane's and gate's ports."""
-        return (*self.lanes, *self.gates)
+    def lanes(self) -> tuple[LanePorts, ...]:
+        """Every lane's ports (the primary kind's: lane ``default`` first)."""
+        return self.of_kind(LanePorts)
 
     @property
     def default(self) -> LanePorts:

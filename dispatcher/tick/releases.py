@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import Release
 from dispatcher.core.gates import release_problem
 from dispatcher.core.topology import Gate, Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.ports import GateRoster, Runtime
+from dispatcher.tick.gate_ports import GatePorts
+from dispatcher.tick.ports import Ports, Runtime
 
 RELEASE_THREADS = 32
 """Releases of one invocation deleted at once (each a conditional `DeleteItem`)."""
 
 
-def release(
-    releases: Sequence[Release], topology: Topology, rosters: Mapping[str, GateRoster], runtime: Runtime
-) -> None:
+def release(releases: Sequence[Release], topology: Topology, ports: Ports, runtime: Runtime) -> None:
     """Free the places of the executions that say they left a gate, each one a conditional delete, at once.
 
     A release of an unknown gate or of another state machine's execution, one for an
@@ -26,6 +25,7 @@ def release(
     with Step Functions frees it.
     """
     machines = {gate.name: gate.state_machine_arn for gate in topology.members_of(kind=Gate)}
+    rosters = {gate.name: gate.admissions for gate in ports.of_kind(GatePorts)}
     valid = []
     for each in releases:
         problem = release_problem(each, machines)

@@ -64,12 +64,7 @@ class Dispatcher:
         whether or not anything may start. ``wake_until``: what producers queued until then
         must be received (`next_tick_in`).
         """
-        release(
-            releases,
-            self._ticker.topology,
-            {gate.name: gate.admissions for gate in self._ports.gates},
-            self._runtime,
-        )
+        release(releases, self._ticker.topology, self._ports, self._runtime)
         if not self._ticker.active_pools:
             default = self._ticker.topology.default_pool
             logger.info(

@@ -7,9 +7,7 @@ pool's L), plan (pure: `plan_tick`), spend (passes of rounds over the members), 
 
 from __future__ import annotations
 
-import functools
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from dispatcher.core.allocation import Allocation
 from dispatcher.core.counting import pool_running
@@ -17,17 +15,17 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
-from dispatcher.core.topology import Gate, Lane, Pool, Topology
+from dispatcher.core.topology import Lane, Pool, Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.count import Counter, MemberCounter, Records, Snapshot, known_ends, oldest_needed
+from dispatcher.tick.count import Records, known_ends, oldest_needed
 from dispatcher.tick.counted import Counted
-from dispatcher.tick.gates import GateCounter, GateRound
 from dispatcher.tick.groups import Tenants, books_total
-from dispatcher.tick.lane_round import LaneRound
+from dispatcher.tick.kind import TickParts
+from dispatcher.tick.kinds import TICK_KINDS
 from dispatcher.tick.limits import Limits
-from dispatcher.tick.passes import HALTING_STOPS, MemberRounds, Passes
+from dispatcher.tick.passes import HALTING_STOPS, Passes
 from dispatcher.tick.policy import TickPolicy
-from dispatcher.tick.ports import GatePorts, LanePorts, Ports, Runtime, StartThreads
+from dispatcher.tick.ports import Ports, Runtime
 from dispatcher.tick.rates import RateWaits
 from dispatcher.tick.report import (
     StopReason,
@@ -36,7 +34,7 @@ from dispatcher.tick.report import (
     counted_report,
     stopped_report,
 )
-from dispatcher.tick.round import MemberRound, Round
+from dispatcher.tick.round import Round
 from dispatcher.tick.warm import WarmState
 
 LANE_THREADS = 32
@@ -66,59 +64,15 @@ class Ticker:
         self._warm = warm
         self.topology = policy.topology
         """Every pool and member with their live limits, as the latest tick steered them."""
-        self._lanes = {lane.name: lane for lane in ports.lanes}
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._records = records
         self._limits = Limits(ports.ledger, runtime.clock)
-        self._gates = {
-            gate.name: GateCounter(
-                self.topology.member(gate.name, Gate), gate, gate.admissions, self._warm, runtime.clock
-            )
-            for gate in ports.gates
-        }
-        """Gate name → its counter (who is inside, for its rounds too)."""
-        self._tenants = Tenants(ports, self._warm, runtime.clock)
-        members: dict[str, MemberRounds] = {
-            name: functools.partial(self._lane_round, lane) for name, lane in self._lanes.items()
-        }
-        for gate in ports.gates:
-            members[gate.name] = functools.partial(self._gate_round, gate)
-        self._passes = Passes(members, self._warm)
-        self._counters: dict[str, Counter] = {}
-        """State machine ARN → its counter (lanes that start one machine count it once)."""
-        for lane in self.topology.members_of(kind=Lane):
-            ports_of_lane = self._lanes[lane.name]
-            self._counters.setdefault(
-                lane.state_machine_arn,
-                Counter(
-                    ports_of_lane.state_machine,
-                    self._records,
-                    self._warm,
-                    max_concurrency=self.topology.pool(lane.pool).max_concurrency,
-                    list_reuse_seconds=policy.list_reuse_seconds,
-                    clock=runtime.clock,
-                ),
-            )
-
-    def _lane(self, name: str) -> Lane:
-        """Lane ``name`` with its live settings (the control parameter's, this tick)."""
-        return self.topology.member(name, Lane)
-
-    def _lane_round(self, ports: LanePorts, threads: StartThreads, snapshot: Snapshot) -> MemberRound:
-        """A lane's side of this tick's rounds: its live settings, its groups, the tick's window."""
-        return LaneRound(
-            ports,
-            threads,
-            warm=self._warm,
-            books=self._tenants.books,
-            settings=functools.partial(self._lane, ports.name),
-            in_window=snapshot.in_window,
-        )
-
-    def _gate_round(self, ports: GatePorts, threads: StartThreads, _snapshot: Snapshot) -> MemberRound:
-        """A gate's side of this tick's rounds: its counter (who is inside), its groups."""
-        return GateRound(
-            ports, threads, warm=self._warm, counter=self._gates[ports.name], books=self._tenants.books
+        self._tenants = Tenants()
+        parts = TickParts(policy, runtime, warm, records, self._tenants.books)
+        self._kinds = [kind.tick(ports, parts, self.topology) for kind in TICK_KINDS]
+        """Each kind's side of the ticks (its counters, groups and rounds), in `TICK_KINDS`' order."""
+        self._passes = Passes(
+            {name: rounds for kind in self._kinds for name, rounds in kind.rounds().items()}, warm
         )
 
     @property
@@ -133,13 +87,13 @@ class Ticker:
     def steered(self, topology: Topology) -> None:
         """Tick from now on within ``topology``'s live limits (the operator changed them, or not)."""
         self.topology = topology
-        for lane in topology.members_of(kind=Lane):
-            self._counters[lane.state_machine_arn].max_concurrency = topology.pool(lane.pool).max_concurrency
+        for kind in self._kinds:
+            kind.steered(topology)
 
     def ends_by_machine(self, ended: Sequence[EndedExecution]) -> dict[str, list[EndedExecution]]:
         """The ends each counter is told about (an end that names no state machine is the default lane's)."""
         default = self.topology.default_lane.state_machine_arn
-        watched = self._counters.keys() | {counter.state_machine_arn for counter in self._gates.values()}
+        watched = frozenset().union(*(kind.machines for kind in self._kinds))
         by_machine: dict[str, list[EndedExecution]] = {}
         for end in ended:
             arn = end.state_machine_arn or default
@@ -154,18 +108,9 @@ class Ticker:
             return None
         return due
 
-    def _counted_in(self, pools: Sequence[Pool]) -> tuple[list[str], list[GateCounter]]:
-        """What ``pools`` count: their lanes' state machines (oldest listing first), then their gates."""
-        machines = self._by_listing_age(
-            arn for pool in pools for arn in self.topology.state_machines_of(pool.name)
-        )
-        members = [member for pool in pools for member in self.topology.members_of(pool.name, Gate)]
-        return machines, [self._gates[gate.name] for gate in members]
-
     def _count(self, pools: Sequence[Pool], ended: Sequence[EndedExecution]) -> Counted:
         """Every active pool's members counted from one read of the records, and their groups read."""
-        machines, gates = self._counted_in(pools)
-        counters: list[MemberCounter] = [*(self._counters[arn] for arn in machines), *gates]
+        counters = [counter for kind in self._kinds for counter in kind.counters(pools)]
         for counter in counters:
             counter.ensure_standard()
         now = self._runtime.clock()
@@ -177,15 +122,11 @@ class Ticker:
             )
             for counter in counters
         }
+        counted = frozenset(pool.name for pool in pools)
         self._tenants.read(
-            self.topology,
-            (pool.name for pool in pools),
-            snapshot.windows,
-            by_machine,
-            {gate.name: (gate.inside.values(), gate.holds) for gate in gates},
-            {arn: counts[arn].ended for arn in machines},
+            book for kind in self._kinds for book in kind.books(counted, snapshot, by_machine, counts)
         )
-        return Counted(counts, gates, known_ends(snapshot, by_machine, counts), snapshot)
+        return Counted(counts, known_ends(snapshot, by_machine, counts), snapshot)
 
     def _tokens(self, pools: Sequence[Pool]) -> dict[str, int | None]:
         """Each lane's start-rate tokens now (None: no rate, or paused), pool after pool."""
@@ -233,35 +174,9 @@ class Ticker:
                 self.topology, allocations, rounds, threads, report, counted.snapshot
             )
             if stopped not in HALTING_STOPS:
-                self._probe(counted.gates, rounds, threads, report)
+                for kind in self._kinds:
+                    kind.after_spend(rounds, threads, report, self._passes.member_stops)
         return stopped
-
-    def _probe(
-        self, gates: Sequence[GateCounter], rounds: Round, threads: StartThreads, report: TickReport
-    ) -> None:
-        """Look for pending admissions' requests in the gates no round reached this tick (`probe_due`)."""
-        now = self._runtime.clock()
-        due = [
-            gate
-            for gate in gates
-            if gate.name not in self._passes.member_stops
-            and not self.topology.member(gate.name, Gate).paused
-            and gate.probe_due(now)
-        ]
-        for gate in due:
-            logger.info("looking for pending admissions' requests", extra={"gate": gate.name})
-            probe = GateRound(gate.ports, threads, warm=self._warm, counter=gate, probing=True)
-            for name, (counts, _) in rounds.run({gate.name: (probe, 0)}).items():
-                report.count_round(name, counts)
-
-    def _by_listing_age(self, machines: Iterable[str]) -> list[str]:
-        """State machines counted oldest listing first (never listed first).
-
-        `ListExecutions`' pace is shared by the account's state machines: a tick spends its
-        tokens on the listings that are oldest, so every state machine is read in turn
-        (not the first ones every tick), and the others count from a reused listing.
-        """
-        return sorted(machines, key=lambda arn: self._warm.listed_at(arn) or -math.inf)
 
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:
