@@ -8,7 +8,7 @@ status change event reports is written here too, and every tick of the next 90 s
 leaves that execution out.
 
 How its items are packed and keyed: `dispatcher.adapters.state_items`. Who holds a member's
-places (a gate's admissions, a tenant lane's starts) is its roster's: `dispatcher.adapters.roster`.
+places (a gate's admissions, a tenant lane's starts) is its roster's: `dispatcher.adapters.gate_roster`.
 """
 
 from __future__ import annotations

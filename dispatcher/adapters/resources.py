@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dispatcher.adapters.clients import Clients
+from dispatcher.adapters.gate_roster import RosterTable
 from dispatcher.adapters.jobs import JobTable
 from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lease import TickLease
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.rate import RateBucket
-from dispatcher.adapters.roster import RosterTable
 from dispatcher.adapters.sqs import DeadLetterQueue, SourceQueue
 from dispatcher.adapters.stepfunctions import StateMachine, TaskTokens
 from dispatcher.core.lane_rosters import KeptRoster

@@ -1,7 +1,7 @@
 """The state table's items of recent starts and ends: how records are packed, keyed and read back.
 
 A member's roster (a gate's admissions, a tenant lane's starts) is items of its own
-(`dispatcher.adapters.inside_items`).
+(`dispatcher.adapters.gate_items`).
 
 Writes are packed, because DynamoDB bills a write unit per kilobyte *per item*: one
 item holds a batch of starts recorded together (up to 25), one the ends an invocation

@@ -26,7 +26,8 @@ from dispatcher.cli.parameter import (
 )
 from dispatcher.cli.pool_limits import LimitChange, change_limit, ledger_of, live_topology
 from dispatcher.core.adaptive import LimitState, reset
-from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control, Override
+from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
+from dispatcher.core.overrides import Override
 from dispatcher.core.topology import DEFAULT, Topology
 
 

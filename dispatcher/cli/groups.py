@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TextIO
 
+from dispatcher.adapters.gate_roster import RosterTable
 from dispatcher.adapters.lane_roster import LaneRosterTable
-from dispatcher.adapters.roster import RosterTable
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.members import chosen_member
 from dispatcher.cli.output import table

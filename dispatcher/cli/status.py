@@ -13,8 +13,8 @@ import json
 import time
 from typing import Any, TextIO
 
+from dispatcher.adapters.gate_roster import RosterTable
 from dispatcher.adapters.ledger import StartLedgerTable
-from dispatcher.adapters.roster import RosterTable
 from dispatcher.adapters.sqs import queue_depth
 from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, seconds

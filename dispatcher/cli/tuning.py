@@ -31,13 +31,12 @@ from dispatcher.core.control import (
     LIVE_KEYS,
     SECTIONS,
     Control,
-    GateOverride,
-    LaneOverride,
     steer,
 )
 from dispatcher.core.effective import keys_of, member_settings, shown
 from dispatcher.core.errors import problems
-from dispatcher.core.topology import DEFAULT, GATE, LANE, Member, Pool
+from dispatcher.core.kinds import kind_of
+from dispatcher.core.topology import DEFAULT, LANE, Member, Pool
 
 POOL = "pool"
 SECTION_OF = {kind: section for section, kind in SECTIONS.items()}
@@ -72,7 +71,7 @@ def _values(kind: str, words: Sequence[str]) -> dict[str, Any]:
                 f"{key}: a {kind} has no such setting ({kind} settings: {', '.join(allowed)}{hint})"
             )
         found[key] = parsed(text)
-    model = GateOverride if kind == GATE else LaneOverride
+    model = kind_of(kind).override
     try:
         model.model_validate(found)
     except ValidationError as error:

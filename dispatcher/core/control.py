@@ -9,15 +9,17 @@ reads it on every tick) and the CLI (which reads, modifies and writes it).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal, TypeVar
+from types import GenericAlias
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
-from dispatcher.core.adaptive import AdaptiveDocument
 from dispatcher.core.errors import ConfigurationError, error_keys, problems
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
+from dispatcher.core.kinds import KINDS, Kind, kind_of
+from dispatcher.core.overrides import Override, PoolOverride
+from dispatcher.core.topology import DEFAULT, Member, Pool, Topology
 
 CONTROL_MAX_AGE_SECONDS = 5
 """How long a read of the parameter is reused (Powertools' own default would be 300 s)."""
@@ -25,55 +27,26 @@ LIVE_KEYS = ("max_concurrency", "paused")
 """Every member's keys: its MAX and its pause (`set-max`, `pause`, `resume`)."""
 
 
-class Override(BaseModel):
-    """One pool's, lane's or gate's overrides (``{"max_concurrency", "paused"}``, each optional)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_concurrency: StrictInt | None = Field(default=None, ge=0)
-    """RUNNING executions allowed (a JSON boolean is not an integer)."""
-    paused: StrictBool | None = None
-    """True: nothing starts and nothing is lost."""
-
-
-class PoolOverride(Override):
-    """A pool's overrides: its MAX and pause, and its adaptive settings (``false``: MAX, not learned)."""
-
-    adaptive: AdaptiveDocument | Literal[False] | None = None
-
-
-class LaneOverride(Override):
-    """A lane's overrides: its MAX and pause, and how it shares its slots among message groups."""
-
-    max_per_group: StrictInt | None = Field(default=None, ge=1)
-    """At most this many RUNNING executions of one message group (a JSON boolean is not an integer)."""
-    fair_share: StrictBool | None = None
-    """Free slots go first to the groups with fewest RUNNING."""
-    max_wait_seconds: StrictInt | None = Field(default=None, ge=1)
-    """A job received this long after it was sent expires (a JSON boolean is not an integer)."""
-
-
-class GateOverride(Override):
-    """A gate's overrides: its MAX and pause, and its limit per message group."""
-
-    max_per_group: StrictInt | None = Field(default=None, ge=1)
+_SECTIONS = {kind.plural: GenericAlias(dict, (str, kind.override)) for kind in KINDS}
+"""Each kind's section of the parameter (``lanes``, ``gates``): member name → its kind's override."""
 
 
 class Control(Override):
     """The operator's overrides; a key left out keeps the environment's (or ``LANES``') value.
 
-    The top-level keys steer pool ``default``; ``pools``, ``lanes`` and ``gates`` steer
-    those named in ``LANES``.
+    The top-level keys steer pool ``default``; ``pools`` and each kind's section (``lanes``,
+    ``gates``: `Kind.plural`) steer those named in ``LANES``.
     """
 
     pools: dict[str, PoolOverride] = Field(default_factory=dict)
-    lanes: dict[str, LaneOverride] = Field(default_factory=dict)
-    gates: dict[str, GateOverride] = Field(default_factory=dict)
+    # A field per kind of member, as its registration says (`Kind.plural`, `Kind.override`).
+    __annotations__.update(_SECTIONS)
+    locals().update({section: Field(default_factory=dict) for section in _SECTIONS})
 
-    @field_validator("pools", "lanes", "gates", mode="before")
+    @field_validator("pools", *_SECTIONS, mode="before")
     @classmethod
     def _entries(cls, value: Any) -> Any:
-        """An entry given as any kind of override (a plain `Override`) is read as a lane's or a gate's."""
+        """An entry given as any kind of override (a plain `Override`) is read as its section's kind's."""
         if isinstance(value, dict):
             return {
                 key: entry.model_dump(exclude_none=True) if isinstance(entry, Override) else entry
@@ -81,8 +54,13 @@ class Control(Override):
             }
         return value
 
+    def section(self, kind: Kind) -> Mapping[str, Override]:
+        """Each member of ``kind`` the parameter names → its overrides."""
+        entries: Mapping[str, Override] = getattr(self, kind.plural)
+        return entries
+
     def document(self) -> dict[str, Any]:
-        """Only the keys that are set (no empty ``pools``, ``lanes`` or ``gates``)."""
+        """Only the keys that are set (no empty ``pools`` nor member sections)."""
         return {key: value for key, value in self.model_dump(exclude_none=True).items() if value != {}}
 
     def as_json(self) -> str:
@@ -108,7 +86,7 @@ def parse_control(name: str, value: str) -> Control:
     return checked_control(name, parse_document(name, value))
 
 
-SECTIONS = {"pools": "pool", "lanes": "lane", "gates": "gate"}
+SECTIONS = {"pools": "pool", **{kind.plural: kind.name for kind in KINDS}}
 """The parameter's sections of named members, and the kind of member each steers."""
 
 Key = tuple[str, ...]
@@ -187,8 +165,9 @@ def stale_keys(topology: Topology, control: Control | None) -> tuple[str, ...]:
         return ()
     pool_names = {pool.name for pool in topology.pools}
     stale = [f"pools.{pool}" for pool in control.pools if pool not in pool_names]
-    stale += [f"lanes.{lane}" for lane in control.lanes if lane not in topology.names(Lane)]
-    stale += [f"gates.{gate}" for gate in control.gates if gate not in topology.names(Gate)]
+    for kind in KINDS:
+        names = topology.names(kind.member)
+        stale += [f"{kind.plural}.{member}" for member in control.section(kind) if member not in names]
     return tuple(stale)
 
 
@@ -214,29 +193,25 @@ def steer(topology: Topology, control: Control | None, name: str | None) -> Topo
     for pool in topology.pools:
         override = control if pool.name == DEFAULT else control.pools.get(pool.name, PoolOverride())
         pools.append(_adapting(_overridden(pool, override), control.pools.get(pool.name)))
-    lanes = tuple(_steered_lane(topology, lane, control, name) for lane in topology.members_of(kind=Lane))
-    gates = tuple(
-        _shared(_overridden(gate, override), override)
-        for gate in topology.members_of(kind=Gate)
-        for override in [control.gates.get(gate.name, GateOverride())]
-    )
-    return replace(topology, pools=tuple(pools), members=(*lanes, *gates))
+    members = tuple(_steered(topology, member, control, name) for member in topology.members)
+    return replace(topology, pools=tuple(pools), members=members)
 
 
-def _steered_lane(topology: Topology, lane: Lane, control: Control, name: str) -> Lane:
-    """One lane with its overrides; a MAX for a lane that can't be counted apart is an error."""
-    override = control.lanes.get(lane.name, LaneOverride())
-    if override.max_concurrency is not None and not topology.has_own_counts(lane):
+def _steered(topology: Topology, member: Member, control: Control, name: str) -> Member:
+    """One member with its overrides; a MAX for a member that can't be counted apart is an error."""
+    kind = kind_of(member.kind)
+    override = control.section(kind).get(member.name) or kind.override()
+    if override.max_concurrency is not None and not topology.has_own_counts(member):
         raise ControlError(
             name,
-            f": lanes.{lane.name}.max_concurrency: another lane starts"
-            " the same state machine, so this lane's RUNNING can't be told apart",
-            [("lanes", lane.name, "max_concurrency")],
+            f": {kind.plural}.{member.name}.max_concurrency: another {kind.name} starts"
+            f" the same state machine, so this {kind.name}'s RUNNING can't be told apart",
+            [(kind.plural, member.name, "max_concurrency")],
         )
-    return _shared(_overridden(lane, override), override)
+    return _shared(_overridden(member, override), kind, override)
 
 
-Limited = TypeVar("Limited", Pool, Lane, Gate)
+Limited = TypeVar("Limited", Pool, Member)
 
 
 def _overridden(limited: Limited, override: Override) -> Limited:
@@ -257,18 +232,9 @@ def _adapting(pool: Pool, override: PoolOverride | None) -> Pool:
     return replace(pool, adaptive=adaptive)
 
 
-Member = TypeVar("Member", Lane, Gate)
-
-
-def _shared(member: Member, override: LaneOverride | GateOverride) -> Member:
-    """``member`` with the overrides of how it shares its slots among message groups."""
-    changes: dict[str, Any] = {}
-    if override.max_per_group is not None:
-        changes["max_per_group"] = override.max_per_group
-    if isinstance(override, LaneOverride) and override.fair_share is not None:
-        changes["fair_share"] = override.fair_share
-    if isinstance(override, LaneOverride) and override.max_wait_seconds is not None:
-        changes["max_wait_seconds"] = override.max_wait_seconds
+def _shared(member: Member, kind: Kind, override: Override) -> Member:
+    """``member`` with the overrides of its kind's settings (how it shares its slots, …)."""
+    changes = {key: value for key in kind.settings if (value := getattr(override, key)) is not None}
     return replace(member, **changes)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dispatcher.core.control import Control, Override
+from dispatcher.core.control import Control
 from dispatcher.core.kinds import kind_of
+from dispatcher.core.overrides import Override
 from dispatcher.core.topology import DEFAULT, Member, Topology
 
 VARIABLES = {

@@ -203,10 +203,9 @@ class Topology:
         """Every distinct state machine, the default lane's first."""
         return tuple(dict.fromkeys(lane.state_machine_arn for lane in self.members_of(kind=Lane)))
 
-    def has_own_counts(self, lane: Lane) -> bool:
-        """Whether no other lane starts ``lane``'s state machine (so its RUNNING is its own)."""
-        lanes = self.members_of(kind=Lane)
-        return sum(1 for other in lanes if other.state_machine_arn == lane.state_machine_arn) == 1
+    def has_own_counts(self, member: Member) -> bool:
+        """Whether no other member counts under ``member``'s key (a lane: starts its state machine)."""
+        return sum(1 for other in self.members if other.count_key == member.count_key) == 1
 
 
 def parse_lanes(text: str | None, default: Lane, default_max: int) -> Topology:

@@ -15,10 +15,10 @@ from dispatcher.core.member_queues import members_of
 from dispatcher.core.topology import Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Records
+from dispatcher.tick.gate_releases import release
 from dispatcher.tick.keeper import LeaseKeeper
 from dispatcher.tick.policy import TickPolicy
 from dispatcher.tick.ports import Ports, Runtime
-from dispatcher.tick.releases import release
 from dispatcher.tick.report import (
     StopReason,
     TickReport,

@@ -18,8 +18,11 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from dispatcher.core.adaptive import AdaptiveDocument
-from dispatcher.core.control import Control, GateOverride, LaneOverride, PoolOverride
+from dispatcher.core.control import Control
 from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.kinds.gate import GateOverride
+from dispatcher.core.kinds.lane import LaneOverride
+from dispatcher.core.overrides import PoolOverride
 from dispatcher.local.account import REGION, pointed_at
 from dispatcher.local.stack import read_all, send_jobs
 from tests.support.members import Members, ok

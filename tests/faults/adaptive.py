@@ -24,7 +24,7 @@ from unittest.mock import patch
 
 from dispatcher import cli
 from dispatcher.core.adaptive import Adaptive, AdaptiveDocument
-from dispatcher.core.control import PoolOverride
+from dispatcher.core.overrides import PoolOverride
 from dispatcher.core.topology import DEFAULT
 from tests.faults.lanes import steer
 from tests.support.adaptive_watch import AdaptiveWatch

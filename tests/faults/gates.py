@@ -32,10 +32,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.item_keys import INSIDE_KIND
-from dispatcher.core.control import Override
 from dispatcher.core.executions import execution_arn
+from dispatcher.core.overrides import Override
 from dispatcher.core.topology import DEFAULT
 from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import read_all

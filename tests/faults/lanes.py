@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dispatcher.core import rate
-from dispatcher.core.control import Control, Override, parse_control
+from dispatcher.core.control import Control, parse_control
+from dispatcher.core.overrides import Override
 from dispatcher.core.topology import DEFAULT
 from dispatcher.local.stack import create_lane
 from tests.support.rate_bound import worst_window_excess

@@ -19,7 +19,7 @@ from typing import Any
 from dispatcher import cli
 from dispatcher.adapters import queue_reading
 from dispatcher.cli.config import Aws
-from dispatcher.core.control import Override
+from dispatcher.core.overrides import Override
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from tests.faults.lanes import steer
 from tests.support.crashes import Crash, CrashPlan

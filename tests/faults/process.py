@@ -28,7 +28,7 @@ import botocore.retries.adaptive
 import botocore.retries.standard
 
 from dispatcher import handler
-from dispatcher.adapters.inside_items import CONFIRMED_KIND
+from dispatcher.adapters.gate_items import CONFIRMED_KIND
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.adapters.lane_roster_items import GONE_KIND, HEAD_KIND
 from dispatcher.adapters.state_items import ENDS_KIND, VOID_KIND

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from dispatcher.adapters.gate_roster import RosterTable
 from dispatcher.adapters.lease import LEASE_SORT_KEY
-from dispatcher.adapters.roster import RosterTable
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.rosters import GateEntry
 from dispatcher.core.topology import Gate

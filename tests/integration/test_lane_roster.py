@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lane_roster_items import ENTRIES_KIND, GONE_KIND, HEAD_KIND

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lane_roster_items import ENTRIES_KIND
 from dispatcher.core.tenants import HOLD_SECONDS, held_key

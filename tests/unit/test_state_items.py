@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatcher.adapters.inside_items import (
+from dispatcher.adapters.gate_items import (
     confirmation_item,
     inside_item,
     inside_item_key,

@@ -5,11 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dispatcher.core.control import GateOverride
+from pydantic import Field, StrictInt
+
 from dispatcher.core.counting import Count
 from dispatcher.core.kinds.spec import Kind, Label, Unit
 from dispatcher.core.outcomes import Outcome
+from dispatcher.core.overrides import Override
 from dispatcher.core.topology import GATE, Gate
+
+
+class GateOverride(Override):
+    """A gate's overrides: its MAX and pause, and its limit per message group."""
+
+    max_per_group: StrictInt | None = Field(default=None, ge=1)
 
 
 def _inside(count: Count) -> dict[str, Any]:

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
-from dispatcher.core.control import LaneOverride
+from pydantic import Field, StrictBool, StrictInt
+
 from dispatcher.core.kinds.spec import Kind, Label
 from dispatcher.core.outcomes import Outcome
+from dispatcher.core.overrides import Override
 from dispatcher.core.topology import LANE, Lane
+
+
+class LaneOverride(Override):
+    """A lane's overrides: its MAX and pause, and how it shares its slots among message groups."""
+
+    max_per_group: StrictInt | None = Field(default=None, ge=1)
+    """At most this many RUNNING executions of one message group (a JSON boolean is not an integer)."""
+    fair_share: StrictBool | None = None
+    """Free slots go first to the groups with fewest RUNNING."""
+    max_wait_seconds: StrictInt | None = Field(default=None, ge=1)
+    """A job received this long after it was sent expires (a JSON boolean is not an integer)."""
+
 
 LANE_KIND = Kind(
     name=LANE,

@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from dispatcher.core.control import Override
 from dispatcher.core.counting import Count
 from dispatcher.core.outcomes import Outcome
+from dispatcher.core.overrides import Override
 from dispatcher.core.topology import Member
 
 Unit = Literal["Count", "Seconds", "Percent"]

@@ -1,6 +1,6 @@
 """The state table in memory: recent starts and ends, the tick lease, and what each write and read costs.
 
-Items are the adapters' own (`dispatcher.adapters.ledger`, `dispatcher.adapters.roster`), so
+Items are the adapters' own (`dispatcher.adapters.ledger`, `dispatcher.adapters.gate_roster`), so
 their sizes, and the write and read units they cost, are the deployed table's. One partition key holds every
 lane's starts and ends, another the lease (`tests.support.sim.lease`), each gate's admissions
 another (`tests.support.sim.inside`), and each partition has DynamoDB's 1,000
@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.inside_items import inside_partition
+from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit
 from dispatcher.adapters.member_items import members_item

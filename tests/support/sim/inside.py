@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dispatcher.adapters.inside_items import confirmation_item, held_item, inside_item, read_inside
+from dispatcher.adapters.gate_items import confirmation_item, held_item, inside_item, read_inside
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.adapters.lane_roster_items import (
     HEAD_KEY,

@@ -2,7 +2,7 @@
 
 A gate's admissions are items of their own in the gate's partition, one an execution, kept
 until the execution leaves (a release, an end, a check); any invocation may release one.
-How the items are laid out: `dispatcher.adapters.inside_items`. A tenant lane's roster is
+How the items are laid out: `dispatcher.adapters.gate_items`. A tenant lane's roster is
 packed and kept by its keeper: `dispatcher.adapters.lane_roster`.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from dispatcher.adapters.errors import translated
-from dispatcher.adapters.inside_items import (
+from dispatcher.adapters.gate_items import (
     confirmation_item,
     held_item,
     inside_item,
