@@ -46,9 +46,11 @@ from dispatcher.core.jobs import (
     JobState,
     job_report,
 )
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.lanes import parse_lanes
 from dispatcher.core.messages import group_problem
 from dispatcher.core.rerun import restart_name
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Topology, parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane, Topology
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

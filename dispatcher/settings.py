@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dispatcher.core.errors import ConfigurationError, problems
+from dispatcher.core.lanes import parse_lanes
 from dispatcher.core.lanes_document import STATE_MACHINE_ARN_PATTERN
-from dispatcher.core.topology import DEFAULT, Lane, Topology, parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane, Topology
 
 MAX_START_CONCURRENCY = 32
 """Each concurrent start holds one HTTP connection; the clients' pools are sized to match."""

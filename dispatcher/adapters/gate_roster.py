@@ -25,9 +25,10 @@ from dispatcher.adapters.gate_items import (
 from dispatcher.adapters.table import conditional, query_pages
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.rosters import RosterEntry, RosterRead, confirmed
 from dispatcher.core.tenants import Hold
-from dispatcher.core.topology import Gate, Member
+from dispatcher.core.topology import Member
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

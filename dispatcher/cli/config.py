@@ -21,7 +21,8 @@ from dispatcher.adapters.control import ControlParameter
 from dispatcher.adapters.errors import error_code, error_message
 from dispatcher.cli.errors import CliError
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import DEFAULT, Lane, Topology, parse_lanes
+from dispatcher.core.lanes import parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane, Topology
 from dispatcher.settings import (
     LANES_OUTPUT,
     LANES_PARAMETER,

@@ -19,7 +19,7 @@ from dispatcher.cli.members import add_member_options, lane_or_gate, lanes_needs
 from dispatcher.cli.output import short, table
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.dead_letters import MOVED_BY_SQS, DeadLetterMove, plan_move, reasons
-from dispatcher.core.topology import Gate
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.waking import Waker
 
 DEAD_LETTER_VISIBILITY_SECONDS = 120

@@ -20,8 +20,9 @@ from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.members import chosen_member
 from dispatcher.cli.output import table
 from dispatcher.core.control import steer
+from dispatcher.core.kinds.gate import GATE, Gate
 from dispatcher.core.rosters import group_counts
-from dispatcher.core.topology import GATE, LANE, Gate, Lane, Member, Topology
+from dispatcher.core.topology import LANE, Lane, Member, Topology
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from dispatcher.cli.status_view import settings_text
 from dispatcher.core.control import Control
 from dispatcher.core.effective import Setting, settings
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import Gate, Lane, Topology
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.topology import Lane, Topology
 from dispatcher.settings import (
     DASHBOARD_OUTPUT,
     GATED_WORKFLOW_POLICY_OUTPUT,

@@ -40,8 +40,9 @@ from dispatcher.core.control import Control, ControlError, max_source, stale_key
 from dispatcher.core.counting import pool_count, pool_running
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.member_queues import members_of, removed
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Member, Pool, Topology
+from dispatcher.core.topology import DEFAULT, Lane, Member, Pool, Topology
 
 
 def _halted(max_concurrency: int | None, paused: bool) -> bool:

@@ -13,8 +13,9 @@ from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, CliError, InterruptedRunError
 from dispatcher.cli.progress import StopAsked
 from dispatcher.core.kinds import said
+from dispatcher.core.kinds.gate import GATE
 from dispatcher.core.outcomes import Outcome
-from dispatcher.core.topology import GATE, LANE
+from dispatcher.core.topology import LANE
 
 UNCOUNTED_STOPS = {
     "paused": "paused, or MAX 0",

@@ -1,4 +1,4 @@
-"""The ``LANES`` document as pydantic models: fields, types and bounds (`dispatcher.core.topology` reads it).
+"""``LANES``' parts as pydantic models: fields, types and bounds (`dispatcher.core.lanes` reads it).
 
 A field's problem is reported with its location (``LANES: lanes[1].queue_url: field required``).
 """
@@ -30,7 +30,9 @@ Url = Annotated[StrictStr, Field(min_length=1)]
 StateMachineArn = Annotated[StrictStr, Field(pattern=STATE_MACHINE_ARN_PATTERN)]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """A document's part: frozen, no unknown keys, and no ``null`` for a key left out."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @field_validator("*", mode="before")
@@ -42,50 +44,35 @@ class _Strict(BaseModel):
         return value
 
 
-class PoolDocument(_Strict):
+class PoolDocument(Strict):
     """``pools.<name>``: a limit shared by its lanes (and, optionally, learned below it)."""
 
     max_concurrency: StrictInt = Field(ge=0)
     adaptive: AdaptiveDocument | None = None
 
 
-class DefaultPoolDocument(_Strict):
+class DefaultPoolDocument(Strict):
     """``pools.default``: pool default's MAX is ``MAX_CONCURRENCY``; only ``adaptive`` may be set here."""
 
     adaptive: AdaptiveDocument | None = None
 
 
-class LaneDocument(_Strict):
-    """``lanes[i]``: a FIFO queue whose jobs start one state machine, counted in one pool."""
+class MemberDocument(Strict):
+    """What every kind of member's entry has first: its name, its queues, its state machine, its pool."""
 
     name: Name
     queue_url: Url
     dead_letter_queue_url: Url
     state_machine_arn: StateMachineArn
     pool: Name = DEFAULT
+
+
+class LaneDocument(MemberDocument):
+    """``lanes[i]``: a FIFO queue whose jobs start one state machine, counted in one pool."""
+
     priority: StrictInt = 0
     max_concurrency: StrictInt | None = Field(default=None, ge=0)
     starts_per_second: StrictFloat | None = Field(default=None, gt=0)
     max_per_group: StrictInt | None = Field(default=None, ge=1)
     fair_share: StrictBool = False
     max_wait_seconds: StrictInt | None = Field(default=None, ge=1)
-
-
-class GateDocument(_Strict):
-    """``gates[i]``: a section of a workflow that executions enter with a task token."""
-
-    name: Name
-    queue_url: Url
-    dead_letter_queue_url: Url
-    state_machine_arn: StateMachineArn
-    pool: Name = DEFAULT
-    max_concurrency: StrictInt | None = Field(default=None, ge=0)
-    max_per_group: StrictInt | None = Field(default=None, ge=1)
-
-
-class LanesDocument(_Strict):
-    """The whole ``LANES`` value."""
-
-    pools: dict[Name, PoolDocument] = Field(default_factory=dict)
-    lanes: list[LaneDocument] = Field(default_factory=list)
-    gates: list[GateDocument] = Field(default_factory=list)

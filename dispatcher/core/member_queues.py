@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dispatcher.core.topology import Gate, Lane, Topology
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.topology import Lane, Topology
 
 Queues = dict[str, dict[str, str]]
 """``lanes.<name>`` / ``gates.<name>`` → its ``queue_url`` and ``dead_letter_queue_url``."""

@@ -20,8 +20,9 @@ from dispatcher.cli.errors import CliError
 from dispatcher.core.effective import shown
 from dispatcher.core.events import failure_pattern, is_wake, refill_pattern
 from dispatcher.core.kinds import kind_of, said, said_keys
+from dispatcher.core.kinds.gate import GATE
 from dispatcher.core.outcomes import Outcome
-from dispatcher.core.topology import DEFAULT, GATE, LANE
+from dispatcher.core.topology import DEFAULT, LANE
 from dispatcher.in_process import tick_here
 from dispatcher.local.account import FAKE_CREDENTIALS, local_client, pointed_at
 from dispatcher.local.events import Rule, sqs_event, to_queue

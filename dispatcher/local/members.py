@@ -25,8 +25,10 @@ from urllib.parse import urlsplit
 import boto3
 
 from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.lanes import parse_lanes
 from dispatcher.core.lanes_document import STATE_MACHINE_ARN_PATTERN
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Topology, parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane, Topology
 from dispatcher.local.account import ACCOUNT_ID, REGION
 from dispatcher.local.gates import GATE, create_release_queue, gated_name, gated_workflow
 from dispatcher.local.stack import Stack, fifo_queues, workflow_name

@@ -8,9 +8,10 @@ from typing import Protocol
 
 from dispatcher.core.counting import Count
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.rosters import group_counts
 from dispatcher.core.tenants import Share
-from dispatcher.core.topology import Gate, Pool, Topology
+from dispatcher.core.topology import Pool, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import MemberCounter, Snapshot
 from dispatcher.tick.gate_ports import GatePorts, GateRoster, TaskTokens

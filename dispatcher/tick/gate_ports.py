@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dispatcher.core.topology import Gate
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.tick.ports import Executions, MemberPorts, Roster
 
 

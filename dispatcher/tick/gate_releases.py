@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import Release
 from dispatcher.core.gates import release_problem
-from dispatcher.core.topology import Gate, Topology
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.topology import Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.gate_ports import GatePorts
 from dispatcher.tick.ports import Ports, Runtime

@@ -30,6 +30,7 @@ from dispatcher.core.gates import (
     plan_request,
     token_digest,
 )
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
@@ -43,7 +44,6 @@ from dispatcher.core.rosters import (
     still_inside,
 )
 from dispatcher.core.tenants import Hold, admit_shared
-from dispatcher.core.topology import Gate
 from dispatcher.telemetry import logger
 from dispatcher.tick.gate_ports import GatePorts, GateRoster, TaskTokens
 from dispatcher.tick.groups import GroupBook, reconciled

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dispatcher.core.kinds import total_keys
-from dispatcher.core.topology import GATE, LANE
+from dispatcher.core.kinds.gate import GATE
+from dispatcher.core.topology import LANE
 
 if TYPE_CHECKING:
     from dispatcher.local.stack import Stack

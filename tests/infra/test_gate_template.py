@@ -7,7 +7,9 @@ from typing import Any
 
 from dispatcher.core.events import refill_pattern
 from dispatcher.core.executions import execution_arn
-from dispatcher.core.topology import DEFAULT, Gate, Lane, parse_lanes
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.lanes import parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane
 from dispatcher.local.gates import ENTER, LEAVE, SECTION, WAKE, gated_workflow
 from dispatcher.settings import LANES_OUTPUT
 from tests.infra.template import SAMPLE_WORKFLOW_ARN, deployed, sam_template, statements, transformed

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
+from dispatcher.core.lanes import parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane
 
 ACCOUNT = "123456789012"
 

@@ -9,7 +9,8 @@ import pytest
 from dispatcher.core.adaptive import Adaptive, LimitState, PoolEnd, adapt, bounds, limit_of, reset
 from dispatcher.core.control import Control, parse_control, steer
 from dispatcher.core.errors import ConfigurationError
-from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
+from dispatcher.core.lanes import parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane
 
 GLUE = "Glue.ConcurrentRunsExceededException"
 SETTINGS = Adaptive(errors=(GLUE,), min=2, decrease=0.5, cooldown_seconds=60)

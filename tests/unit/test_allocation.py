@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from dispatcher.core.allocation import UNBOUNDED, Allocation, Claim, room_of, round_parts, share
 from dispatcher.core.batching import ROUND_SIZE
 from dispatcher.core.counting import PoolCount, pool_count, pool_running
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology
 
 
 def test_equal_lanes_share_equally_and_the_first_take_the_indivisible_rest() -> None:

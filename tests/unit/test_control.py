@@ -15,8 +15,9 @@ from dispatcher.core.control import (
     steer,
 )
 from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.messages import group_problem, job_problem
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
+from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dispatcher.core.control import Control
 from dispatcher.core.effective import Setting, settings, shown
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.member_queues import members_of, removed, to_record
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
+from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 

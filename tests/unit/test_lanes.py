@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from dispatcher.core.errors import ConfigurationError, location
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, parse_lanes
+from dispatcher.core.kinds.gate import Gate
+from dispatcher.core.lanes import parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane, Pool
 from dispatcher.settings import load_settings
 from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 

@@ -10,8 +10,9 @@ import pytest
 
 from dispatcher import handler
 from dispatcher.core.counting import Count
+from dispatcher.core.kinds.gate import GATE, Gate
 from dispatcher.core.outcomes import Counts, Outcome
-from dispatcher.core.topology import DEFAULT, GATE, LANE, Gate, Lane, Pool, Topology
+from dispatcher.core.topology import DEFAULT, LANE, Lane, Pool, Topology
 from dispatcher.telemetry import metrics
 from dispatcher.tick.report import MemberFigures, PoolFigures, StopReason, TenantFigures, TickReport
 

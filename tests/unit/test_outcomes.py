@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dispatcher.core.kinds import LABELS, keyed, member_metrics, metric_totals, said, total_keys, totals
+from dispatcher.core.kinds.gate import GATE
 from dispatcher.core.outcomes import Counts, Outcome
-from dispatcher.core.topology import GATE, LANE
+from dispatcher.core.topology import LANE
 
 LANE_COUNTS = Counts({Outcome.STARTED: 3, Outcome.REDRIVEN: 1, Outcome.DEAD_LETTERED: 2, Outcome.WAITING: 4})
 GATE_COUNTS = Counts({Outcome.STARTED: 5, Outcome.REFUSED: 1, Outcome.DEAD_LETTERED: 1, Outcome.WAITING: 2})

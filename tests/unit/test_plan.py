@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dispatcher.core.allocation import UNBOUNDED, Claim
 from dispatcher.core.counting import pool_running
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.planning import TickPlan, plan_tick
-from dispatcher.core.topology import DEFAULT, Gate, Lane, Pool, Topology
+from dispatcher.core.topology import DEFAULT, Lane, Pool, Topology
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:"
 TOPOLOGY = Topology(

@@ -10,9 +10,10 @@ import pytest
 from dispatcher.core.admission import admit
 from dispatcher.core.control import parse_control, steer
 from dispatcher.core.errors import ConfigurationError
+from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.tenants import PASSED_OVER_RECEIVES, Hold, Share, admit_shared, due_to_show
-from dispatcher.core.topology import Gate, Lane
+from dispatcher.core.topology import Lane
 from dispatcher.settings import load_settings
 from tests.support.lanes import ENVIRONMENT_LANE, arn, lane, parse, queue
 

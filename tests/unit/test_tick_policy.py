@@ -7,7 +7,8 @@ import contextlib
 import pytest
 
 from dispatcher.core.events import WAKE_INTERVAL_SECONDS, Wake, wake_deadline
-from dispatcher.core.topology import DEFAULT, Lane, parse_lanes
+from dispatcher.core.lanes import parse_lanes
+from dispatcher.core.topology import DEFAULT, Lane
 from dispatcher.tick.policy import TickPolicy
 from dispatcher.tick.ports import Runtime
 from dispatcher.tick.report import StopReason

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dispatcher.core.counting import Count
+from dispatcher.core.lanes_document import MemberDocument
 from dispatcher.core.outcomes import Outcome
 from dispatcher.core.overrides import Override
 from dispatcher.core.topology import Member
@@ -45,6 +46,10 @@ def _no_totals(_counts: Sequence[Count]) -> dict[str, tuple[float, Unit]]:
     return {}
 
 
+def _no_check(_members: Sequence[Member]) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Kind:
     """One kind of member: its name, its members' class, its outcomes' rows, its settings and its figures."""
@@ -54,6 +59,8 @@ class Kind:
     plural: str
     """Its members' key in ``LANES``, in the control parameter, in the return value and in `status --json`."""
     member: type[Member]
+    document: type[MemberDocument]
+    """Its members' entry in ``LANES`` (its fields are the member's)."""
     labels: Mapping[Outcome, Label]
     """Outcome → how it is reported. The outcomes a kind has no row for never happen in it."""
     dimension: str
@@ -68,6 +75,8 @@ class Kind:
     """What a member's metrics show of its count, beside its outcomes' (each a Count)."""
     totals: Callable[[Sequence[Count]], dict[str, tuple[float, Unit]]] = _no_totals
     """The metrics (name → value and unit) over its members' counts, when it has members."""
+    check: Callable[[Sequence[Member]], None] = _no_check
+    """Raises a `ConfigurationError` when ``LANES``' members (lane ``default`` first) break its rules."""
     primary: bool = False
     """The kind of the environment's member (lane ``default``): its keys lead the return value's totals,
     and its members' entries are listed only when there is more than member ``default``."""
