@@ -46,7 +46,6 @@ from dispatcher.core.jobs import (
     JobState,
     job_report,
 )
-from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.lanes import parse_lanes
 from dispatcher.core.messages import group_problem
 from dispatcher.core.rerun import restart_name
@@ -139,9 +138,10 @@ class Jobs:
         wanted = name or DEFAULT
         if wanted in self._topology.names(Lane):
             return self._topology.member(wanted, Lane)
-        if wanted in self._topology.names(Gate):
+        if wanted in self._topology.names():
+            kind = self._topology.member(wanted).kind
             raise UnknownLaneError(
-                f"{wanted} is a gate, not a lane: jobs are followed and cancelled on lanes"
+                f"{wanted} is a {kind}, not a lane: jobs are followed and cancelled on lanes"
             )
         known = ", ".join(self._topology.names(Lane))
         raise UnknownLaneError(f"no such lane: {wanted} (lanes: {known})")

@@ -19,7 +19,8 @@ from typing import Any
 
 from dispatcher.adapters.item_keys import INSIDE_KIND, number, sort_key, stored_time
 from dispatcher.adapters.table import INSIDE_RECORD_LIFETIME_SECONDS
-from dispatcher.core.rosters import Confirmation, GateEntry, RosterEntry
+from dispatcher.core.gates import Confirmation, GateEntry
+from dispatcher.core.rosters import RosterEntry
 from dispatcher.core.tenants import Hold, held_key
 from dispatcher.core.topology import Member
 

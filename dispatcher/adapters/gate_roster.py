@@ -25,8 +25,9 @@ from dispatcher.adapters.gate_items import (
 from dispatcher.adapters.table import conditional, query_pages
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
+from dispatcher.core.gates import confirmed
 from dispatcher.core.kinds.gate import Gate
-from dispatcher.core.rosters import RosterEntry, RosterRead, confirmed
+from dispatcher.core.rosters import RosterEntry, RosterRead
 from dispatcher.core.tenants import Hold
 from dispatcher.core.topology import Member
 

@@ -15,11 +15,10 @@ from dispatcher.adapters.queue_reading import QueueReading
 from dispatcher.adapters.sqs import send_message
 from dispatcher.cli.args import AddCommand, count, rate
 from dispatcher.cli.config import Aws, Resources
-from dispatcher.cli.members import add_member_options, lane_or_gate, lanes_needs
+from dispatcher.cli.members import add_member_options, lanes_needs, named_member
 from dispatcher.cli.output import short, table
 from dispatcher.cli.progress import Pace, Progress, of
 from dispatcher.core.dead_letters import MOVED_BY_SQS, DeadLetterMove, plan_move, reasons
-from dispatcher.core.kinds.gate import Gate
 from dispatcher.waking import Waker
 
 DEAD_LETTER_VISIBILITY_SECONDS = 120
@@ -27,11 +26,10 @@ DEAD_LETTER_VISIBILITY_SECONDS = 120
 
 def queues(args: argparse.Namespace, resources: Resources) -> tuple[str, str, str]:
     """The member ``--lane``/``--gate`` names (default: lane default): its label, its queue and its DLQ."""
-    found = lane_or_gate(args, resources)
+    found = named_member(args, resources)
     if found is None:
         return "lane default", resources.need("queue_url"), resources.need("dead_letter_queue_url")
-    kind = "gate" if isinstance(found, Gate) else "lane"
-    return f"{kind} {found.name}", found.queue_url, found.dead_letter_queue_url
+    return f"{found.kind} {found.name}", found.queue_url, found.dead_letter_queue_url
 
 
 def command_dead_letters(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:

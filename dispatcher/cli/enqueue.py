@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from dispatcher.cli.args import AddCommand, deadline
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, UsageError
-from dispatcher.cli.members import lane_or_gate
+from dispatcher.cli.members import named_member
 from dispatcher.cli.progress import Progress, StopAsked
 from dispatcher.core.executions import input_problem, name_problem
 from dispatcher.core.messages import Job, group_problem
@@ -190,7 +190,7 @@ def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, ou
     Ctrl-C stops between batches (the batch in flight is sent and counted), so what it
     says was sent is exactly what is on the queue; a second Ctrl-C stops at once.
     """
-    lane = lane_or_gate(args, resources)
+    lane = named_member(args, resources)
     queue_url = resources.need("queue_url") if lane is None else lane.queue_url
     producer = Producer(queue_url, client=aws.client("sqs"), wake_queue_url=resources.wake_queue_url or "")
     jobs: list[Job] = args.jobs

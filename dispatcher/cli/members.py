@@ -79,8 +79,8 @@ def member(resources: Resources, kind: str, name: str) -> Pool | Member:
     return found[name]
 
 
-def lane_or_gate(args: argparse.Namespace, resources: Resources) -> Member | None:
-    """The lane or gate ``--lane``/``--gate`` names (None: neither given, lane ``default``)."""
+def named_member(args: argparse.Namespace, resources: Resources) -> Member | None:
+    """The member a kind's option names (``--lane``, ``--gate``; None: none given, lane ``default``)."""
     chosen = chosen_member(args)
     if chosen is None:
         return None

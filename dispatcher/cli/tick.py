@@ -12,10 +12,8 @@ from dispatcher.cli.args import AddCommand
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.errors import PROG, CliError, InterruptedRunError
 from dispatcher.cli.progress import StopAsked
-from dispatcher.core.kinds import said
-from dispatcher.core.kinds.gate import GATE
+from dispatcher.core.kinds import KINDS, said
 from dispatcher.core.outcomes import Outcome
-from dispatcher.core.topology import LANE
 
 UNCOUNTED_STOPS = {
     "paused": "paused, or MAX 0",
@@ -64,7 +62,7 @@ def print_tick(args: argparse.Namespace, report: dict[str, Any], out: TextIO) ->
             " nothing counted or started\n"
         )
     else:
-        kinds = (LANE, GATE) if "gates" in report else (LANE,)
+        kinds = [kind.name for kind in KINDS if kind.primary or kind.plural in report]
         out.write(
             f"running {report.get('running')}{_per_pool(report)}, {said(report, kinds, SAID)},"
             f" stopped: {report.get('stopped', '?')}{_held(report)}\n"

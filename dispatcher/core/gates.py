@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +22,7 @@ from dispatcher.core.admission import DeadLetter, Start
 from dispatcher.core.events import EXECUTION_ARN, GATE_KEY, Release
 from dispatcher.core.executions import execution_name, name_problem, state_machine_of
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.rosters import RosterEntry
 
 TOKEN_KEY, EXECUTION_KEY = "token", "execution"
 """A request's keys: the task token (``$$.Task.Token``) and the execution ARN (``$$.Execution.Id``)."""
@@ -141,3 +143,56 @@ def release_problem(release: Release, gates: Mapping[str, str]) -> str | None:
             f"execution {release.execution_arn} is not one of gate {release.gate}'s state machine {machine}"
         )
     return None
+
+
+class GateEntry(RosterEntry):
+    """An execution admitted into a gate: the task token it was admitted with, and whether that was seen."""
+
+    token: str
+    """A digest of the task token (`dispatcher.core.gates.token_digest`)."""
+    confirmed: bool = False
+    """`SendTaskSuccess` was seen to take it before its request was deleted. An unconfirmed one
+    may have its request back on the gate's queue."""
+
+
+def admissions(entries: Iterable[RosterEntry]) -> list[GateEntry]:
+    """A gate's entries (every entry a gate's roster holds is an admission)."""
+    return [entry for entry in entries if isinstance(entry, GateEntry)]
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """Admissions of one round that `SendTaskSuccess` took, written once its calls were made."""
+
+    key: str
+    confirmed_at: float
+    names: frozenset[str]
+
+
+def confirmed(
+    entries: Iterable[RosterEntry], confirmations: Sequence[Confirmation]
+) -> tuple[list[RosterEntry], list[str]]:
+    """The entries, each admission marked confirmed when a confirmation as late names it; the stale ones.
+
+    A confirmation is stale once none of its executions has an entry it confirms (they
+    left, or entered again since): its item can go.
+    """
+    latest: dict[str, float] = {}
+    for confirmation in confirmations:
+        for name in confirmation.names:
+            latest[name] = max(latest.get(name, -math.inf), confirmation.confirmed_at)
+    marked = [
+        entry.model_copy(update={"confirmed": latest.get(entry.name, -math.inf) >= entry.recorded_at})
+        if isinstance(entry, GateEntry)
+        else entry
+        for entry in entries
+    ]
+    admitted_at = {entry.name: entry.recorded_at for entry in marked}
+    stale = [
+        confirmation.key
+        for confirmation in confirmations
+        if not any(
+            admitted_at.get(name, math.inf) <= confirmation.confirmed_at for name in confirmation.names
+        )
+    ]
+    return marked, stale

@@ -11,24 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dispatcher.core.kinds.gate import Gate
-from dispatcher.core.topology import Lane, Topology
+from dispatcher.core.kinds import KINDS
+from dispatcher.core.topology import Topology
 
 Queues = dict[str, dict[str, str]]
 """``lanes.<name>`` / ``gates.<name>`` → its ``queue_url`` and ``dead_letter_queue_url``."""
 
 
 def members_of(topology: Topology) -> Queues:
-    """Every lane's and gate's queues, as the item keeps them."""
-    members = [("lanes", lane) for lane in topology.members_of(kind=Lane)] + [
-        ("gates", gate) for gate in topology.members_of(kind=Gate)
-    ]
+    """Every member's queues, as the item keeps them (under its kind's section, kind after kind)."""
     return {
-        f"{kind}.{member.name}": {
+        f"{kind.plural}.{member.name}": {
             "queue_url": member.queue_url,
             "dead_letter_queue_url": member.dead_letter_queue_url,
         }
-        for kind, member in members
+        for kind in KINDS
+        for member in topology.members_of(kind=kind.member)
     }
 
 

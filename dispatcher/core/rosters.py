@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -39,7 +39,7 @@ pages waiting. The pace then waits out what it owes (the lanes reuse their listi
 
 
 class RosterEntry(BaseModel):
-    """An execution holding one of a member's places: a tenant lane's start, or (`GateEntry`) an admission."""
+    """An execution holding a member's place: a tenant lane's start, a gate's admission (`core.gates`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -57,60 +57,7 @@ class RosterEntry(BaseModel):
     name). A gate keeps each admission as an item named by the execution."""
 
 
-class GateEntry(RosterEntry):
-    """An execution admitted into a gate: the task token it was admitted with, and whether that was seen."""
-
-    token: str
-    """A digest of the task token (`dispatcher.core.gates.token_digest`)."""
-    confirmed: bool = False
-    """`SendTaskSuccess` was seen to take it before its request was deleted. An unconfirmed one
-    may have its request back on the gate's queue."""
-
-
 Entry = TypeVar("Entry", bound=RosterEntry)
-
-
-def admissions(entries: Iterable[RosterEntry]) -> list[GateEntry]:
-    """A gate's entries (every entry a gate's roster holds is an admission)."""
-    return [entry for entry in entries if isinstance(entry, GateEntry)]
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """Admissions of one round that `SendTaskSuccess` took, written once its calls were made."""
-
-    key: str
-    confirmed_at: float
-    names: frozenset[str]
-
-
-def confirmed(
-    entries: Iterable[RosterEntry], confirmations: Sequence[Confirmation]
-) -> tuple[list[RosterEntry], list[str]]:
-    """The entries, each admission marked confirmed when a confirmation as late names it; the stale ones.
-
-    A confirmation is stale once none of its executions has an entry it confirms (they
-    left, or entered again since): its item can go.
-    """
-    latest: dict[str, float] = {}
-    for confirmation in confirmations:
-        for name in confirmation.names:
-            latest[name] = max(latest.get(name, -math.inf), confirmation.confirmed_at)
-    marked = [
-        entry.model_copy(update={"confirmed": latest.get(entry.name, -math.inf) >= entry.recorded_at})
-        if isinstance(entry, GateEntry)
-        else entry
-        for entry in entries
-    ]
-    admitted_at = {entry.name: entry.recorded_at for entry in marked}
-    stale = [
-        confirmation.key
-        for confirmation in confirmations
-        if not any(
-            admitted_at.get(name, math.inf) <= confirmation.confirmed_at for name in confirmation.names
-        )
-    ]
-    return marked, stale
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 from dispatcher.core.counting import Count
-from dispatcher.core.events import EndedExecution
+from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.rosters import group_counts
 from dispatcher.core.tenants import Share
@@ -15,6 +15,7 @@ from dispatcher.core.topology import Pool, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import MemberCounter, Snapshot
 from dispatcher.tick.gate_ports import GatePorts, GateRoster, TaskTokens
+from dispatcher.tick.gate_releases import release
 from dispatcher.tick.gates import GateCounter, GateRound
 from dispatcher.tick.groups import GroupBook
 from dispatcher.tick.kind import KindTick, MemberResources, TickParts, Wired
@@ -58,6 +59,7 @@ class GateTick(KindTick):
 
     def __init__(self, ports: Ports, parts: TickParts, topology: Topology) -> None:
         super().__init__(ports, parts, topology)
+        self._ports = ports
         self._counters = {
             gate.name: GateCounter(
                 topology.member(gate.name, Gate), gate, gate.admissions, parts.warm, parts.runtime.clock
@@ -67,6 +69,10 @@ class GateTick(KindTick):
         """Gate name → its counter (who is inside, for its rounds too)."""
         self._counted: list[GateCounter] = []
         """The counters of this tick's pools."""
+
+    def left(self, releases: Sequence[Release]) -> None:
+        """Free the places of the executions that say they left a gate (`release`)."""
+        release(releases, self.topology, self._ports, self._parts.runtime)
 
     def counters(self, pools: Sequence[Pool]) -> list[MemberCounter]:
         """The pools' gates, in order."""

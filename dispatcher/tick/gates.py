@@ -24,7 +24,9 @@ from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.gates import (
     Enter,
+    GateEntry,
     admission_output,
+    admissions,
     entering,
     once_a_round,
     plan_request,
@@ -34,15 +36,7 @@ from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
-from dispatcher.core.rosters import (
-    GateEntry,
-    RosterEntry,
-    admissions,
-    due_checks,
-    oldest_inside_seconds,
-    plan_inside,
-    still_inside,
-)
+from dispatcher.core.rosters import RosterEntry, due_checks, oldest_inside_seconds, plan_inside, still_inside
 from dispatcher.core.tenants import Hold, admit_shared
 from dispatcher.telemetry import logger
 from dispatcher.tick.gate_ports import GatePorts, GateRoster, TaskTokens

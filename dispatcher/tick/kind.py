@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from dispatcher.core.counting import Count
-from dispatcher.core.events import EndedExecution
+from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.topology import Pool, Topology
 from dispatcher.tick.count import MemberCounter, Records, Snapshot
 from dispatcher.tick.groups import GroupBook
@@ -83,6 +83,9 @@ class KindTick:
         self._parts = parts
         self.topology = topology
         """Every pool and member with their live limits, as the latest tick steered them."""
+
+    def left(self, releases: Sequence[Release]) -> None:
+        """Free at once the places of executions that say they left one of its members (any invocation)."""
 
     def counters(self, pools: Sequence[Pool]) -> list[MemberCounter]:
         """What counts its members of ``pools`` this tick, one counter per count key, in counting order."""

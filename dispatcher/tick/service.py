@@ -15,7 +15,6 @@ from dispatcher.core.member_queues import members_of
 from dispatcher.core.topology import Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.count import Records
-from dispatcher.tick.gate_releases import release
 from dispatcher.tick.keeper import LeaseKeeper
 from dispatcher.tick.policy import TickPolicy
 from dispatcher.tick.ports import Ports, Runtime
@@ -60,11 +59,11 @@ class Dispatcher:
     ) -> TickReport:
         """Tick while holding the lease; with a loop policy, more while jobs wait and time remains.
 
-        ``releases``: executions that say they left a gate: their places are freed first,
+        ``releases``: executions that say they left a member (a gate): their places are freed first,
         whether or not anything may start. ``wake_until``: what producers queued until then
         must be received (`next_tick_in`).
         """
-        release(releases, self._ticker.topology, self._ports, self._runtime)
+        self._ticker.left(releases)
         if not self._ticker.active_pools:
             default = self._ticker.topology.default_pool
             logger.info(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dispatcher.core.allocation import Allocation
 from dispatcher.core.counting import pool_running
 from dispatcher.core.errors import TransientError
-from dispatcher.core.events import EndedExecution
+from dispatcher.core.events import EndedExecution, Release
 from dispatcher.core.pacing import start_threads
 from dispatcher.core.planning import TickPlan, plan_tick
 from dispatcher.core.topology import Lane, Pool, Topology
@@ -74,6 +74,11 @@ class Ticker:
         self._passes = Passes(
             {name: rounds for kind in self._kinds for name, rounds in kind.rounds().items()}, warm
         )
+
+    def left(self, releases: Sequence[Release]) -> None:
+        """Free the places of executions that say they left a member, whether or not anything may start."""
+        for kind in self._kinds:
+            kind.left(releases)
 
     @property
     def active_pools(self) -> list[Pool]:

@@ -20,8 +20,8 @@ import pytest
 from dispatcher.adapters.gate_roster import RosterTable
 from dispatcher.adapters.lease import LEASE_SORT_KEY
 from dispatcher.core.executions import execution_arn
+from dispatcher.core.gates import GateEntry
 from dispatcher.core.kinds.gate import Gate
-from dispatcher.core.rosters import GateEntry
 from dispatcher.local.events import event_from_description, sqs_event
 from dispatcher.local.gates import create_gate
 from dispatcher.local.stack import create_lane, read_all

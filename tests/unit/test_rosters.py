@@ -7,14 +7,11 @@ import math
 import pytest
 
 from dispatcher.core.counting import LIST_LAG_SECONDS, RunningListing
-from dispatcher.core.gates import token_digest
+from dispatcher.core.gates import Confirmation, GateEntry, confirmed, token_digest
 from dispatcher.core.rosters import (
     CHECK_AFTER_SECONDS,
-    Confirmation,
-    GateEntry,
     RosterEntry,
     absent_from,
-    confirmed,
     due_checks,
     group_counts,
     oldest_inside_seconds,

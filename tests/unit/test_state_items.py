@@ -22,9 +22,10 @@ from dispatcher.adapters.state_items import (
 from dispatcher.adapters.window_items import read_items
 from dispatcher.core.counting import LedgerRequest
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.gates import Confirmation, GateEntry
 from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.rerun import Origin
-from dispatcher.core.rosters import Confirmation, GateEntry, RosterEntry
+from dispatcher.core.rosters import RosterEntry
 from dispatcher.core.topology import Lane
 
 OWN = "arn:aws:states:us-east-1:123456789012:stateMachine:workflow"

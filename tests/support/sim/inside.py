@@ -25,10 +25,11 @@ from dispatcher.adapters.lane_roster_items import (
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
+from dispatcher.core.gates import confirmed
 from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.lane_rosters import KeptRoster
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
-from dispatcher.core.rosters import RosterEntry, RosterRead, confirmed
+from dispatcher.core.rosters import RosterEntry, RosterRead
 from dispatcher.core.tenants import Hold, held_key
 from dispatcher.core.topology import Member
 from tests.support.sim.api import Client, LiveBucket, Usage
