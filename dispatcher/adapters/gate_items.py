@@ -18,21 +18,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dispatcher.adapters.item_keys import INSIDE_KIND, number, sort_key, stored_time
+from dispatcher.adapters.roster_items import HELD_KIND, hold_of, inside_partition
 from dispatcher.adapters.table import INSIDE_RECORD_LIFETIME_SECONDS
 from dispatcher.core.gates import Confirmation, GateEntry
 from dispatcher.core.rosters import RosterEntry
-from dispatcher.core.tenants import Hold, held_key
+from dispatcher.core.tenants import Hold
 from dispatcher.core.topology import Member
 
 CONFIRMED_KIND = "confirmed"
 """A gate's item naming the admissions of one round that `SendTaskSuccess` took."""
-HELD_KIND = "held"
-"""A member's item naming its job held for its group's limit (one a group): how to show it again."""
-
-
-def inside_partition(own: str, gate: str) -> str:
-    """The partition key of the executions inside one gate of a dispatcher (keyed by ``own``)."""
-    return f"{INSIDE_KIND}#{gate}#{own}"
 
 
 def inside_item(own: str, entry: RosterEntry) -> dict[str, Any]:
@@ -77,32 +71,6 @@ def confirmation_item(own: str, gate: str, names: Sequence[str], now: float) -> 
         "expires_at": {"N": str(int(now) + INSIDE_RECORD_LIFETIME_SECONDS)},
         "names": {"SS": sorted(set(names))},
     }
-
-
-def held_item(own: str, member: str, hold: Hold) -> dict[str, Any]:
-    """A job held for its group's limit, as one item of ``member``'s roster (a later hold replaces it)."""
-    return {
-        "pk": {"S": inside_partition(own, member)},
-        "sk": {"S": held_key(hold.group)},
-        "kind": {"S": HELD_KIND},
-        "group": {"S": hold.group},
-        "message_id": {"S": hold.message_id},
-        "receipt_handle": {"S": hold.receipt_handle},
-        "recorded_at": number(hold.held_at),
-        "expires_at": {"N": str(int(hold.held_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
-        **({} if hold.name is None else {"name": {"S": hold.name}}),
-    }
-
-
-def hold_of(item: Mapping[str, Any]) -> Hold:
-    """The held job a `held_item` notes."""
-    return Hold(
-        group=item["group"]["S"],
-        message_id=item["message_id"]["S"],
-        receipt_handle=item["receipt_handle"]["S"],
-        held_at=float(item["recorded_at"]["N"]),
-        name=item["name"]["S"] if "name" in item else None,
-    )
 
 
 def read_inside(

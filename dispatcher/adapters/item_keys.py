@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dispatcher.core.counting import stored_time
 
-__all__ = ["INSIDE_KIND", "inside_key", "number", "sort_key", "stored_time"]
+__all__ = ["INSIDE_KIND", "number", "sort_key", "stored_time"]
 
 INSIDE_KIND = "inside"
-"""A gate's item of one execution inside it."""
+"""A member's roster item of one execution holding its place (a gate's admission, a tenant lane's start)."""
 
 
 def sort_key(written_at: float, name: str) -> str:
@@ -18,8 +18,3 @@ def sort_key(written_at: float, name: str) -> str:
 def number(value: float) -> dict[str, str]:
     """A number attribute, to the microsecond."""
     return {"N": f"{value:.6f}"}
-
-
-def inside_key(gate: str, name: str) -> str:
-    """What tells an admission record apart from any other record: its gate and its execution."""
-    return f"{INSIDE_KIND}#{gate}#{name}"

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from dispatcher.adapters.errors import translated
-from dispatcher.adapters.gate_roster import RosterCalls
 from dispatcher.adapters.lane_roster_items import (
     HEAD_KEY,
     gone_item,
@@ -29,6 +28,7 @@ from dispatcher.adapters.lane_roster_items import (
     packs_of,
     read_packed,
 )
+from dispatcher.adapters.roster_calls import RosterCalls
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
 from dispatcher.core.lane_rosters import PLACE, KeptRoster

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.gate_items import HELD_KIND, hold_of, inside_partition
 from dispatcher.adapters.item_keys import INSIDE_KIND, number
+from dispatcher.adapters.roster_items import HELD_KIND, hold_of, inside_partition
 from dispatcher.adapters.table import INSIDE_RECORD_LIFETIME_SECONDS
 from dispatcher.core.lane_rosters import PLACE
 from dispatcher.core.rosters import RosterEntry

@@ -32,8 +32,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.item_keys import INSIDE_KIND
+from dispatcher.adapters.roster_items import inside_partition
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.overrides import Override
 from dispatcher.core.topology import DEFAULT

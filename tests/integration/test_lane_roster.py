@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lane_roster_items import ENTRIES_KIND, GONE_KIND, HEAD_KIND
+from dispatcher.adapters.roster_items import inside_partition
 from dispatcher.core.lane_rosters import KeptRoster, packed
 from dispatcher.core.rosters import RosterEntry
 from dispatcher.core.tenants import Hold, held_key

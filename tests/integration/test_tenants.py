@@ -6,9 +6,9 @@ import json
 import time
 from typing import Any
 
-from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.lane_roster_items import ENTRIES_KIND
+from dispatcher.adapters.roster_items import inside_partition
 from dispatcher.core.tenants import HOLD_SECONDS, held_key
 from dispatcher.core.topology import DEFAULT, Lane
 from dispatcher.producer import Producer

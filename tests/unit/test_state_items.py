@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from dispatcher.adapters.gate_items import (
-    confirmation_item,
-    inside_item,
-    inside_item_key,
-    inside_partition,
-    read_inside,
-)
+from dispatcher.adapters.gate_items import confirmation_item, inside_item, inside_item_key, read_inside
+from dispatcher.adapters.roster_items import inside_partition
 from dispatcher.adapters.state_items import (
     end_packs,
     ends_item,

@@ -18,10 +18,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dispatcher.adapters.gate_items import inside_partition
 from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit
 from dispatcher.adapters.member_items import members_item
+from dispatcher.adapters.roster_items import inside_partition
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,

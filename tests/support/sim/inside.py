@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dispatcher.adapters.gate_items import confirmation_item, held_item, inside_item, read_inside
+from dispatcher.adapters.gate_items import confirmation_item, inside_item, read_inside
 from dispatcher.adapters.item_keys import INSIDE_KIND
 from dispatcher.adapters.lane_roster_items import (
     HEAD_KEY,
@@ -23,6 +23,7 @@ from dispatcher.adapters.lane_roster_items import (
     packs_of,
     read_packed,
 )
+from dispatcher.adapters.roster_items import held_item
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
 from dispatcher.core.gates import confirmed
