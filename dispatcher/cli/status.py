@@ -13,21 +13,20 @@ import json
 import time
 from typing import Any, TextIO
 
-from dispatcher.adapters.gate_roster import RosterTable
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.adapters.sqs import queue_depth
-from dispatcher.adapters.stepfunctions import StateMachine
 from dispatcher.cli.args import AddCommand, seconds
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.errors import UsageError
 from dispatcher.cli.groups import print_groups, top
+from dispatcher.cli.kind_status import StatusRead
+from dispatcher.cli.lane_status import LaneStatus
 from dispatcher.cli.members import add_member_options, chosen_member
 from dispatcher.cli.members import member as find_member
 from dispatcher.cli.parameter import described
 from dispatcher.cli.pool_limits import environment_max, ledger_of, with_limits
+from dispatcher.cli.status_kinds import STATUS_KINDS
 from dispatcher.cli.status_view import (
-    GateStatus,
-    LaneStatus,
     PoolStatus,
     RemovedStatus,
     Status,
@@ -40,33 +39,24 @@ from dispatcher.core.control import Control, ControlError, max_source, stale_key
 from dispatcher.core.counting import pool_count, pool_running
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
-from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.member_queues import members_of, removed
-from dispatcher.core.topology import DEFAULT, Lane, Member, Pool, Topology
-
-
-def _halted(max_concurrency: int | None, paused: bool) -> bool:
-    """MAX 0 starts and admits nothing, as a pause does: it reads as paused everywhere."""
-    return paused or max_concurrency == 0
+from dispatcher.core.topology import DEFAULT, Pool, Topology
 
 
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
-    """Read MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution, per pool and lane."""
+    """MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution, per pool and member."""
     read, problem, configured, steered = _steered(aws, resources)
     topology = with_limits(steered, ledger_of(aws, resources, configured))
     shown = {(each.kind, each.member, each.key): each.as_json() for each in settings(configured, read)}
-    listings = {
-        arn: StateMachine(aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=now)
-        for arn in topology.state_machines
-    }
-    gates = _gates(aws, resources, topology, shown)
-    running = {arn: len(listing.executions) for arn, listing in listings.items()}
-    running |= {topology.member(gate.name).count_key: gate.inside for gate in gates}
+    kinds = tuple(status_of(StatusRead(aws, resources, topology, shown, now)) for status_of in STATUS_KINDS)
+    running = {key: count for kind in kinds for key, count in kind.counts.items()}
     pools = [_pool(pool, pool_running(topology, pool.name, running)) for pool in topology.pools]
-    lanes = [_lane(aws, lane, topology, _of(shown, lane)) for lane in topology.members_of(kind=Lane)]
-    oldest = listings[topology.default_lane.state_machine_arn].oldest_started_at
+    default_lane = topology.default_lane
+    lanes = next(kind for kind in kinds if kind.kind.primary)
+    listing = lanes.listings[default_lane.state_machine_arn]
+    lane = next(each for each in lanes.members if isinstance(each, LaneStatus) and each.name == DEFAULT)
     default_pool = next(pool for pool in pools if pool.name == DEFAULT)
-    default_lane = next(lane for lane in lanes if lane.name == DEFAULT)
+    oldest = listing.oldest_started_at
     return Status(
         max_concurrency=topology.default_pool.max_concurrency,
         paused=topology.default_pool.halted,
@@ -74,14 +64,13 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         adaptive=default_pool.adaptive,
         running=default_pool.running,
         free=default_pool.free,
-        queued=default_lane.queued,
-        in_flight=default_lane.in_flight,
-        dead_letters=default_lane.dead_letters,
+        queued=lane.queued,
+        in_flight=lane.in_flight,
+        dead_letters=lane.dead_letters,
         oldest_running_seconds=None if oldest is None else round(max(0.0, now - oldest), 1),
         max_from=max_source(read, resources.control_parameter),
         pools=tuple(pools),
-        lanes=tuple(lanes),
-        gates=tuple(gates),
+        kinds=kinds,
         stale_keys=stale_keys(configured, read),
         control_problem=problem,
         removed=_removed(aws, resources, configured),
@@ -140,13 +129,6 @@ def _depth(aws: Aws, url: str) -> int | None:
     return depth.visible + depth.in_flight
 
 
-def _of(shown: dict[tuple[str, str, str], dict[str, Any]], member: Member) -> dict[str, Any]:
-    """The settings of ``member`` that are set anywhere."""
-    return {
-        key: value for (kind, name, key), value in shown.items() if (kind, name) == (member.kind, member.name)
-    }
-
-
 def _pool(pool: Pool, running: int) -> PoolStatus:
     count = pool_count(pool, running)
     return PoolStatus(
@@ -157,50 +139,6 @@ def _pool(pool: Pool, running: int) -> PoolStatus:
         pool.halted,
         None if pool.adaptive is None else pool.ceiling,
         None if pool.adaptive is None else pool.adaptive.as_json(),
-    )
-
-
-def _lane(aws: Aws, lane: Lane, topology: Topology, shown: dict[str, Any]) -> LaneStatus:
-    queue = queue_depth(aws.client("sqs"), lane.queue_url)
-    dead_letters = queue_depth(aws.client("sqs"), lane.dead_letter_queue_url)
-    return LaneStatus(
-        lane.name,
-        lane.pool,
-        lane.priority,
-        queue.visible,
-        queue.in_flight,
-        dead_letters.visible + dead_letters.in_flight,
-        _halted(lane.max_concurrency, lane.paused) or topology.pool(lane.pool).halted,
-        lane.max_concurrency,
-        shown,
-    )
-
-
-def _gates(
-    aws: Aws, resources: Resources, topology: Topology, shown: dict[tuple[str, str, str], dict[str, Any]]
-) -> list[GateStatus]:
-    """Each gate: who is inside (its admissions in the state table), who waits (its queue), dead letters."""
-    if not topology.members_of(kind=Gate):
-        return []
-    table = RosterTable(
-        aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
-    )
-    return [_gate(aws, table, gate, topology, _of(shown, gate)) for gate in topology.members_of(kind=Gate)]
-
-
-def _gate(aws: Aws, table: RosterTable, gate: Gate, topology: Topology, shown: dict[str, Any]) -> GateStatus:
-    inside = len(table.read(gate).entries)
-    queue = queue_depth(aws.client("sqs"), gate.queue_url)
-    dead_letters = queue_depth(aws.client("sqs"), gate.dead_letter_queue_url)
-    return GateStatus(
-        gate.name,
-        gate.pool,
-        inside,
-        queue.visible + queue.in_flight,
-        _halted(gate.max_concurrency, gate.paused) or topology.pool(gate.pool).halted,
-        gate.max_concurrency,
-        dead_letters.visible + dead_letters.in_flight,
-        shown,
     )
 
 

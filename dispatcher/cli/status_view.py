@@ -6,10 +6,11 @@ and a control parameter the ticks can't read is shown first, with how to mend it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from dispatcher.cli.kind_status import KindStatus, MemberRow, limit, yes
 from dispatcher.cli.output import age, table
 from dispatcher.core.effective import shown
 
@@ -27,37 +28,6 @@ class PoolStatus:
     """An adaptive pool's limit L as kept (None: it doesn't adapt; its limit is MAX)."""
     adaptive: dict[str, Any] | None = None
     """Its adaptive settings, as the contract spells them (None: it doesn't adapt)."""
-
-
-@dataclass(frozen=True)
-class LaneStatus:
-    """One lane: its queue and dead letters (and its own MAX, None: its pool's alone)."""
-
-    name: str
-    pool: str
-    priority: int
-    queued: int
-    in_flight: int
-    dead_letters: int
-    paused: bool
-    max_concurrency: int | None
-    settings: dict[str, Any] = field(default_factory=dict)
-    """Each of its settings: the value the ticks use, its source and the configured value."""
-
-
-@dataclass(frozen=True)
-class GateStatus:
-    """One gate: who is inside (as the dispatcher counts them), who waits (its requests), its dead letters."""
-
-    name: str
-    pool: str
-    inside: int
-    waiting: int
-    paused: bool
-    max_concurrency: int | None
-    """The gate's own MAX (None: its pool's alone)."""
-    dead_letters: int
-    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,8 +60,8 @@ class Status:
     """Pool default's limit L, when it adapts."""
     adaptive: dict[str, Any] | None = None
     pools: tuple[PoolStatus, ...] = ()
-    lanes: tuple[LaneStatus, ...] = ()
-    gates: tuple[GateStatus, ...] = ()
+    kinds: tuple[KindStatus, ...] = ()
+    """Every kind's members (`STATUS_KINDS`' order: lanes first), each under its kind's key in ``--json``."""
     stale_keys: tuple[str, ...] = ()
     """Control parameter keys naming a pool, lane or gate that isn't configured: ignored by the ticks."""
     control_problem: str | None = None
@@ -118,7 +88,7 @@ def _summary(status: Status) -> str:
     row = [
         str(status.max_concurrency),
         *([] if status.limit is None else [str(status.limit)]),
-        _yes(status.paused),
+        yes(status.paused),
         str(status.running),
         str(status.free),
         str(status.queued),
@@ -142,8 +112,8 @@ def _pools(pools: tuple[PoolStatus, ...]) -> str:
             [
                 pool.name,
                 str(pool.max_concurrency),
-                *([_max(pool.limit)] if adaptive else []),
-                _yes(pool.paused),
+                *([limit(pool.limit)] if adaptive else []),
+                yes(pool.paused),
                 str(pool.running),
                 str(pool.free),
             ]
@@ -165,46 +135,28 @@ def _without_unset(document: dict[str, Any]) -> dict[str, Any]:
 
 def status_document(status: Status) -> dict[str, Any]:
     """``status --json``: top-level keys (``limit``, ``adaptive`` when pool default adapts), every entry."""
-    document = _without_unset(asdict(status))
-    document["pools"] = [_pool_document(pool) for pool in status.pools]
-    return document
+    document: dict[str, Any] = {}
+    for each in fields(status):
+        value = getattr(status, each.name)
+        if each.name == "kinds":
+            document.update(_members_document(value))
+        elif each.name == "pools":
+            document["pools"] = [_pool_document(pool) for pool in value]
+        elif each.name == "removed":
+            document["removed"] = [asdict(removed) for removed in value]
+        else:
+            document[each.name] = value
+    return _without_unset(document)
 
 
-def _lanes(lanes: tuple[LaneStatus, ...]) -> str:
-    return table(
-        ["LANE", "POOL", "PRIORITY", "MAX", "PAUSED", "QUEUED", "IN FLIGHT", "DEAD LETTERS"],
-        [
-            [
-                lane.name,
-                lane.pool,
-                str(lane.priority),
-                _max(lane.max_concurrency),
-                _yes(lane.paused),
-                str(lane.queued),
-                str(lane.in_flight),
-                str(lane.dead_letters),
-            ]
-            for lane in lanes
-        ],
-    )
-
-
-def _gates_table(gates: tuple[GateStatus, ...]) -> str:
-    return table(
-        ["GATE", "POOL", "MAX", "PAUSED", "INSIDE", "WAITING", "DEAD LETTERS"],
-        [
-            [
-                gate.name,
-                gate.pool,
-                _max(gate.max_concurrency),
-                _yes(gate.paused),
-                str(gate.inside),
-                str(gate.waiting),
-                str(gate.dead_letters),
-            ]
-            for gate in gates
-        ],
-    )
+def _members_document(kinds: Iterable[KindStatus], pool: str | None = None) -> dict[str, Any]:
+    """Each kind's members (those of ``pool``, if given) under its key (``lanes``, ``gates``)."""
+    return {
+        kind.kind.plural: [
+            asdict(member) for member in (kind.members if pool is None else kind.of_pool(pool))
+        ]
+        for kind in kinds
+    }
 
 
 def _stale(keys: tuple[str, ...]) -> str:
@@ -223,9 +175,8 @@ def status_table(status: Status) -> str:
     """
     parts = [] if status.control_problem is None else [problem_text(status.control_problem)]
     parts += [_summary(status), *_member_tables(status)]
-    members: tuple[LaneStatus | GateStatus, ...] = (*status.lanes, *status.gates)
-    if any(each.settings for each in members):
-        parts.append(settings_table(members))
+    if any(member.settings for kind in status.kinds for member in kind.members):
+        parts.append(settings_table(status.kinds))
     if status.stale_keys:
         parts.append(_stale(status.stale_keys))
     if status.removed:
@@ -234,14 +185,21 @@ def status_table(status: Status) -> str:
 
 
 def _member_tables(status: Status) -> list[str]:
-    """The pools', lanes' and gates' tables, when there is more than pool and lane ``default``."""
-    if not (len(status.lanes) > 1 or len(status.pools) > 1 or status.gates or status.stale_keys):
+    """The pools' table and each kind's, when there is more than pool and lane ``default``."""
+    members = sum(len(kind.members) for kind in status.kinds)
+    if not (members > 1 or len(status.pools) > 1 or status.stale_keys):
         return []
-    return [
-        _pools(status.pools),
-        _lanes(status.lanes),
-        *([_gates_table(status.gates)] if status.gates else []),
-    ]
+    return [_pools(status.pools), *_kind_tables(status.kinds)]
+
+
+def _kind_tables(kinds: Iterable[KindStatus], pool: str | None = None) -> list[str]:
+    """Each kind's table (of ``pool``'s members, if given): the primary kind's always, others' if any."""
+    tables = []
+    for kind in kinds:
+        members = kind.members if pool is None else kind.of_pool(pool)
+        if members or kind.kind.primary:
+            tables.append(kind.table(members))
+    return tables
 
 
 def removed_table(removed: tuple[RemovedStatus, ...]) -> str:
@@ -259,49 +217,38 @@ def _count(value: int | None) -> str:
 
 
 def member_status(status: Status, kind: str, name: str) -> tuple[dict[str, Any], str]:
-    """One configured pool's, lane's or gate's entry (for ``--json``) and its rows as text.
+    """One configured pool's or member's entry (for ``--json``) and its rows as text.
 
-    A pool's text shows its row, then the rows of its lanes and gates.
+    A pool's text shows its row, then the rows of its members, kind after kind.
     """
-    entries: dict[str, tuple[Any, ...]] = {"pool": status.pools, "lane": status.lanes, "gate": status.gates}
-    found = next(entry for entry in entries[kind] if entry.name == name)
-    if isinstance(found, LaneStatus):
-        return asdict(found), _with_settings(_lanes((found,)), (found,))
-    if isinstance(found, GateStatus):
-        return asdict(found), _with_settings(_gates_table((found,)), (found,))
-    return _pool_status(status, found)
+    if kind == "pool":
+        return _pool_status(status, next(pool for pool in status.pools if pool.name == name))
+    found = next(each for each in status.kinds if each.kind.name == kind)
+    member = next(each for each in found.members if each.name == name)
+    return asdict(member), _with_settings(found.table((member,)), [(found.kind.name, member)])
 
 
 def _pool_status(status: Status, pool: PoolStatus) -> tuple[dict[str, Any], str]:
-    """A pool's entry (with its lanes' and gates') and its rows, then its lanes' and gates' rows."""
-    lanes = tuple(lane for lane in status.lanes if lane.pool == pool.name)
-    gates = tuple(gate for gate in status.gates if gate.pool == pool.name)
-    text = "\n\n".join([_pools((pool,)), _lanes(lanes), *([_gates_table(gates)] if gates else [])])
-    document = {
-        **_pool_document(pool),
-        "lanes": [asdict(lane) for lane in lanes],
-        "gates": [asdict(gate) for gate in gates],
-    }
-    return document, _with_settings(text, (*lanes, *gates))
+    """A pool's entry (with its members') and its rows, then its members' rows."""
+    text = "\n\n".join([_pools((pool,)), *_kind_tables(status.kinds, pool.name)])
+    document = {**_pool_document(pool), **_members_document(status.kinds, pool.name)}
+    members = [(kind.kind.name, member) for kind in status.kinds for member in kind.of_pool(pool.name)]
+    return document, _with_settings(text, members)
 
 
-def _with_settings(text: str, members: tuple[LaneStatus | GateStatus, ...]) -> str:
-    return text if not any(each.settings for each in members) else f"{text}\n\n{settings_table(members)}"
+def _with_settings(text: str, members: Sequence[tuple[str, MemberRow]]) -> str:
+    return text if not any(member.settings for _, member in members) else f"{text}\n\n{_settings(members)}"
 
 
-def _max(value: int | None) -> str:
-    return "-" if value is None else str(value)
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def settings_table(members: tuple[LaneStatus | GateStatus, ...]) -> str:
+def settings_table(kinds: Iterable[KindStatus]) -> str:
     """A row per setting that is set anywhere: member, key, the value the ticks use, source, configured."""
+    return _settings([(kind.kind.name, member) for kind in kinds for member in kind.members])
+
+
+def _settings(members: Sequence[tuple[str, MemberRow]]) -> str:
     return settings_text(
-        (f"{'lane' if isinstance(member, LaneStatus) else 'gate'} {member.name}", key, setting)
-        for member in members
+        (f"{kind} {member.name}", key, setting)
+        for kind, member in members
         for key, setting in member.settings.items()
     )
 

@@ -1,0 +1,96 @@
+"""A kind's part of `dispatcher status`: its members' rows, its table, and what they hold of their pools.
+
+Each kind registers one reader in `dispatcher.cli.status_kinds`: `status` asks every kind in
+turn for its `KindStatus`, and never "is it a gate?".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from dispatcher.adapters.sqs import queue_depth
+from dispatcher.cli.config import Aws, Resources
+from dispatcher.core.counting import RunningListing
+from dispatcher.core.kinds import Kind
+from dispatcher.core.topology import Member, Topology
+
+
+class MemberRow(Protocol):
+    """One member's entry in `status` (a dataclass: ``--json`` shows its fields, in order)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def name(self) -> str:
+        """The member's name."""
+        ...
+
+    @property
+    def pool(self) -> str:
+        """The pool it counts in."""
+        ...
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Each of its settings that is set anywhere: the value the ticks use, its source, the configured."""
+        ...
+
+
+@dataclass(frozen=True)
+class KindStatus:
+    """One kind's members as `status` found them."""
+
+    kind: Kind
+    members: tuple[MemberRow, ...]
+    counts: Mapping[str, int]
+    """Count key (`Member.count_key`) → what holds a slot under it: its pool's RUNNING is their sum."""
+    table: Callable[[Sequence[MemberRow]], str]
+    """Its rows as a table (``LANE  POOL  …``)."""
+    listings: Mapping[str, RunningListing] = field(default_factory=dict)
+    """State machine ARN → the listing of its RUNNING executions it read (a lane's)."""
+
+    def of_pool(self, pool: str) -> tuple[MemberRow, ...]:
+        """Its members that count in ``pool``."""
+        return tuple(member for member in self.members if member.pool == pool)
+
+
+@dataclass(frozen=True)
+class StatusRead:
+    """What every kind's reader works with: AWS, the deployment, the steered members, their settings."""
+
+    aws: Aws
+    resources: Resources
+    topology: Topology
+    shown: Mapping[tuple[str, str, str], dict[str, Any]]
+    """(kind, member, key) → the setting as shown (`Setting.as_json`)."""
+    now: float
+
+    def settings_of(self, member: Member) -> dict[str, Any]:
+        """The settings of ``member`` that are set anywhere."""
+        return {
+            key: value
+            for (kind, name, key), value in self.shown.items()
+            if (kind, name) == (member.kind, member.name)
+        }
+
+    def halted(self, member: Member) -> bool:
+        """Whether nothing of it starts: paused, MAX 0 (it reads as paused everywhere), or its pool halted."""
+        own = member.paused or member.max_concurrency == 0
+        return own or self.topology.pool(member.pool).halted
+
+    def depth(self, url: str) -> tuple[int, int]:
+        """A queue's visible and in-flight messages."""
+        depth = queue_depth(self.aws.client("sqs"), url)
+        return depth.visible, depth.in_flight
+
+
+def yes(flag: bool) -> str:
+    """A flag as a cell."""
+    return "yes" if flag else "no"
+
+
+def limit(value: int | None) -> str:
+    """A member's own MAX as a cell (``-``: its pool's alone)."""
+    return "-" if value is None else str(value)
