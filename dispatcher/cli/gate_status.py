@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dispatcher.adapters.gate_roster import RosterTable
+from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.kind_status import KindStatus, MemberRow, StatusRead, limit, yes
 from dispatcher.cli.output import table
 from dispatcher.core.kinds.gate import GATE_KIND, Gate
+from dispatcher.core.rosters import RosterRead
+from dispatcher.core.topology import Member, Topology
 
 
 @dataclass(frozen=True)
@@ -74,3 +77,16 @@ def gates_table(gates: Sequence[MemberRow]) -> str:
             if isinstance(gate, GateStatus)
         ],
     )
+
+
+def gate_rosters(
+    aws: Aws, resources: Resources, topology: Topology, wanted: Callable[[Member], bool]
+) -> list[tuple[Member, RosterRead]]:
+    """Each wanted gate (every gate counts its executions inside by group), with its roster."""
+    gates = [gate for gate in topology.members_of(kind=Gate) if wanted(gate)]
+    if not gates:
+        return []
+    roster = RosterTable(
+        aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
+    )
+    return [(gate, roster.read(gate)) for gate in gates]

@@ -11,18 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TextIO
 
-from dispatcher.adapters.gate_roster import RosterTable
-from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.cli.config import Aws, Resources, control_parameter
 from dispatcher.cli.members import chosen_member
 from dispatcher.cli.output import table
+from dispatcher.cli.status_kinds import CLI_KINDS
 from dispatcher.core.control import steer
-from dispatcher.core.kinds.gate import GATE, Gate
 from dispatcher.core.rosters import group_counts
-from dispatcher.core.topology import LANE, Lane, Member, Topology
+from dispatcher.core.topology import Member
 
 
 @dataclass(frozen=True)
@@ -35,16 +34,14 @@ class GroupRow:
     held: int
 
 
-def members_with_groups(topology: Topology, chosen: tuple[str, str] | None) -> list[Member]:
-    """The members whose groups are counted (tenant lanes and every gate), or the one chosen."""
-    members: list[Member] = [lane for lane in topology.members_of(kind=Lane) if lane.tenants]
-    members += list(topology.members_of(kind=Gate))
+def _wanted(chosen: tuple[str, str] | None) -> Callable[[Member], bool]:
+    """Whether a member is one ``--pool``/``--lane``/``--gate`` chose (all of them when none is given)."""
     if chosen is None:
-        return members
+        return lambda _member: True
     kind, name = chosen
     if kind == "pool":
-        return [member for member in members if member.pool == name]
-    return [member for member in members if member.name == name]
+        return lambda member: member.pool == name
+    return lambda member: member.name == name
 
 
 def read_groups(aws: Aws, resources: Resources, chosen: tuple[str, str] | None) -> list[GroupRow]:
@@ -53,24 +50,16 @@ def read_groups(aws: Aws, resources: Resources, chosen: tuple[str, str] | None) 
     read = None if control is None else control.read()
     environment_max = resources.max_concurrency or 0  # MAX doesn't matter here
     topology = steer(resources.topology(environment_max), read, resources.control_parameter)
-    arguments = (
-        aws.client("dynamodb"),
-        resources.need("state_table"),
-        topology.default_lane.state_machine_arn,
-    )
-    rosters: dict[str, LaneRosterTable | RosterTable] = {
-        LANE: LaneRosterTable(*arguments),
-        GATE: RosterTable(*arguments),
-    }
+    resources.need("state_table")  # where every roster is kept
     rows: list[GroupRow] = []
-    for member in members_with_groups(topology, chosen):
-        roster = rosters[member.kind].read(member)
-        running = group_counts(roster.entries)
-        held = Counter(hold.group for hold in roster.held)
-        rows += [
-            GroupRow(member.name, group, running.get(group, 0), held.get(group, 0))
-            for group in sorted(running.keys() | held.keys())
-        ]
+    for kind in CLI_KINDS:
+        for member, roster in kind.rosters(aws, resources, topology, _wanted(chosen)):
+            running = group_counts(roster.entries)
+            held = Counter(hold.group for hold in roster.held)
+            rows += [
+                GroupRow(member.name, group, running.get(group, 0), held.get(group, 0))
+                for group in sorted(running.keys() | held.keys())
+            ]
     return sorted(rows, key=lambda row: (-row.running, -row.held, row.member, row.group))
 
 

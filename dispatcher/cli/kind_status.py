@@ -1,7 +1,7 @@
-"""A kind's part of `dispatcher status`: its members' rows, its table, and what they hold of their pools.
+"""A kind's part of `dispatcher status`: its members' rows and table, what they hold of their pools, rosters.
 
-Each kind registers one reader in `dispatcher.cli.status_kinds`: `status` asks every kind in
-turn for its `KindStatus`, and never "is it a gate?".
+Each kind registers one `CliKind` in `dispatcher.cli.status_kinds`: `status` (and ``status
+--groups``) asks every kind in turn, and never "is it a gate?".
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dispatcher.adapters.sqs import queue_depth
 from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.counting import RunningListing
 from dispatcher.core.kinds import Kind
+from dispatcher.core.rosters import RosterRead
 from dispatcher.core.topology import Member, Topology
 
 
@@ -84,6 +85,18 @@ class StatusRead:
         """A queue's visible and in-flight messages."""
         depth = queue_depth(self.aws.client("sqs"), url)
         return depth.visible, depth.in_flight
+
+
+Rosters = Callable[[Aws, Resources, Topology, Callable[[Member], bool]], list[tuple[Member, RosterRead]]]
+"""A kind's members that count by message group (those ``wanted``), each with its roster as read."""
+
+
+@dataclass(frozen=True)
+class CliKind:
+    """One kind's registration in the CLI: its part of `status`, and its rosters (`status --groups`)."""
+
+    status: Callable[[StatusRead], KindStatus]
+    rosters: Rosters
 
 
 def yes(flag: bool) -> str:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatcher.adapters.lane_roster import LaneRosterTable
 from dispatcher.adapters.stepfunctions import StateMachine
+from dispatcher.cli.config import Aws, Resources
 from dispatcher.cli.kind_status import KindStatus, MemberRow, StatusRead, limit, yes
 from dispatcher.cli.output import table
 from dispatcher.core.kinds import kind_of
-from dispatcher.core.topology import LANE, Lane
+from dispatcher.core.rosters import RosterRead
+from dispatcher.core.topology import LANE, Lane, Member, Topology
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,16 @@ def lanes_table(lanes: Sequence[MemberRow]) -> str:
             if isinstance(lane, LaneStatus)
         ],
     )
+
+
+def lane_rosters(
+    aws: Aws, resources: Resources, topology: Topology, wanted: Callable[[Member], bool]
+) -> list[tuple[Member, RosterRead]]:
+    """Each wanted lane that counts by group (a group limit, or fair share), with its roster."""
+    lanes = [lane for lane in topology.members_of(kind=Lane) if lane.tenants and wanted(lane)]
+    if not lanes:
+        return []
+    roster = LaneRosterTable(
+        aws.client("dynamodb"), resources.need("state_table"), topology.default_lane.state_machine_arn
+    )
+    return [(lane, roster.read(lane)) for lane in lanes]

@@ -25,7 +25,7 @@ from dispatcher.cli.members import add_member_options, chosen_member
 from dispatcher.cli.members import member as find_member
 from dispatcher.cli.parameter import described
 from dispatcher.cli.pool_limits import environment_max, ledger_of, with_limits
-from dispatcher.cli.status_kinds import STATUS_KINDS
+from dispatcher.cli.status_kinds import CLI_KINDS
 from dispatcher.cli.status_view import (
     PoolStatus,
     RemovedStatus,
@@ -48,7 +48,7 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     read, problem, configured, steered = _steered(aws, resources)
     topology = with_limits(steered, ledger_of(aws, resources, configured))
     shown = {(each.kind, each.member, each.key): each.as_json() for each in settings(configured, read)}
-    kinds = tuple(status_of(StatusRead(aws, resources, topology, shown, now)) for status_of in STATUS_KINDS)
+    kinds = tuple(kind.status(StatusRead(aws, resources, topology, shown, now)) for kind in CLI_KINDS)
     running = {key: count for kind in kinds for key, count in kind.counts.items()}
     pools = [_pool(pool, pool_running(topology, pool.name, running)) for pool in topology.pools]
     default_lane = topology.default_lane

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dispatcher.cli.gate_status import gate_rosters, read_gates
+from dispatcher.cli.kind_status import CliKind
+from dispatcher.cli.lane_status import lane_rosters, read_lanes
 
-from dispatcher.cli.gate_status import read_gates
-from dispatcher.cli.kind_status import KindStatus, StatusRead
-from dispatcher.cli.lane_status import read_lanes
-
-STATUS_KINDS: tuple[Callable[[StatusRead], KindStatus], ...] = (read_lanes, read_gates)
-"""Each kind's reader: the primary one (lane) first."""
+CLI_KINDS: tuple[CliKind, ...] = (CliKind(read_lanes, lane_rosters), CliKind(read_gates, gate_rosters))
+"""Each kind's part of `status` and ``status --groups``: the primary one (lane) first."""
