@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import subprocess
 import sys
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,6 +99,49 @@ def test_no_shipped_module_is_over_400_lines() -> None:
     assert long == {}
 
 
+GATE_NAMERS = frozenset(
+    {
+        "dispatcher.core.kinds",  # the kinds' registration
+        "dispatcher.tick.kinds",  # the kinds' sides of the tick, registered
+        "dispatcher.cli.status_kinds",  # the kinds' parts of `status`, registered
+        "dispatcher.settings",  # the one home of the stack's output names
+        "dispatcher.core.events",  # the one home of the events' keys (a release's "gate")
+        "dispatcher.adapters.resources",  # boto3's ports, every kind's
+        "dispatcher.cli.info",  # the stack's resources, a gate's release queue among them
+        "dispatcher.cli.local",  # `dispatcher local --gate`
+    }
+)
+"""The shipped modules outside the gate's own (a name with ``gate`` in it) that may name the gate."""
+ANOTHER_WORD = ("aggregat", "delegat", "navigat", "propagat", "investigat", "mitigat", "obligat")
+
+
+def names_the_gate(path: Path) -> bool:
+    """Whether any name in the module's code (not its docstrings, comments or strings) says gate."""
+    names = (
+        token.string.lower()
+        for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        if token.type == tokenize.NAME
+    )
+    return any("gate" in name and not any(word in name for word in ANOTHER_WORD) for name in names)
+
+
+def test_only_the_gates_own_modules_and_the_registrations_name_the_gate() -> None:
+    """Code that serves every kind asks the registry (`KINDS`), never "is it a gate?".
+
+    A shipped module that names the gate either is the gate's own (``gate`` in its name) or
+    is one of `GATE_NAMERS`: a registration, or the one home of a fact of the contract.
+    """
+    naming = {name for name in SHIPPED if "gate" not in name.split(".")[-1] and names_the_gate(MODULES[name])}
+    assert naming <= GATE_NAMERS, f"name the gate only in its own modules: {sorted(naming - GATE_NAMERS)}"
+    assert len(GATE_NAMERS) <= 10
+
+
+def test_the_rule_sees_a_name_and_not_a_word() -> None:
+    """A module that calls ``GateRound`` names the gate; ``aggregate`` and a docstring's "gate" don't."""
+    assert names_the_gate(MODULES["dispatcher.tick.ticking"]) is False
+    assert names_the_gate(MODULES["dispatcher.tick.kinds"]) is True
+
+
 def test_no_module_imports_itself_back() -> None:
     """No import cycle inside dispatcher/, counting imports inside functions."""
     cycles = [name for name in MODULES if name in reachable(name)]
@@ -126,6 +171,9 @@ def test_a_command_imports_no_other_command() -> None:
     shared |= {"dispatcher.cli.parameter", "dispatcher.cli.status_view"}  # the control parameter's writes
     shared |= {"dispatcher.cli.pool_limits"}  # adaptive pools' limits: status reads them, two commands write
     shared |= {"dispatcher.cli.pool_settings"}  # a pool's settings as set and unset change and say them
+    # Each kind's part of status (its rows, its rosters), registered once in status_kinds.
+    shared |= {"dispatcher.cli.kind_status", "dispatcher.cli.status_kinds"}
+    shared |= {"dispatcher.cli.lane_status", "dispatcher.cli.gate_status"}
     for name in MODULES:
         if name.startswith("dispatcher.cli.") and name not in {
             "dispatcher.cli.main",
