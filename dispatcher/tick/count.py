@@ -41,7 +41,7 @@ from dispatcher.core.jobs import Cancellations
 from dispatcher.core.member_queues import Queues, removed, to_record
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.telemetry import logger
-from dispatcher.tick.ports import Executions, StartLedger
+from dispatcher.tick.ports import Executions, MemberQueueRecords, StartLedger, StateReads
 from dispatcher.tick.warm import WarmState
 
 
@@ -77,9 +77,17 @@ class Records:
     only the window's newest records.
     """
 
-    def __init__(self, store: StartLedger, members: Queues | None = None) -> None:
-        """``members``: every configured lane's and gate's queues, kept in the table (None: not kept)."""
-        self._store = store
+    def __init__(
+        self,
+        reads: StateReads,
+        ledger: StartLedger,
+        member_queues: MemberQueueRecords,
+        members: Queues | None = None,
+    ) -> None:
+        """``members``: every configured member's queues, kept in the table (None: not kept)."""
+        self._reads = reads
+        self._ledger = ledger
+        self._member_queues = member_queues
         self._members = members
         self._holding = False
         self._known: KnownWindow | None = None
@@ -91,7 +99,7 @@ class Records:
             extra={"executions": [(end.name, end.stopped_at) for end in ended]},
         )
         try:
-            left = self._store.note_ended(ended, now)
+            left = self._ledger.note_ended(ended, now)
         except TransientError as error:
             left, reason = len(ended), str(error)
         else:
@@ -120,12 +128,12 @@ class Records:
         since = min(oldest.values())
         if self._known is None or not self._holding:
             known = KnownWindow(read_at=now)
-            window = self._store.window(since)
+            window = self._reads.window(since)
             if self._holding:
                 self._known = known
         else:
             known = self._known
-            window = self._store.window(max(since, known.rereads_from()))
+            window = self._reads.window(max(since, known.rereads_from()))
         known.add(window, now)
         self._keep_members(window.members)
         return Snapshot(known.views(oldest), window.limits, window.cancellations, known)
@@ -144,7 +152,7 @@ class Records:
         if updated is None:
             return
         try:
-            self._store.record_members(updated)
+            self._member_queues.record_members(updated)
         except TransientError as error:  # kept by a later tick: never a reason to stop this one
             logger.warning("could not keep the members' queues", extra={"reason": str(error)})
         else:
@@ -152,7 +160,7 @@ class Records:
 
     def void(self, records: Sequence[LedgerStart], now: float) -> None:
         """Void starts that no longer count (best effort: see `StartLedger.void`)."""
-        self._store.void(records, now)
+        self._ledger.void(records, now)
         if self._known is not None:
             self._known.drop(records)
 

@@ -11,14 +11,14 @@ from typing import Protocol
 from dispatcher.tick.gate_kind import GateResources, GateTick, wire_gates
 from dispatcher.tick.kind import TickKind
 from dispatcher.tick.lane_kind import LaneResources, LaneTick, wire_lanes
-from dispatcher.tick.ports import JobRecords, Lease, StartLedger
+from dispatcher.tick.ports import JobRecords, Lease, StateTable
 
 
 class Resources(LaneResources, GateResources, Protocol):
     """Makes the ports of one container from names: boto3's adapters, or an in-memory AWS's."""
 
-    def ledger(self, key: str) -> StartLedger:
-        """The state table's start ledger of one dispatcher, keyed by ``key``."""
+    def ledger(self, key: str) -> StateTable:
+        """The state table of one dispatcher, keyed by ``key``: its start ledger, reads, limits, queues."""
         ...
 
     def lease(self, key: str) -> Lease:

@@ -19,7 +19,7 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.topology import Pool, Topology
 from dispatcher.telemetry import logger
-from dispatcher.tick.ports import StartLedger
+from dispatcher.tick.ports import LimitRecords
 
 WRITE_ATTEMPTS = 2
 
@@ -27,8 +27,8 @@ WRITE_ATTEMPTS = 2
 class Limits:
     """The adaptive pools' limits of one invocation's ticks."""
 
-    def __init__(self, ledger: StartLedger, clock: Callable[[], float]) -> None:
-        self._ledger = ledger
+    def __init__(self, records: LimitRecords, clock: Callable[[], float]) -> None:
+        self._records = records
         self._clock = clock
 
     def adapt(
@@ -88,11 +88,11 @@ class Limits:
             if not adaptation.changed:
                 return limit
             try:
-                if self._ledger.record_limit(pool.name, adaptation.state, state, now):
+                if self._records.record_limit(pool.name, adaptation.state, state, now):
                     _log(pool, adaptation, running)
                     return limit
                 if attempt + 1 < WRITE_ATTEMPTS:
-                    state = self._ledger.limit(pool.name)
+                    state = self._records.limit(pool.name)
                     fallback = min(fallback, limit_of(state, adaptive, pool.max_concurrency))
             except TransientError as error:
                 logger.warning(
@@ -107,7 +107,7 @@ class Limits:
     def _turned_off(self, pool: Pool, state: LimitState) -> None:
         """``adaptive`` was taken away: its limit goes back to MAX, so turning it on again starts there."""
         try:
-            written = self._ledger.record_limit(
+            written = self._records.record_limit(
                 pool.name, reset(state, pool.max_concurrency, self._clock()), state, self._clock()
             )
         except TransientError as error:

@@ -115,7 +115,7 @@ class StateMachine(Executions, Admissions, Protocol):
 
 
 class StartLedger(Protocol):
-    """The state table's recent starts and ends, every state machine's of one dispatcher."""
+    """The state table as the start ledger: a start written before it happens, ends noted, starts voided."""
 
     def starts_of(self, requests: Sequence[LedgerRequest], now: float) -> list[list[LedgerStart]]:
         """The starts `record` writes for starting these executions now, each lane's apart."""
@@ -129,13 +129,29 @@ class StartLedger(Protocol):
         """Remember the ends status change events reported; how many were left (best effort)."""
         ...
 
-    def window(self, oldest: float) -> StateWindow:
-        """Starts and ends written at or after ``oldest``, each naming its state machine."""
+    def void(self, starts: Sequence[LedgerStart], now: float) -> int:
+        """Void starts that no longer count, now; how many were left (best effort)."""
         ...
+
+
+class StateReads(Protocol):
+    """The state table as a tick reads it: one read of its partition, every kind of item in it."""
+
+    def window(self, oldest: float) -> StateWindow:
+        """Starts and ends written at or after ``oldest``, each naming its state machine (and the rest)."""
+        ...
+
+
+class MemberQueueRecords(Protocol):
+    """The state table's memory of the members' queues (what a member removed from ``LANES`` left)."""
 
     def record_members(self, queues: Mapping[str, Mapping[str, str]]) -> None:
         """Keep the members' queues (`dispatcher.core.member_queues`), replacing what was kept."""
         ...
+
+
+class LimitRecords(Protocol):
+    """The state table's adaptive pools' limits, shared by every writer."""
 
     def record_limit(self, pool: str, state: LimitState, previous: LimitState | None, now: float) -> bool:
         """Write an adaptive pool's limit, made from ``previous``; False when another writer changed it."""
@@ -145,9 +161,9 @@ class StartLedger(Protocol):
         """An adaptive pool's limit as last written (None: never written: L is MAX)."""
         ...
 
-    def void(self, starts: Sequence[LedgerStart], now: float) -> int:
-        """Void starts that no longer count, now; how many were left (best effort)."""
-        ...
+
+class StateTable(StartLedger, StateReads, MemberQueueRecords, LimitRecords, Protocol):
+    """Every role of the state table, as one adapter plays them all (boto3's, the in-memory AWS's)."""
 
 
 class Roster(Protocol):
@@ -273,6 +289,10 @@ class Ports:
     lease: Lease
     ledger: StartLedger
     """Every lane's recent starts and ends."""
+    reads: StateReads
+    """The tick's one read of the state table."""
+    limits: LimitRecords
+    member_queues: MemberQueueRecords
     jobs: JobRecords | None = None
     """Pending cancellations and job records (None: no lane's jobs are followed)."""
 

@@ -48,7 +48,7 @@ class Dispatcher:
         self._ticked = False
         self._ports = ports
         self._runtime = runtime
-        self._records = Records(ports.ledger, members_of(policy.topology))
+        self._records = Records(ports.reads, ports.ledger, ports.member_queues, members_of(policy.topology))
         self._ticker = Ticker(policy, ports, runtime, warm or WarmState(), self._records)
 
     def run(

@@ -66,7 +66,7 @@ class Ticker:
         """Every pool and member with their live limits, as the latest tick steered them."""
         self._rates = RateWaits({lane.name: lane.rate for lane in ports.lanes if lane.rate is not None})
         self._records = records
-        self._limits = Limits(ports.ledger, runtime.clock)
+        self._limits = Limits(ports.limits, runtime.clock)
         self._tenants = Tenants()
         parts = TickParts(policy, runtime, warm, records, self._tenants.books)
         self._kinds = [kind.tick(ports, parts, self.topology) for kind in TICK_KINDS]

@@ -25,9 +25,13 @@ def wire(topology: Topology, resources: Resources) -> Ports:
     """
     key = topology.default_lane.state_machine_arn
     wired = Wired(key, {arn: resources.state_machine(arn) for arn in topology.state_machines})
+    table = resources.ledger(key)
     return Ports(
         members=tuple(member for kind in TICK_KINDS for member in kind.wire(topology, resources, wired)),
         lease=resources.lease(key),
-        ledger=resources.ledger(key),
+        ledger=table,
+        reads=table,
+        limits=table,
+        member_queues=table,
         jobs=resources.job_records(key),
     )

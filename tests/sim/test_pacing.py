@@ -82,7 +82,7 @@ def test_a_start_seen_running_is_described_again_only_after_a_fresher_listing() 
     aws = InMemoryAws(lag=Lag(start=60.0), seed=1)  # the list shows no new execution for a minute
     ports = aws.ports(aws.clients())
     warm = WarmState()
-    records = Records(ports.ledger)
+    records = Records(ports.reads, ports.ledger, ports.member_queues)
     counter = Counter(
         ports.default.state_machine,
         records,
