@@ -25,8 +25,8 @@ from dispatcher import handler
 from dispatcher.core.control import Control
 from dispatcher.core.jobs import start_by_text
 from dispatcher.core.kinds import total_keys
+from dispatcher.core.kinds.gate import GATE as GATE_KIND
 from dispatcher.core.topology import DEFAULT
-from dispatcher.core.topology import GATE as GATE_KIND
 from dispatcher.core.topology import LANE as LANE_KIND
 from dispatcher.local.account import REGION, environment
 from dispatcher.local.stack import Stack, create_stack

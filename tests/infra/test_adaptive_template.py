@@ -11,7 +11,8 @@ def test_adaptive_parameters_make_pool_default_adaptive_through_the_control_para
     """AdaptiveErrors (and its three companions) become the control parameter's pools.default.adaptive."""
     from dispatcher.core.adaptive import Adaptive  # noqa: PLC0415
     from dispatcher.core.control import parse_control, steer  # noqa: PLC0415
-    from dispatcher.core.topology import DEFAULT, Lane, parse_lanes  # noqa: PLC0415
+    from dispatcher.core.lanes import parse_lanes  # noqa: PLC0415
+    from dispatcher.core.topology import DEFAULT, Lane  # noqa: PLC0415
 
     value = sam_template()["Resources"]["ControlParameter"]["Properties"]["Value"]
     topology = parse_lanes(None, Lane(DEFAULT, DEFAULT, "q.fifo", "d.fifo", SAMPLE_WORKFLOW_ARN), 5)
