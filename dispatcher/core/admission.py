@@ -23,11 +23,13 @@ class Start:
     """Start an execution with this name and the message body as input (a gate's admission: `Enter`).
 
     The decisions a round makes calls for are its kinds: a `Start`, a `Redrive`, an
-    `Expiring`, an `Enter`; each says what its call is.
+    `Expiring`, an `Enter`; each says what its call is. A `Cancelled` one makes none.
     """
 
     message: QueuedMessage
     name: str
+    unmade: ClassVar[Outcome | None] = None
+    """The outcome of a decision whose call is never made (None: it is made)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,17 @@ class Expiring(Start):
     """
 
     letter: DeadLetter
+
+
+@dataclass(frozen=True)
+class Cancelled(Start):
+    """A job admitted this round that its producer cancelled, as the round's screen found: no call is made.
+
+    It keeps its place among its group's starts (a throttle before it leaves it waiting, as
+    the later ones), and leaves its queue once the round is done.
+    """
+
+    unmade: ClassVar[Outcome | None] = Outcome.CANCELLED
 
 
 @dataclass(frozen=True)

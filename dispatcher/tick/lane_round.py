@@ -124,7 +124,8 @@ class LaneRound(MemberRound):
         outcome = part.outcome
         admitted = [(start.message, start.name) for start in part.admission.starts]
         screened = screen(cancellations, admitted, outcome.messages[Outcome.WAITING])
-        outcome.cancelled |= screened.started
+        if isinstance(part.starts, LaneStarts):
+            part.starts.cancel(screened.started)
         self._why.update(screened.why)
         self._in_advance |= screened.in_advance
         if screened.dropped:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from dispatcher.core.admission import DeadLetter, Expiring, Redrive, Start
+from dispatcher.core.admission import Cancelled, DeadLetter, Expiring, Redrive, Start
 from dispatcher.core.counting import LedgerRequest
 from dispatcher.core.errors import (
     ExecutionExistsError,
@@ -66,6 +66,12 @@ class LaneStarts:
             if self.roster
         )
         return Recording(LedgerRequest(arn, groups, redrives, lane=self.lane), entries)
+
+    def cancel(self, names: Collection[str]) -> None:
+        """Its starts of these names become `Cancelled`: they keep their places, and make no call."""
+        self.starts = [
+            Cancelled(start.message, start.name) if start.name in names else start for start in self.starts
+        ]
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:
         """Start (or redrive) one execution; what became of its message goes to ``outcome``."""

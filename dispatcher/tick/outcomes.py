@@ -74,8 +74,6 @@ class RoundOutcome(GroupOutcome):
     """Of those waiting: the first job of each group at its limit, to hold in flight (`GroupBook.hold`)."""
     undeleted: list[QueuedMessage] = field(default_factory=list)
     """Of the done messages, those whose delete failed: they come back."""
-    cancelled: set[str] = field(default_factory=set)
-    """Names of its admitted jobs a cancellation names: they are never started (`Outcome.CANCELLED`)."""
 
     def merge(self, group: GroupOutcome) -> None:
         """Add one group's outcome."""

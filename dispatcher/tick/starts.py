@@ -227,9 +227,9 @@ class Starter:
         """Start one group's messages in order; after a throttle anywhere, start no more."""
         outcome = GroupOutcome()
         for index, start in enumerate(starts):
-            if start.name in lane.outcome.cancelled:
-                # Its producer cancelled it, as this round's read of the cancellations found.
-                outcome.add(Outcome.CANCELLED, [start.message])
+            if start.unmade is not None:
+                # A decision that makes no call (a job its producer cancelled): its outcome is said.
+                outcome.add(start.unmade, [start.message])
                 continue
             if stop.is_set() or start.name not in lane.recorded or not _admitted(lane, start, outcome, stop):
                 outcome.add(Outcome.WAITING, [later.message for later in starts[index:]])
