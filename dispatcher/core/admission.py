@@ -78,6 +78,22 @@ class Expired(DeadLetter):
     outcome: ClassVar[Outcome] = Outcome.EXPIRED
 
 
+@dataclass(frozen=True)
+class Wait:
+    """The message waits for a later round: beyond the free slots, or behind its group's that waits."""
+
+    message: QueuedMessage
+    outcome: ClassVar[Outcome] = Outcome.WAITING
+
+
+@dataclass(frozen=True)
+class HoldForGroup(Wait):
+    """The first job of a group at its limit: it waits held in flight until its group has room (`Hold`)."""
+
+    turn: int = 0
+    """When the round came to its group (fair share goes to the groups holding fewest first)."""
+
+
 def plan_message(message: QueuedMessage) -> Start | Redrive | DeadLetter:
     """Validate a message and pick its execution name (the attribute, else the MessageId)."""
     problem = input_problem(message.body)
@@ -143,8 +159,21 @@ class Admission:
     starts: tuple[Start, ...]
     """At most the free slots, in receive order: record these, then start them."""
     dead_letters: tuple[DeadLetter, ...]
-    waiting: tuple[QueuedMessage, ...]
-    """Beyond the free slots, or behind a held-back message of the same group."""
+    waits: tuple[Wait, ...]
+    """Beyond the free slots, behind a held-back message of the same group, or held for its group."""
+
+    @property
+    def waiting(self) -> tuple[QueuedMessage, ...]:
+        """The messages that wait, in receive order."""
+        return tuple(wait.message for wait in self.waits)
+
+    @property
+    def held_for_group(self) -> tuple[QueuedMessage, ...]:
+        """Of those waiting: the first job of each group at its limit (to hold in flight)."""
+        held = sorted(
+            (wait.turn, index) for index, wait in enumerate(self.waits) if isinstance(wait, HoldForGroup)
+        )
+        return tuple(self.waits[index].message for _, index in held)
 
 
 Plan = Callable[[QueuedMessage], "Start | DeadLetter | None"]
@@ -166,7 +195,7 @@ def admit(
     """
     starts: list[Start] = []
     dead_letters: list[DeadLetter] = []
-    waiting: list[QueuedMessage] = []
+    waiting: list[Wait] = []
     order = GroupOrder()
     slots = 0
     for message in messages:
@@ -174,7 +203,7 @@ def admit(
         needs = not isinstance(decision, Start) or takes_slot(decision)
         if decision is None or (needs and slots >= free):
             order.wait(message)
-            waiting.append(message)
+            waiting.append(Wait(message))
             continue
         if isinstance(decision, DeadLetter):
             dead_letters.append(decision)

@@ -19,7 +19,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dispatcher.core.admission import Admission, DeadLetter, GroupOrder, Plan, Start, admit, plan_message
+from dispatcher.core.admission import (
+    Admission,
+    DeadLetter,
+    GroupOrder,
+    HoldForGroup,
+    Plan,
+    Start,
+    Wait,
+    admit,
+    plan_message,
+)
 from dispatcher.core.messages import QueuedMessage
 
 HOLD_SECONDS = 4 * 3600
@@ -69,14 +79,6 @@ def held_key(group: str) -> str:
 def due_to_show(holds: Iterable[Hold], running: Mapping[str, int], share: Share) -> list[Hold]:
     """The held jobs whose group is below its limit now (or has no limit any more): show them again."""
     return [hold for hold in holds if not group_full(share, running.get(hold.group, 0))]
-
-
-@dataclass(frozen=True)
-class SharedAdmission(Admission):
-    """An admission that shares slots among groups: also the jobs held for their group's limit."""
-
-    held_for_group: tuple[QueuedMessage, ...] = ()
-    """Of ``waiting``: the first job of each group at its limit (to hold in flight)."""
 
 
 Queued = tuple[int, QueuedMessage, "Start | DeadLetter"]
@@ -175,7 +177,7 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
     *,
     plan: Plan = plan_message,
     takes_slot: Callable[[Start], bool] = lambda start: True,
-) -> SharedAdmission:
+) -> Admission:
     """`admit`, with each group's limit, and with fair share the free slots to the groups holding fewest.
 
     ``running``: each group's executions holding the member's slots now (this tick's
@@ -187,7 +189,7 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
     only when none can.
     """
     if not share.active:
-        return SharedAdmission(*_fields(admit(messages, free, plan, takes_slot)))
+        return admit(messages, free, plan, takes_slot)
     queued = group_queues(messages, plan)
     picked = pick(queued.queues, free, share, running, takes_slot)
     return _admission(messages, queued.queues, picked)
@@ -195,7 +197,7 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
 
 def _admission(
     messages: Sequence[QueuedMessage], queues: Mapping[str, Sequence[Queued]], picked: Picked
-) -> SharedAdmission:
+) -> Admission:
     """What was picked, in receive order; the rest waits."""
     decisions = sorted(
         (index, decision)
@@ -203,11 +205,15 @@ def _admission(
         for index, _, decision in queue
         if index in picked.chosen
     )
-    return SharedAdmission(
+    turns = {message.message_id: turn for turn, message in enumerate(picked.held_for_group)}
+    return Admission(
         tuple(decision for _, decision in decisions if isinstance(decision, Start)),
         tuple(decision for _, decision in decisions if isinstance(decision, DeadLetter)),
-        tuple(message for index, message in enumerate(messages) if index not in picked.chosen),
-        picked.held_for_group,
+        tuple(
+            HoldForGroup(message, turns[message.message_id]) if message.message_id in turns else Wait(message)
+            for index, message in enumerate(messages)
+            if index not in picked.chosen
+        ),
     )
 
 
@@ -232,9 +238,3 @@ def _next_group(
         return not aged, running.get(group, 0) + given.get(group, 0), position(group)
 
     return min(heads, key=fewest)
-
-
-def _fields(
-    admission: Admission,
-) -> tuple[tuple[Start, ...], tuple[DeadLetter, ...], tuple[QueuedMessage, ...]]:
-    return admission.starts, admission.dead_letters, admission.waiting

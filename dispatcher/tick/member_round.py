@@ -16,7 +16,7 @@ from dispatcher.core.jobs import Cancellations, Dropped, JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
-from dispatcher.core.tenants import FAIR_SHARE_LOOK_AHEAD, SharedAdmission
+from dispatcher.core.tenants import FAIR_SHARE_LOOK_AHEAD
 from dispatcher.telemetry import logger
 from dispatcher.tick.groups import GroupBook
 from dispatcher.tick.outcomes import RoundOutcome
@@ -151,8 +151,7 @@ class MemberRound:
         """The part's calls, its admission decided: its poison and what waits go to its outcome."""
         part.outcome.dead_letters += part.admission.dead_letters
         part.outcome.add(Outcome.WAITING, part.admission.waiting)
-        if isinstance(part.admission, SharedAdmission):
-            part.outcome.held_for_group += part.admission.held_for_group
+        part.outcome.held_for_group += part.admission.held_for_group
         part.starts = self._starts(part, clock)
         return part.starts
 

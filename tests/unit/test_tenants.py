@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from dispatcher.core.admission import admit
+from dispatcher.core.admission import HoldForGroup, Wait, admit
 from dispatcher.core.control import parse_control, steer
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.kinds.gate import Gate
 from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.outcomes import Outcome
 from dispatcher.core.tenants import PASSED_OVER_RECEIVES, Hold, Share, admit_shared, due_to_show
 from dispatcher.core.topology import Lane
 from dispatcher.settings import load_settings
@@ -46,6 +47,24 @@ def test_a_group_at_its_limit_is_held_and_its_later_jobs_wait_behind_it() -> Non
     assert ids(admission.starts) == ["a1", "b1"]
     assert ids(admission.held_for_group) == ["a2"]
     assert ids(admission.waiting) == ["a2", "a3"]
+
+
+def test_each_waiting_job_is_a_decision_the_held_one_a_hold_for_its_group() -> None:
+    """What waits is one decision a message: a plain wait, or a hold for a group at its limit."""
+    admission = admit_shared(jobs("a", "a", "b", "a"), 10, Share(max_per_group=2), {"a": 1})
+    assert [(type(wait), wait.message.message_id) for wait in admission.waits] == [
+        (HoldForGroup, "a2"),
+        (Wait, "a3"),
+    ]
+    assert all(wait.outcome is Outcome.WAITING for wait in admission.waits)
+    assert [type(wait) for wait in admit(jobs("a", "b"), 1).waits] == [Wait]
+
+
+def test_holds_keep_the_order_fair_share_came_to_their_groups() -> None:
+    """With fair share the group holding fewest is served (and held) first, whatever was received first."""
+    admission = admit_shared(jobs("a", "b"), 10, Share(max_per_group=1, fair_share=True), {"a": 2, "b": 1})
+    assert ids(admission.waiting) == ["a1", "b1"]
+    assert ids(admission.held_for_group) == ["b1", "a1"]
 
 
 def test_the_round_s_own_starts_count_toward_the_limit() -> None:
