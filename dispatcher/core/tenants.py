@@ -205,15 +205,20 @@ def _admission(
         for index, _, decision in queue
         if index in picked.chosen
     )
-    turns = {message.message_id: turn for turn, message in enumerate(picked.held_for_group)}
     return Admission(
         tuple(decision for _, decision in decisions if isinstance(decision, Start)),
         tuple(decision for _, decision in decisions if isinstance(decision, DeadLetter)),
-        tuple(
-            HoldForGroup(message, turns[message.message_id]) if message.message_id in turns else Wait(message)
-            for index, message in enumerate(messages)
-            if index not in picked.chosen
-        ),
+        _waits(messages, picked),
+    )
+
+
+def _waits(messages: Sequence[QueuedMessage], picked: Picked) -> tuple[Wait, ...]:
+    """What was not picked, in receive order: each group's job held for its limit, in its turn, or a wait."""
+    turns = {message.message_id: turn for turn, message in enumerate(picked.held_for_group)}
+    return tuple(
+        HoldForGroup(message, turns[message.message_id]) if message.message_id in turns else Wait(message)
+        for index, message in enumerate(messages)
+        if index not in picked.chosen
     )
 
 
