@@ -22,6 +22,7 @@ from dispatcher.adapters.errors import translated
 from dispatcher.adapters.item_keys import sort_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit, write_condition
 from dispatcher.adapters.member_items import MEMBERS_KEY, members_item, read_members
+from dispatcher.adapters.server_time import server_time
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
@@ -169,11 +170,20 @@ class StartLedgerTable:
         )
 
     def limit(self, pool: str) -> LimitState | None:
-        """``pool``'s limit as last written (None: never written: L is MAX)."""
+        """``pool``'s limit as last written (None: never written: L starts at its ``initial``)."""
+        return self.limit_read(pool)[0]
+
+    def limit_read(self, pool: str) -> tuple[LimitState | None, float | None]:
+        """`limit`, and the time by the table's clock when it was read (None: the response didn't say).
+
+        The CLI changes a limit at that time, not its own machine's: the ends a limit counts
+        carry Step Functions' clock, and AWS's servers keep one time where a laptop may not.
+        """
         key = {"pk": {"S": self._partition}, "sk": {"S": limit_key(pool)}}
         with translated(f"GetItem on state table {self.table} (limit of pool {pool})"):
-            item = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
-        return None if item is None else read_limit(item)[1]
+            response = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+        item = response.get("Item")
+        return (None if item is None else read_limit(item)[1]), server_time(response)
 
     def members(self) -> dict[str, dict[str, str]]:
         """The members' queues as kept ({} before a tick kept any): what `status` and `forget` read."""

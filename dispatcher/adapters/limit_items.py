@@ -37,8 +37,15 @@ def limit_item(partition_key: str, pool: str, state: LimitState, now: float) -> 
         "clean": {"N": str(state.clean)},
         "counted_through": number(state.counted_through),
         "since": number(state.since),
+        "probing": {"BOOL": state.probing},
+        "step": {"N": str(state.step)},
+        "evidence": {"N": str(state.evidence)},
         "written_at": number(now),
     }
+    if state.peak is not None:
+        item["peak"] = {"N": str(state.peak)}
+    if state.signal_at is not None:
+        item["signal_at"] = number(state.signal_at)
     if state.cut_by is not None:
         item["cut_by"] = number(state.cut_by)
     if state.cut_execution is not None:
@@ -60,6 +67,8 @@ def write_condition(previous: LimitState | None) -> dict[str, Any]:
 def read_limit(item: Mapping[str, Any]) -> tuple[str, LimitState]:
     """The pool and the limit an item of `limit_item` holds."""
     cut_by = item.get("cut_by", {}).get("N")
+    peak = item.get("peak", {}).get("N")
+    signal_at = item.get("signal_at", {}).get("N")
     return item["pool"]["S"], LimitState(
         limit=int(item["limit"]["N"]),
         version=int(item["version"]["N"]),
@@ -69,4 +78,9 @@ def read_limit(item: Mapping[str, Any]) -> tuple[str, LimitState]:
         clean=int(item["clean"]["N"]),
         counted_through=float(item["counted_through"]["N"]),
         since=float(item.get("since", {}).get("N", "0")),
+        probing=bool(item.get("probing", {}).get("BOOL", False)),
+        step=int(item.get("step", {}).get("N", "1")),
+        peak=None if peak is None else int(peak),
+        evidence=int(item.get("evidence", {}).get("N", "0")),
+        signal_at=None if signal_at is None else float(signal_at),
     )

@@ -25,7 +25,7 @@ from dispatcher.cli.parameter import (
     target_of,
 )
 from dispatcher.cli.pool_limits import LimitChange, change_limit, ledger_of, live_topology
-from dispatcher.core.adaptive import LimitState, reset
+from dispatcher.core.adaptive import LimitState, initial_limit, reset
 from dispatcher.core.control import CONTROL_MAX_AGE_SECONDS, Control
 from dispatcher.core.overrides import Override
 from dispatcher.core.topology import DEFAULT, Topology
@@ -138,16 +138,16 @@ def _clamped(args: argparse.Namespace, aws: Aws, resources: Resources) -> LimitC
         return None
     ceiling = pool.max_concurrency
 
-    def clamp(kept: LimitState | None) -> LimitState | None:
+    def clamp(kept: LimitState | None, now: float) -> LimitState | None:
         if kept is None or kept.limit <= ceiling:
             return None
-        return replace(kept, limit=ceiling, version=kept.version + 1, clean=0, changed_at=time.time())
+        return replace(kept, limit=ceiling, version=kept.version + 1, clean=0, changed_at=now)
 
-    return change_limit(ledger, pool, clamp, time.time())
+    return change_limit(ledger, pool, clamp, time.time)
 
 
 def command_reset_limit(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
-    """Set an adaptive pool's limit back to its MAX (it learns again from there)."""
+    """Set an adaptive pool's limit back to its start (``initial``, else MAX): it learns again from there."""
     name = args.pool or DEFAULT
     if name not in names_of(resources.topology(), "pool"):
         raise UsageError(
@@ -163,8 +163,8 @@ def command_reset_limit(args: argparse.Namespace, aws: Aws, resources: Resources
     ledger = ledger_of(aws, resources, topology)
     if ledger is None:
         raise CliError(str(resources.unset(["state_table"])))
-    now = time.time()
-    change = change_limit(ledger, pool, lambda kept: reset(kept, pool.max_concurrency, now), now)
+    start = initial_limit(pool.adaptive, pool.max_concurrency)
+    change = change_limit(ledger, pool, lambda kept, now: reset(kept, start, now), time.time)
     if args.json:
         out.write(
             json.dumps(
@@ -292,7 +292,8 @@ def register(command: AddCommand) -> None:
     reset_limit = command(
         "reset-limit",
         command_reset_limit,
-        "Set an adaptive pool's limit L back to its MAX: it cuts and grows again from there"
+        "Set an adaptive pool's limit L back to its start (its initial setting, else MAX): it cuts and"
+        " grows again from there"
         " (after the downstream's capacity came back, say).",
         "  dispatcher --stack jobs reset-limit              # pool default\n"
         "  dispatcher --stack jobs reset-limit --pool glue --json\n",

@@ -72,15 +72,20 @@ def with_limits(topology: Topology, ledger: StartLedgerTable | None) -> Topology
 def change_limit(
     ledger: StartLedgerTable,
     pool: Pool,
-    change: Callable[[LimitState | None], LimitState | None],
-    now: float,
+    change: Callable[[LimitState | None, float], LimitState | None],
+    clock: Callable[[], float],
 ) -> LimitChange:
-    """Write ``change`` of ``pool``'s kept limit (None: nothing to write), on the version read."""
+    """Write ``change`` of ``pool``'s kept limit (None: nothing to write), on the version read.
+
+    ``change`` is given the time by the table's clock as it was read (``clock`` when the
+    response doesn't say): a reset forgets what ended before it by AWS's time, not this machine's.
+    """
     assert pool.adaptive is not None  # noqa: S101 — callers pass adaptive pools
     for _ in range(WRITE_ATTEMPTS):
-        kept = ledger.limit(pool.name)
-        before = pool.max_concurrency if kept is None else kept.limit  # as kept, before any clamp
-        changed = change(kept)
+        kept, read_at = ledger.limit_read(pool.name)
+        now = clock() if read_at is None else read_at
+        before = limit_of(None, pool.adaptive, pool.max_concurrency) if kept is None else kept.limit
+        changed = change(kept, now)
         if changed is None:
             return LimitChange(pool.name, before, before, pool.max_concurrency)
         if ledger.record_limit(pool.name, changed, kept, now):

@@ -35,6 +35,7 @@ from dispatcher.cli.status_view import (
     status_document,
     status_table,
 )
+from dispatcher.core.adaptive import initial_limit
 from dispatcher.core.control import Control, ControlError, max_source, stale_keys, steer
 from dispatcher.core.counting import pool_count, pool_running
 from dispatcher.core.effective import settings
@@ -138,7 +139,9 @@ def _pool(pool: Pool, running: int) -> PoolStatus:
         count.free,
         pool.halted,
         None if pool.adaptive is None else pool.ceiling,
-        None if pool.adaptive is None else pool.adaptive.as_json(),
+        None
+        if pool.adaptive is None
+        else {**pool.adaptive.as_json(), "initial": initial_limit(pool.adaptive, pool.max_concurrency)},
     )
 
 

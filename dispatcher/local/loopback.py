@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from email.utils import formatdate
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -104,6 +105,8 @@ def _loopback(request: Any, **_: Any) -> Any:
     parsed = HTTPHeaders()
     for key, value in answer["headers"]:
         parsed[key] = value
+    if "Date" not in parsed:
+        parsed["Date"] = formatdate(usegmt=True)  # what the HTTP server adds, as AWS's do: the server's clock
     return AWSResponse(request.url, int(answer["status"].split(" ", 1)[0]), parsed, _Body(content))
 
 

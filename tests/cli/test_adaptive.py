@@ -5,6 +5,8 @@ The stack of test_members (pool glue, MAX 4, lane glue), made adaptive by the co
 
 from __future__ import annotations
 
+import time
+
 import boto3
 
 from dispatcher.adapters.ledger import StartLedgerTable
@@ -30,7 +32,13 @@ def test_status_shows_the_limit_set_max_clamps_it_and_reset_limit_gives_back_max
     status = ok(cli.run("status", "--json"))
     glue = next(pool for pool in status["pools"] if pool["name"] == "glue")
     assert (glue["limit"], glue["max_concurrency"], glue["free"]) == (4, 4, 4)
-    assert glue["adaptive"] == {"errors": [GLUE], "min": 1, "decrease": 0.5, "cooldown_seconds": 30.0}
+    assert glue["adaptive"] == {
+        "errors": [GLUE],
+        "min": 1,
+        "decrease": 0.5,
+        "cooldown_seconds": 30.0,
+        "initial": 4,  # where L starts: MAX, without an initial setting
+    }
     default = next(pool for pool in status["pools"] if pool["name"] == "default")
     assert "limit" not in default
     assert "limit" not in status
@@ -56,6 +64,27 @@ def test_status_shows_the_limit_set_max_clamps_it_and_reset_limit_gives_back_max
         kept = ledger(members).limit("glue")
     assert kept is not None
     assert (kept.limit, kept.cut_by, kept.clean) == (4, None, 0)
+
+
+def test_l_starts_at_initial_and_reset_limit_goes_back_to_it_by_the_tables_clock(members: Members) -> None:
+    """``initial`` 3 of MAX 4: `status` shows L 3 before a tick; `reset-limit` gives it back at AWS's time."""
+    cli = members.cli
+    members.control({"pools": {"glue": {"adaptive": {"errors": [GLUE], "initial": 3}}}})
+    glue = ok(cli.run("status", "--pool", "glue", "--json"))
+    assert (glue["limit"], glue["free"], glue["adaptive"]["initial"]) == (3, 3, 3)
+    with pointed_at(cli.endpoint_url):
+        assert ledger(members).record_limit("glue", LimitState(limit=1, changed_at=1.0), None, 1.0)
+    before = time.time()
+    reset = ok(cli.run("reset-limit", "--pool", "glue", "--json"))
+    assert reset == {"pool": "glue", "limit": 3, "was": 1, "max_concurrency": 4}
+    with pointed_at(cli.endpoint_url):
+        kept = ledger(members).limit("glue")
+    assert kept is not None
+    assert kept.limit == 3
+    # The table's Date header, to its second and rounded up: a whole second, not this machine's fraction.
+    assert kept.since == int(kept.since)
+    assert before - 1 <= kept.since <= time.time() + 2
+    assert kept.changed_at == kept.since
 
 
 def test_reset_limit_of_a_pool_that_does_not_adapt_is_a_usage_error(members: Members) -> None:

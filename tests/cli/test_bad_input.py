@@ -140,7 +140,7 @@ USAGE_ERRORS = {
         ["set", "--pool", "default", "adaptive=true"],
         [
             "adaptive=true: only adaptive=false (its limit is MAX); give its settings as adaptive.errors=…,"
-            " adaptive.min=…, adaptive.decrease=…, adaptive.cooldown_seconds=…,"
+            " adaptive.min=…, adaptive.initial=…, adaptive.decrease=…, adaptive.cooldown_seconds=…,"
             " or `unset --pool NAME adaptive` for those in LANES"
         ],
         {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},
@@ -154,7 +154,7 @@ USAGE_ERRORS = {
         ["set", "--pool", "default", "max_concurrency=3"],
         [
             "max_concurrency: a pool has no such setting (pool settings: adaptive, adaptive.errors,"
-            " adaptive.min, adaptive.decrease, adaptive.cooldown_seconds;"
+            " adaptive.min, adaptive.initial, adaptive.decrease, adaptive.cooldown_seconds;"
             " MAX and pause: set-max, pause, resume)"
         ],
         {**CONFIGURED, "CONTROL_PARAMETER": "/jobs/control"},

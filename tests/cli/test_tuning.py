@@ -180,6 +180,7 @@ def test_set_changes_a_pools_adaptive_settings_and_unset_gives_back_the_configur
         "min": 2,
         "decrease": 0.7,
         "cooldown_seconds": 60.0,
+        "initial": 4,  # where L starts: its MAX, without an initial setting
     }
     off = ok(cli.run("set", "--pool", "glue", "adaptive=false", "--json"))
     assert off["settings"]["adaptive"] == {"value": None, "source": "parameter", "configured": None}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from unittest.mock import patch
 
 from dispatcher import cli
-from dispatcher.core.adaptive import Adaptive, AdaptiveDocument
+from dispatcher.core.adaptive import Adaptive, AdaptiveDocument, initial_limit
 from dispatcher.core.overrides import PoolOverride
 from dispatcher.core.topology import DEFAULT
 from tests.faults.lanes import steer
@@ -50,6 +50,8 @@ class AdaptivePlan:
     decrease: float
     cooldown_seconds: float
     capacity: int | None
+    initial: int | None = None
+    """Where L starts (None: MAX), drawn below MAX, above it, or below min too."""
     """Runs of downstream-calling jobs beyond this many at once fail (None: no capacity of its own)."""
     in_parameter: bool = False
     """The settings are the control parameter's (``pools.default.adaptive``), not ``LANES``'."""
@@ -58,13 +60,14 @@ class AdaptivePlan:
 
     def settings(self) -> Adaptive:
         """The settings the dispatcher reads."""
-        return Adaptive(self.errors, self.min, self.decrease, self.cooldown_seconds)
+        return Adaptive(self.errors, self.min, self.initial, self.decrease, self.cooldown_seconds)
 
     def document(self) -> dict[str, Any]:
         """``pools.default.adaptive``."""
         return {
             "errors": list(self.errors),
             "min": self.min,
+            **({} if self.initial is None else {"initial": self.initial}),
             "decrease": self.decrease,
             "cooldown_seconds": self.cooldown_seconds,
         }
@@ -72,7 +75,8 @@ class AdaptivePlan:
     def describe(self) -> str:
         """One line for a failure report."""
         return (
-            f"adaptive(errors={list(self.errors)} min={self.min} decrease={self.decrease}"
+            f"adaptive(errors={list(self.errors)} min={self.min} initial={self.initial}"
+            f" decrease={self.decrease}"
             f" cooldown={self.cooldown_seconds} capacity={self.capacity} in_parameter={self.in_parameter}"
             f" switches={self.switches})"
         )
@@ -101,11 +105,12 @@ def plan_adaptive(
     plan = AdaptivePlan(
         errors=errors,
         min=rng.choice([1, 1, 2]),
-        decrease=rng.choice([0.5, 0.7, 0.9]),
-        cooldown_seconds=rng.choice([0.0, 2.0, 20.0, 60.0]),
+        decrease=rng.choice([0.5, 0.7, 0.8, 0.9]),
+        cooldown_seconds=rng.choice([0.0, 2.0, 10.0, 20.0, 60.0]),
         capacity=None if rng.random() < 0.2 else rng.randint(1, max(1, max_concurrency - 1)),
         in_parameter=rng.random() < 0.3,
     )
+    plan.initial = rng.choice([None, None, 1, max(1, max_concurrency // 2), max_concurrency + 3])
     if plan.in_parameter and fault_ticks > 1 and rng.random() < 0.4:
         off = rng.randrange(fault_ticks - 1)
         plan.switches = {off: False, rng.randrange(off + 1, fault_ticks): True}
@@ -118,6 +123,8 @@ class AdaptiveRun:
     def __init__(self, plan: AdaptivePlan, run: ScenarioRun) -> None:
         self.plan = plan
         self._run = run
+        self.resets = 0
+        """How often the operator ran `dispatcher reset-limit` (the quiet phase may come more than once)."""
         world = run.world
         machines = {run.stack.state_machine_arn}
         if run.lane_run is not None and run.lane_run.plan.kind != "pool":
@@ -175,6 +182,7 @@ class AdaptiveRun:
                 "limit written by a tick": watch.writes,
                 "cuts (each by its own signal)": len(watch.cuts),
                 "scenarios whose limit was cut to its min": int(watch.lowest == low and bool(watch.cuts)),
+                "scenarios reset by the operator (reset-limit)": int(self.resets > 0),
             }
         )
 
@@ -191,7 +199,7 @@ class AdaptiveRun:
         with patch("dispatcher.cli.control.time", SimpleNamespace(time=world.time)):  # the world's clock
             status = cli.main(["reset-limit", "--json"], out=out)
         said = json.loads(out.getvalue()) if status == 0 else {}
-        if said.get("limit") != self._run.scenario.max_concurrency:
+        if said.get("limit") != initial_limit(self.plan.settings(), self._run.scenario.max_concurrency):
             return [f"reset-limit: exit {status}, {out.getvalue()!r}"]
-        world.injected["`dispatcher reset-limit` by the operator"] += 1
+        self.resets += 1
         return []

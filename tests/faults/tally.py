@@ -364,6 +364,7 @@ ADAPTIVE_FIGURES = (
     "limit written by a tick",
     "cuts (each by its own signal)",
     "scenarios whose limit was cut to its min",
+    "scenarios reset by the operator (reset-limit)",
 )
 """The adaptive pools' figures, in the order the soak prints them."""
 

@@ -70,5 +70,5 @@ def test_throttles_cut_the_limit_once_each_and_nothing_starts_above_it(faulty_aw
     assert outcome.adaptive["runs throttled by the downstream's capacity"] > 0
     assert outcome.adaptive["cuts (each by its own signal)"] > 0
     assert outcome.adaptive["limit written by a tick"] > outcome.adaptive["cuts (each by its own signal)"]
-    assert outcome.injected["`dispatcher reset-limit` by the operator"] >= 1
+    assert outcome.adaptive["scenarios reset by the operator (reset-limit)"] == 1
     assert outcome.injected["adaptive turned off by the operator"] == 1

@@ -39,10 +39,22 @@ def test_adaptive_parameters_make_pool_default_adaptive_through_the_control_para
         cooldown_seconds=90,
     )
     assert steered.default_pool.max_concurrency == 7
+    started = steer(
+        topology, parse_control("/p", deployed({**parameters, "AdaptiveInitial": "5"})(value)), "/p"
+    )
+    assert started.default_pool.adaptive == Adaptive(
+        errors=("Glue.ConcurrentRunsExceededException", "Lambda.TooManyRequestsException"),
+        min=2,
+        initial=5,
+        decrease=0.7,
+        cooldown_seconds=90,
+    )
     declared = sam_template()["Parameters"]
     assert re.fullmatch(declared["AdaptiveDecrease"]["AllowedPattern"], "0.5")
     assert not re.fullmatch(declared["AdaptiveDecrease"]["AllowedPattern"], "1")
     assert not re.fullmatch(declared["AdaptiveErrors"]["AllowedPattern"], "a, b")
+    assert re.fullmatch(declared["AdaptiveInitial"]["AllowedPattern"], "")
+    assert not re.fullmatch(declared["AdaptiveInitial"]["AllowedPattern"], "0")
     alarm = sam_template()["Resources"]["PoolAtMinimumAlarm"]["Properties"]
     assert (alarm["MetricName"], alarm["Statistic"], alarm["Period"] * alarm["EvaluationPeriods"]) == (
         "PoolsAtMinimum",

@@ -32,6 +32,7 @@ import io
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from email.utils import formatdate
 from typing import Any
 
 from dispatcher.core.executions import MAX_INPUT_BYTES, name_problem
@@ -76,7 +77,10 @@ class FaultyAws:
         else:
             with self.world.lock:
                 response = self._handle(request, environ)
-        start_response(response.status, response.headers)
+        # Every AWS response says when by the server's clock: here the world's (what `reset-limit` reads).
+        headers = [(key, value) for key, value in response.headers if key.lower() != "date"]
+        headers.append(("Date", formatdate(self.world.time(), usegmt=True)))
+        start_response(response.status, headers)
         return [response.body]
 
     @staticmethod

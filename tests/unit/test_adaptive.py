@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from dispatcher.core.adaptive import Adaptive, LimitState, PoolEnd, adapt, bounds, limit_of, reset
+from dispatcher.core.adaptive import (
+    Adaptive,
+    LimitState,
+    PoolEnd,
+    adapt,
+    bounds,
+    initial_limit,
+    limit_of,
+    reset,
+)
 from dispatcher.core.control import Control, parse_control, steer
 from dispatcher.core.errors import ConfigurationError
 from dispatcher.core.lanes import parse_lanes
@@ -252,3 +261,132 @@ def test_a_signal_that_ended_before_a_reset_never_cuts() -> None:
     assert again.state.limit == 10
     new = adapt(after, SETTINGS, max_concurrency=10, ends=[PoolEnd("b", 200.5, GLUE)], running=9, now=201.0)
     assert [d.execution for d in new.decreases] == ["b"]
+
+
+FAST = Adaptive(errors=(GLUE,), min=2, initial=40, decrease=0.8, cooldown_seconds=10)
+
+
+def _clean_ends(first: float, count: int, prefix: str = "e") -> list[PoolEnd]:
+    return [PoolEnd(f"{prefix}{index}", first + index * 0.01) for index in range(count)]
+
+
+def test_l_starts_at_initial_clamped_and_a_reset_goes_back_to_it() -> None:
+    """``initial`` is where L starts and where a reset puts it, clamped into [min, MAX]; MAX without it."""
+    assert initial_limit(FAST, 100) == 40
+    assert initial_limit(FAST, 30) == 30
+    assert initial_limit(Adaptive(errors=(GLUE,), min=5, initial=2), 100) == 5
+    assert initial_limit(SETTINGS, 100) == 100
+    assert limit_of(None, FAST, 100) == 40
+    fresh = adapt(None, FAST, max_concurrency=100, ends=[], running=0, now=5.0)
+    assert (fresh.state.limit, fresh.state.changed_at, fresh.changed) == (40, 5.0, True)
+    cut = adapt(fresh.state, FAST, max_concurrency=100, ends=[PoolEnd("a", 6.0, GLUE)], running=40, now=7.0)
+    assert cut.state.limit == 32
+    assert reset(cut.state, initial_limit(FAST, 100), 9.0).limit == 40
+    topology = parse_lanes(
+        lanes({"glue": {"max_concurrency": 40, "adaptive": {"errors": [GLUE], "initial": 12}}}),
+        DEFAULT_LANE,
+        10,
+    )
+    assert topology.pool("glue").adaptive == Adaptive(errors=(GLUE,), initial=12)
+    assert Adaptive(errors=(GLUE,), initial=12).as_json()["initial"] == 12
+    assert "initial" not in SETTINGS.as_json()
+
+
+def test_the_signals_of_one_overload_cut_deeper_a_lone_signal_exactly_by_decrease() -> None:
+    """A lone signal cuts to floor(L x decrease); the signals that follow within a cooldown are evidence."""
+    state = LimitState(limit=100, changed_at=0.0)
+    first = adapt(state, FAST, max_concurrency=200, ends=[PoolEnd("a", 100.0, GLUE)], running=100, now=101.0)
+    assert first.state.limit == 80
+    assert first.state.peak == 99
+    tail = [
+        PoolEnd(f"t{index}", 101.0 + index * 0.2, GLUE) for index in range(30)
+    ]  # 101-106.8: in the cooldown
+    cooling = adapt(first.state, FAST, max_concurrency=200, ends=tail, running=100, now=107.0)
+    assert cooling.decreases == ()
+    assert len(cooling.ignored) == 30
+    assert cooling.state.evidence == 30
+    assert cooling.state.peak == 80  # each signal of the overload lowers the level it was found at
+    deeper = adapt(
+        cooling.state, FAST, max_concurrency=200, ends=[PoolEnd("b", 112.0, GLUE)], running=80, now=113.0
+    )
+    assert [(d.before, d.after) for d in deeper.decreases] == [(80, 49)]  # 80 less 31 signals, below 64
+    assert deeper.state.evidence == 0
+    lone = adapt(
+        deeper.state, FAST, max_concurrency=200, ends=[PoolEnd("c", 200.0, GLUE)], running=49, now=201.0
+    )
+    assert [(d.before, d.after) for d in lone.decreases] == [(49, 39)]  # after a clean spell: exactly x 0.8
+    floor = adapt(
+        LimitState(limit=10, changed_at=0.0),
+        FAST,
+        max_concurrency=200,
+        ends=[PoolEnd(f"f{index}", 1.0 + index * 0.1, GLUE) for index in range(50)],
+        running=10,
+        now=9.0,
+    )
+    assert floor.state.limit == 8
+    never_below_min = adapt(
+        floor.state, FAST, max_concurrency=200, ends=[PoolEnd("g", 11.5, GLUE)], running=8, now=12.0
+    )
+    assert never_below_min.state.limit == 2
+
+
+def test_a_signal_delivered_again_keeps_the_clean_count() -> None:
+    """A signal already counted, delivered again in the cooldown, resets nothing: growth isn't stalled."""
+    cut = adapt(
+        LimitState(limit=50), FAST, max_concurrency=100, ends=[PoolEnd("a", 10.0, GLUE)], running=50, now=11.0
+    )
+    counted = adapt(cut.state, FAST, max_concurrency=100, ends=_clean_ends(11.0, 5), running=40, now=12.0)
+    assert counted.state.clean == 5
+    again = adapt(
+        counted.state, FAST, max_concurrency=100, ends=[PoolEnd("a", 10.0, GLUE)], running=40, now=13.0
+    )
+    assert again.state.clean == 5
+    assert again.state.evidence == 0
+
+
+def test_growth_searches_back_to_the_peak_holds_a_round_then_probes_faster() -> None:
+    """First +1 after L clean ends; then half-way to the peak each cooldown; a round there; then 1, 2, 4..."""
+    state = LimitState(limit=60, changed_at=0.0, peak=100, counted_through=0.0)
+    limits = []
+    now = 1.0
+    for _ in range(14):
+        grown = adapt(
+            state, FAST, max_concurrency=200, ends=_clean_ends(now, 120, f"n{now}-"), running=200, now=now + 2
+        )
+        state = grown.state
+        limits.append(state.limit)
+        now += 11.0
+    # +1; half-way to 100 capped at a quarter of L; ... ; at the peak one round, then 1, 2, 4, 8 ...
+    assert limits[:8] == [61, 76, 88, 94, 97, 98, 99, 100]
+    assert limits[8:] == [101, 103, 107, 115, 131, 163]
+    paced = adapt(
+        state,
+        FAST,
+        max_concurrency=200,
+        ends=_clean_ends(now, 120, "p"),
+        running=200,
+        now=state.changed_at + 5,
+    )
+    assert paced.increases == 0  # within a cooldown of the last step
+    signal = adapt(
+        state, FAST, max_concurrency=200, ends=[PoolEnd("s", now + 1, GLUE)], running=200, now=now + 2
+    )
+    assert (signal.state.step, signal.state.probing, signal.state.limit) == (1, False, 130)
+    capped = adapt(
+        LimitState(limit=190, probing=True, step=64, changed_at=0.0),
+        FAST,
+        max_concurrency=200,
+        ends=_clean_ends(1.0, 100),
+        running=200,
+        now=50.0,
+    )
+    assert capped.state.limit == 200  # never past MAX
+    idle = adapt(
+        LimitState(limit=100, probing=True, step=8, changed_at=0.0),
+        FAST,
+        max_concurrency=200,
+        ends=_clean_ends(1.0, 100),
+        running=49,
+        now=50.0,
+    )
+    assert idle.increases == 0  # RUNNING below L / 2
