@@ -46,6 +46,8 @@ def limit_item(partition_key: str, pool: str, state: LimitState, now: float) -> 
         item["peak"] = {"N": str(state.peak)}
     if state.signal_at is not None:
         item["signal_at"] = number(state.signal_at)
+    if state.floor_since is not None:
+        item["floor_since"] = number(state.floor_since)
     if state.cut_by is not None:
         item["cut_by"] = number(state.cut_by)
     if state.cut_execution is not None:
@@ -69,6 +71,7 @@ def read_limit(item: Mapping[str, Any]) -> tuple[str, LimitState]:
     cut_by = item.get("cut_by", {}).get("N")
     peak = item.get("peak", {}).get("N")
     signal_at = item.get("signal_at", {}).get("N")
+    floor_since = item.get("floor_since", {}).get("N")
     return item["pool"]["S"], LimitState(
         limit=int(item["limit"]["N"]),
         version=int(item["version"]["N"]),
@@ -83,4 +86,5 @@ def read_limit(item: Mapping[str, Any]) -> tuple[str, LimitState]:
         peak=None if peak is None else int(peak),
         evidence=int(item.get("evidence", {}).get("N", "0")),
         signal_at=None if signal_at is None else float(signal_at),
+        floor_since=None if floor_since is None else float(floor_since),
     )

@@ -147,6 +147,8 @@ class LimitState:
     """The signals of the overload going on (since the last fall): each a slot too many."""
     signal_at: float | None = None
     """When the latest signal counted ended: one more than a cooldown later starts a new overload."""
+    floor_since: float | None = None
+    """Since when L has sat at its lowest, min(min, MAX) (None: it isn't there): the alarm's."""
 
 
 def limit_of(state: LimitState | None, adaptive: Adaptive | None, max_concurrency: int) -> int:
@@ -228,7 +230,8 @@ def adapt(  # noqa: PLR0913 — each is one input of the rule
         else:
             _clean(moving, end)
     increases = _grow(moving, adaptive, running=running, high=high, now=now)
-    final = replace(moving.state, limit=moving.limit)
+    floor_since = (now if first.floor_since is None else first.floor_since) if moving.limit == low else None
+    final = replace(moving.state, limit=moving.limit, floor_since=floor_since)
     changed = state is None or final != state
     if changed:
         final = replace(final, version=first.version + (0 if state is None else 1))

@@ -88,6 +88,8 @@ class Pool:
     """It learns its limit below MAX from throttle signals (None: its limit is MAX)."""
     limit: int | None = None
     """An adaptive pool's limit L as the tick read it (None: not read; MAX is used)."""
+    floor_seconds: float | None = None
+    """How long an adaptive pool's L has sat at its lowest, as the tick found it (None: it isn't there)."""
 
     @property
     def halted(self) -> bool:

@@ -13,6 +13,9 @@ from dispatcher.core.kinds.spec import Unit
 from dispatcher.core.topology import Topology
 from dispatcher.tick.report import StopReason, TenantFigures, TickReport
 
+AT_MINIMUM_SECONDS = 900.0
+"""`PoolsAtMinimum` counts a pool once its L has sat at its lowest this long (the alarm's 15 minutes)."""
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -70,11 +73,14 @@ def _other_kinds(report: TickReport, totals: dict[str, int]) -> list[Figure]:
 
 
 def _adaptive(report: TickReport) -> list[Figure]:
-    """Each adaptive pool's limit L, and how many sit at their lowest (the alarm's: a downstream down)."""
+    """Each adaptive pool's limit L, and how many have sat at their lowest for 15 minutes (a downstream down).
+
+    The same pool all along: a pool that left its lowest and came back starts its 15 minutes again.
+    """
     adaptive = {pool: figures.limit for pool, figures in report.pools.items() if figures.limit is not None}
     if not adaptive:
         return []
-    lowest = sum(1 for pool, limit in adaptive.items() if limit == report.pools[pool].minimum)
+    lowest = sum(1 for pool in adaptive if (report.pools[pool].floor_seconds or 0.0) >= AT_MINIMUM_SECONDS)
     return [
         Figure("PoolsAtMinimum", lowest),
         *(Figure("PoolLimit", limit, dimension=("Pool", pool)) for pool, limit in adaptive.items()),

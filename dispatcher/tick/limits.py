@@ -53,14 +53,15 @@ class Limits:
                 steered.append(pool)
                 continue
             machines = {member.state_machine_arn for member in topology.members_of(pool.name)}
-            limit = self._adapted(
+            limit, floor_since = self._adapted(
                 pool,
                 pool.adaptive,
                 state,
                 [end for arn in machines for end in ends.get(arn, ())],
                 running[pool.name],
             )
-            steered.append(replace(pool, limit=limit))
+            floor = None if floor_since is None else max(0.0, self._clock() - floor_since)
+            steered.append(replace(pool, limit=limit, floor_seconds=floor))
         return steered
 
     def _adapted(
@@ -70,8 +71,8 @@ class Limits:
         state: LimitState | None,
         ends: Iterable[EndedExecution],
         running: int,
-    ) -> int:
-        """L after the pool's ends, written when it changed."""
+    ) -> tuple[int, float | None]:
+        """L after the pool's ends, written when it changed; and since when it has sat at its lowest."""
         pool_ends = [PoolEnd(end.name, end.stopped_at, end.error) for end in ends]
         fallback = limit_of(state, adaptive, pool.max_concurrency)
         for attempt in range(WRITE_ATTEMPTS):
@@ -85,12 +86,13 @@ class Limits:
                 now=now,
             )
             limit = limit_of(adaptation.state, adaptive, pool.max_concurrency)
+            floor_since = adaptation.state.floor_since
             if not adaptation.changed:
-                return limit
+                return limit, floor_since
             try:
                 if self._records.record_limit(pool.name, adaptation.state, state, now):
                     _log(pool, adaptation, running)
-                    return limit
+                    return limit, floor_since
                 if attempt + 1 < WRITE_ATTEMPTS:
                     state = self._records.limit(pool.name)
                     fallback = min(fallback, limit_of(state, adaptive, pool.max_concurrency))
@@ -99,10 +101,10 @@ class Limits:
                     "could not keep the pool's limit: this tick uses the lower one",
                     extra={"pool": pool.name, "reason": str(error)},
                 )
-                return min(fallback, limit)
+                return min(fallback, limit), None
             fallback = min(fallback, limit)
         logger.warning("another writer changed the pool's limit meanwhile", extra={"pool": pool.name})
-        return fallback
+        return fallback, None
 
     def _turned_off(self, pool: Pool, state: LimitState) -> None:
         """``adaptive`` was taken away: its limit goes back to MAX, so turning it on again starts there."""

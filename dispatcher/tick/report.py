@@ -49,6 +49,8 @@ class PoolFigures:
     """An adaptive pool's limit L this tick (None: the pool's limit is its MAX)."""
     minimum: int | None = None
     """The lowest L may go, min(min, MAX) (None: not adaptive)."""
+    floor_seconds: float | None = None
+    """How long L has sat at that lowest (None: it isn't there, or the pool doesn't adapt)."""
 
 
 @dataclass(kw_only=True)
@@ -216,4 +218,5 @@ def _pool_figures(planned: PoolPlan) -> PoolFigures:
         free=planned.free,
         limit=None if pool.adaptive is None else pool.ceiling,
         minimum=None if pool.adaptive is None else bounds(pool.adaptive, pool.max_concurrency)[0],
+        floor_seconds=None if pool.adaptive is None else pool.floor_seconds,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -185,6 +186,15 @@ class AdaptiveRun:
                 "scenarios reset by the operator (reset-limit)": int(self.resets > 0),
             }
         )
+
+    def quiet_slowdown(self) -> int:
+        """How many times slower than at MAX the quiet phase may drain: after `reset-limit`, L is ``initial``.
+
+        L only grows from there (nothing throttles in the quiet phase), so a tick starts at least
+        ``initial`` of what MAX would.
+        """
+        start = initial_limit(self.plan.settings(), self._run.scenario.max_concurrency)
+        return math.ceil(self._run.scenario.max_concurrency / max(1, start))
 
     def quiet(self) -> list[str]:
         """The quiet phase: the downstream is back, and the operator runs `dispatcher reset-limit`.

@@ -64,6 +64,9 @@ def drain(run: ScenarioRun) -> None:
     # in one round, the second lane's copy and its group wait a round (`LaneStarts.to_record`),
     # and that lane's round may find nothing else to do ("waiting").
     crossing = 0 if run.scenario.lane is None else len(run.scenario.lane.crossing)
+    if run.adaptive_run is not None:
+        # After `reset-limit`, pool default's L is its `initial`: each tick may start that few.
+        bound *= run.adaptive_run.quiet_slowdown()
     bound += crossing
     waited = 0
     if tenants is not None and (tenants.default_limit or tenants.lane_limit or tenants.gate_limit):

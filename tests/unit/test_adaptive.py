@@ -390,3 +390,20 @@ def test_growth_searches_back_to_the_peak_holds_a_round_then_probes_faster() -> 
         now=50.0,
     )
     assert idle.increases == 0  # RUNNING below L / 2
+
+
+def test_the_floor_is_timed_from_when_l_reached_it_and_forgotten_when_it_leaves() -> None:
+    """``floor_since``: when L came down to its lowest; kept while it stays; None once it grows."""
+    low = adapt(
+        LimitState(limit=3, changed_at=0.0),
+        FAST,
+        max_concurrency=100,
+        ends=[PoolEnd("a", 5.0, GLUE)],
+        running=3,
+        now=6.0,
+    )
+    assert (low.state.limit, low.state.floor_since) == (2, 6.0)
+    still = adapt(low.state, FAST, max_concurrency=100, ends=[PoolEnd("b", 30.0, GLUE)], running=2, now=31.0)
+    assert (still.state.limit, still.state.floor_since) == (2, 6.0)
+    grown = adapt(still.state, FAST, max_concurrency=100, ends=_clean_ends(40.0, 3), running=2, now=45.0)
+    assert (grown.state.limit, grown.state.floor_since) == (3, None)
