@@ -104,6 +104,8 @@ class AskedCancel:
     execution: ExecutionFacts | None
     seen: bool = True
     """Whether the dispatcher knew of a job of that name: a record of it, or it held for its group."""
+    at: float = 0.0
+    """When its cancellation was written (which hour's item keeps it)."""
 
     @property
     def written(self) -> bool:
@@ -209,8 +211,9 @@ class Jobs:
             reason = known.reason  # cancelled again: its first reason stays
         reason = reason or "cancelled by its producer"
         seen = known is not None or self._held_at(member, name) is not None
-        self._records.cancel(JobRecord(member.name, name, JobState.CANCELLED, reason, self._clock()))
-        return AskedCancel(name, member, reason, None, seen)
+        now = self._clock()
+        self._records.cancel(JobRecord(member.name, name, JobState.CANCELLED, reason, now))
+        return AskedCancel(name, member, reason, None, seen, now)
 
     def answer_cancel(self, asked: AskedCancel, *, stop: bool = False) -> CancelAnswer:
         """The second half of `cancel`, once the tick in flight at the first has ended."""
@@ -221,7 +224,7 @@ class Jobs:
             return CancelAnswer(CANCELLED, name, member.name, reason=reason, seen=asked.seen)
         if asked.written:
             # The tick in flight started it before it could read the cancellation.
-            self._records.withdraw(member.name, name)
+            self._records.withdraw(member.name, name, asked.at)
         if stop and execution.status == "RUNNING":
             machine.stop(name, CANCELLED_ERROR, reason)
             now = self._clock()

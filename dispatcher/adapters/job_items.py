@@ -1,12 +1,16 @@
 """How the state table keeps jobs that never started: pending cancellations and job records. Pure.
 
-- The pending cancellations of every lane live in the start ledger's partition, one small
-  item each, under sort keys that sort after every record's (``~cancel#<lane>#n#<name>``
-  for a job, ``~cancel#<lane>#g#<group>`` for a message group): the consistent read of the
-  review window that every tick makes anyway (``sk >= oldest``) brings them, at no call of
-  their own. Each lives its 14 days (DynamoDB's TTL): a producer's re-send under a cancelled
-  name, or a message redelivered, is cancelled too; every cancellation made in the last 14
-  days is read by every tick, about 80 bytes each.
+- The pending cancellations of every lane live in the start ledger's partition, under sort
+  keys that sort after every record's: the consistent read of the review window that every
+  tick makes anyway (``sk >= oldest``) brings them, at no call of their own. Names are
+  packed: the names a lane's producers cancel in one hour share an item of
+  ``NAME_SHARDS`` (``~cancel#<lane>#h#<hour>#<shard>``, a map of name → when), so a name
+  costs the tick's read its own bytes and no item's keys (about 50 bytes, not 150); a
+  message group's is an item (``~cancel#<lane>#g#<group>``). An item lives 14 days after
+  its last cancellation (DynamoDB's TTL): a producer's re-send under a cancelled name, or a
+  message redelivered, is cancelled too; every cancellation made in the last 14 days is read
+  by every tick. A name whose hour's item is full (400 KB: some 8,000 names a shard) gets
+  an item of its own (``~cancel#<lane>#n#<name>``, as older releases wrote every name).
 - ``jobs#<key>``: a record per job (``<lane>#<name>``) that was cancelled, expired or
   dead-lettered, which ``dispatcher job`` reads, kept 14 days; and beside it
   (``<lane>#<name>#dropped``) when a tick dropped a job for its name's cancellation, and
@@ -15,6 +19,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +28,7 @@ from dispatcher.adapters.state_items import (
     CANCEL_KIND,
     GROUP_KIND,
     NAME_KIND,
+    NAMES_KIND,
     PENDING_PREFIX,
     partition,
     pending_key,
@@ -39,18 +45,21 @@ from dispatcher.core.jobs import (
 __all__ = [
     "CANCEL_KIND",
     "GROUP_KIND",
+    "NAMES_KIND",
     "NAME_KIND",
     "PENDING_PREFIX",
     "cancels_partition",
     "dropped_item",
     "dropped_key",
     "dropped_of",
+    "expires",
     "jobs_partition",
     "kept_item",
     "kept_key",
     "pending_group_item",
     "pending_key",
     "pending_name_item",
+    "pending_names_key",
     "read_pending",
     "record_item",
     "record_key",
@@ -81,6 +90,17 @@ def pending_name_item(key: str, lane: str, name: str, now: float) -> dict[str, A
         "kind": {"S": CANCEL_KIND},
         "expires_at": expires(now),
     }
+
+
+NAME_SHARDS = 4
+"""Items an hour's name cancellations of one lane are spread over (by the name's CRC-32)."""
+HOUR_SECONDS = 3600
+
+
+def pending_names_key(lane: str, name: str, at: float) -> str:
+    """The sort key of the item that keeps ``name``'s cancellation made at ``at``: its hour's, its shard."""
+    shard = zlib.crc32(name.encode()) % NAME_SHARDS
+    return pending_key(lane, NAMES_KIND, f"{int(at // HOUR_SECONDS)}#{shard}")
 
 
 def pending_group_item(key: str, lane: str, group: GroupCancellation) -> dict[str, Any]:

@@ -10,24 +10,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dispatcher.adapters.errors import translated
+from botocore.exceptions import ClientError
+
+from dispatcher.adapters.errors import error_code, translated
 from dispatcher.adapters.job_items import (
+    CANCEL_KIND,
     GROUP_KIND,
     NAME_KIND,
     cancels_partition,
     dropped_key,
     dropped_of,
+    expires,
     jobs_partition,
     kept_item,
     kept_key,
     pending_group_item,
     pending_key,
     pending_name_item,
+    pending_names_key,
     read_pending,
     record_item,
     record_key,
     record_of,
 )
+from dispatcher.adapters.table import conditional
 from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.errors import TransientError
 from dispatcher.core.jobs import Dropped, GroupCancellation, JobRecord
@@ -66,20 +72,74 @@ class JobTable:
         return left
 
     def cancel(self, record: JobRecord) -> None:
-        """Cancel a job by name: its record first (what `job` reports), then its pending entry."""
+        """Cancel a job by name: its record first (what `job` reports), then its name in its hour's item.
+
+        One `UpdateItem` on the condition that the hour's item exists, else one `PutItem` that
+        makes it (a writer that made it meanwhile: the update again). An hour's item that is
+        full (DynamoDB's 400 KB) leaves the name an item of its own.
+        """
         with translated(f"PutItem on state table {self.table}"):
             self._client.put_item(TableName=self.table, Item=record_item(self._key, record))
+        try:
+            if self._pend(record):
+                return
+        except ClientError as error:
+            if error_code(error) != "ValidationException":  # not: the hour's item is full
+                raise
+        with translated(f"PutItem on state table {self.table}"):
             self._client.put_item(
                 TableName=self.table, Item=pending_name_item(self._key, record.lane, record.name, record.at)
             )
+
+    def _pend(self, record: JobRecord) -> bool:
+        """Add the name to its hour's item (made when there is none); whether that was done."""
+        key = self._names_key(record.lane, record.name, record.at)
+        at = {"N": repr(record.at)}
+        for _ in range(2):
+            if conditional(
+                self._client,
+                self.table,
+                "job cancellation",
+                "update_item",
+                Key=key,
+                UpdateExpression="SET #names.#name = :at, expires_at = :expires",
+                ConditionExpression="attribute_exists(#names)",
+                ExpressionAttributeNames={"#names": "names", "#name": record.name},
+                ExpressionAttributeValues={":at": at, ":expires": expires(record.at)},
+            ):
+                return True
+            made = {**key, "kind": {"S": CANCEL_KIND}, "names": {"M": {record.name: at}}}
+            if conditional(
+                self._client,
+                self.table,
+                "job cancellation",
+                "put_item",
+                Item={**made, "expires_at": expires(record.at)},
+                ConditionExpression="attribute_not_exists(sk)",
+            ):
+                return True
+        return False
+
+    def _names_key(self, lane: str, name: str, at: float) -> dict[str, Any]:
+        return {"pk": {"S": cancels_partition(self._key)}, "sk": {"S": pending_names_key(lane, name, at)}}
 
     def cancel_group(self, lane: str, group: GroupCancellation) -> None:
         """Cancel a message group's jobs sent at or before ``group.before``."""
         with translated(f"PutItem on state table {self.table}"):
             self._client.put_item(TableName=self.table, Item=pending_group_item(self._key, lane, group))
 
-    def withdraw(self, lane: str, name: str) -> None:
-        """Take back a cancellation that came too late (the job had started): its entry and its record."""
+    def withdraw(self, lane: str, name: str, at: float) -> None:
+        """Take back a cancellation (made at ``at``) that came too late: the job had started."""
+        conditional(
+            self._client,
+            self.table,
+            "job cancellation",
+            "update_item",
+            Key=self._names_key(lane, name, at),
+            UpdateExpression="REMOVE #names.#name",
+            ConditionExpression="attribute_exists(#names)",
+            ExpressionAttributeNames={"#names": "names", "#name": name},
+        )
         with translated(f"DeleteItem on state table {self.table}"):
             self._client.delete_item(
                 TableName=self.table,

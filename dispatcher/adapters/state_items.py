@@ -53,6 +53,9 @@ STARTS_PACK_LIMIT = 25
 
 
 NAME_KIND = "n"
+"""An older release's item of one name's cancellation (and a name's, when its hour's item is full)."""
+NAMES_KIND = "h"
+"""An item of the names cancelled in one hour (a shard of them): ``names``, name → when."""
 GROUP_KIND = "g"
 CANCEL_KIND = "cancel"
 PENDING_PREFIX = "~cancel#"
@@ -71,7 +74,11 @@ def read_pending(items: Iterable[Mapping[str, Any]]) -> dict[str, Cancellations]
     groups: dict[str, dict[str, GroupCancellation]] = {}
     for item in items:
         lane, kind, value = item["sk"]["S"].removeprefix(PENDING_PREFIX).split("#", 2)
-        if kind == NAME_KIND:
+        if kind == NAMES_KIND:
+            packed = {name: float(at["N"]) for name, at in item.get("names", {}).get("M", {}).items()}
+            names.setdefault(lane, set()).update(packed)
+            cancelled_at.setdefault(lane, {}).update(packed)
+        elif kind == NAME_KIND:
             names.setdefault(lane, set()).add(value)
             expires_at = item.get("expires_at", {}).get("N")
             if expires_at is not None:  # written 14 days before it expires, to the second

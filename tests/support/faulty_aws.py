@@ -157,6 +157,8 @@ class FaultyAws:
         emulate = handlers.get(request.operation)
         if request.service == "dynamodb" and request.operation == "PutItem":
             return self._put_item(request, environ)
+        if request.service == "dynamodb" and request.operation == "UpdateItem":
+            return self._update_item(request, environ)
         if emulate is None or request.service not in {"states", "sqs"}:
             return self._forward(environ)
         return emulate(request, environ)
@@ -169,6 +171,23 @@ class FaultyAws:
             with self.world.lock:
                 self.world.violations += watch.written(request.body.get("Item", {}))
         return response
+
+    def _update_item(self, request: Request, environ: dict[str, Any]) -> Response:
+        """Moto's, but for DynamoDB's 400 KB: an update that would grow an item past it is refused.
+
+        Moto checks a `PutItem`'s size, not an `UpdateItem`'s. Emulated: the item's size now
+        (moto's count) plus the names and values the update brings (an upper bound: it
+        counts a REMOVE's names too) over 400,000 bytes is a ValidationException, as DynamoDB's.
+        """
+        body = request.body
+        item = dynamodb_item(body.get("TableName", ""), body.get("Key", {}))
+        brought = sum(len(str(name).encode()) for name in body.get("ExpressionAttributeNames", {}).values())
+        brought += len(json.dumps(body.get("ExpressionAttributeValues", {})).encode())
+        if (0 if item is None else item.size()) + brought > ITEM_SIZE_LIMIT:
+            return error_response(
+                "ValidationException", "Item size to update has exceeded the maximum allowed size"
+            )
+        return self._forward(environ)
 
     # -- Step Functions ---------------------------------------------------------------
 
@@ -386,6 +405,20 @@ def queue_size_limit(queue_url: str) -> int:
     from moto.sqs.models import sqs_backends  # noqa: PLC0415
 
     return int(sqs_backends[ACCOUNT_ID][REGION].get_queue(queue_url.rsplit("/", 1)[-1]).maximum_message_size)
+
+
+ITEM_SIZE_LIMIT = 400_000
+"""DynamoDB's largest item, as its documentation says (moto's own check, of a `PutItem`, allows 405,000)."""
+
+
+def dynamodb_item(table: str, key: dict[str, Any]) -> Any:
+    """Moto's own record of an item (None: none; same process as the server)."""
+    from moto.dynamodb.models import dynamodb_backends  # noqa: PLC0415
+
+    try:
+        return dynamodb_backends[ACCOUNT_ID][REGION].get_item(table, key)
+    except Exception:  # no such table: moto's own error answers the call
+        return None
 
 
 def backend_execution(arn: str) -> Any:

@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from dispatcher.adapters.job_items import (
+    CANCEL_KIND,
+    cancels_partition,
+    expires,
     jobs_partition,
     kept_item,
     kept_key,
     pending_group_item,
-    pending_name_item,
+    pending_names_key,
     record_item,
 )
 from dispatcher.core.batching import BATCH_WRITE_LIMIT
@@ -43,13 +46,22 @@ class JobPartitions:
         self._scheduler = scheduler
 
     def cancel(self, lane: str, name: str) -> None:
-        """A producer cancels job ``name`` (its record, then its pending entry; no units are taken)."""
+        """A producer cancels job ``name`` (its record, then its name in its hour's item; no units taken)."""
         now = self._scheduler.now
         record = JobRecord(lane, name, JobState.CANCELLED, "cancelled by its producer", now)
         item = record_item(self.key, record)
         self.jobs.items[item["sk"]["S"]] = Stored(item)
-        pending = pending_name_item(self.key, lane, name, now)
-        self.table.put(pending["sk"]["S"], Stored(pending))
+        sort_key = pending_names_key(lane, name, now)
+        kept = self.table.item(sort_key)
+        names = {**({} if kept is None else kept["names"]["M"]), name: {"N": repr(now)}}
+        pending = {
+            "pk": {"S": cancels_partition(self.key)},
+            "sk": {"S": sort_key},
+            "kind": {"S": CANCEL_KIND},
+            "names": {"M": names},
+            "expires_at": expires(now),
+        }
+        self.table.put(sort_key, Stored(pending))
 
     def cancel_group(self, lane: str, group: str) -> None:
         """A producer cancels group ``group``'s jobs sent until now."""
