@@ -114,13 +114,14 @@ def keep_backlog(  # noqa: PLR0913 — the run, its draws, and the producer's op
     top_up()
 
 
-def run(
+def run(  # noqa: PLR0913 — the region, the length, and each variant of the run
     region: str,
     seconds: float = 600.0,
     mapping: EventSourceMapping | None = None,
     *,
     follow: bool = False,
     wakes: bool = False,
+    cancelled_up_front: int = 0,
 ) -> dict[str, Any]:
     """Warm up, then measure ``seconds`` of simulated time in ``region``; the figures.
 
@@ -128,9 +129,13 @@ def run(
     template since 0.6); None: one invocation per end event (0.5). ``follow``: 1 % of the
     jobs cancelled, 1 % expired (`keep_backlog`). ``wakes``: the producer wakes the
     dispatcher after each top-up (DESIGN.md "Start on arrival"; needs ``mapping``).
+    ``cancelled_up_front``: that many names of jobs never sent are cancelled before the run
+    (what every tick then reads with its window).
     """
     aws = InMemoryAws(region=region, lag=LAG, events=EVENTS, seed=7)
     aws.world.max_concurrency = MAX_CONCURRENCY
+    for index in range(cancelled_up_front):
+        aws.jobs.cancel(DEFAULT, f"never-sent-{index:05d}")
     began = aws.scheduler.now
     end = began + WARM_UP_SECONDS + seconds
     function = Function(aws, template_settings(aws), mapping=mapping)
@@ -139,6 +144,7 @@ def run(
     design = "batched end events" if mapping else "an invocation per end event"
     design += ", 1 % cancelled and 1 % expired" if follow else ""
     design += ", the producer wakes" if wakes else ""
+    design += f", {cancelled_up_front:,} cancelled by name up front" if cancelled_up_front else ""
     progress(aws, f"section 8: {region}, {design}", end)
     result = measure(aws, function, region, seconds, end)
     timeline = Counter(int((execution.started_at - began) // TIMELINE_SECONDS) for execution in aws.started())
@@ -432,6 +438,15 @@ def call_design(region: str, seconds: float, batched: bool, wakes: bool) -> dict
     return run(region, seconds, EventSourceMapping() if batched else None, wakes=wakes)
 
 
-def call_run(region: str, seconds: float, follow: bool, wakes: bool = False) -> dict[str, Any]:
+def call_run(
+    region: str, seconds: float, follow: bool, wakes: bool = False, cancelled_up_front: int = 0
+) -> dict[str, Any]:
     """`run` with the template's batched ends, ``follow`` or not, ``wakes`` or not (for a pool's worker)."""
-    return run(region, seconds, EventSourceMapping(), follow=follow, wakes=wakes)
+    return run(
+        region,
+        seconds,
+        EventSourceMapping(),
+        follow=follow,
+        wakes=wakes,
+        cancelled_up_front=cancelled_up_front,
+    )

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from dispatcher.adapters.errors import translated
 from dispatcher.adapters.item_keys import sort_key
+from dispatcher.adapters.job_items import kept_item, kept_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit, write_condition
 from dispatcher.adapters.member_items import MEMBERS_KEY, members_item, read_members
 from dispatcher.adapters.server_time import server_time
@@ -41,6 +42,7 @@ from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.rerun import Origin
 
 if TYPE_CHECKING:
@@ -90,25 +92,37 @@ class StartLedgerTable:
             if "PutRequest" in request
         }
 
-    def record(self, starts: Sequence[LedgerStart]) -> list[LedgerStart]:
+    def record(
+        self, starts: Sequence[LedgerStart], kept: Sequence[JobRecord | Dropped] = ()
+    ) -> list[LedgerStart | JobRecord | Dropped]:
         """Write starts (of one `starts_of`) before they happen; those left unprocessed.
 
         Starts recorded together share an item, 25 an item, whatever their state machine,
         in `BatchWriteItem` calls of 25 items. An unprocessed start must not happen in this
         round. The first call still failing after botocore's retries raises (its starts may
-        or may not have been written); a later one leaves its starts unprocessed.
+        or may not have been written); a later one leaves its starts unprocessed. ``kept``:
+        job records (`dispatcher.adapters.job_items`) in the same calls after the starts;
+        those left unprocessed are returned too.
         """
         packs = start_packs(starts)
         items = [starts_item(self._partition, pack, self._own) for pack in packs]
+        distinct = {kept_key(record): record for record in kept}  # a job's latest: one item per key
         unprocessed: set[str] = set()
-        for index, chunk in enumerate(chunks(items, BATCH_WRITE_LIMIT)):
+        for index, chunk in enumerate(
+            chunks(
+                [*items, *(kept_item(self._own, record) for record in distinct.values())], BATCH_WRITE_LIMIT
+            )
+        ):
             try:
                 unprocessed |= self._write(chunk)
             except TransientError:
                 if index == 0:
                     raise
                 unprocessed |= {item["sk"]["S"] for item in chunk}
-        return [start for pack in packs if pack[0].sort_key in unprocessed for start in pack]
+        return [
+            *(start for pack in packs if pack[0].sort_key in unprocessed for start in pack),
+            *(record for key, record in distinct.items() if key in unprocessed),
+        ]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
         """Remember for the review window the ends status change events reported; how many were left.

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from dispatcher.core.admission import Admission, DeadLetter, Expiring, Redrive, Start, admit, plan_message
+from dispatcher.core.admission import (
+    Admission,
+    Cancelled,
+    DeadLetter,
+    Expiring,
+    Redrive,
+    Start,
+    admit,
+    plan_message,
+)
 from dispatcher.core.errors import TransientError
 from dispatcher.core.jobs import (
     Cancellations,
@@ -149,7 +158,11 @@ class LaneRound(MemberRound):
         outcome = part.outcome
         undeleted = {message.message_id for message in outcome.undeleted}
         records: list[JobRecord | Dropped] = []
-        for message in outcome.of(Outcome.CANCELLED):
+        # Its admitted jobs that were cancelled are said to be once the round starts: known before.
+        starts = part.starts.starts if isinstance(part.starts, LaneStarts) else []
+        unmade = [start.message for start in starts if isinstance(start, Cancelled)]
+        cancelled = {message.message_id: message for message in [*outcome.of(Outcome.CANCELLED), *unmade]}
+        for message in cancelled.values():
             if message.message_id not in undeleted:
                 records += self._cancelled_record(message, now)
         for letter in outcome.dead_letters:

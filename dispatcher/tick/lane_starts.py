@@ -44,7 +44,7 @@ class LaneStarts:
     """Whether the tick's window holds a start record of (state machine, name): its start may not show yet."""
 
     def to_record(self, taken: set[tuple[str, str]], now: float) -> Recording:
-        """Each start once, with its message group (and the redriveCount before, for a redrive).
+        """Each start but a cancelled one, once, with its message group (and the redriveCount, for a redrive).
 
         An execution an earlier lane of the same state machine recorded this round (in
         ``taken``) is left to that lane: this one's waits for a later round. A lane that
@@ -54,6 +54,8 @@ class LaneStarts:
         redrives: dict[str, int] = {}
         arn = self.admissions.arn
         for start in self.starts:
+            if isinstance(start, Cancelled):
+                continue  # never started: nothing to count, nothing to void
             if (arn, start.name) in taken and start.name not in groups:
                 continue
             taken.add((arn, start.name))

@@ -121,8 +121,13 @@ class StartLedger(Protocol):
         """The starts `record` writes for starting these executions now, each lane's apart."""
         ...
 
-    def record(self, starts: Sequence[LedgerStart]) -> list[LedgerStart]:
-        """Write starts of one `starts_of` (≤ 625) before they happen; those left unprocessed."""
+    def record(
+        self, starts: Sequence[LedgerStart], kept: Sequence[JobRecord | Dropped] = ()
+    ) -> list[LedgerStart | JobRecord | Dropped]:
+        """Write starts of one `starts_of` (≤ 625) before they happen; those left unprocessed.
+
+        ``kept``: job records written in the same `BatchWriteItem` calls (those left are returned too).
+        """
         ...
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from dispatcher.core.errors import TransientError
-from dispatcher.core.jobs import Cancellations
+from dispatcher.core.jobs import Cancellations, Dropped, JobRecord
 from dispatcher.core.outcomes import Counts
 from dispatcher.telemetry import logger
 from dispatcher.tick.member_round import MemberRound, Prepared
@@ -101,8 +101,9 @@ class Round:
                 now = self._runtime.clock()
                 self._raise_first(self._each(lambda part: part.member.within_rate(part, now), rated))
             members = [part.member.starts_of(part, self._runtime.clock) for part in prepared]
-            self._starter.record(members, self._runtime.clock())
             self._screen(prepared)
+            early = self._early_records(prepared)
+            kept = self._starter.record(members, self._runtime.clock(), early)
             self._starter.start(members)
             self._raise_first(self._each(lambda part: part.member.dead_letter(part.outcome), prepared))
         except BaseException:
@@ -113,7 +114,7 @@ class Round:
         counts = self._each(lambda part: part.member.settle(part), prepared)
         self._raise_first(counts)
         self._forget_never_started(prepared)
-        self._keep_records(prepared)
+        self._keep_records(prepared, kept)
         return {
             part.member.name: (member_counts, _stop_after(part.outcome, part.receive_stop))  # type: ignore[misc]
             for part, member_counts in zip(prepared, counts, strict=True)
@@ -129,12 +130,33 @@ class Round:
         for part in prepared:
             part.member.screen(part, pending.get(part.member.name, Cancellations()))
 
-    def _keep_records(self, prepared: Sequence[Prepared]) -> None:
-        """Keep what `dispatcher job` reports of the round's jobs that never started; best effort."""
+    def _early_records(self, prepared: Sequence[Prepared]) -> list[JobRecord | Dropped]:
+        """The records of the jobs the round already knows will never start (expired, cancelled, poison).
+
+        They go in the `BatchWriteItem` of the round's start records (no call of their own).
+        One whose message is then not deleted is received again and decided the same way.
+        """
+        if self._jobs is None:
+            return []
+        now = self._runtime.clock()
+        return [record for part in prepared for record in part.member.job_records(part, now)]
+
+    def _keep_records(self, prepared: Sequence[Prepared], written: Sequence[JobRecord | Dropped]) -> None:
+        """Keep what `dispatcher job` reports of the round's jobs that never started, bar ``written``.
+
+        What the start records' call did not take: the round's records when it started
+        nothing, and what its starts found (a name collision, say).
+        """
         if self._jobs is None:
             return
         now = self._runtime.clock()
-        records = [record for part in prepared for record in part.member.job_records(part, now)]
+        done = {_kept(record) for record in written}
+        records = [
+            record
+            for part in prepared
+            for record in part.member.job_records(part, now)
+            if _kept(record) not in done
+        ]
         if records and self._jobs.write(records):
             logger.warning("some job records were not written", extra={"records": len(records)})
 
@@ -207,3 +229,8 @@ def _received(
         elif isinstance(result, Prepared):
             prepared.append(result)
     return results, prepared
+
+
+def _kept(record: JobRecord | Dropped) -> tuple[str, str, str]:
+    """What tells a job record apart from another: its kind (a record, a drop), its lane and name."""
+    return (type(record).__name__, record.lane, record.name)

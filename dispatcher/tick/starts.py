@@ -14,6 +14,7 @@ from dispatcher.core.errors import (
     NotYetError,
     TransientError,
 )
+from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.outcomes import Outcome
 from dispatcher.core.rosters import RosterEntry
 from dispatcher.telemetry import logger
@@ -119,7 +120,9 @@ class Starter:
         self._ledger = ledger
         self._rosters = rosters
 
-    def record(self, lanes: Sequence[MemberStarts], now: float) -> None:
+    def record(
+        self, lanes: Sequence[MemberStarts], now: float, kept: Sequence[JobRecord | Dropped] = ()
+    ) -> list[JobRecord | Dropped]:
         """Write the round's starts to the ledger, its entries to the rosters (at ``now``); note what goes.
 
         A round's starts are a few items of 25, whatever their lanes, in one
@@ -128,19 +131,25 @@ class Starter:
         left unprocessed stop admitting after this round, and their messages don't start.
         An execution two lanes of one state machine both admit this round is recorded for
         the first: the other's waits for a later round (and is found started).
+
+        ``kept``: the records of the round's jobs that never start, written in the ledger's
+        `BatchWriteItem` after the starts. Those it wrote (none when there were no starts to
+        record, or the call failed: the round writes the rest itself).
         """
         self._collect(lanes, stored_time(now))
-        calls = self._calls(lanes)
+        written: list[JobRecord | Dropped] = []
+        calls = self._calls(lanes, kept, written)
         if not calls:
-            return
+            return []
         try:
             left = self._unprocessed(calls)
         except TransientError as error:
             for lane in lanes:
                 lane.outcome.stop_reason = lane.outcome.stop_reason or str(error)
-            return
+            return written
         for lane in lanes:
             _mark_written(lane, left)
+        return written
 
     def _collect(self, lanes: Sequence[MemberStarts], now: float) -> None:
         """Each member's ledger starts (from one ledger read for the round) and roster entries."""
@@ -152,12 +161,27 @@ class Starter:
             lane.outcome.recorded = next(starts) if recording.ledger is not None else []
             lane.outcome.entered = list(recording.entries)
 
-    def _calls(self, lanes: Sequence[MemberStarts]) -> list[Write]:
-        """The writes of the round's records: one for the ledger's, calls of 25 for each roster's."""
+    def _calls(
+        self,
+        lanes: Sequence[MemberStarts],
+        kept: Sequence[JobRecord | Dropped],
+        written: list[JobRecord | Dropped],
+    ) -> list[Write]:
+        """The writes of the round's records: the ledger's (with ``kept``), calls of 25 for each roster's.
+
+        ``written`` gets what of ``kept`` the ledger's call wrote.
+        """
         ledger = [start for lane in lanes for start in lane.outcome.recorded]
         entries = [entry for lane in lanes for entry in lane.outcome.entered]
+
+        def record(starts: Sequence[LedgerStart]) -> list[LedgerStart]:
+            left = self._ledger.record(starts, kept)
+            records = [record for record in left if not isinstance(record, LedgerStart)]
+            written.extend(record for record in kept if record not in records)
+            return [start for start in left if isinstance(start, LedgerStart)]
+
         return [
-            *([Write(self._ledger.record, ledger)] if ledger else []),
+            *([Write(record, ledger)] if ledger else []),
             *(
                 Write(roster.enter, chunk)
                 for roster, those in by_roster(entries, self._rosters)

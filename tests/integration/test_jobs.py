@@ -5,12 +5,14 @@ from __future__ import annotations
 import fnmatch
 import json
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from freezegun import freeze_time
 
+from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.jobs import start_by_text
 from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE
 from dispatcher.local.account import ACCOUNT_ID, REGION
@@ -275,7 +277,7 @@ def _listed(value: str | list[str]) -> list[str]:
 def test_a_cancelled_job_of_a_lane_on_its_own_state_machine_holds_no_slot_after_its_tick(
     harness: Harness,
 ) -> None:
-    """Lane tenants starts a state machine of its own: its cancelled jobs' records are voided at once.
+    """Lane tenants starts a state machine of its own: its cancelled jobs hold no slot after their tick.
 
     Issue 62's repro: their voids named other keys than their records (a lane whose state
     machine isn't the partition's), so each counted RUNNING until its review, 90 s, and the
@@ -295,3 +297,53 @@ def test_a_cancelled_job_of_a_lane_on_its_own_state_machine_holds_no_slot_after_
     assert second["pools"]["tpool"]["running"] == 0
     producer.send({"job": "big-4"}, group="big", name="big-4")
     assert harness.tick()["started"] == 1
+
+
+def test_a_rounds_job_records_go_in_its_start_records_call_and_a_cancelled_job_is_never_recorded(
+    harness: Harness,
+) -> None:
+    """One `BatchWriteItem` carries the round's start records and its expired and cancelled jobs' records.
+
+    A job its group's cancellation took is screened before the round records its starts: no
+    start record is written for it (nor voided after).
+    """
+    harness.configure(5)
+    producer = _producer(harness)
+    producer.send({}, group="g", name="in-time")
+    harness.sqs.send_message(
+        QueueUrl=harness.stack.queue_url,
+        MessageBody="{}",
+        MessageGroupId="e",
+        MessageDeduplicationId="too-late",
+        MessageAttributes={
+            "ExecutionName": {"DataType": "String", "StringValue": "too-late"},
+            "StartBy": {
+                "DataType": "String",
+                "StringValue": start_by_text(datetime.now(UTC) - timedelta(seconds=5)),
+            },
+        },
+    )
+    producer.send({}, group="h", name="left")
+    producer.cancel_group("h")
+    calls: list[dict[str, int]] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        items = [
+            request["PutRequest"]["Item"] for request in params["RequestItems"][harness.stack.state_table]
+        ]
+        calls.append(
+            {
+                "starts": sum(item.get("kind", {}).get("S") == "starts" for item in items),
+                "jobs": sum(item["pk"]["S"].startswith("jobs#") for item in items),
+            }
+        )
+
+    harness.on("provide-client-params.dynamodb.BatchWriteItem", count)
+    result = harness.tick()
+    assert (result["started"], result["expired"], result["cancelled"]) == (1, 1, 1)
+    assert [call for call in calls if call["jobs"]] == [{"starts": 1, "jobs": 2}], calls
+    table = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    recorded = {start.name for start in table.window(time.time() - 60).recorded}
+    assert recorded == {"in-time"}, "the cancelled job was never recorded"
+    assert producer.job("left").state == "cancelled"
+    assert producer.job("too-late").state == "expired"

@@ -119,7 +119,7 @@ class SimResources:
     def ledger(self, key: str) -> LedgerView:
         """Every lane's starts and ends."""
         assert key == self._aws.state_machine_arn, f"no records under {key}"
-        return LedgerView(self._aws.table, self._clients.dynamodb)
+        return LedgerView(self._aws.table, self._clients.dynamodb, self._aws.jobs)
 
     def lane_roster(self, key: str) -> LaneRosterView:
         """The tenant lanes' rosters, kept warm in the container's memory."""

@@ -16,9 +16,10 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dispatcher.adapters.item_keys import sort_key
+from dispatcher.adapters.job_items import kept_item, kept_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit
 from dispatcher.adapters.member_items import members_item
 from dispatcher.adapters.roster_items import inside_partition
@@ -38,6 +39,7 @@ from dispatcher.core.batching import BATCH_WRITE_LIMIT, chunks
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, LedgerRequest, LedgerStart, StateWindow
 from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
 from tests.support.sim.api import Client, LiveBucket, Usage
@@ -45,6 +47,9 @@ from tests.support.sim.inside import InsidePartition
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES, Stored, write_units
 from tests.support.sim.lease import Lease
 from tests.support.sim.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from tests.support.sim.jobs import JobPartitions
 
 KEEP_SECONDS = RECENT_START_WINDOW_SECONDS + LISTING_MAX_AGE_SECONDS + 60
 """How long the table keeps a record in memory: longer than any tick's review window."""
@@ -131,29 +136,48 @@ class StateTable:
 class LedgerView:
     """The `StartLedger` port on one container's DynamoDB client."""
 
-    def __init__(self, table: StateTable, client: Client) -> None:
+    def __init__(self, table: StateTable, client: Client, jobs: JobPartitions | None = None) -> None:
         self._table = table
         self._client = client
+        self._jobs = jobs
+        """Where job records written with the starts go (their partition's units)."""
 
     def starts_of(self, requests: Sequence[LedgerRequest], now: float) -> list[list[LedgerStart]]:
         """The starts of these requests, each lane's apart (the adapter's own)."""
         return ledger_starts_of(requests, now, self._table.own)
 
-    def _write_batch(self, items: list[dict[str, Any]], packs: Sequence[Sequence[Any]], role: str) -> int:
-        """One `BatchWriteItem`: the items that fit in the partition's units now; the records left."""
+    def _write_batch(
+        self,
+        items: list[dict[str, Any]],
+        packs: Sequence[Sequence[Any]],
+        role: str,
+        kept: Sequence[dict[str, Any]] = (),
+        taken: dict[str, bool] | None = None,
+    ) -> int:
+        """One `BatchWriteItem`: the items that fit in the partition's units now; the records left.
+
+        ``kept``: job records in the same call, in their own partition (best effort, as the adapter's).
+        """
         units = [write_units(item) for item in items]
-        written = {"count": 0}
+        written = {"count": 0, "kept": 0}
 
         def admit() -> bool:
-            granted = self._table.write(sum(units), partial=True)
+            granted = self._table.write(sum(units), partial=True) if units else 0
             while written["count"] < len(units) and units[written["count"]] <= granted:
                 granted -= units[written["count"]]
                 written["count"] += 1
-            return written["count"] > 0
+            if kept and self._jobs is not None:
+                written["kept"] = int(self._jobs.jobs.write(sum(write_units(item) for item in kept)) > 0)
+            return written["count"] > 0 or bool(written["kept"])
 
         def write() -> int:
             for item in items[: written["count"]]:
                 self._table.put(item["sk"]["S"], Stored(item))
+            if written["kept"] and self._jobs is not None:
+                for item in kept:
+                    self._jobs.jobs.items[item["sk"]["S"]] = Stored(item)
+                if taken is not None:
+                    taken["kept"] = True
             return sum(len(pack) for pack in packs[written["count"] :])
 
         action = f"BatchWriteItem on state table {self._table.partition}"
@@ -214,12 +238,23 @@ class LedgerView:
                 left += sum(len(pack) for pack in packs[chunk])
         return left
 
-    def record(self, starts: Sequence[LedgerStart]) -> list[LedgerStart]:
-        """Write starts (25 an item) before they happen; those left. A throttled `BatchWriteItem` raises."""
+    def record(
+        self, starts: Sequence[LedgerStart], kept: Sequence[JobRecord | Dropped] = ()
+    ) -> list[LedgerStart | JobRecord | Dropped]:
+        """Write starts (25 an item) before they happen, job records beside; those left.
+
+        A throttled `BatchWriteItem` raises (as the adapter's first call).
+        """
         packs = start_packs(starts)
         items = [starts_item(self._table.partition, pack, self._table.own) for pack in packs]
-        left = self._write_batch(items, packs, "record") if packs else 0
-        return [start for pack in packs for start in pack][len(starts) - left :]
+        distinct = {kept_key(record): record for record in kept}
+        records = [kept_item(self._table.own, record) for record in distinct.values()]
+        taken = {"kept": False}
+        left = self._write_batch(items, packs, "record", records, taken) if packs else 0
+        return [
+            *[start for pack in packs for start in pack][len(starts) - left :],
+            *([] if taken["kept"] else distinct.values()),
+        ]
 
     def note_ended(self, ended: Sequence[EndedExecution], now: float) -> int:
         """Reported ends, once per execution with the latest stop, 500 an item (as the adapter)."""
