@@ -76,7 +76,7 @@ def plot(timeline: Timeline, maximum: int, path: Path) -> None:
     axes.set_ylim(0, maximum + 1)
     axes.set_xlabel("seconds")
     axes.set_ylabel("executions")
-    axes.set_title("An adaptive pool: cut on a throttle, grown back one step at a time")
+    axes.set_title("An adaptive pool: cut by the throttles, searched back up, probing beyond")
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -93,7 +93,8 @@ def run(arguments: argparse.Namespace) -> int:
     adaptive = {
         "errors": [THROTTLED_ERROR],
         "min": 1,
-        "decrease": 0.5,
+        **({} if arguments.initial is None else {"initial": arguments.initial}),
+        "decrease": arguments.decrease,
         "cooldown_seconds": arguments.cooldown,
     }
     with moto_server() as endpoint_url, pointed_at(endpoint_url), contextlib.ExitStack() as scope:
@@ -139,7 +140,7 @@ def run(arguments: argparse.Namespace) -> int:
                 set_capacity(stack.downstream_table, capacity)
             result = handler.lambda_handler({}, LocalContext())
             kept = ledger.limit(DEFAULT)
-            limit = arguments.max if kept is None else kept.limit
+            limit = (arguments.initial or arguments.max) if kept is None else kept.limit
             running = running_now(stack.state_machine_arn)
             timeline.seconds.append(elapsed)
             timeline.capacity.append(capacity)
@@ -197,6 +198,10 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--phase", type=float, default=40.0, help="seconds each capacity lasts (default 40)")
     parser.add_argument("--duration", type=int, default=4, help="seconds each job runs (default 4)")
     parser.add_argument("--cooldown", type=float, default=2.0, help="cooldown_seconds (default 2)")
+    parser.add_argument("--decrease", type=float, default=0.7, help="decrease (default 0.7)")
+    parser.add_argument(
+        "--initial", type=_count(1), default=None, help="where L starts (default: MAX, as the contract's)"
+    )
     parser.add_argument(
         "--jobs",
         type=_count(1),
