@@ -220,22 +220,33 @@ def adapt(  # noqa: PLR0913 — each is one input of the rule
     first = state or LimitState(limit=initial_limit(adaptive, max_concurrency), changed_at=now)
     low, high = bounds(adaptive, max_concurrency)
     moving = _Moving(first, min(max(first.limit, low), high))
-    latest: dict[str, PoolEnd] = {}
-    for end in ends:
-        if end.name not in latest or end.stopped_at > latest[end.name].stopped_at:
-            latest[end.name] = end
-    for end in sorted(latest.values(), key=lambda end: (end.stopped_at, end.name)):
+    for end in _in_order(ends):
         if end.error is not None and end.error in adaptive.errors:
             _signal(moving, end, adaptive, low)
         else:
             _clean(moving, end)
     increases = _grow(moving, adaptive, running=running, high=high, now=now)
-    floor_since = (now if first.floor_since is None else first.floor_since) if moving.limit == low else None
-    final = replace(moving.state, limit=moving.limit, floor_since=floor_since)
+    final = replace(moving.state, limit=moving.limit, floor_since=_floor_since(first, moving.limit, low, now))
     changed = state is None or final != state
     if changed:
         final = replace(final, version=first.version + (0 if state is None else 1))
     return Adaptation(final, tuple(moving.decreases), increases, tuple(moving.ignored), changed)
+
+
+def _in_order(ends: Iterable[PoolEnd]) -> list[PoolEnd]:
+    """The ends in the order they ended, each execution once (its latest end)."""
+    latest: dict[str, PoolEnd] = {}
+    for end in ends:
+        if end.name not in latest or end.stopped_at > latest[end.name].stopped_at:
+            latest[end.name] = end
+    return sorted(latest.values(), key=lambda end: (end.stopped_at, end.name))
+
+
+def _floor_since(first: LimitState, limit: int, low: int, now: float) -> float | None:
+    """Since when L has sat at its lowest: kept while it stays there, ``now`` when it arrives, else None."""
+    if limit != low:
+        return None
+    return now if first.floor_since is None else first.floor_since
 
 
 def _signal(moving: _Moving, end: PoolEnd, adaptive: Adaptive, low: int) -> None:

@@ -57,7 +57,6 @@ def _bytes(body: Any) -> bytes:
 def _loopback(request: Any, **_: Any) -> Any:
     """Serve ``request`` here when its endpoint is one of this process's emulators (else None)."""
     from botocore.awsrequest import AWSResponse  # noqa: PLC0415 — only once a request comes
-    from botocore.compat import HTTPHeaders  # noqa: PLC0415
 
     url = urlsplit(request.url)
     app = _APPS.get(url.netloc)
@@ -102,12 +101,21 @@ def _loopback(request: Any, **_: Any) -> Any:
         close = getattr(chunks, "close", None)
         if close is not None:
             close()
+    return AWSResponse(
+        request.url, int(answer["status"].split(" ", 1)[0]), _headers(answer["headers"]), _Body(content)
+    )
+
+
+def _headers(pairs: list[tuple[str, str]]) -> Any:
+    """The answer's headers, with the ``Date`` the HTTP server adds (as AWS's do: the server's clock)."""
+    from botocore.compat import HTTPHeaders  # noqa: PLC0415 — only once a request comes
+
     parsed = HTTPHeaders()
-    for key, value in answer["headers"]:
+    for key, value in pairs:
         parsed[key] = value
     if "Date" not in parsed:
-        parsed["Date"] = formatdate(usegmt=True)  # what the HTTP server adds, as AWS's do: the server's clock
-    return AWSResponse(request.url, int(answer["status"].split(" ", 1)[0]), parsed, _Body(content))
+        parsed["Date"] = formatdate(usegmt=True)
+    return parsed
 
 
 def _install() -> None:

@@ -158,11 +158,7 @@ class LaneRound(MemberRound):
         outcome = part.outcome
         undeleted = {message.message_id for message in outcome.undeleted}
         records: list[JobRecord | Dropped] = []
-        # Its admitted jobs that were cancelled are said to be once the round starts: known before.
-        starts = part.starts.starts if isinstance(part.starts, LaneStarts) else []
-        unmade = [start.message for start in starts if isinstance(start, Cancelled)]
-        cancelled = {message.message_id: message for message in [*outcome.of(Outcome.CANCELLED), *unmade]}
-        for message in cancelled.values():
+        for message in _cancelled(part):
             if message.message_id not in undeleted:
                 records += self._cancelled_record(message, now)
         for letter in outcome.dead_letters:
@@ -217,3 +213,11 @@ class LaneRound(MemberRound):
             roster=self.book is not None,
             in_window=self._in_window,
         )
+
+
+def _cancelled(part: Prepared) -> list[QueuedMessage]:
+    """The part's cancelled jobs: those dropped, and its admitted ones (said to be once the round starts)."""
+    starts = part.starts.starts if isinstance(part.starts, LaneStarts) else []
+    unmade = [start.message for start in starts if isinstance(start, Cancelled)]
+    found = {message.message_id: message for message in [*part.outcome.of(Outcome.CANCELLED), *unmade]}
+    return list(found.values())
