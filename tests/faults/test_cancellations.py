@@ -63,11 +63,15 @@ def test_an_hours_names_share_its_items_and_a_full_one_gives_a_name_its_own(faul
         "names": {"M": dict({} if kept is None else kept["names"]["M"])},  # type: ignore[index]
     }
     base = _size(item)
-    item["names"]["M"]["filler-00000"] = {"N": "1"}
-    each = _size(item) - base  # every filler-NNNNN name below is as long
+    pad = "x" * 9_980  # few names, each long: the item's size without thousands of entries to build
+    item["names"]["M"][f"filler-00{pad}"] = {"N": "1"}
+    each = _size(item) - base  # every filler-NN name below is as long
     for filler in range(1, (ITEM_SIZE_LIMIT - 40 - base) // each):
-        item["names"]["M"][f"filler-{filler:05d}"] = {"N": "1"}
+        item["names"]["M"][f"filler-{filler:02d}{pad}"] = {"N": "1"}
     assert ITEM_SIZE_LIMIT - 40 - each <= _size(item) <= ITEM_SIZE_LIMIT - 40
+    fill = ITEM_SIZE_LIMIT - 40 - _size(item) - len("filler-zz") - 2  # to within 40 bytes
+    item["names"]["M"]["filler-zz" + "x" * max(0, fill)] = {"N": "1"}
+    assert ITEM_SIZE_LIMIT - 50 <= _size(item) <= ITEM_SIZE_LIMIT - 30
     dynamodb.put_item(TableName=table, Item=item)
     jobs.cancel(JobRecord("default", "big", JobState.CANCELLED, "upload deleted", AT))
     after = _pending(dynamodb, table)
