@@ -230,7 +230,7 @@ class Producer:
         options.setdefault("wake_queue_url", outputs.get(STACK_OUTPUTS["wake_queue_url"]) or "")
         return cls(queue_url, **settings, **options)
 
-    def send(
+    def send(  # noqa: PLR0913 — each is one of the job's own fields
         self,
         body: str | Mapping[str, Any] | Sequence[Any],
         *,
@@ -238,18 +238,20 @@ class Producer:
         name: str | None = None,
         deduplication_id: str | None = None,
         start_by: datetime | str | None = None,
+        slots: int | None = None,
     ) -> str:
         """Send one job; its MessageId. Raises ``JobRejectedError`` or ``SendFailedError``.
 
         ``body``: JSON text (sent verbatim) or a value such as a dict (sent as its JSON text).
         ``start_by``: an aware datetime (or ISO 8601 text with a UTC offset) after which the job
-        must not start (it expires); one that has passed already is refused.
+        must not start (it expires); one that has passed already is refused. ``slots``: how many
+        of its pool's slots the job takes (its ``Slots`` attribute; None: one, no attribute).
         """
         try:
             deadline = None if start_by is None else start_by_text(start_by)
         except ValueError as error:
             raise JobRejectedError(str(error)) from error
-        job = Job(body, group, name, deduplication_id, start_by=deadline)  # type: ignore[arg-type]
+        job = Job(body, group, name, deduplication_id, start_by=deadline, slots=slots)  # type: ignore[arg-type]
         problem = job.problem(time.time())
         if problem is not None:
             raise JobRejectedError(problem)

@@ -13,7 +13,7 @@ places (a gate's admissions, a tenant lane's starts) is its roster's: `dispatche
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -24,6 +24,7 @@ from dispatcher.adapters.job_items import kept_item, kept_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit, write_condition
 from dispatcher.adapters.member_items import MEMBERS_KEY, members_item, read_members
 from dispatcher.adapters.server_time import server_time
+from dispatcher.adapters.size_items import SIZES_PREFIX, read_sizes, sizes_key, sizes_update
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
@@ -44,6 +45,7 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.rerun import Origin
+from dispatcher.core.sizes import SizeEntry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -166,6 +168,25 @@ class StartLedgerTable:
             "ConsistentRead": True,
         }
         return read_items(self._query(request), self._own)
+
+    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]) -> None:
+        """Keep ``pool``'s sized executions: add these (before they start), drop those that ended.
+
+        One `UpdateItem` (`dispatcher.adapters.size_items`); a failure raises `TransientError`.
+        """
+        key = {"pk": {"S": self._partition}, "sk": {"S": sizes_key(pool)}}
+        with translated(f"UpdateItem on state table {self.table} (sizes)"):
+            self._client.update_item(TableName=self.table, **sizes_update(key, pool, added, removed))
+
+    def sizes(self) -> dict[str, dict[str, SizeEntry]]:
+        """Each pool's sized executions as kept (one Query of their items, read consistently)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": {"S": self._partition}, ":prefix": {"S": SIZES_PREFIX}},
+            "ConsistentRead": True,
+        }
+        return dict(read_sizes(item) for item in self._query(request))
 
     def record_members(self, queues: Mapping[str, Mapping[str, str]]) -> None:
         """Keep the members' queues in the one item of the partition that holds them."""

@@ -134,6 +134,7 @@ def ledger_starts_of(requests: Sequence[LedgerRequest], now: float, own: str) ->
                 redrive_count=request.redrives.get(name),
                 state_machine_arn=request.state_machine_arn or own,
                 lane=request.lane,
+                slots=request.slots.get(name, 1),
             )
             for name, group in request.groups.items()
         ]
@@ -183,11 +184,21 @@ def starts_item(partition_key: str, records: Sequence[LedgerStart], own: str = "
     write = write_id(first.sort_key)
     if write:
         item["write"] = {"S": write}
+    machines = _machines([record.state_machine_arn for record in records], own)
+    return item | _by_name(records) | machines | _lanes(records)
+
+
+def _by_name(records: Sequence[LedgerStart]) -> dict[str, Any]:
+    """A pack's redrive counts and sizes, each a map by name (a name is in a round once a state machine)."""
+    item: dict[str, Any] = {}
     redrives = {record.name: record.redrive_count for record in records if record.redrive_count is not None}
     if redrives:
-        # A name is redriven once a round, in one state machine: the key is the name.
         item["redrive_counts"] = {"M": {name: {"N": str(count)} for name, count in redrives.items()}}
-    return item | _machines([record.state_machine_arn for record in records], own) | _lanes(records)
+    sized = {record.name: record.slots for record in records if record.slots > 1}
+    if sized:
+        # A job's size, kept for a re-run of it (the count keeps it in the pool's item).
+        item["slots"] = {"M": {name: {"N": str(slots)} for name, slots in sized.items()}}
+    return item
 
 
 def _lanes(records: Sequence[LedgerStart]) -> dict[str, Any]:
@@ -265,6 +276,7 @@ def packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
     """The start records a pack of a round's starts holds."""
     recorded_at = float(item["recorded_at"]["N"])
     redrives = item.get("redrive_counts", {}).get("M", {})
+    sized = item.get("slots", {}).get("M", {})
     write = item.get("write", {}).get("S")
     suffix = "" if write is None else f"#{write}"
     names = item["names"]["L"]
@@ -286,6 +298,7 @@ def packed_starts(item: Mapping[str, Any], own: str) -> list[LedgerStart]:
                 redrive_count=_optional_int(redrives.get(name, {}).get("N")),
                 state_machine_arn=machine,
                 lane=lane,
+                slots=int(sized.get(name, {}).get("N", 1)),
             )
         )
     return records
@@ -314,8 +327,9 @@ def item_origins(item: Mapping[str, Any], state_machine_arn: str, own: str) -> d
             _lane_of(item, len(names)),
             strict=True,
         )
+        sized = item.get("slots", {}).get("M", {})
         return {
-            name["S"]: Origin(group.get("S"), lane)
+            name["S"]: Origin(group.get("S"), lane, int(sized.get(name["S"], {}).get("N", 1)))
             for name, group, machine, lane in found
             if ("S" in group or lane is not None) and machine == state_machine_arn
         }

@@ -1,8 +1,8 @@
 """Reading the state table's partition: each kind of item by its own codec, into one window.
 
 One Query a tick reads every item of the dispatcher's partition (`StartLedgerTable.window`):
-start records, ends, voids, the members' queues, the pools' limits and the pending
-cancellations. Each kind's item is read by its codec (`CODECS`); `read_items` gathers
+start records, ends, voids, the members' queues, the pools' limits and sized executions,
+and the pending cancellations. Each kind's item is read by its codec (`CODECS`); `read_items` gathers
 them into the `StateWindow` the tick hands out, each phase its part.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from dispatcher.adapters.limit_items import LIMIT_KIND, read_limit
 from dispatcher.adapters.member_items import MEMBERS_KIND, read_members
+from dispatcher.adapters.size_items import SIZES_KIND, read_sizes
 from dispatcher.adapters.state_items import (
     CANCEL_KIND,
     ENDED_KIND,
@@ -28,6 +29,7 @@ from dispatcher.adapters.state_items import (
 from dispatcher.core.adaptive import LimitState
 from dispatcher.core.counting import LedgerStart, StateWindow
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.sizes import SizeEntry
 
 
 @dataclass
@@ -40,6 +42,12 @@ class _Read:
     pending: list[Mapping[str, Any]] = field(default_factory=list)
     members: dict[str, dict[str, str]] | None = None
     limits: dict[str, LimitState] = field(default_factory=dict)
+    sizes: dict[str, dict[str, SizeEntry]] = field(default_factory=dict)
+
+
+def _sizes_item(item: Mapping[str, Any], _own: str, read: _Read) -> None:
+    pool, entries = read_sizes(item)
+    read.sizes[pool] = entries
 
 
 def _members_item(item: Mapping[str, Any], _own: str, read: _Read) -> None:
@@ -97,6 +105,7 @@ def _unkinded_item(item: Mapping[str, Any], own: str, read: _Read) -> None:
 CODECS: Mapping[str | None, Callable[[Mapping[str, Any], str, _Read], None]] = {
     MEMBERS_KIND: _members_item,
     LIMIT_KIND: _limit_item,
+    SIZES_KIND: _sizes_item,
     STARTS_KIND: _starts_item,
     ENDS_KIND: _ends_item,
     VOID_KIND: _void_item,
@@ -123,4 +132,5 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
         cancellations=read_pending(read.pending),
         members=read.members,
         limits=read.limits,
+        sizes=read.sizes,
     )

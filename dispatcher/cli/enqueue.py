@@ -15,10 +15,10 @@ from dispatcher.cli.errors import PROG, UsageError
 from dispatcher.cli.members import named_member
 from dispatcher.cli.progress import Progress, StopAsked
 from dispatcher.core.executions import input_problem, name_problem
-from dispatcher.core.messages import Job, group_problem
+from dispatcher.core.messages import Job, group_problem, slots_problem
 from dispatcher.producer import Producer, SendResult
 
-LINE_KEYS = ("input", "body", "group", "name")
+LINE_KEYS = ("input", "body", "group", "name", "slots")
 """What a JSON Lines record may hold: a key beyond these is a mistake (a misspelt name would
 start under a random name, a ``"lane"`` would go to the default lane), never silently dropped."""
 
@@ -48,6 +48,11 @@ def _name_problems(name: object) -> list[str]:
     return [] if problem is None else [f'"name": {problem}']
 
 
+def _slots_problems(slots: object) -> list[str]:
+    problem = None if slots is None else slots_problem(slots)
+    return [] if problem is None else [f'"slots": {problem}']
+
+
 def _field_problems(record: dict[str, Any], default_group: str | None) -> tuple[Job | None, list[str]]:
     """The job of one JSON Lines record, or what is wrong with it, naming the fields as written."""
     unknown = [key for key in record if key not in LINE_KEYS]
@@ -58,11 +63,16 @@ def _field_problems(record: dict[str, Any], default_group: str | None) -> tuple[
     field = "body" if "body" in record else "input"
     body = record[field] if field == "body" else json.dumps(record["input"])
     group = record.get("group", default_group)
-    name = record.get("name")
-    problems = [*_body_problems(field, body), *_group_problems(group), *_name_problems(name)]
+    name, slots = record.get("name"), record.get("slots")
+    problems = [
+        *_body_problems(field, body),
+        *_group_problems(group),
+        *_name_problems(name),
+        *_slots_problems(slots),
+    ]
     if problems:
         return None, problems
-    return Job(str(body), str(group), name), []
+    return Job(str(body), str(group), name, slots=slots), []
 
 
 @dataclass
@@ -151,7 +161,7 @@ def prepare_enqueue(args: argparse.Namespace) -> list[str]:
     problems = [f"BODY: {problem}" for problem in [input_problem(body)] if problem]
     problems += _option_problems(args.group, args.name)
     if not problems:
-        args.jobs = [Job(body, str(args.group), args.name, start_by=args.start_by)]
+        args.jobs = [Job(body, str(args.group), args.name, start_by=args.start_by, slots=args.slots)]
     return problems
 
 
@@ -178,10 +188,17 @@ def _prepare_file(args: argparse.Namespace) -> list[str]:
     collisions = sum("a name collision" in problem for problem in found.problems)
     if collisions > 1:
         found.problems.append(f"{collisions} name collisions in {args.file}: nothing was sent")
-    args.jobs, args.duplicates, args.lines = found.jobs, found.duplicates, found.lines
-    if args.start_by is not None:
-        args.jobs = [replace(job, start_by=args.start_by) for job in args.jobs]
+    args.jobs, args.duplicates, args.lines = _with_options(args, found.jobs), found.duplicates, found.lines
     return found.problems
+
+
+def _with_options(args: argparse.Namespace, jobs: list[Job]) -> list[Job]:
+    """The file's jobs with ``--start-by``, and ``--slots`` where a line gave no size."""
+    if args.start_by is not None:
+        jobs = [replace(job, start_by=args.start_by) for job in jobs]
+    if args.slots is not None:
+        jobs = [job if job.slots is not None else replace(job, slots=args.slots) for job in jobs]
+    return jobs
 
 
 def command_enqueue(args: argparse.Namespace, aws: Aws, resources: Resources, out: TextIO) -> int:
@@ -303,7 +320,8 @@ def register(command: AddCommand) -> None:
         '  dispatcher enqueue --file jobs.jsonl     # lines: {"input": {...}, "group": "g", "name": "n"}\n'
         "  cat jobs.jsonl | dispatcher enqueue --file - --group default\n"
         "  dispatcher --stack jobs enqueue '{\"order\": 44}' --group customer-7 --lane urgent\n"
-        "  dispatcher enqueue '{\"order\": 45}' --group customer-7 --name order-45 --start-by 30m\n",
+        "  dispatcher enqueue '{\"order\": 45}' --group customer-7 --name order-45 --start-by 30m\n"
+        "  dispatcher enqueue '{\"dpus\": 40}' --group nightly --name big-join --slots 40\n",
         needs=lambda args, _resources: (
             ["queue_url"]
             if args.lane is None
@@ -319,8 +337,22 @@ def register(command: AddCommand) -> None:
     enqueue.add_argument("--file", metavar="PATH", help="JSON Lines of jobs; - reads standard input")
     enqueue.add_argument("--lane", metavar="NAME", help="send to this lane's queue (default: lane default)")
     enqueue.add_argument(
+        "--slots",
+        metavar="N",
+        type=slots_count,
+        help="the pool's slots the job takes (an integer >= 1; default 1; a --file line's \"slots\" wins)",
+    )
+    enqueue.add_argument(
         "--start-by",
         metavar="WHEN",
         type=deadline,
         help="a deadline: received later, the job never starts (30m, 2h from now, or ISO 8601)",
     )
+
+
+def slots_count(text: str) -> int:
+    """``--slots``: an integer >= 1 (argparse makes anything else a usage error, exit 2)."""
+    value = int(text) if text.strip().isascii() and text.strip().isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text!r}")
+    return value

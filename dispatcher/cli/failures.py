@@ -179,7 +179,9 @@ def _plan(
         origin = origins.found.get(arn)
         group = choose_group(arn, None if origin is None else origin.group, args.group)
         machine = StateMachine(client, state_machine_of(item.failure.execution_arn))
-        plans.append((plan_rerun(item, mode, machine.state_of(item.failure.name), group, now), where.lane))
+        slots = 1 if origin is None else origin.slots
+        state = machine.state_of(item.failure.name)
+        plans.append((plan_rerun(item, mode, state, group, now, slots), where.lane))
     return plans, unreadable
 
 

@@ -15,6 +15,7 @@ from dispatcher.cli.config import Aws, Resources
 from dispatcher.core.counting import RunningListing
 from dispatcher.core.kinds import Kind
 from dispatcher.core.rosters import RosterRead
+from dispatcher.core.sizes import SizeEntry
 from dispatcher.core.topology import Member, Topology
 
 
@@ -51,6 +52,8 @@ class KindStatus:
     """Its rows as a table (``LANE  POOL  …``)."""
     listings: Mapping[str, RunningListing] = field(default_factory=dict)
     """State machine ARN → the listing of its RUNNING executions it read (a lane's)."""
+    executions: Mapping[str, int] = field(default_factory=dict)
+    """Count key → how many executions hold its ``counts`` slots (absent: one slot each)."""
 
     def of_pool(self, pool: str) -> tuple[MemberRow, ...]:
         """Its members that count in ``pool``."""
@@ -67,6 +70,8 @@ class StatusRead:
     shown: Mapping[tuple[str, str, str], dict[str, Any]]
     """(kind, member, key) → the setting as shown (`Setting.as_json`)."""
     now: float
+    sizes: Mapping[str, Mapping[str, SizeEntry]] = field(default_factory=dict)
+    """Each pool's sized executions as the state table keeps them (`dispatcher.core.sizes`)."""
 
     def settings_of(self, member: Member) -> dict[str, Any]:
         """The settings of ``member`` that are set anywhere."""

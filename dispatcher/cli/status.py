@@ -47,11 +47,17 @@ from dispatcher.core.topology import DEFAULT, Pool, Topology
 def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     """MAX and pause, RUNNING, the queues' depths and the oldest RUNNING execution, per pool and member."""
     read, problem, configured, steered = _steered(aws, resources)
-    topology = with_limits(steered, ledger_of(aws, resources, configured))
+    ledger = ledger_of(aws, resources, configured)
+    topology = with_limits(steered, ledger)
     shown = {(each.kind, each.member, each.key): each.as_json() for each in settings(configured, read)}
-    kinds = tuple(kind.status(StatusRead(aws, resources, topology, shown, now)) for kind in CLI_KINDS)
+    sizes = {} if ledger is None else ledger.sizes()
+    kinds = tuple(kind.status(StatusRead(aws, resources, topology, shown, now, sizes)) for kind in CLI_KINDS)
     running = {key: count for kind in kinds for key, count in kind.counts.items()}
-    pools = [_pool(pool, pool_running(topology, pool.name, running)) for pool in topology.pools]
+    executions = {**running, **{key: count for kind in kinds for key, count in kind.executions.items()}}
+    pools = [
+        _pool(pool, pool_running(topology, pool.name, running), pool_running(topology, pool.name, executions))
+        for pool in topology.pools
+    ]
     default_lane = topology.default_lane
     lanes = next(kind for kind in kinds if kind.kind.primary)
     listing = lanes.listings[default_lane.state_machine_arn]
@@ -65,6 +71,7 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
         adaptive=default_pool.adaptive,
         running=default_pool.running,
         free=default_pool.free,
+        executions=default_pool.executions,
         queued=lane.queued,
         in_flight=lane.in_flight,
         dead_letters=lane.dead_letters,
@@ -130,7 +137,7 @@ def _depth(aws: Aws, url: str) -> int | None:
     return depth.visible + depth.in_flight
 
 
-def _pool(pool: Pool, running: int) -> PoolStatus:
+def _pool(pool: Pool, running: int, executions: int) -> PoolStatus:
     count = pool_count(pool, running)
     return PoolStatus(
         pool.name,
@@ -142,6 +149,7 @@ def _pool(pool: Pool, running: int) -> PoolStatus:
         None
         if pool.adaptive is None
         else {**pool.adaptive.as_json(), "initial": initial_limit(pool.adaptive, pool.max_concurrency)},
+        executions,
     )
 
 

@@ -28,6 +28,8 @@ class PoolStatus:
     """An adaptive pool's limit L as kept (None: it doesn't adapt; its limit is MAX)."""
     adaptive: dict[str, Any] | None = None
     """Its adaptive settings, as the contract spells them (None: it doesn't adapt)."""
+    executions: int = 0
+    """Its RUNNING executions (``running`` is in slots: a job's size each)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class Status:
     limit: int | None = None
     """Pool default's limit L, when it adapts."""
     adaptive: dict[str, Any] | None = None
+    executions: int = 0
+    """Pool default's RUNNING executions (``running`` is in slots)."""
     pools: tuple[PoolStatus, ...] = ()
     kinds: tuple[KindStatus, ...] = ()
     """Every kind's members (`STATUS_KINDS`' order: lanes first), each under its kind's key in ``--json``."""

@@ -12,8 +12,10 @@ from dispatcher.core.messages import (
     EXECUTION_NAME_ATTRIBUTE,
     REDRIVE_ACTION,
     REDRIVE_COUNT_ATTRIBUTE,
+    SLOTS_ATTRIBUTE,
     START_ACTION,
     QueuedMessage,
+    parse_slots,
 )
 from dispatcher.core.outcomes import Outcome
 
@@ -28,6 +30,8 @@ class Start:
 
     message: QueuedMessage
     name: str
+    slots: int = field(default=1, kw_only=True)
+    """How many of its pool's slots it takes (its ``Slots`` attribute; a gate's admission: 1)."""
     unmade: ClassVar[Outcome | None] = None
     """The outcome of a decision whose call is never made (None: it is made)."""
 
@@ -111,7 +115,11 @@ def plan_message(message: QueuedMessage) -> Start | Redrive | DeadLetter:
     problem = name_problem(name)
     if problem is not None:
         return DeadLetter(message, f"invalid ExecutionName: {problem}")
-    return _plan_action(message, name)
+    try:
+        slots = parse_slots(message.attributes.get(SLOTS_ATTRIBUTE))
+    except ValueError as error:
+        return DeadLetter(message, f"invalid {SLOTS_ATTRIBUTE}: {error}")
+    return _plan_action(message, name, slots)
 
 
 def _attribute_text(message: QueuedMessage, attribute: str) -> tuple[str | None, str | None]:
@@ -122,16 +130,16 @@ def _attribute_text(message: QueuedMessage, attribute: str) -> tuple[str | None,
     return value.get("StringValue"), value.get("DataType", "")
 
 
-def _plan_action(message: QueuedMessage, name: str) -> Start | Redrive | DeadLetter:
-    """A start, or a redrive of execution ``name`` when ``DispatchAction`` says so."""
+def _plan_action(message: QueuedMessage, name: str, slots: int) -> Start | Redrive | DeadLetter:
+    """A start, or a redrive of execution ``name`` when ``DispatchAction`` says so (each of ``slots``)."""
     action, action_type = _attribute_text(message, DISPATCH_ACTION_ATTRIBUTE)
     if action_type is None or (action_type.startswith("String") and action == START_ACTION):
-        return Start(message, name)
+        return Start(message, name, slots=slots)
     count, _ = _attribute_text(message, REDRIVE_COUNT_ATTRIBUTE)
     problem = _redrive_problem(message, action, action_type, count)
     if problem is not None or count is None:
         return DeadLetter(message, problem or "")
-    return Redrive(message, name, redrive_count=int(count))
+    return Redrive(message, name, redrive_count=int(count), slots=slots)
 
 
 def _redrive_problem(
@@ -161,6 +169,8 @@ class Admission:
     dead_letters: tuple[DeadLetter, ...]
     waits: tuple[Wait, ...]
     """Beyond the free slots, behind a held-back message of the same group, or held for its group."""
+    short: tuple[Start, ...] = ()
+    """Of those waiting: the starts that found some free slots but fewer than their size, in receive order."""
 
     @property
     def waiting(self) -> tuple[QueuedMessage, ...]:
@@ -188,20 +198,24 @@ def admit(
 ) -> Admission:
     """Pick the messages a round starts, dead-letters and releases, in receive order.
 
-    A message takes a slot unless ``takes_slot`` says its execution already holds one (a
-    gate's request for an execution inside). Poison waits behind a full cap like any other
-    message; once one message of a group is held back, the later ones of that group are
-    held back too, or they would start first.
+    ``free`` is in slots: a start takes its size (`Start.slots`) unless ``takes_slot``
+    says its execution already holds its place (a gate's request for an execution inside).
+    A job larger than what is left waits (`Admission.short` names the first such one).
+    Poison waits behind a full cap like any other message; once one message of a group is
+    held back, the later ones of that group are held back too, or they would start first.
     """
     starts: list[Start] = []
     dead_letters: list[DeadLetter] = []
     waiting: list[Wait] = []
+    short: list[Start] = []
     order = GroupOrder()
     slots = 0
     for message in messages:
         decision = plan(message) if order.may_start(message) else None
-        needs = not isinstance(decision, Start) or takes_slot(decision)
-        if decision is None or (needs and slots >= free):
+        needs = slots_needed(decision, takes_slot)
+        if decision is None or (needs and slots + max(1, needs) > free):
+            if isinstance(decision, Start) and slots < free:
+                short.append(decision)
             order.wait(message)
             waiting.append(Wait(message))
             continue
@@ -210,7 +224,17 @@ def admit(
         else:
             starts.append(decision)
             slots += needs
-    return Admission(tuple(starts), tuple(dead_letters), tuple(waiting))
+    return Admission(tuple(starts), tuple(dead_letters), tuple(waiting), tuple(short))
+
+
+def slots_needed(decision: Start | DeadLetter | None, takes_slot: Callable[[Start], bool]) -> int:
+    """The slots a decision takes: a start its size (0 when its execution already holds its place).
+
+    Poison takes none, but like a start waits behind a full cap (it counts 1 for the check).
+    """
+    if isinstance(decision, Start):
+        return decision.slots if takes_slot(decision) else 0
+    return 1
 
 
 def by_group(starts: Iterable[Start]) -> list[list[Start]]:

@@ -15,6 +15,7 @@ from dispatcher.core.adaptive import LimitState
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
 from dispatcher.core.jobs import Cancellations
+from dispatcher.core.sizes import SizeEntry, weight
 from dispatcher.core.topology import Pool, Topology
 
 LIST_PAGE_SIZE = 1000
@@ -48,6 +49,7 @@ class LedgerStart(BaseModel):
     lane: str | None = Field(
         default=None, description="The lane that started it, where a re-run goes (None: not recorded)."
     )
+    slots: int = Field(default=1, description="The job's size (`Slots`), kept for a re-run of it.")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class LedgerRequest:
     """Name → redriveCount before, for the executions redriven rather than started."""
     lane: str | None = None
     """The lane that starts these (a re-run of one goes back to it)."""
+    slots: Mapping[str, int] = field(default_factory=dict)
+    """Name → size, for the jobs of more than one slot."""
 
 
 class StateWindow(BaseModel):
@@ -81,6 +85,10 @@ class StateWindow(BaseModel):
     """The members' queues as last recorded (`dispatcher.core.member_queues`); None: never recorded."""
     limits: dict[str, LimitState] = Field(default_factory=dict)
     """Each adaptive pool's limit as last written (`dispatcher.core.adaptive`); a pool without one: MAX."""
+    sizes: dict[str, dict[str, SizeEntry]] = Field(default_factory=dict)
+    """Each pool's sized executions (`dispatcher.core.sizes`): key → entry; a view: name → its slots."""
+    slots: dict[str, int] = Field(default_factory=dict)
+    """A state machine's view: its sized executions, name → slots (the rest take one each)."""
 
 
 REREAD_SECONDS = 2.0
@@ -205,6 +213,15 @@ class Count:
     a roster entry of that run, or an earlier one, holds no place from this tick on."""
     learned: tuple[EndedExecution, ...] = ()
     """The ends `DescribeExecution` told this count (with their errors: an adaptive pool's signals)."""
+    executions: int | None = None
+    """How many executions ``running`` weighs (None: as many as its slots, each of one)."""
+    names: frozenset[str] | None = None
+    """The executions it found holding a slot (None: not known, as when counting stopped at MAX)."""
+
+    @property
+    def execution_count(self) -> int:
+        """How many executions hold its slots."""
+        return self.running if self.executions is None else self.executions
 
 
 @dataclass(frozen=True)
@@ -236,10 +253,10 @@ def pool_count(pool: Pool, running: int) -> PoolCount:
 
 @dataclass(frozen=True)
 class RunningCount:
-    """How many executions hold a slot, as far as the listing and the state table tell."""
+    """How many slots executions hold, as far as the listing and the state table tell."""
 
     running: int
-    """Listed executions that still run, plus recorded starts that count without a check."""
+    """The slots of listed executions that still run, plus of recorded starts that count without a check."""
     to_check: tuple[LedgerStart, ...] = ()
     """Recorded starts the list doesn't show: `DescribeExecution` tells whether each still runs."""
     resolved: tuple[LedgerStart, ...] = ()
@@ -247,6 +264,10 @@ class RunningCount:
     They need no write: the next tick's window read resolves them the same way (an end
     and a newer record are written after the record they resolve, so they stay in the
     window as long as it does), and the oldest have left the window."""
+    names: frozenset[str] | None = None
+    """The executions counted (the checked ones not yet among them); None: counting stopped at MAX."""
+    executions: int = 0
+    """How many executions ``running`` weighs (the checked ones not yet among them)."""
 
 
 def latest_ends(ended: Iterable[EndedExecution]) -> dict[str, float]:
@@ -276,14 +297,17 @@ def counted_names(executions: Mapping[str, float | None], ends: Mapping[str, flo
     )
 
 
-def plan_count(
+def plan_count(  # noqa: PLR0913, PLR0917 — each is one input of the count
     listing: RunningListing,
     ends: Mapping[str, float],
     recorded: Iterable[LedgerStart],
     max_concurrency: int,
     now: float,
+    sizes: Mapping[str, int] | None = None,
 ) -> RunningCount:
-    """Count RUNNING from one listing, the ended executions and the recorded starts.
+    """Count RUNNING, in slots, from one listing, the ended executions and the recorded starts.
+
+    ``sizes``: name → slots of the sized executions (`dispatcher.core.sizes`); one each otherwise.
 
     A listed execution counts unless an event says it ended (and it was not redriven
     since). A listing that stopped paging at MAX but now counts less than MAX (a reused
@@ -299,11 +323,13 @@ def plan_count(
     message) is judged by its newest record, which holds the slot longest; the older
     record goes.
     """
+    sizes = sizes or {}
     listed = counted_names(listing.executions, ends)
-    if len(listed) >= max_concurrency:
-        return RunningCount(len(listed))
+    listed_slots = weight(sizes, listed)
+    if listed_slots >= max_concurrency:
+        return RunningCount(listed_slots, names=listed if listing.complete else None, executions=len(listed))
     if not listing.complete:
-        return RunningCount(max_concurrency)
+        return RunningCount(max_concurrency, executions=len(listed))
     newest: dict[str, LedgerStart] = {}
     resolved: list[LedgerStart] = []
     oldest = review_from(now, listing.listed_at)
@@ -312,7 +338,7 @@ def plan_count(
             resolved.append(record)
         else:
             newest[record.name] = record
-    unlisted = 0
+    unlisted: list[str] = []
     to_check: list[LedgerStart] = []
     for name, record in newest.items():
         stopped_at = ends.get(name)
@@ -321,10 +347,16 @@ def plan_count(
         if stopped_at is not None and record.recorded_at <= stopped_at:
             resolved.append(record)
         elif record.recorded_at > listing.listed_at:
-            unlisted += 1
+            unlisted.append(name)
         else:
             to_check.append(record)
-    return RunningCount(len(listed) + unlisted, tuple(reversed(to_check)), tuple(resolved))
+    return RunningCount(
+        listed_slots + weight(sizes, unlisted),
+        tuple(reversed(to_check)),
+        tuple(resolved),
+        listed | frozenset(unlisted),
+        len(listed) + len(unlisted),
+    )
 
 
 def still_counts(

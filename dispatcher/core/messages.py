@@ -26,6 +26,8 @@ DISPATCH_ERROR_ATTRIBUTE = "DispatchError"
 """The String attribute of a dead-letter copy: why the message can never start."""
 START_BY_ATTRIBUTE = "StartBy"
 """Optional String attribute: the moment (ISO 8601 with a UTC offset) after which the job must not start."""
+SLOTS_ATTRIBUTE = "Slots"
+"""Optional String or Number attribute: the pool's slots the job takes (an integer >= 1; absent: 1)."""
 START_ACTION = "start"
 REDRIVE_ACTION = "redrive"
 
@@ -90,6 +92,30 @@ def parse_start_by(text: str) -> float:
             f" (e.g. 2026-11-27T10:00:00Z), not {text!r}"
         )
     return moment.timestamp()
+
+
+def slots_problem(value: object) -> str | None:
+    """What is wrong with a job's size (None: nothing): it must be an integer >= 1 (a boolean is not)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return f"{SLOTS_ATTRIBUTE} must be an integer >= 1, not {value!r}"
+    return None
+
+
+def parse_slots(attribute: dict[str, str] | None) -> int:
+    """A job's size from its ``Slots`` attribute as SQS returned it (absent: 1).
+
+    Raises ValueError naming ``Slots`` for anything but a String or Number that is an
+    integer >= 1 (``"2"``, ``"2.0"`` is not: a size is whole).
+    """
+    if attribute is None:
+        return 1
+    data_type = attribute.get("DataType", "")
+    if not data_type.startswith(("String", "Number")):
+        raise ValueError(f"{SLOTS_ATTRIBUTE} attribute must be of type String or Number, not {data_type}")
+    text = attribute.get("StringValue", "").strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError(f"{SLOTS_ATTRIBUTE} must be an integer >= 1, not {attribute.get('StringValue')!r}")
+    return int(text)
 
 
 def group_problem(group: str) -> str | None:
@@ -190,6 +216,8 @@ class Job:
     """Set: not a new start but "redrive execution ``name``", whose ``redriveCount`` is this now."""
     start_by: str | None = None
     """The job's deadline to start by (its ``StartBy`` attribute: ISO 8601 with a UTC offset)."""
+    slots: int | None = None
+    """How many of its pool's slots it takes (its ``Slots`` attribute; None: 1, no attribute)."""
     body_problem: str | None = field(default=None, init=False, repr=False, compare=False)
     """Why the body given can't be JSON (then it is not sent)."""
 
@@ -214,6 +242,10 @@ class Job:
             problem = start_by_problem(self.start_by, now)
             if problem is not None:
                 return problem
+        if self.slots is not None:
+            problem = slots_problem(self.slots)
+            if problem is not None:
+                return problem
         return job_problem(self.body, self.group, self.name)
 
     def message_deduplication_id(self) -> str | None:
@@ -231,6 +263,8 @@ class Job:
             attributes[EXECUTION_NAME_ATTRIBUTE] = {"DataType": "String", "StringValue": self.name}
         if self.start_by is not None:
             attributes[START_BY_ATTRIBUTE] = {"DataType": "String", "StringValue": self.start_by}
+        if self.slots is not None:
+            attributes[SLOTS_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(self.slots)}
         if self.redrive_count is not None:
             attributes[DISPATCH_ACTION_ATTRIBUTE] = {"DataType": "String", "StringValue": REDRIVE_ACTION}
             attributes[REDRIVE_COUNT_ATTRIBUTE] = {

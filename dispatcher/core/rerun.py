@@ -177,6 +177,8 @@ class Origin:
     """The job's message group (a restart goes in it)."""
     lane: str | None
     """The lane that started it (its re-run goes back there)."""
+    slots: int = 1
+    """The job's size (`Slots`): its re-run takes as many."""
 
 
 @dataclass(frozen=True)
@@ -283,8 +285,13 @@ def _moved_on(failure: Failure, state: ExecutionState | None) -> tuple[str, bool
     return None
 
 
-def _plan_redrive(
-    rerun: Rerun, state: ExecutionState | None, execution_input: str | None, group: str, now: float
+def _plan_redrive(  # noqa: PLR0913, PLR0917 — each is one input of the plan
+    rerun: Rerun,
+    state: ExecutionState | None,
+    execution_input: str | None,
+    group: str,
+    now: float,
+    slots: int | None = None,
 ) -> None:
     """The redrive job of ``rerun``, or why there is none."""
     failure = rerun.spooled.failure
@@ -301,19 +308,27 @@ def _plan_redrive(
         name=failure.name,
         deduplication_id=f"redrive-{state.redrive_count}-{digest}",
         redrive_count=state.redrive_count,
+        slots=slots,
     )
 
 
-def plan_rerun(
-    spooled: Spooled, mode: str, state: ExecutionState | None, group: tuple[str, str], now: float
+def plan_rerun(  # noqa: PLR0913, PLR0917 — each is one input of the plan
+    spooled: Spooled,
+    mode: str,
+    state: ExecutionState | None,
+    group: tuple[str, str],
+    now: float,
+    slots: int = 1,
 ) -> Rerun:
     """Decide one re-run from what Step Functions says of the execution now.
 
     ``group``: the message group and where it came from. An execution redriven since
     that runs again or succeeded has nothing left to re-run; one that a lagging read
     doesn't show failed yet is left for a later run. A redrive takes the execution's
-    current ``redriveCount`` (what the dispatcher checks before it redrives).
+    current ``redriveCount`` (what the dispatcher checks before it redrives). Either keeps
+    the job's size (``slots``, as recorded when it started).
     """
+    sized = slots if slots > 1 else None
     failure = spooled.failure
     rerun = Rerun(
         spooled,
@@ -327,13 +342,13 @@ def plan_rerun(
         return rerun
     execution_input = (state.input if state is not None else None) or failure.input
     if mode == REDRIVE:
-        _plan_redrive(rerun, state, execution_input, group[0], now)
+        _plan_redrive(rerun, state, execution_input, group[0], now, sized)
         return rerun
     if execution_input is None:
         rerun.skip = "its input is not available (left out of the event, and not readable)"
         return rerun
     name = restart_name(failure.name, failure.execution_arn)
-    rerun.job = Job(body=execution_input, group=group[0], name=name)
+    rerun.job = Job(body=execution_input, group=group[0], name=name, slots=sized)
     return rerun
 
 

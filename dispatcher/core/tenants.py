@@ -29,6 +29,7 @@ from dispatcher.core.admission import (
     Wait,
     admit,
     plan_message,
+    slots_needed,
 )
 from dispatcher.core.messages import QueuedMessage
 
@@ -153,18 +154,18 @@ def pick(
     while heads:
         group = _next_group(heads, queues, running, given, fair=share.fair_share)
         index, message, decision = queues[group][heads[group]]
-        needs = not isinstance(decision, Start) or takes_slot(decision)
+        needs = slots_needed(decision, takes_slot)
         at_limit = (
             isinstance(decision, Start) and needs and group_full(share, running.get(group, 0) + given[group])
         )
-        if at_limit or (needs and slots >= free):
+        if at_limit or (needs and slots + max(1, needs) > free):
             if at_limit:
                 held_for_group.append(message)
             del heads[group]  # the group's later jobs wait behind this one
             continue
         chosen.add(index)
         slots += needs
-        given[group] += isinstance(decision, Start) and needs
+        given[group] += isinstance(decision, Start) and needs > 0
         _advance(heads, group, len(queues[group]))
     return Picked(frozenset(chosen), tuple(held_for_group))
 

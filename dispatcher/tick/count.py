@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from dispatcher.core.adaptive import LimitState
@@ -40,6 +40,7 @@ from dispatcher.core.executions import ExecutionState, execution_arn
 from dispatcher.core.jobs import Cancellations
 from dispatcher.core.member_queues import Queues, removed, to_record
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
+from dispatcher.core.sizes import SizeEntry, sizes_of
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, MemberQueueRecords, StartLedger, StateReads
 from dispatcher.tick.warm import WarmState
@@ -61,6 +62,8 @@ class Snapshot:
     """Each lane's pending cancellations (every read brings them all)."""
     known: KnownWindow
     """The window as this keeper has read it (a start voided since drops out)."""
+    sizes: Mapping[str, Mapping[str, SizeEntry]] = field(default_factory=dict)
+    """Each pool's sized executions (`dispatcher.core.sizes`), key → entry."""
 
     def in_window(self, state_machine_arn: str, name: str) -> bool:
         """Whether the window holds a start record of that execution."""
@@ -136,7 +139,13 @@ class Records:
             window = self._reads.window(max(since, known.rereads_from()))
         known.add(window, now)
         self._keep_members(window.members)
-        return Snapshot(known.views(oldest), window.limits, window.cancellations, known)
+        views = known.views(oldest)
+        if window.sizes:
+            entries = {key: entry for pool in window.sizes.values() for key, entry in pool.items()}
+            views = {
+                arn: view.model_copy(update={"slots": sizes_of(entries, arn)}) for arn, view in views.items()
+            }
+        return Snapshot(views, window.limits, window.cancellations, known, window.sizes)
 
     def _keep_members(self, recorded: Mapping[str, Mapping[str, str]] | None) -> None:
         """Keep the members' queues (a write only when they changed); warn of members gone from ``LANES``."""
@@ -246,17 +255,27 @@ class Counter:
         listing = self._warm.listing(arn, now, self._list_reuse_seconds)
         if listing is None:
             listing = self._read_listing(last, ends, now)
-        planned = plan_count(listing, ends, window.starts, self.max_concurrency, now)
+        planned = plan_count(listing, ends, window.starts, self.max_concurrency, now, window.slots)
         oldest = None
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
         learned: list[EndedExecution] = []
-        running, resolved = self._check_recorded(
-            planned.to_check, planned.running, now, listing.listed_at, learned
+        checked = _Checked(
+            planned.running, set(planned.names or ()), planned.executions, complete=planned.names is not None
+        )
+        resolved = self._check_recorded(
+            planned.to_check, checked, now, listing.listed_at, learned, window.slots
         )
         if resolved:
             self._records.void(resolved, now)
-        return Count(running, oldest, {start.name: start.recorded_at for start in resolved}, tuple(learned))
+        return Count(
+            checked.running,
+            oldest,
+            {start.name: start.recorded_at for start in resolved},
+            tuple(learned),
+            executions=None if not window.slots else checked.executions,
+            names=frozenset(checked.names) if checked.complete else None,
+        )
 
     def _read_listing(
         self, last: RunningListing | None, ends: Mapping[str, float], now: float
@@ -283,15 +302,16 @@ class Counter:
             self._warm.saw_running(execution, now)
         return counts
 
-    def _check_recorded(
+    def _check_recorded(  # noqa: PLR0913, PLR0917 — each is one input of the checks
         self,
         to_check: Sequence[LedgerStart],
-        running: int,
+        checked: _Checked,
         now: float,
         listed_at: float,
         learned: list[EndedExecution],
-    ) -> tuple[int, list[LedgerStart]]:
-        """RUNNING with the recorded starts to check, oldest first, until MAX; those that ended.
+        sizes: Mapping[str, int],
+    ) -> list[LedgerStart]:
+        """Add the recorded starts to check to ``checked``, oldest first, until MAX; those that ended.
 
         Each check is a `DescribeExecution` within its pace. Those left unchecked by the
         pace or by a failed read count as running, as an unknown state does: the cap never
@@ -299,27 +319,30 @@ class Counter:
         and stop counting when an end event or the list tells, or after the review window.
         One a check since the listing was read (``listed_at``) saw running counts without
         another: the listing in use can't tell more, and a fresher one that doesn't show
-        it has it checked again.
+        it has it checked again. Each weighs its size (``sizes``; one otherwise).
         """
         pace = self._warm.paces_for(self._state_machine.arn).describe
         resolved: list[LedgerStart] = []
         for index, record in enumerate(to_check):
-            if running >= self.max_concurrency:
+            if checked.running >= self.max_concurrency:
+                checked.complete = False
                 break
             execution = execution_arn(self._state_machine.arn, record.name)
             if record.redrive_count is None and self._warm.running_since(execution, listed_at):
-                running += 1
+                checked.add(record.name, sizes)
                 continue
             if not pace.take(now, 1):
                 logger.info("checks of recorded starts paced", extra={"left": len(to_check) - index})
-                return running + len(to_check) - index, resolved
+                checked.add_all([left.name for left in to_check[index:]], sizes)
+                return resolved
             try:
                 state = self._state_machine.state_of(record.name)
             except TransientError as error:
                 logger.warning("could not check recorded starts", extra={"reason": str(error)})
-                return running + len(to_check) - index, resolved
+                checked.add_all([left.name for left in to_check[index:]], sizes)
+                return resolved
             if self._still_counts(state, record, execution, now):
-                running += 1
+                checked.add(record.name, sizes)
             else:
                 resolved.append(record)
                 if state is not None and state.stopped_at is not None:
@@ -331,7 +354,29 @@ class Counter:
                             error=state.error,
                         )
                     )
-        return running, resolved
+        return resolved
+
+
+@dataclass
+class _Checked:
+    """A count as its recorded starts are checked: the slots held, by which executions."""
+
+    running: int
+    names: set[str]
+    executions: int
+    complete: bool
+    """Whether ``names`` are all that hold a slot (False: counting stopped at MAX)."""
+
+    def add(self, name: str, sizes: Mapping[str, int]) -> None:
+        """One more execution holds its slots."""
+        self.running += sizes.get(name, 1)
+        self.executions += 1
+        self.names.add(name)
+
+    def add_all(self, names: Sequence[str], sizes: Mapping[str, int]) -> None:
+        """These hold their slots, unchecked."""
+        for name in names:
+            self.add(name, sizes)
 
 
 def oldest_needed(counters: Sequence[MemberCounter], now: float) -> dict[str, float]:

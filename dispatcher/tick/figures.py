@@ -104,13 +104,14 @@ def _kind_totals(report: TickReport, kind: Kind) -> list[Figure]:
 
 
 def _pools(report: TickReport) -> list[Figure]:
-    """Each pool's RUNNING, free slots and MAX."""
+    """Each pool's RUNNING, free slots and MAX; its RUNNING again as ``RunningSlots`` (a job's size each)."""
     found: list[Figure] = []
     for pool, pool_figures in report.pools.items():
         found += [
             Figure(name, value, dimension=("Pool", pool))
             for name, value in (
                 ("Running", pool_figures.running),
+                ("RunningSlots", pool_figures.running),
                 ("FreeSlots", pool_figures.free),
                 ("MaxConcurrency", pool_figures.max_concurrency),
             )

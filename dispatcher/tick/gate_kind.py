@@ -133,5 +133,5 @@ class GateTick(KindTick):
         for gate in due:
             logger.info("looking for pending admissions' requests", extra={"gate": gate.name})
             probe = GateRound(gate.ports, threads, warm=self._parts.warm, counter=gate, probing=True)
-            for name, (counts, _) in rounds.run({gate.name: (probe, 0)}).items():
+            for name, (counts, _, _) in rounds.run({gate.name: (probe, 0)}).items():
                 report.count_round(name, counts)

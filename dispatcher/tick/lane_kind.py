@@ -139,7 +139,17 @@ class LaneTick(KindTick):
             books=self._parts.books,
             settings=functools.partial(self._lane, ports.name),
             in_window=snapshot.in_window,
+            limits=functools.partial(self._limits, ports.name),
         )
+
+    def _limits(self, name: str) -> list[tuple[int | None, str]]:
+        """The limits lane ``name``'s jobs must fit in, as steered now, each with whose it is."""
+        lane = self._lane(name)
+        return [
+            (self.topology.pool(lane.pool).max_concurrency, f"pool {lane.pool}"),
+            (lane.max_concurrency, f"lane {lane.name}"),
+            (lane.max_per_group, "max_per_group"),
+        ]
 
     def _lane(self, name: str) -> Lane:
         """Lane ``name`` with its live settings (the control parameter's, this tick)."""

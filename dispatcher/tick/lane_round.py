@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -30,6 +31,7 @@ from dispatcher.core.jobs import (
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Outcome
 from dispatcher.core.pacing import Pace
+from dispatcher.core.sizes import too_large
 from dispatcher.core.tenants import admit_shared
 from dispatcher.core.topology import Lane
 from dispatcher.telemetry import logger
@@ -52,6 +54,7 @@ class LaneRound(MemberRound):
         books: Mapping[str, GroupBook] | None = None,
         settings: Callable[[], Lane] | None = None,
         in_window: Callable[[str, str], bool] = lambda _arn, _name: False,
+        limits: Callable[[], Sequence[tuple[int | None, str]]] = list,
     ) -> None:
         """``settings``: the lane as steered now (its deadline bound); None: no bound.
 
@@ -60,6 +63,8 @@ class LaneRound(MemberRound):
         """
         super().__init__(ports, pool, warm=warm, books=books)
         self._in_window = in_window
+        self._limits = limits
+        """The limits its jobs must fit in (its pool's MAX, its own, its groups'), each with whose it is."""
         self._lane = ports
         self._settings = settings
         self._why: dict[str, GroupCancellation | bool] = {}
@@ -75,6 +80,11 @@ class LaneRound(MemberRound):
     @property
     def state_machine_arn(self) -> str:
         """The state machine the lane starts."""
+        return self._lane.state_machine.arn
+
+    @property
+    def sized_machine(self) -> str | None:
+        """The state machine it starts: its jobs' sizes weigh its executions."""
         return self._lane.state_machine.arn
 
     @property
@@ -98,20 +108,21 @@ class LaneRound(MemberRound):
         expired: list[DeadLetter] = []
         expiring: list[Start] = []
         rest: list[QueuedMessage] = []
+        plan = functools.partial(_plan, self._limits())
         for message in messages:
-            planned = plan_message(message)
+            planned = plan(message)
             letter = None if isinstance(planned, DeadLetter) else expiry(message, now, max_wait)
             if letter is None or isinstance(planned, DeadLetter):
                 rest.append(message)
             elif message.receive_count > 1 and not isinstance(planned, Redrive):
                 # Received before, it may have been started: found so, or dead-lettered (`LaneStarts`).
-                expiring.append(Expiring(message, planned.name, letter))
+                expiring.append(Expiring(message, planned.name, letter, slots=planned.slots))
             else:
                 expired.append(letter)
         if self.book is None:
-            admission = admit(rest, free)
+            admission = admit(rest, free, plan)
         else:
-            admission = admit_shared(rest, free, self.book.share, self.book.running)
+            admission = admit_shared(rest, free, self.book.share, self.book.running, plan=plan)
         if expired or expiring:
             admission = replace(
                 admission,
@@ -213,6 +224,15 @@ class LaneRound(MemberRound):
             roster=self.book is not None,
             in_window=self._in_window,
         )
+
+
+def _plan(limits: Sequence[tuple[int | None, str]], message: QueuedMessage) -> Start | DeadLetter:
+    """`plan_message`, and a job larger than a limit that can't grow is dead-lettered (`too_large`)."""
+    planned = plan_message(message)
+    if isinstance(planned, DeadLetter) or planned.slots == 1:
+        return planned
+    reason = too_large(planned.slots, limits)
+    return planned if reason is None else DeadLetter(message, reason)
 
 
 def _cancelled(part: Prepared) -> list[QueuedMessage]:

@@ -52,6 +52,7 @@ class LaneStarts:
         """
         groups: dict[str, str] = {}
         redrives: dict[str, int] = {}
+        slots: dict[str, int] = {}
         arn = self.admissions.arn
         for start in self.starts:
             if isinstance(start, Cancelled):
@@ -62,17 +63,20 @@ class LaneStarts:
             groups.setdefault(start.name, start.message.group_id)
             if isinstance(start, Redrive):
                 redrives.setdefault(start.name, start.redrive_count)
+            if start.slots > 1:
+                slots.setdefault(start.name, start.slots)
         entries = packed(
             RosterEntry(member=self.lane, name=name, recorded_at=now, state_machine_arn=arn, group=group)
             for name, group in groups.items()
             if self.roster
         )
-        return Recording(LedgerRequest(arn, groups, redrives, lane=self.lane), entries)
+        return Recording(LedgerRequest(arn, groups, redrives, lane=self.lane, slots=slots), entries)
 
     def cancel(self, names: Collection[str]) -> None:
         """Its starts of these names become `Cancelled`: they keep their places, and make no call."""
         self.starts = [
-            Cancelled(start.message, start.name) if start.name in names else start for start in self.starts
+            Cancelled(start.message, start.name, slots=start.slots) if start.name in names else start
+            for start in self.starts
         ]
 
     def admit(self, start: Start, outcome: GroupOutcome) -> None:

@@ -60,6 +60,11 @@ class MemberRound:
         """Whether its calls are capped by a start rate (a lane's `starts_per_second`)."""
         return False
 
+    @property
+    def sized_machine(self) -> str | None:
+        """The state machine whose executions its jobs' sizes weigh (a lane's; None: each takes one slot)."""
+        return None
+
     def pace(self) -> Pace:
         """The tick's own bucket below the quota of its calls (the account's, in its region)."""
         raise NotImplementedError

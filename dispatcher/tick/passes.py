@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from dispatcher.core.allocation import Allocation, round_parts
-from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.topology import Member, Topology
 from dispatcher.tick.count import Snapshot
 from dispatcher.tick.ports import StartThreads
 from dispatcher.tick.report import StopReason, TickReport
-from dispatcher.tick.round import MemberRound, Round
+from dispatcher.tick.round import MemberResult, MemberRound, Round
 from dispatcher.tick.warm import WarmState
 
 MemberRounds = Callable[[StartThreads, Snapshot], MemberRound]
@@ -155,7 +154,7 @@ class Passes:
 
 
 def _took_round(
-    results: Mapping[str, tuple[Counts, StopReason | None]],
+    results: Mapping[str, MemberResult],
     report: TickReport,
     tallies: tuple[dict[str, int], dict[str, int]],
     stops: dict[str, StopReason],
@@ -163,10 +162,10 @@ def _took_round(
     """Count a round's results: each member's starts (``tallies``: started, left), stops; a halting one."""
     started, left = tallies
     halted: StopReason | None = None
-    for member, (counts, stop) in results.items():
+    for member, (counts, stop, slots) in results.items():
         report.count_round(member, counts)
-        started[member] += counts[Outcome.STARTED]
-        left[member] -= counts[Outcome.STARTED]
+        started[member] += slots
+        left[member] -= slots
         if stop is not None:
             stops[member] = stop
         if stop in HALTING_STOPS:

@@ -7,7 +7,7 @@ when the deployment is wrong, whatever it runs on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -20,6 +20,7 @@ from dispatcher.core.executions import ExecutionState
 from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.rosters import RosterEntry, RosterRead
+from dispatcher.core.sizes import SizeEntry
 from dispatcher.core.tenants import Hold
 from dispatcher.core.topology import DEFAULT, Member
 
@@ -167,7 +168,15 @@ class LimitRecords(Protocol):
         ...
 
 
-class StateTable(StartLedger, StateReads, MemberQueueRecords, LimitRecords, Protocol):
+class SizeRecords(Protocol):
+    """The state table's pools' sized executions (`dispatcher.core.sizes`), kept for their whole lives."""
+
+    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]) -> None:
+        """Add these sized executions (before they start), drop those that ended; raise `TransientError`."""
+        ...
+
+
+class StateTable(StartLedger, StateReads, MemberQueueRecords, LimitRecords, SizeRecords, Protocol):
     """Every role of the state table, as one adapter plays them all (boto3's, the in-memory AWS's)."""
 
 
@@ -300,6 +309,8 @@ class Ports:
     member_queues: MemberQueueRecords
     jobs: JobRecords | None = None
     """Pending cancellations and job records (None: no lane's jobs are followed)."""
+    sizes: SizeRecords | None = None
+    """The pools' sized executions (None: jobs' sizes can't be kept, so a sized job waits)."""
 
     def of_kind(self, kind: type[KindPorts]) -> tuple[KindPorts, ...]:
         """The ports of the members of one kind (``LanePorts``, …), in order."""

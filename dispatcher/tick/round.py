@@ -14,17 +14,18 @@ this is that member's round.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from dispatcher.core.errors import TransientError
 from dispatcher.core.jobs import Cancellations, Dropped, JobRecord
-from dispatcher.core.outcomes import Counts
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.telemetry import logger
 from dispatcher.tick.member_round import MemberRound, Prepared
 from dispatcher.tick.outcomes import RoundOutcome
 from dispatcher.tick.ports import JobRecords, Roster, Runtime, StartLedger, StartThreads
 from dispatcher.tick.report import StopReason
-from dispatcher.tick.starts import Starter, by_roster
+from dispatcher.tick.sizes import SizeKeeper
+from dispatcher.tick.starts import MemberStarts, Starter, by_roster
 from dispatcher.tick.threads import first_failure
 from dispatcher.tick.warm import WarmState
 
@@ -33,8 +34,14 @@ __all__ = ["MemberResult", "MemberRound", "Prepared", "Round"]
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-MemberResult = tuple[Counts, "StopReason | None"]
-"""What one member's part of a round did, and why its admission stops (None: it goes on)."""
+
+class MemberResult(NamedTuple):
+    """What one member's part of a round did, and why its admission stops (None: it goes on)."""
+
+    counts: Counts
+    stop: StopReason | None
+    slots: int = 0
+    """The slots its starts took (a job's size each; an execution already inside a gate none)."""
 
 
 class Round:
@@ -51,6 +58,7 @@ class Round:
         time_margin_seconds: float,
         jobs: JobRecords | None = None,
         cancellations: Mapping[str, Cancellations] | None = None,
+        sizes: SizeKeeper | None = None,
     ) -> None:
         """``pool``: the start threads; ``member_threads``: one per member of a round, for its own calls.
 
@@ -65,11 +73,12 @@ class Round:
         """Each member's pending cancellations, as this tick read them with its window."""
         self._margin = time_margin_seconds
         self._starter = Starter(pool, *records)
+        self._sizes = sizes
 
     def run(self, offers: Mapping[str, tuple[MemberRound, int]]) -> dict[str, MemberResult]:
         """One round over the members of ``offers`` (member → its part of the round, and its free slots)."""
         if self._runtime.remaining_seconds() < self._margin:
-            return {member: (Counts(), StopReason.TIME) for member in offers}
+            return {member: MemberResult(Counts(), StopReason.TIME) for member in offers}
         members = list(offers)
         now = self._runtime.clock()
         busy = {member for member in members if not offers[member][0].was_empty}
@@ -103,7 +112,9 @@ class Round:
             members = [part.member.starts_of(part, self._runtime.clock) for part in prepared]
             self._screen(prepared)
             early = self._early_records(prepared)
+            refused = self._keep_sizes(prepared, members)
             kept = self._starter.record(members, self._runtime.clock(), early)
+            _refuse(members, refused)
             self._starter.start(members)
             self._raise_first(self._each(lambda part: part.member.dead_letter(part.outcome), prepared))
         except BaseException:
@@ -116,9 +127,27 @@ class Round:
         self._forget_never_started(prepared)
         self._keep_records(prepared, kept)
         return {
-            part.member.name: (member_counts, _stop_after(part.outcome, part.receive_stop))  # type: ignore[misc]
+            part.member.name: MemberResult(
+                member_counts,  # type: ignore[arg-type]
+                _stop_after(part.outcome, part.receive_stop),
+                _slots_started(part),
+            )
             for part, member_counts in zip(prepared, counts, strict=True)
         }
+
+    def _keep_sizes(
+        self, prepared: Sequence[Prepared], members: Sequence[MemberStarts]
+    ) -> dict[int, set[str]]:
+        """Keep the round's sized starts before they happen; the names that may not start, by member."""
+        if self._sizes is None:
+            return {}
+        return self._sizes.keep(
+            [
+                (part.member.name, part.member.sized_machine, starts)
+                for part, starts in zip(prepared, members, strict=True)
+            ],
+            self._runtime.clock(),
+        )
 
     def _screen(self, prepared: Sequence[Prepared]) -> None:
         """Drop the round's cancelled jobs, as this tick's read of the window found the cancellations.
@@ -198,6 +227,25 @@ class Round:
             raise failure
 
 
+def _slots_started(part: Prepared) -> int:
+    """The slots the part's starts took: each started job's size (one per start without a size)."""
+    started = {message.message_id for message in part.outcome.of(Outcome.STARTED)}
+    starts = [] if part.starts is None else part.starts.starts
+    slots: int = sum(start.slots for start in starts if start.message.message_id in started)
+    return slots
+
+
+def _refuse(members: Sequence[MemberStarts], refused: Mapping[int, set[str]]) -> None:
+    """The starts whose sizes could not be kept don't happen: they wait, and their member stops admitting."""
+    for starts in members:
+        names = refused.get(id(starts))
+        if names:
+            starts.recorded.difference_update(names)
+            starts.outcome.stop_reason = (
+                starts.outcome.stop_reason or "the state table did not keep the jobs' sizes"
+            )
+
+
 def _stop_after(outcome: RoundOutcome, receive_stop: str | None) -> StopReason | None:
     """Why a member's admission stops after a round that admitted ``outcome``, or None to go on."""
     stop_reason = outcome.stop_reason or receive_stop
@@ -223,9 +271,9 @@ def _received(
     for member, result in zip(members, received, strict=True):
         if isinstance(result, TransientError):
             logger.warning("could not receive", extra={"lane": member, "reason": str(result)})
-            results[member] = (Counts(), StopReason.THROTTLED)
+            results[member] = MemberResult(Counts(), StopReason.THROTTLED)
         elif result is None:
-            results[member] = (Counts(), StopReason.DRAINED)
+            results[member] = MemberResult(Counts(), StopReason.DRAINED)
         elif isinstance(result, Prepared):
             prepared.append(result)
     return results, prepared

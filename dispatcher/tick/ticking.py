@@ -35,6 +35,7 @@ from dispatcher.tick.report import (
     stopped_report,
 )
 from dispatcher.tick.round import Round
+from dispatcher.tick.sizes import SizeKeeper, stale_sizes
 from dispatcher.tick.warm import WarmState
 
 LANE_THREADS = 32
@@ -174,6 +175,7 @@ class Ticker:
                 time_margin_seconds=self._policy.time_margin_seconds,
                 jobs=self._ports.jobs,
                 cancellations=counted.snapshot.cancellations,
+                sizes=self._size_keeper(counted),
             )
             stopped = self._passes.spend(
                 self.topology, allocations, rounds, threads, report, counted.snapshot
@@ -182,6 +184,12 @@ class Ticker:
                 for kind in self._kinds:
                     kind.after_spend(rounds, threads, report, self._passes.member_stops)
         return stopped
+
+    def _size_keeper(self, counted: Counted) -> SizeKeeper:
+        """What keeps the tick's sized starts, with the ended entries it may drop."""
+        stale = stale_sizes(self.topology, counted.snapshot.sizes, counted.counts, self._runtime.clock())
+        pool_of = {member.name: member.pool for member in self.topology.members}
+        return SizeKeeper(self._ports.sizes, pool_of, stale)
 
     def _start_threads(self) -> int:
         if self._policy.start_concurrency:

@@ -34,4 +34,5 @@ def wire(topology: Topology, resources: Resources) -> Ports:
         limits=table,
         member_queues=table,
         jobs=resources.job_records(key),
+        sizes=table,
     )

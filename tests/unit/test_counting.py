@@ -138,7 +138,7 @@ def test_plan_count_counts_records_newer_than_a_reused_listing_without_checking(
 def test_plan_count_at_max_reads_no_records() -> None:
     """A listing that reaches MAX is the count; the records need no review."""
     count = plan_count(listing("a", "b", complete=False), {}, [record("c", 5)], 2, NOW)
-    assert count == RunningCount(2)
+    assert count == RunningCount(2, executions=2)
 
 
 def test_plan_count_partial_listing_short_of_max_is_taken_as_full() -> None:

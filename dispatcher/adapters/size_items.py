@@ -1,0 +1,61 @@
+"""The item of a pool's sized executions (`dispatcher.core.sizes`), one per pool.
+
+It lives in the ledger's partition under sort key ``~slots#<pool>``: after every record, so
+the window each tick reads anyway brings it (no call of its own). Each sized execution is
+an attribute of its own, ``s:<state machine name>:<execution name>`` → ``[slots, written
+at]``, so a write is one `UpdateItem` that sets the round's and removes the ended ones,
+whatever else another writer added: no read before it, no condition. No TTL: an execution
+may run for a year; an entry goes once its execution is known to have ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from dispatcher.adapters.item_keys import number
+from dispatcher.core.sizes import SizeEntry
+
+SIZES_KIND = "slots"
+SIZES_PREFIX = "~slots#"
+ENTRY_PREFIX = "s:"
+
+
+def sizes_key(pool: str) -> str:
+    """The sort key of ``pool``'s sized executions."""
+    return f"{SIZES_PREFIX}{pool}"
+
+
+def read_sizes(item: Mapping[str, Any]) -> tuple[str, dict[str, SizeEntry]]:
+    """The pool and its sized executions (key → entry) an item holds."""
+    entries: dict[str, SizeEntry] = {}
+    for attribute, value in item.items():
+        if attribute.startswith(ENTRY_PREFIX):
+            slots, at = value["L"]
+            entries[attribute.removeprefix(ENTRY_PREFIX)] = SizeEntry(int(slots["N"]), float(at["N"]))
+    return item["pool"]["S"], entries
+
+
+def sizes_update(
+    key: Mapping[str, Any], pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]
+) -> dict[str, Any]:
+    """The `UpdateItem` request that adds ``added`` to ``pool``'s item and removes ``removed``."""
+    names: dict[str, str] = {"#kind": "kind", "#pool": "pool"}
+    values: dict[str, Any] = {":kind": {"S": SIZES_KIND}, ":pool": {"S": pool}}
+    sets = ["#kind = :kind", "#pool = :pool"]
+    for index, (entry_key, entry) in enumerate(added.items()):
+        names[f"#a{index}"] = ENTRY_PREFIX + entry_key
+        values[f":a{index}"] = {"L": [{"N": str(entry.slots)}, number(entry.recorded_at)]}
+        sets.append(f"#a{index} = :a{index}")
+    gone = [entry_key for entry_key in removed if entry_key not in added]
+    for index, entry_key in enumerate(gone):
+        names[f"#r{index}"] = ENTRY_PREFIX + entry_key
+    expression = "SET " + ", ".join(sets)
+    if gone:
+        expression += " REMOVE " + ", ".join(f"#r{index}" for index in range(len(gone)))
+    return {
+        "Key": dict(key),
+        "UpdateExpression": expression,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }

@@ -1,0 +1,79 @@
+"""A job's size: how many of its pool's slots it takes, and what the dispatcher keeps of it.
+
+Step Functions doesn't know a job's size, so the dispatcher keeps each sized execution's
+(a size above 1) in its pool's item of the state table from just before its start until it
+is known to have ended: every count weighs the executions it counts with it. A job without
+``Slots`` takes one slot and is kept nowhere. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SizeEntry:
+    """One sized execution as its pool's item keeps it."""
+
+    slots: int
+    recorded_at: float
+    """When it was written, just before its start (a start that never happened stops mattering)."""
+
+
+def machine_name(state_machine_arn: str) -> str:
+    """A state machine's name, from its ARN (names are unique in an account and region)."""
+    return state_machine_arn.rpartition(":")[2]
+
+
+def size_key(state_machine_arn: str, name: str) -> str:
+    """An execution's key in its pool's item: its state machine's name and its own (neither holds ``:``)."""
+    return f"{machine_name(state_machine_arn)}:{name}"
+
+
+def sizes_of(entries: Mapping[str, SizeEntry], state_machine_arn: str) -> dict[str, int]:
+    """Execution name → slots, of one state machine's sized executions among a pool's ``entries``."""
+    prefix = machine_name(state_machine_arn) + ":"
+    return {key.removeprefix(prefix): entry.slots for key, entry in entries.items() if key.startswith(prefix)}
+
+
+def weight(sizes: Mapping[str, int], names: Iterable[str]) -> int:
+    """The slots these executions take (one each, unless ``sizes`` says more)."""
+    return sum(sizes.get(name, 1) for name in names)
+
+
+def stale_keys(
+    entries: Mapping[str, SizeEntry],
+    counted: Mapping[str, frozenset[str] | None],
+    oldest: float,
+) -> list[str]:
+    """The keys of a pool's entries whose executions are known not to run: they may go.
+
+    ``counted``: each of the pool's state machines (by ARN) → the executions its count
+    found holding a slot (None: a count that stopped at MAX, which says nothing of the
+    others). An entry goes once its execution is not among them and it was written before
+    ``oldest`` (the count's review window: a younger start may not show yet); an entry of a
+    state machine not counted stays.
+    """
+    by_machine = {machine_name(arn): names for arn, names in counted.items()}
+    stale: list[str] = []
+    for key, entry in entries.items():
+        machine, _, name = key.partition(":")
+        names = by_machine.get(machine)
+        if names is None or name in names:
+            continue
+        if entry.recorded_at < oldest:
+            stale.append(key)
+    return stale
+
+
+def too_large(slots: int, limits: Iterable[tuple[int | None, str]]) -> str | None:
+    """Why a job of ``slots`` can never start (a ``DispatchError`` beginning ``too large:``), or None.
+
+    ``limits``: each limit that can't grow and whose it is (``pool glue``, ``lane A``,
+    ``max_per_group``), None where there is none. A limit of 0 is a pause, not a size.
+    """
+    for limit, whose in limits:
+        if limit and slots > limit:
+            return f"too large: {slots} slots, {whose} allows {limit}"
+    return None

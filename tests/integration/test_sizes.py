@@ -1,0 +1,139 @@
+"""A job's size through the real handler, the producer client and boto3 against moto.
+
+The pool's RUNNING is the sum of its executions' sizes: the dispatcher keeps each sized
+execution's size in the state table from just before its start until it is known to have
+ended, so a cold start long after the start records left the window still weighs it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+
+from dispatcher.adapters.ledger import StartLedgerTable
+from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, SLOTS_ATTRIBUTE
+from dispatcher.producer import JobRejectedError, Producer
+from tests.support.clock import advance
+from tests.support.moto_harness import Harness
+
+
+def _started(harness: Harness) -> set[str]:
+    return {execution["name"] for execution in harness.executions("RUNNING")}
+
+
+def _sizes(harness: Harness) -> dict[str, int]:
+    """Execution key → slots, as the state table keeps them for pool ``default``."""
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    return {key: entry.slots for key, entry in ledger.sizes().get("default", {}).items()}
+
+
+def _send_sized(harness: Harness, name: str, slots: Any, data_type: str = "Number") -> None:
+    harness.sqs.send_message(
+        QueueUrl=harness.stack.queue_url,
+        MessageBody="{}",
+        MessageGroupId=name,
+        MessageDeduplicationId=name,
+        MessageAttributes={
+            "ExecutionName": {"DataType": "String", "StringValue": name},
+            SLOTS_ATTRIBUTE: {"DataType": data_type, "StringValue": str(slots)},
+        },
+    )
+
+
+def test_a_pool_counts_its_executions_sizes_and_a_job_too_large_for_what_is_free_waits(
+    harness: Harness,
+) -> None:
+    """MAX 6: sizes 4, 3, 1, 1 in four groups start 4 + 1 + 1; the 3 waits, then starts once 4 end."""
+    harness.configure(6)
+    producer = Producer(harness.stack.queue_url)
+    for name, slots in (("big", 4), ("mid", 3), ("one", 1), ("two", None)):
+        producer.send({"job": name}, group=name, name=name, slots=slots)
+    result = harness.tick()
+    assert (result["running"], result["started"]) == (0, 3)
+    assert _started(harness) == {"big", "one", "two"}
+    assert harness.queue_counts() == (1, 0)
+    assert _sizes(harness) == {f"{harness.stack.state_machine_arn.rpartition(':')[2]}:big": 4}
+    again = harness.tick()
+    assert (again["running"], again["started"]) == (6, 0)
+    harness.sfn.stop_execution(executionArn=harness.arn_of("big"))
+    assert harness.tick()["started"] == 1
+    assert _started(harness) == {"mid", "one", "two"}
+
+
+def test_a_sized_execution_weighs_its_size_long_after_its_start_record_left_the_window(
+    harness: Harness,
+) -> None:
+    """A cold start 10 minutes on, with only the list and the pool's item to go by, counts 5 slots."""
+    harness.configure(6)
+    with freeze_time(datetime.now(UTC), tick=True) as frozen:
+        Producer(harness.stack.queue_url).send({}, group="g", name="wide", slots=5)
+        assert harness.tick()["started"] == 1
+        advance(frozen, 600)
+        for name in ("a", "b"):
+            harness.send(group=name, name=name)
+        result = harness.tick(cold=True)
+        assert (result["running"], result["started"]) == (5, 1)
+        assert harness.queue_counts() == (1, 0)
+
+
+def test_an_ended_sized_execution_leaves_the_pools_item_with_a_later_sized_start(harness: Harness) -> None:
+    """The entries of executions known to have ended go with the next write, not one more call."""
+    harness.configure(10)
+    producer = Producer(harness.stack.queue_url)
+    machine = harness.stack.state_machine_arn.rpartition(":")[2]
+    with freeze_time(datetime.now(UTC), tick=True) as frozen:
+        producer.send({}, group="g", name="first", slots=3)
+        harness.tick()
+        assert harness.finish_running() == 1
+        advance(frozen, 400)
+        producer.send({}, group="g", name="second", slots=2)
+        assert harness.tick()["started"] == 1
+        assert _sizes(harness) == {f"{machine}:second": 2}
+
+
+def test_a_malformed_slots_is_poison_and_a_job_larger_than_its_pool_is_dead_lettered_too_large(
+    harness: Harness,
+) -> None:
+    """``Slots`` 0, "two" or 1.5 names ``Slots``; 8 slots in a pool of MAX 6 says so, and what fits starts."""
+    harness.configure(6)
+    for name, slots in (("zero", 0), ("word", "two"), ("half", "1.5")):
+        _send_sized(harness, name, slots, "String")
+    _send_sized(harness, "huge", 8)
+    _send_sized(harness, "fits", 6)
+    result = harness.tick()
+    assert (result["started"], result["dead_lettered"]) == (1, 4)
+    assert _started(harness) == {"fits"}
+    reasons = {
+        letter["MessageAttributes"]["ExecutionName"]["StringValue"]: letter["MessageAttributes"][
+            DISPATCH_ERROR_ATTRIBUTE
+        ]["StringValue"]
+        for letter in harness.dead_letters()
+    }
+    assert reasons["huge"] == "too large: 8 slots, pool default allows 6"
+    for name in ("zero", "word", "half"):
+        assert reasons[name].startswith("invalid Slots: Slots must be an integer >= 1")
+
+
+def test_a_job_larger_than_its_lanes_max_per_group_names_that_limit(harness: Harness) -> None:
+    """``max_per_group`` can't grow for a job: the reason names it and its limit; a job within it starts."""
+    harness.configure(10, max_per_group=2)
+    _send_sized(harness, "three", 3)
+    _send_sized(harness, "two", 2)
+    assert harness.tick()["dead_lettered"] == 1
+    [letter] = harness.dead_letters()
+    assert letter["MessageAttributes"][DISPATCH_ERROR_ATTRIBUTE]["StringValue"] == (
+        "too large: 3 slots, max_per_group allows 2"
+    )
+
+
+def test_the_producer_refuses_a_size_that_is_not_an_integer_of_at_least_one(harness: Harness) -> None:
+    """Checked before sending, as the dispatcher would: nothing reaches the queue."""
+    harness.configure(6)
+    producer = Producer(harness.stack.queue_url)
+    for slots in (0, -1, True, 2.5):
+        with pytest.raises(JobRejectedError, match="Slots must be an integer >= 1"):
+            producer.send({}, group="g", slots=slots)  # type: ignore[arg-type]
+    assert harness.queue_counts() == (0, 0)
