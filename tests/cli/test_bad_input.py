@@ -101,8 +101,9 @@ USAGE_ERRORS = {
     "unknown-keys": Row(
         ["enqueue", "--file", "unknown-keys.jsonl"],
         [
-            'unknown-keys.jsonl:1: unknown key "nmae": a line holds "input", "body", "group", "name"',
-            'unknown-keys.jsonl:2: unknown key "lane": a line holds "input", "body", "group", "name"'
+            'unknown-keys.jsonl:1: unknown key "nmae": a line holds "input", "body", "group", "name",'
+            ' "slots"',
+            'unknown-keys.jsonl:2: unknown key "lane": a line holds "input", "body", "group", "name", "slots"'
             " (a lane is chosen with --lane)",
         ],
         CONFIGURED,

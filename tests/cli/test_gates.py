@@ -86,6 +86,7 @@ def test_status_shows_who_is_inside_each_gate_and_who_waits_and_counts_them_in_t
         "running": 3,
         "free": 0,
         "paused": False,
+        "executions": 3,
     }
     text = cli.run("status").stdout
     row = ["crawl", "default", "-", "no", "3", "1", "0"]

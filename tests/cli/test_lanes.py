@@ -62,8 +62,8 @@ def test_status_has_a_row_per_pool_and_per_lane_and_the_top_level_is_default(lan
     status = json.loads(result.stdout)
     assert (status["max_concurrency"], status["running"], status["free"], status["queued"]) == (3, 1, 2, 2)
     assert status["pools"] == [
-        {"name": "default", "max_concurrency": 3, "running": 1, "free": 2, "paused": False},
-        {"name": "glue", "max_concurrency": 4, "running": 1, "free": 3, "paused": False},
+        {"name": "default", "max_concurrency": 3, "running": 1, "free": 2, "paused": False, "executions": 1},
+        {"name": "glue", "max_concurrency": 4, "running": 1, "free": 3, "paused": False, "executions": 1},
     ]
     assert [(lane["name"], lane["pool"], lane["priority"], lane["queued"]) for lane in status["lanes"]] == [
         ("default", "default", 0, 2),

@@ -83,7 +83,16 @@ def test_status_of_one_pool_lane_or_gate_is_its_entry_and_an_unknown_name_is_a_u
         "free": 4,
         "paused": False,
     }
-    assert set(pool_entry) == {"name", "max_concurrency", "running", "free", "paused", "lanes", "gates"}
+    assert set(pool_entry) == {
+        "name",
+        "max_concurrency",
+        "running",
+        "free",
+        "paused",
+        "executions",
+        "lanes",
+        "gates",
+    }
     assert [(each["name"], each["queued"]) for each in pool_entry["lanes"]] == [("glue", 1)]
     assert pool_entry["gates"] == []
     assert [each["name"] for each in ok(cli.run("status", "--pool", "default", "--json"))["gates"]] == [
