@@ -13,7 +13,7 @@ from dispatcher.cli.kind_status import KindStatus, MemberRow, StatusRead, limit,
 from dispatcher.cli.output import table
 from dispatcher.core.kinds import kind_of
 from dispatcher.core.rosters import RosterRead
-from dispatcher.core.sizes import sizes_of, weight
+from dispatcher.core.sizes import pooled_sizes, weight
 from dispatcher.core.topology import LANE, Lane, Member, Topology
 
 
@@ -39,11 +39,10 @@ def read_lanes(read: StatusRead) -> KindStatus:
         arn: StateMachine(read.aws.client("stepfunctions"), arn).list_running(None, {}, listed_at=read.now)
         for arn in read.topology.state_machines
     }
-    sized = {key: entry for entries in read.sizes.values() for key, entry in entries.items()}
     return KindStatus(
         kind_of(LANE),
         tuple(_lane(read, lane) for lane in read.topology.members_of(kind=Lane)),
-        {arn: weight(sizes_of(sized, arn), listing.executions) for arn, listing in listings.items()},
+        {arn: weight(pooled_sizes(read.sizes, arn), listing.executions) for arn, listing in listings.items()},
         lanes_table,
         listings,
         {arn: len(listing.executions) for arn, listing in listings.items()},

@@ -37,6 +37,14 @@ def sizes_of(entries: Mapping[str, SizeEntry], state_machine_arn: str) -> dict[s
     return {key.removeprefix(prefix): entry.slots for key, entry in entries.items() if key.startswith(prefix)}
 
 
+def pooled_sizes(pools: Mapping[str, Mapping[str, SizeEntry]], state_machine_arn: str) -> dict[str, int]:
+    """`sizes_of` over every pool's entries (a state machine is in one pool, but its pool isn't asked)."""
+    found: dict[str, int] = {}
+    for entries in pools.values():
+        found.update(sizes_of(entries, state_machine_arn))
+    return found
+
+
 def weight(sizes: Mapping[str, int], names: Iterable[str]) -> int:
     """The slots these executions take (one each, unless ``sizes`` says more)."""
     return sum(sizes.get(name, 1) for name in names)

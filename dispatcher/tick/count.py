@@ -40,7 +40,7 @@ from dispatcher.core.executions import ExecutionState, execution_arn
 from dispatcher.core.jobs import Cancellations
 from dispatcher.core.member_queues import Queues, removed, to_record
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
-from dispatcher.core.sizes import SizeEntry, sizes_of
+from dispatcher.core.sizes import SizeEntry, pooled_sizes
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, MemberQueueRecords, StartLedger, StateReads
 from dispatcher.tick.warm import WarmState
@@ -141,9 +141,9 @@ class Records:
         self._keep_members(window.members)
         views = known.views(oldest)
         if window.sizes:
-            entries = {key: entry for pool in window.sizes.values() for key, entry in pool.items()}
             views = {
-                arn: view.model_copy(update={"slots": sizes_of(entries, arn)}) for arn, view in views.items()
+                arn: view.model_copy(update={"slots": pooled_sizes(window.sizes, arn)})
+                for arn, view in views.items()
             }
         return Snapshot(views, window.limits, window.cancellations, known, window.sizes)
 
