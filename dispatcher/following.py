@@ -163,17 +163,14 @@ class Jobs:
         machine = self._machine(member)
         execution = machine.facts(name)
         record = self._records.record(member.name, name)
-        rerun_as = None
-        if execution is not None and execution.status in REDRIVABLE_STATUSES:
-            derived = restart_name(name, execution.arn)
-            rerun_as = derived if machine.facts(derived) is not None else None
+        rerun_as = _rerun_as(machine, name, execution)
         held_at = None
         if execution is None and record is None:
             held_at = self._held_at(member, name)
         dropped = None
         if execution is None and record is not None and record.state is JobState.CANCELLED:
             dropped = self._records.dropped(member.name, name)
-        return job_report(
+        report = job_report(
             name,
             member.name,
             execution=execution,
@@ -182,6 +179,17 @@ class Jobs:
             rerun_as=rerun_as,
             dropped=dropped,
         )
+        if execution is None:
+            return report
+        return replace(report, slots=self._slots(member, name, execution.started_at))
+
+    def _slots(self, member: Lane, name: str, started_at: float | None) -> int:
+        """An execution's size as its start record keeps it (1: none, or no size)."""
+        if started_at is None:
+            return 1
+        ledger = StartLedgerTable(self._dynamodb, self._table, self._key)
+        origin = ledger.origins({name: started_at}, member.state_machine_arn).get(name)
+        return 1 if origin is None else origin.slots
 
     def _held_at(self, member: Lane, name: str) -> float | None:
         """When job ``name`` was held for its group's limit, if it is held now."""
@@ -311,3 +319,11 @@ def jobs_from_settings(queue_url: str, settings: Mapping[str, str | None]) -> Jo
     dynamodb = boto3.client("dynamodb", config=FOLLOW_CONFIG)
     stepfunctions = boto3.client("stepfunctions", config=FOLLOW_CONFIG)
     return Jobs(dynamodb, stepfunctions, str(settings["state_table"]), topology)
+
+
+def _rerun_as(machine: StateMachine, name: str, execution: ExecutionFacts | None) -> str | None:
+    """The name of the execution `rerun --restart` made of this one, if it made one."""
+    if execution is None or execution.status not in REDRIVABLE_STATUSES:
+        return None
+    derived = restart_name(name, execution.arn)
+    return derived if machine.facts(derived) is not None else None

@@ -24,7 +24,14 @@ from dispatcher.adapters.job_items import kept_item, kept_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit, write_condition
 from dispatcher.adapters.member_items import MEMBERS_KEY, members_item, read_members
 from dispatcher.adapters.server_time import server_time
-from dispatcher.adapters.size_items import SIZES_PREFIX, read_sizes, sizes_key, sizes_update
+from dispatcher.adapters.size_items import (
+    SIZES_PREFIX,
+    read_reservation,
+    read_sizes,
+    reservation_update,
+    sizes_key,
+    sizes_update,
+)
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
@@ -45,7 +52,7 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.rerun import Origin
-from dispatcher.core.sizes import SizeEntry
+from dispatcher.core.sizes import Reservation, SizeEntry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -178,15 +185,33 @@ class StartLedgerTable:
         with translated(f"UpdateItem on state table {self.table} (sizes)"):
             self._client.update_item(TableName=self.table, **sizes_update(key, pool, added, removed))
 
+    def record_reservation(self, pool: str, reservation: Reservation | None) -> None:
+        """Set ``pool``'s reservation (None: remove it), one `UpdateItem`; raise `TransientError`."""
+        key = {"pk": {"S": self._partition}, "sk": {"S": sizes_key(pool)}}
+        with translated(f"UpdateItem on state table {self.table} (reservation)"):
+            self._client.update_item(TableName=self.table, **reservation_update(key, pool, reservation))
+
     def sizes(self) -> dict[str, dict[str, SizeEntry]]:
         """Each pool's sized executions as kept (one Query of their items, read consistently)."""
+        return self.slot_items()[0]
+
+    def slot_items(self) -> tuple[dict[str, dict[str, SizeEntry]], dict[str, Reservation]]:
+        """Each pool's sized executions and its reservation (one Query of their items, read consistently)."""
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": {":pk": {"S": self._partition}, ":prefix": {"S": SIZES_PREFIX}},
             "ConsistentRead": True,
         }
-        return dict(read_sizes(item) for item in self._query(request))
+        sizes: dict[str, dict[str, SizeEntry]] = {}
+        reservations: dict[str, Reservation] = {}
+        for item in self._query(request):
+            pool, entries = read_sizes(item)
+            sizes[pool] = entries
+            reservation = read_reservation(item)
+            if reservation is not None:
+                reservations[pool] = reservation
+        return sizes, reservations
 
     def record_members(self, queues: Mapping[str, Mapping[str, str]]) -> None:
         """Keep the members' queues in the one item of the partition that holds them."""
@@ -255,7 +280,7 @@ class StartLedgerTable:
                     ":high": {"S": sort_key(high + GROUP_LOOKUP_MARGIN_SECONDS, "~")},
                 },
                 "ProjectionExpression": (
-                    "#names, #groups, #name, #group, #machines, #machine_of, #lane, #lanes, #lane_of"
+                    "#names, #groups, #name, #group, #machines, #machine_of, #lane, #lanes, #lane_of, #slots"
                 ),
                 "ExpressionAttributeNames": {
                     f"#{attribute}": attribute
@@ -269,6 +294,7 @@ class StartLedgerTable:
                         "lane",
                         "lanes",
                         "lane_of",
+                        "slots",
                     )
                 },
             }

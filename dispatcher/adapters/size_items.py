@@ -14,11 +14,13 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from dispatcher.adapters.item_keys import number
-from dispatcher.core.sizes import SizeEntry
+from dispatcher.core.sizes import Reservation, SizeEntry
 
 SIZES_KIND = "slots"
 SIZES_PREFIX = "~slots#"
 ENTRY_PREFIX = "s:"
+RESERVED = "reserved"
+"""The attribute of the pool's reservation: the large job its freed slots are kept for."""
 
 
 def sizes_key(pool: str) -> str:
@@ -34,6 +36,42 @@ def read_sizes(item: Mapping[str, Any]) -> tuple[str, dict[str, SizeEntry]]:
             slots, at = value["L"]
             entries[attribute.removeprefix(ENTRY_PREFIX)] = SizeEntry(int(slots["N"]), float(at["N"]))
     return item["pool"]["S"], entries
+
+
+def read_reservation(item: Mapping[str, Any]) -> Reservation | None:
+    """The reservation an item of `sizes_key` holds (None: none)."""
+    held = item.get(RESERVED, {}).get("M")
+    if held is None:
+        return None
+    return Reservation(
+        held["lane"]["S"], held["name"]["S"], int(held["slots"]["N"]), float(held["since"]["N"])
+    )
+
+
+def reservation_update(key: Mapping[str, Any], pool: str, reservation: Reservation | None) -> dict[str, Any]:
+    """The `UpdateItem` request that sets ``pool``'s reservation (None: removes it)."""
+    if reservation is None:
+        return {
+            "Key": dict(key),
+            "UpdateExpression": "REMOVE #reserved",
+            "ExpressionAttributeNames": {"#reserved": RESERVED},
+        }
+    held = {
+        "lane": {"S": reservation.lane},
+        "name": {"S": reservation.name},
+        "slots": {"N": str(reservation.slots)},
+        "since": number(reservation.since),
+    }
+    return {
+        "Key": dict(key),
+        "UpdateExpression": "SET #reserved = :reserved, #kind = :kind, #pool = :pool",
+        "ExpressionAttributeNames": {"#reserved": RESERVED, "#kind": "kind", "#pool": "pool"},
+        "ExpressionAttributeValues": {
+            ":reserved": {"M": held},
+            ":kind": {"S": SIZES_KIND},
+            ":pool": {"S": pool},
+        },
+    }
 
 
 def sizes_update(

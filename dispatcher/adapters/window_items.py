@@ -14,7 +14,7 @@ from typing import Any
 
 from dispatcher.adapters.limit_items import LIMIT_KIND, read_limit
 from dispatcher.adapters.member_items import MEMBERS_KIND, read_members
-from dispatcher.adapters.size_items import SIZES_KIND, read_sizes
+from dispatcher.adapters.size_items import SIZES_KIND, read_reservation, read_sizes
 from dispatcher.adapters.state_items import (
     CANCEL_KIND,
     ENDED_KIND,
@@ -29,7 +29,7 @@ from dispatcher.adapters.state_items import (
 from dispatcher.core.adaptive import LimitState
 from dispatcher.core.counting import LedgerStart, StateWindow
 from dispatcher.core.events import EndedExecution
-from dispatcher.core.sizes import SizeEntry
+from dispatcher.core.sizes import Reservation, SizeEntry
 
 
 @dataclass
@@ -43,11 +43,15 @@ class _Read:
     members: dict[str, dict[str, str]] | None = None
     limits: dict[str, LimitState] = field(default_factory=dict)
     sizes: dict[str, dict[str, SizeEntry]] = field(default_factory=dict)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
 
 
 def _sizes_item(item: Mapping[str, Any], _own: str, read: _Read) -> None:
     pool, entries = read_sizes(item)
     read.sizes[pool] = entries
+    reservation = read_reservation(item)
+    if reservation is not None:
+        read.reservations[pool] = reservation
 
 
 def _members_item(item: Mapping[str, Any], _own: str, read: _Read) -> None:
@@ -133,4 +137,5 @@ def read_items(items: Iterable[Mapping[str, Any]], own: str = "") -> StateWindow
         members=read.members,
         limits=read.limits,
         sizes=read.sizes,
+        reservations=read.reservations,
     )

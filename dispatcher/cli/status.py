@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict
 from typing import Any, TextIO
 
 from dispatcher.adapters.ledger import StartLedgerTable
@@ -41,6 +42,7 @@ from dispatcher.core.counting import pool_count, pool_running
 from dispatcher.core.effective import settings
 from dispatcher.core.errors import ConfigurationError, DispatcherError
 from dispatcher.core.member_queues import members_of, removed
+from dispatcher.core.sizes import Reservation
 from dispatcher.core.topology import DEFAULT, Pool, Topology
 
 
@@ -50,12 +52,16 @@ def read_status(aws: Aws, resources: Resources, now: float) -> Status:
     ledger = ledger_of(aws, resources, configured)
     topology = with_limits(steered, ledger)
     shown = {(each.kind, each.member, each.key): each.as_json() for each in settings(configured, read)}
-    sizes = {} if ledger is None else ledger.sizes()
+    sizes, reservations = ({}, {}) if ledger is None else ledger.slot_items()
     kinds = tuple(kind.status(StatusRead(aws, resources, topology, shown, now, sizes)) for kind in CLI_KINDS)
     running = {key: count for kind in kinds for key, count in kind.counts.items()}
     executions = {**running, **{key: count for kind in kinds for key, count in kind.executions.items()}}
     pools = [
-        _pool(pool, pool_running(topology, pool.name, running), pool_running(topology, pool.name, executions))
+        _pool(
+            pool,
+            (pool_running(topology, pool.name, running), pool_running(topology, pool.name, executions)),
+            reservations.get(pool.name),
+        )
         for pool in topology.pools
     ]
     default_lane = topology.default_lane
@@ -137,8 +143,9 @@ def _depth(aws: Aws, url: str) -> int | None:
     return depth.visible + depth.in_flight
 
 
-def _pool(pool: Pool, running: int, executions: int) -> PoolStatus:
-    count = pool_count(pool, running)
+def _pool(pool: Pool, running: tuple[int, int], reservation: Reservation | None) -> PoolStatus:
+    """A pool's row: ``running`` in slots and in executions; the large job its freed slots are kept for."""
+    count = pool_count(pool, running[0])
     return PoolStatus(
         pool.name,
         pool.max_concurrency,
@@ -149,7 +156,8 @@ def _pool(pool: Pool, running: int, executions: int) -> PoolStatus:
         None
         if pool.adaptive is None
         else {**pool.adaptive.as_json(), "initial": initial_limit(pool.adaptive, pool.max_concurrency)},
-        executions,
+        running[1],
+        None if reservation is None else asdict(reservation),
     )
 
 

@@ -30,6 +30,8 @@ class PoolStatus:
     """Its adaptive settings, as the contract spells them (None: it doesn't adapt)."""
     executions: int = 0
     """Its RUNNING executions (``running`` is in slots: a job's size each)."""
+    reserved: dict[str, Any] | None = None
+    """The large job its freed slots are kept for: lane, name, slots, since (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,9 @@ def _pool_document(pool: PoolStatus) -> dict[str, Any]:
 
 def _without_unset(document: dict[str, Any]) -> dict[str, Any]:
     return {
-        key: value for key, value in document.items() if key not in ("limit", "adaptive") or value is not None
+        key: value
+        for key, value in document.items()
+        if key not in ("limit", "adaptive", "reserved") or value is not None
     }
 
 

@@ -190,11 +190,14 @@ Plan = Callable[[QueuedMessage], "Start | DeadLetter | None"]
 """What one message asks for: a start (or an admission), poison, or None to wait for a later round."""
 
 
-def admit(
+def admit(  # noqa: PLR0913 — each is one input of the decision
     messages: Iterable[QueuedMessage],
     free: int,
     plan: Plan = plan_message,
     takes_slot: Callable[[Start], bool] = lambda start: True,
+    *,
+    max_starts: int | None = None,
+    hold: tuple[str, int] | None = None,
 ) -> Admission:
     """Pick the messages a round starts, dead-letters and releases, in receive order.
 
@@ -203,6 +206,9 @@ def admit(
     A job larger than what is left waits (`Admission.short` names the first such one).
     Poison waits behind a full cap like any other message; once one message of a group is
     held back, the later ones of that group are held back too, or they would start first.
+    ``max_starts``: at most this many starts (a start rate's tokens), whatever their sizes.
+    ``hold``: a reserved job's name and size: the others take only what is free beyond it
+    until it is admitted.
     """
     starts: list[Start] = []
     dead_letters: list[DeadLetter] = []
@@ -212,19 +218,47 @@ def admit(
     slots = 0
     for message in messages:
         decision = plan(message) if order.may_start(message) else None
+        decision = within_starts(decision, max_starts, len(starts))
         needs = slots_needed(decision, takes_slot)
-        if decision is None or (needs and slots + max(1, needs) > free):
-            if isinstance(decision, Start) and slots < free:
-                short.append(decision)
+        if decision is None or not fits(needs, slots, free - held_for(hold, decision)):
+            short += [decision] if isinstance(decision, Start) and slots < free else []
             order.wait(message)
             waiting.append(Wait(message))
-            continue
-        if isinstance(decision, DeadLetter):
+        elif isinstance(decision, DeadLetter):
             dead_letters.append(decision)
         else:
             starts.append(decision)
             slots += needs
+            hold = after_hold(hold, decision)
     return Admission(tuple(starts), tuple(dead_letters), tuple(waiting), tuple(short))
+
+
+def within_starts(
+    decision: Start | DeadLetter | None, max_starts: int | None, made: int
+) -> Start | DeadLetter | None:
+    """The decision, unless it is a start beyond ``max_starts`` (a rate's tokens): then it waits (None)."""
+    if isinstance(decision, Start) and max_starts is not None and made >= max_starts:
+        return None
+    return decision
+
+
+def fits(needs: int, taken: int, free: int) -> bool:
+    """Whether ``needs`` slots fit beside ``taken`` in ``free`` (poison needs 1 to look)."""
+    return not needs or taken + max(1, needs) <= free
+
+
+def after_hold(hold: tuple[str, int] | None, admitted: Start | DeadLetter) -> tuple[str, int] | None:
+    """The hold once ``admitted`` is taken: gone when it is the reserved job."""
+    if hold is not None and isinstance(admitted, Start) and admitted.name == hold[0]:
+        return None
+    return hold
+
+
+def held_for(hold: tuple[str, int] | None, decision: Start | DeadLetter | None) -> int:
+    """The slots a decision must leave free for a reserved job (none for the reserved job itself)."""
+    if hold is None or (isinstance(decision, Start) and decision.name == hold[0]):
+        return 0
+    return hold[1]
 
 
 def slots_needed(decision: Start | DeadLetter | None, takes_slot: Callable[[Start], bool]) -> int:

@@ -60,29 +60,87 @@ def share(free: int, rooms: Mapping[str, int]) -> dict[str, int]:
     return given
 
 
+@dataclass(frozen=True)
+class Reserve:
+    """Slots kept for a large job of ``member`` that found too few free (`dispatcher.core.sizes`)."""
+
+    member: str
+    slots: int
+    alone: bool = False
+    """Larger than its adaptive pool's limit L (within MAX), and the pool runs nothing: it starts alone."""
+
+
 @dataclass
 class Allocation:
-    """One pool's free slots over one tick: the passes, and which members are spent."""
+    """One pool's free slots over one tick: the passes, and which members are spent.
+
+    With a reservation (``reserved``), members of the reserved member's priority and lower
+    get only what is free beyond its size, and nothing while less than its size is free; the
+    reserved member gets its size on top of its share, once. Where the member's own room is
+    what lacks, only that member waits. Higher priorities go first as ever.
+    """
 
     free: int
     claims: Sequence[Claim]
     spent: set[str] = field(default_factory=set)
     used: dict[str, int] = field(default_factory=dict)
-    """Starts each member made so far this tick."""
+    """Slots each member took so far this tick."""
+    reserved: Reserve | None = None
+    reserve_offered: bool = False
+    """Whether a pass offered the reserved member its size (its job started then, or didn't come)."""
+    held: int = 0
+    """Free slots kept idle for the reservation when the passes ended (fewer than its size)."""
 
     def next_pass(self) -> dict[str, int]:
         """The shares of the next pass: members of the highest priority that can still start.
 
         Empty when nothing is free or no member can start: the pool's tick is over.
         """
+        if self.reserved is not None and self.reserved.alone:
+            return self._alone(self.reserved)
         if self.free <= 0:
             return {}
+        reserve = self._reserve()
         for priority in sorted({claim.priority for claim in self.claims}, reverse=True):
             rooms = self._rooms_at(priority)
+            if reserve is not None and priority <= reserve[1]:
+                return self._reserved_pass(rooms, reserve[0])
             if rooms:
-                shares = share(self.free, rooms)
-                return {member: given for member, given in shares.items() if given > 0}
+                return _given(share(self.free, rooms))
         return {}
+
+    def _reserve(self) -> tuple[Reserve, int] | None:
+        """The reservation that binds this pass, and its member's priority (None: none binds)."""
+        reserved = self.reserved
+        claim = next((claim for claim in self.claims if reserved and claim.member == reserved.member), None)
+        if reserved is None or claim is None or claim.member in self.spent:
+            return None
+        return reserved, claim.priority
+
+    def _reserved_pass(self, rooms: dict[str, int], reserved: Reserve) -> dict[str, int]:
+        """A pass at or below the reserved member's priority: its size kept, on top of its share."""
+        own = rooms.pop(reserved.member, 0)
+        if own < reserved.slots:
+            # Its own MAX is what lacks: only it waits; the pool's slots go to the others.
+            self.spent.add(reserved.member)
+            return _given(share(self.free, rooms))
+        if self.free < reserved.slots:
+            self.held = self.free  # the pool's freed slots are kept: at most its size - 1 idle
+            return {}
+        rooms[reserved.member] = own - reserved.slots
+        shares = share(self.free - reserved.slots, rooms)
+        shares[reserved.member] += reserved.slots
+        self.reserved = None  # offered once: its member's rounds start it, or it is found gone
+        self.reserve_offered = True
+        return _given(shares)
+
+    def _alone(self, reserved: Reserve) -> dict[str, int]:
+        """A job larger than the pool's limit, the pool running nothing: it alone, once."""
+        self.reserved = None
+        if reserved.member in self.spent:
+            return {}
+        self.free, self.reserve_offered = reserved.slots, True
+        return {reserved.member: reserved.slots}
 
     def _rooms_at(self, priority: int) -> dict[str, int]:
         """The room left to the members of ``priority`` that can still start, least started first.
@@ -112,6 +170,11 @@ class Allocation:
     def stop(self) -> None:
         """Nothing more starts in this pool this tick (a throttle, the time, an error)."""
         self.spent.update(claim.member for claim in self.claims)
+
+
+def _given(shares: Mapping[str, int]) -> dict[str, int]:
+    """The members a pass offers anything."""
+    return {member: given for member, given in shares.items() if given > 0}
 
 
 def room_of(

@@ -15,7 +15,7 @@ from dispatcher.core.adaptive import LimitState
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import ACTIVE_STATUSES
 from dispatcher.core.jobs import Cancellations
-from dispatcher.core.sizes import SizeEntry, weight
+from dispatcher.core.sizes import Reservation, SizeEntry, weight
 from dispatcher.core.topology import Pool, Topology
 
 LIST_PAGE_SIZE = 1000
@@ -89,6 +89,8 @@ class StateWindow(BaseModel):
     """Each pool's sized executions (`dispatcher.core.sizes`): key → entry; a view: name → its slots."""
     slots: dict[str, int] = Field(default_factory=dict)
     """A state machine's view: its sized executions, name → slots (the rest take one each)."""
+    reservations: dict[str, Reservation] = Field(default_factory=dict)
+    """Each pool's reservation: the large job its freed slots are kept for (`dispatcher.core.sizes`)."""
 
 
 REREAD_SECONDS = 2.0

@@ -319,6 +319,8 @@ class JobReport:
     """When a tick dropped it for its name's cancellation (it was on the queue then)."""
     sent_at: float | None = None
     """When the dropped job was sent (its ``SentTimestamp``)."""
+    slots: int | None = None
+    """Its size, as recorded when it started (1 without ``Slots``; None: no execution to tell)."""
 
     @property
     def in_advance(self) -> bool:
@@ -340,6 +342,7 @@ class JobReport:
             "dropped_at": None if self.dropped_at is None else iso(self.dropped_at),
             "sent_at": None if self.sent_at is None else iso(self.sent_at),
             "cancelled_in_advance": True if self.in_advance else None,
+            "slots": self.slots,
         }
         document.update({key: value for key, value in optional.items() if value is not None})
         return document

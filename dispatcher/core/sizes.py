@@ -85,3 +85,57 @@ def too_large(slots: int, limits: Iterable[tuple[int | None, str]]) -> str | Non
         if limit and slots > limit:
             return f"too large: {slots} slots, {whose} allows {limit}"
     return None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A large job that found too few free slots: its pool's freed slots are kept for it until it fits."""
+
+    lane: str
+    name: str
+    """The job's execution name (its lane's)."""
+    slots: int
+    since: float
+    """When a tick first found it short."""
+
+
+def reservation_after(
+    current: Reservation | None,
+    short: Mapping[str, tuple[str, int]],
+    priority_of: Mapping[str, int],
+    now: float,
+) -> Reservation | None:
+    """A pool's reservation once a tick found these jobs short (lane → the first one's name and size).
+
+    One reservation a pool: a lane's large job replaces the current one only from a lane of a
+    higher priority (lanes of higher priority go first anyway); otherwise the first found stays.
+    """
+    chosen = current
+    for lane, (name, slots) in short.items():
+        if lane not in priority_of:
+            continue
+        if chosen is None or (chosen.lane in priority_of and priority_of[lane] > priority_of[chosen.lane]):
+            chosen = Reservation(lane, name, slots, now)
+    return chosen
+
+
+@dataclass
+class CheckedCount:
+    """A count as its recorded starts are checked (`plan_count`'s `to_check`): the slots held, by whom."""
+
+    running: int
+    names: set[str]
+    executions: int
+    complete: bool
+    """Whether ``names`` are all that hold a slot (False: counting stopped at MAX)."""
+
+    def add(self, name: str, sizes: Mapping[str, int]) -> None:
+        """One more execution holds its slots."""
+        self.running += sizes.get(name, 1)
+        self.executions += 1
+        self.names.add(name)
+
+    def add_all(self, names: Iterable[str], sizes: Mapping[str, int]) -> None:
+        """These hold their slots, unchecked."""
+        for name in names:
+            self.add(name, sizes)

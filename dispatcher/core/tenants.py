@@ -28,8 +28,12 @@ from dispatcher.core.admission import (
     Start,
     Wait,
     admit,
+    after_hold,
+    fits,
+    held_for,
     plan_message,
     slots_needed,
+    within_starts,
 )
 from dispatcher.core.messages import QueuedMessage
 
@@ -133,12 +137,14 @@ def _advance(heads: dict[str, int], group: str, length: int) -> None:
         del heads[group]
 
 
-def pick(
+def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
     queues: Mapping[str, Sequence[Queued]],
     free: int,
     share: Share,
     running: Mapping[str, int],
     takes_slot: Callable[[Start], bool],
+    max_starts: int | None = None,
+    hold: tuple[str, int] | None = None,
 ) -> Picked:
     """Take the groups' heads one at a time (`_next_group`) until the free slots are spent or none can go.
 
@@ -158,13 +164,15 @@ def pick(
         at_limit = (
             isinstance(decision, Start) and needs and group_full(share, running.get(group, 0) + given[group])
         )
-        if at_limit or (needs and slots + max(1, needs) > free):
+        rated = within_starts(decision, max_starts, sum(given.values())) is None
+        if at_limit or rated or not fits(needs, slots, free - held_for(hold, decision)):
             if at_limit:
                 held_for_group.append(message)
             del heads[group]  # the group's later jobs wait behind this one
             continue
         chosen.add(index)
         slots += needs
+        hold = after_hold(hold, decision)
         given[group] += isinstance(decision, Start) and needs > 0
         _advance(heads, group, len(queues[group]))
     return Picked(frozenset(chosen), tuple(held_for_group))
@@ -178,6 +186,8 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
     *,
     plan: Plan = plan_message,
     takes_slot: Callable[[Start], bool] = lambda start: True,
+    max_starts: int | None = None,
+    hold: tuple[str, int] | None = None,
 ) -> Admission:
     """`admit`, with each group's limit, and with fair share the free slots to the groups holding fewest.
 
@@ -190,9 +200,9 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
     only when none can.
     """
     if not share.active:
-        return admit(messages, free, plan, takes_slot)
+        return admit(messages, free, plan, takes_slot, max_starts=max_starts, hold=hold)
     queued = group_queues(messages, plan)
-    picked = pick(queued.queues, free, share, running, takes_slot)
+    picked = pick(queued.queues, free, share, running, takes_slot, max_starts, hold)
     return _admission(messages, queued.queues, picked)
 
 

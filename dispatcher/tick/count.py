@@ -40,7 +40,7 @@ from dispatcher.core.executions import ExecutionState, execution_arn
 from dispatcher.core.jobs import Cancellations
 from dispatcher.core.member_queues import Queues, removed, to_record
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
-from dispatcher.core.sizes import SizeEntry, pooled_sizes
+from dispatcher.core.sizes import CheckedCount, Reservation, SizeEntry, pooled_sizes
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import Executions, MemberQueueRecords, StartLedger, StateReads
 from dispatcher.tick.warm import WarmState
@@ -64,6 +64,8 @@ class Snapshot:
     """The window as this keeper has read it (a start voided since drops out)."""
     sizes: Mapping[str, Mapping[str, SizeEntry]] = field(default_factory=dict)
     """Each pool's sized executions (`dispatcher.core.sizes`), key → entry."""
+    reservations: Mapping[str, Reservation] = field(default_factory=dict)
+    """Each pool's reservation: the large job its freed slots are kept for."""
 
     def in_window(self, state_machine_arn: str, name: str) -> bool:
         """Whether the window holds a start record of that execution."""
@@ -145,7 +147,7 @@ class Records:
                 arn: view.model_copy(update={"slots": pooled_sizes(window.sizes, arn)})
                 for arn, view in views.items()
             }
-        return Snapshot(views, window.limits, window.cancellations, known, window.sizes)
+        return Snapshot(views, window.limits, window.cancellations, known, window.sizes, window.reservations)
 
     def _keep_members(self, recorded: Mapping[str, Mapping[str, str]] | None) -> None:
         """Keep the members' queues (a write only when they changed); warn of members gone from ``LANES``."""
@@ -260,7 +262,7 @@ class Counter:
         if listing.complete and listing.oldest_started_at is not None:
             oldest = round(max(0.0, now - listing.oldest_started_at), 3)
         learned: list[EndedExecution] = []
-        checked = _Checked(
+        checked = CheckedCount(
             planned.running, set(planned.names or ()), planned.executions, complete=planned.names is not None
         )
         resolved = self._check_recorded(
@@ -305,7 +307,7 @@ class Counter:
     def _check_recorded(  # noqa: PLR0913, PLR0917 — each is one input of the checks
         self,
         to_check: Sequence[LedgerStart],
-        checked: _Checked,
+        checked: CheckedCount,
         now: float,
         listed_at: float,
         learned: list[EndedExecution],
@@ -345,38 +347,21 @@ class Counter:
                 checked.add(record.name, sizes)
             else:
                 resolved.append(record)
-                if state is not None and state.stopped_at is not None:
-                    learned.append(
-                        EndedExecution(
-                            name=record.name,
-                            stopped_at=state.stopped_at,
-                            state_machine_arn=self._state_machine.arn,
-                            error=state.error,
-                        )
-                    )
+                learned += self._ended(record, state)
         return resolved
 
-
-@dataclass
-class _Checked:
-    """A count as its recorded starts are checked: the slots held, by which executions."""
-
-    running: int
-    names: set[str]
-    executions: int
-    complete: bool
-    """Whether ``names`` are all that hold a slot (False: counting stopped at MAX)."""
-
-    def add(self, name: str, sizes: Mapping[str, int]) -> None:
-        """One more execution holds its slots."""
-        self.running += sizes.get(name, 1)
-        self.executions += 1
-        self.names.add(name)
-
-    def add_all(self, names: Sequence[str], sizes: Mapping[str, int]) -> None:
-        """These hold their slots, unchecked."""
-        for name in names:
-            self.add(name, sizes)
+    def _ended(self, record: LedgerStart, state: ExecutionState | None) -> list[EndedExecution]:
+        """The end a check of a recorded start learned, if it learned one."""
+        if state is None or state.stopped_at is None:
+            return []
+        return [
+            EndedExecution(
+                name=record.name,
+                stopped_at=state.stopped_at,
+                state_machine_arn=self._state_machine.arn,
+                error=state.error,
+            )
+        ]
 
 
 def oldest_needed(counters: Sequence[MemberCounter], now: float) -> dict[str, float]:

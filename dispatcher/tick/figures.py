@@ -45,6 +45,11 @@ def figures(report: TickReport, topology: Topology) -> list[Figure]:
     if report.oldest_running_seconds is not None:
         found.append(Figure("OldestRunningAge", report.oldest_running_seconds, "Seconds"))
     found += [Figure("Running", report.running), Figure("FreeSlots", report.free)]
+    found += [
+        Figure("ReservedSlots", pool.reserved, dimension=("Pool", name))
+        for name, pool in report.pools.items()
+        if pool.reserved
+    ]
     found += _outcomes(report)
     if report.tenants is not None:
         found += _tenants(report.tenants)

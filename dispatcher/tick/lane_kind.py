@@ -8,6 +8,7 @@ from typing import Protocol
 
 from dispatcher.core.counting import Count
 from dispatcher.core.events import EndedExecution
+from dispatcher.core.sizes import Reservation
 from dispatcher.core.tenants import Share
 from dispatcher.core.topology import Lane, Pool, Topology
 from dispatcher.tick.count import Counter, MemberCounter, Snapshot
@@ -16,6 +17,7 @@ from dispatcher.tick.kind import KindTick, MemberResources, TickParts, Wired
 from dispatcher.tick.lane_round import LaneRound
 from dispatcher.tick.passes import MemberRounds
 from dispatcher.tick.ports import JobQueue, LanePorts, Ports, Roster, StartRate, StartThreads
+from dispatcher.tick.reservations import valid
 from dispatcher.tick.round import MemberRound
 
 
@@ -140,7 +142,14 @@ class LaneTick(KindTick):
             settings=functools.partial(self._lane, ports.name),
             in_window=snapshot.in_window,
             limits=functools.partial(self._limits, ports.name),
+            reservation=self._reservation(ports.name, snapshot),
         )
+
+    def _reservation(self, name: str, snapshot: Snapshot) -> Reservation | None:
+        """Its pool's reservation, when it is for one of lane ``name``'s jobs and still holds."""
+        pool = self._lane(name).pool
+        reservation = valid(self.topology, pool, snapshot.reservations.get(pool))
+        return reservation if reservation is not None and reservation.lane == name else None
 
     def _limits(self, name: str) -> list[tuple[int | None, str]]:
         """The limits lane ``name``'s jobs must fit in, as steered now, each with whose it is."""

@@ -31,7 +31,7 @@ from dispatcher.core.jobs import (
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.outcomes import Outcome
 from dispatcher.core.pacing import Pace
-from dispatcher.core.sizes import too_large
+from dispatcher.core.sizes import Reservation, too_large
 from dispatcher.core.tenants import admit_shared
 from dispatcher.core.topology import Lane
 from dispatcher.telemetry import logger
@@ -55,6 +55,7 @@ class LaneRound(MemberRound):
         settings: Callable[[], Lane] | None = None,
         in_window: Callable[[str, str], bool] = lambda _arn, _name: False,
         limits: Callable[[], Sequence[tuple[int | None, str]]] = list,
+        reservation: Reservation | None = None,
     ) -> None:
         """``settings``: the lane as steered now (its deadline bound); None: no bound.
 
@@ -65,6 +66,8 @@ class LaneRound(MemberRound):
         self._in_window = in_window
         self._limits = limits
         """The limits its jobs must fit in (its pool's MAX, its own, its groups'), each with whose it is."""
+        self.reservation = reservation
+        """Its pool's reservation, if it is for one of this lane's jobs (None once that job is admitted)."""
         self._lane = ports
         self._settings = settings
         self._why: dict[str, GroupCancellation | bool] = {}
@@ -96,13 +99,15 @@ class LaneRound(MemberRound):
         """Below `StartExecution`'s quota, the account's in the lane's region."""
         return self._warm.paces_for(self.state_machine_arn).start
 
-    def decide(self, messages: Sequence[QueuedMessage], free: int, now: float) -> Admission:
+    def decide(
+        self, messages: Sequence[QueuedMessage], free: int, now: float, *, max_starts: int | None = None
+    ) -> Admission:
         """Start in receive order up to the free slots, poison to the DLQ, the rest waits (`admit`).
 
         A job received after its deadline (the receive began at ``now``) is dead-lettered as
         expired first, taking no slot. A lane that counts by message group holds a group's
         jobs at its limit, and with fair share gives the slots to the groups holding fewest
-        first (`admit_shared`).
+        first (`admit_shared`). ``max_starts``: the lane's start-rate tokens, when they bind.
         """
         max_wait = self.max_wait_seconds
         expired: list[DeadLetter] = []
@@ -119,10 +124,15 @@ class LaneRound(MemberRound):
                 expiring.append(Expiring(message, planned.name, letter, slots=planned.slots))
             else:
                 expired.append(letter)
+        reserved = self.reservation
+        hold = None if reserved is None else (reserved.name, reserved.slots)
         if self.book is None:
-            admission = admit(rest, free, plan)
+            admission = admit(rest, free, plan, max_starts=max_starts, hold=hold)
         else:
-            admission = admit_shared(rest, free, self.book.share, self.book.running, plan=plan)
+            admission = admit_shared(
+                rest, free, self.book.share, self.book.running, plan=plan, max_starts=max_starts, hold=hold
+            )
+        self._note_sizes(admission)
         if expired or expiring:
             admission = replace(
                 admission,
@@ -132,6 +142,15 @@ class LaneRound(MemberRound):
                 dead_letters=(*admission.dead_letters, *expired),
             )
         return admission
+
+    def _note_sizes(self, admission: Admission) -> None:
+        """Note the reserved job admitted, and the first large job found short (for a reservation)."""
+        reserved = self.reservation
+        if reserved is not None and any(start.name == reserved.name for start in admission.starts):
+            self.reserved_admitted, self.reservation = True, None
+        if self.short is None:
+            large = [start for start in admission.short if start.slots > 1]
+            self.short = None if not large else (large[0].name, large[0].slots)
 
     def screen(self, part: Prepared, cancellations: Cancellations) -> None:
         """Drop the part's jobs that ``cancellations`` name: its admitted ones never start, what waits leaves.
@@ -210,7 +229,7 @@ class LaneRound(MemberRound):
         if granted < wanted:
             logger.info("starts wait for the lane's rate", extra={"wanted": wanted, "granted": granted})
             part.outcome.rate_spent = part.outcome.stop_reason is None
-            part.admission = self.decide(part.messages, granted, part.received_at)
+            part.admission = self.decide(part.messages, part.room, part.received_at, max_starts=granted)
 
     def _starts(self, part: Prepared, clock: Callable[[], float]) -> LaneStarts:
         lane, latency = self._lane, self._warm.start_latency

@@ -49,6 +49,10 @@ class MemberRound:
         self._fan_out = warm.fan_out(ports.name)
         self.book = None if books is None else books.get(ports.name)
         """Its message groups this tick, when it counts by group (None: groups don't matter)."""
+        self.short: tuple[str, int] | None = None
+        """The first large job of this tick that found too few free slots: its name and size (a lane's)."""
+        self.reserved_admitted = False
+        """Whether its pool's reservation's job, one of its own, was admitted this tick."""
 
     @property
     def name(self) -> str:
@@ -134,20 +138,25 @@ class MemberRound:
         """What to keep of the part's jobs that never started (a lane's: cancelled, expired, poison)."""
         return []
 
-    def prepare(self, free: int, *, wait: bool = True, now: float = 0.0) -> Prepared | None:
+    def prepare(
+        self, free: int, *, wait: bool = True, now: float = 0.0, room: int | None = None
+    ) -> Prepared | None:
         """Receive and decide this member's part of a round (None: its queue handed out nothing).
 
-        ``wait``: whether the first receive long-polls (at ``now``).
+        ``free``: the part's slots, as many messages as it receives at most; ``room``: the
+        slots the member may still take this pass (a sized job larger than the part fits in
+        it; None: the part). ``wait``: whether the first receive long-polls (at ``now``).
         """
         messages, receive_stop = self.receive(free, wait=wait, now=now)
         if not messages:
             return None
+        room = free if room is None else max(free, room)
         try:
-            admission = self.decide(messages, free, now)
+            admission = self.decide(messages, room, now)
         except BaseException:
             self.make_visible(messages)
             raise
-        return Prepared(self, messages, receive_stop, admission, received_at=now)
+        return Prepared(self, messages, receive_stop, admission, received_at=now, room=room)
 
     def within_rate(self, part: Prepared, now: float) -> None:
         """Cut the part's admission to the member's rate (only a rate-capped lane has one)."""
@@ -267,3 +276,5 @@ class Prepared:
     """Its starts, once its admission is decided (`LaneRound.starts_of`)."""
     received_at: float = 0.0
     """When its receive began: a job whose deadline passed before then expires."""
+    room: int = 0
+    """The slots its admission could take (its jobs' sizes)."""

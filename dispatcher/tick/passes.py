@@ -61,6 +61,8 @@ class Passes:
         self._warm = warm
         self.member_stops: dict[str, StopReason | None] = {}
         """Each member's stop in the latest tick, of those offered slots (None: it started all offered)."""
+        self.member_rounds: dict[str, MemberRound] = {}
+        """Each member's side of the latest tick's rounds, of those offered slots."""
 
     def spend(  # noqa: PLR0913, PLR0917 — each is one part of the tick its passes spend
         self,
@@ -85,6 +87,7 @@ class Passes:
         waiting = dict.fromkeys(allocations, False)
         capacity = dict.fromkeys(allocations, False)
         member_rounds: dict[str, MemberRound] = {}
+        self.member_rounds = member_rounds
         while True:
             shares, pool_of = _next_passes(topology, allocations, stops, waiting, capacity)
             if not shares:
@@ -142,7 +145,8 @@ class Passes:
             # A round holds at most one round's starts, shared by its members in receive batches:
             # its starts are paced as one reservation and sent in one wave after the first.
             parts = round_parts(left, turn)
-            results = rounds.run({member: (member_rounds[member], part) for member, part in parts.items()})
+            offers = {member: (member_rounds[member], part) for member, part in parts.items()}
+            results = rounds.run(offers, left)
             halted = _took_round(results, report, (started, left), stops)
             left = {
                 member: offered for member, offered in left.items() if member not in stops and offered > 0

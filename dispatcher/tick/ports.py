@@ -20,7 +20,7 @@ from dispatcher.core.executions import ExecutionState
 from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.messages import QueuedMessage
 from dispatcher.core.rosters import RosterEntry, RosterRead
-from dispatcher.core.sizes import SizeEntry
+from dispatcher.core.sizes import Reservation, SizeEntry
 from dispatcher.core.tenants import Hold
 from dispatcher.core.topology import DEFAULT, Member
 
@@ -173,6 +173,10 @@ class SizeRecords(Protocol):
 
     def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]) -> None:
         """Add these sized executions (before they start), drop those that ended; raise `TransientError`."""
+        ...
+
+    def record_reservation(self, pool: str, reservation: Reservation | None) -> None:
+        """Set a pool's reservation (None: remove it); raise `TransientError`."""
         ...
 
 

@@ -51,6 +51,8 @@ class PoolFigures:
     """The lowest L may go, min(min, MAX) (None: not adaptive)."""
     floor_seconds: float | None = None
     """How long L has sat at that lowest (None: it isn't there, or the pool doesn't adapt)."""
+    reserved: int | None = None
+    """Free slots kept idle for a large job's reservation this tick (None: none were)."""
 
 
 @dataclass(kw_only=True)

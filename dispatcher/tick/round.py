@@ -75,8 +75,14 @@ class Round:
         self._starter = Starter(pool, *records)
         self._sizes = sizes
 
-    def run(self, offers: Mapping[str, tuple[MemberRound, int]]) -> dict[str, MemberResult]:
-        """One round over the members of ``offers`` (member → its part of the round, and its free slots)."""
+    def run(
+        self, offers: Mapping[str, tuple[MemberRound, int]], rooms: Mapping[str, int] | None = None
+    ) -> dict[str, MemberResult]:
+        """One round over the members of ``offers`` (member → its part of the round, and its free slots).
+
+        ``rooms``: the slots each may still take in its pass (a sized job may be larger than its part).
+        """
+        rooms = rooms or {}
         if self._runtime.remaining_seconds() < self._margin:
             return {member: MemberResult(Counts(), StopReason.TIME) for member in offers}
         members = list(offers)
@@ -84,7 +90,10 @@ class Round:
         busy = {member for member in members if not offers[member][0].was_empty}
         waits = {member: offers[member][0].waits(bool(busy - {member}), now) for member in members}
         received = self._each(
-            lambda member: offers[member][0].prepare(offers[member][1], wait=waits[member], now=now), members
+            lambda member: offers[member][0].prepare(
+                offers[member][1], wait=waits[member], now=now, room=rooms.get(member)
+            ),
+            members,
         )
         results, prepared = _received(members, received)
         failure = first_failure(received)

@@ -34,6 +34,7 @@ from dispatcher.tick.report import (
     counted_report,
     stopped_report,
 )
+from dispatcher.tick.reservations import ReservationKeeper, reserve_of, valid
 from dispatcher.tick.round import Round
 from dispatcher.tick.sizes import SizeKeeper, stale_sizes
 from dispatcher.tick.warm import WarmState
@@ -160,7 +161,15 @@ class Ticker:
 
     def _spend(self, plan: TickPlan, counted: Counted, report: TickReport) -> StopReason:
         """Spend every pool's free slots in rounds (then look for pending admissions); why admission ended."""
-        allocations = {pool.pool.name: Allocation(pool.free, pool.claims) for pool in plan.pools}
+        read = counted.snapshot.reservations
+        allocations = {
+            pool.pool.name: Allocation(
+                pool.free,
+                pool.claims,
+                reserved=reserve_of(pool, valid(self.topology, pool.pool.name, read.get(pool.pool.name))),
+            )
+            for pool in plan.pools
+        }
         lanes = min(len(self.topology.members), LANE_THREADS)
         with (
             self._runtime.pool(self._start_threads()) as threads,
@@ -183,6 +192,16 @@ class Ticker:
             if stopped not in HALTING_STOPS:
                 for kind in self._kinds:
                     kind.after_spend(rounds, threads, report, self._passes.member_stops)
+        tick_lanes = {
+            name: (member.reserved_admitted, member.short)
+            for name, member in self._passes.member_rounds.items()
+        }
+        ReservationKeeper(self._ports.sizes, self.topology).settle(
+            read, allocations, tick_lanes, self._runtime.clock()
+        )
+        for pool, allocation in allocations.items():
+            if allocation.held and pool in report.pools:
+                report.pools[pool].reserved = allocation.held
         return stopped
 
     def _size_keeper(self, counted: Counted) -> SizeKeeper:

@@ -7,6 +7,7 @@ ended, so a cold start long after the start records left the window still weighs
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, SLOTS_ATTRIBUTE
 from dispatcher.producer import JobRejectedError, Producer
 from tests.support.clock import advance
+from tests.support.harness import lanes
 from tests.support.moto_harness import Harness
 
 
@@ -61,6 +63,10 @@ def test_a_pool_counts_its_executions_sizes_and_a_job_too_large_for_what_is_free
     harness.sfn.stop_execution(executionArn=harness.arn_of("big"))
     assert harness.tick()["started"] == 1
     assert _started(harness) == {"mid", "one", "two"}
+    # `job` says each started job's size, as recorded when it started; a queued one has none to say.
+    sizes = {name: producer.job(name).as_json().get("slots") for name in ("big", "mid", "one", "two")}
+    assert sizes == {"big": 4, "mid": 3, "one": 1, "two": 1}
+    assert "slots" not in producer.job("never-sent").as_json()
 
 
 def test_a_sized_execution_weighs_its_size_long_after_its_start_record_left_the_window(
@@ -137,3 +143,71 @@ def test_the_producer_refuses_a_size_that_is_not_an_integer_of_at_least_one(harn
         with pytest.raises(JobRejectedError, match="Slots must be an integer >= 1"):
             producer.send({}, group="g", slots=slots)  # type: ignore[arg-type]
     assert harness.queue_counts() == (0, 0)
+
+
+def _reservation(harness: Harness) -> Any:
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    return ledger.window(0.0).reservations.get("default")
+
+
+def _reserved_slots(out: str) -> list[list[float]]:
+    """The ``ReservedSlots`` figures of pool default in the EMF documents printed."""
+    return [
+        document["ReservedSlots"]
+        for document in (json.loads(line) for line in out.splitlines() if '"_aws"' in line)
+        if "ReservedSlots" in document and document.get("Pool") == "default"
+    ]
+
+
+def test_a_large_job_that_found_too_few_slots_keeps_the_freed_ones_until_it_fits(
+    harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MAX 4 full, a 3-slot job queued before small ones: freed slots are kept for it until 3 are free.
+
+    No small job starts meanwhile; then it starts, the reservation goes, and the small ones
+    take what frees next.
+    """
+    harness.configure(4)
+    producer = Producer(harness.stack.queue_url)
+    for index in range(4):
+        producer.send({}, group=f"s{index}", name=f"s{index}")
+    assert harness.tick()["started"] == 4
+    producer.send({}, group="big", name="big", slots=3)
+    for index in range(6):
+        producer.send({}, group=f"x{index}", name=f"x{index}")
+    capsys.readouterr()
+    for name in ("s0", "s1"):
+        harness.sfn.stop_execution(executionArn=harness.arn_of(name))
+        held = harness.tick()  # 1, then 2 free, small jobs visible: kept for the large one
+        assert held["started"] == 0, held
+        assert _reservation(harness).name == "big"
+    # The first of them found it short (its reservation written after); the second kept 2 for it.
+    assert _reserved_slots(capsys.readouterr().out) == [[2.0]]
+    harness.sfn.stop_execution(executionArn=harness.arn_of("s2"))
+    fits = harness.tick()
+    assert (fits["running"], fits["started"]) == (1, 1)
+    assert _started(harness) == {"big", "s3"}
+    assert _reservation(harness) is None
+    harness.sfn.stop_execution(executionArn=harness.arn_of("s3"))
+    assert harness.tick()["started"] == 1
+    assert _started(harness) == {"big", "x0"}
+
+
+def test_a_job_larger_than_an_adaptive_limit_starts_alone_once_its_pool_runs_nothing(
+    harness: Harness,
+) -> None:
+    """MAX 10, L 2: a 5-slot job waits while a small job runs, then starts alone above L."""
+    lanes(harness, 10, {"pools": {"default": {"adaptive": {"errors": ["Glue.X"], "initial": 2}}}})
+    producer = Producer(harness.stack.queue_url)
+    producer.send({}, group="a", name="small", slots=1)
+    assert harness.tick()["started"] == 1
+    producer.send({}, group="b", name="wide", slots=5)
+    producer.send({}, group="c", name="other", slots=1)
+    held = harness.tick()  # L 2, 1 running: the 5-slot job is short, and keeps the pool's slot
+    assert held["started"] == 0
+    assert _reservation(harness).name == "wide"
+    harness.sfn.stop_execution(executionArn=harness.arn_of("small"))
+    alone = harness.tick()
+    assert (alone["running"], alone["started"]) == (0, 1)
+    assert _started(harness) == {"wide"}
+    assert harness.tick()["running"] == 5

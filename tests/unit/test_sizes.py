@@ -6,8 +6,18 @@ import pytest
 
 from dispatcher.cli.enqueue import jobs_from_lines, slots_count
 from dispatcher.core.admission import DeadLetter, Start, admit, plan_message
+from dispatcher.core.allocation import Allocation, Claim, Reserve
 from dispatcher.core.messages import SLOTS_ATTRIBUTE, Job, QueuedMessage, parse_slots
-from dispatcher.core.sizes import SizeEntry, size_key, sizes_of, stale_keys, too_large, weight
+from dispatcher.core.sizes import (
+    Reservation,
+    SizeEntry,
+    reservation_after,
+    size_key,
+    sizes_of,
+    stale_keys,
+    too_large,
+    weight,
+)
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:glue-runs"
 
@@ -102,3 +112,46 @@ def test_the_cli_reads_a_size_from_its_option_and_from_a_lines_slots_field() -> 
     assert [job.slots for job in found.jobs] == [12]
     assert found.problems == ['jobs.jsonl:2: "slots": Slots must be an integer >= 1, not 0']
     assert Job("{}", "g", slots=3).attributes()[SLOTS_ATTRIBUTE] == {"DataType": "Number", "StringValue": "3"}
+
+
+def test_a_reservation_keeps_the_pools_freed_slots_from_its_priority_and_lower_not_from_higher() -> None:
+    """Higher priorities first; at and below the reserved lane's, nothing while less than its size is free."""
+    claims = [Claim("urgent", 1), Claim("big", 0), Claim("small", 0), Claim("backfill", -1)]
+    held = Allocation(3, claims, reserved=Reserve("big", 5))
+    assert held.next_pass() == {"urgent": 3}
+    held.took("urgent", 3, 0)  # its queue was empty
+    assert held.next_pass() == {}
+    assert not held.reserve_offered
+    fits = Allocation(9, claims[1:], reserved=Reserve("big", 5))
+    assert fits.next_pass() == {"big": 7, "small": 2}
+    assert fits.reserve_offered
+    fits.took("big", 7, 7)
+    fits.took("small", 2, 2)
+    assert fits.next_pass() == {}
+
+
+def test_a_lane_short_of_its_own_room_waits_alone_and_a_large_job_above_l_goes_alone() -> None:
+    """The lane's own MAX lacking: only it waits. Alone: the job's size, nothing beside it."""
+    own = Allocation(6, [Claim("big", 0, room=2), Claim("small", 0)], reserved=Reserve("big", 4))
+    assert own.next_pass() == {"small": 6}
+    alone = Allocation(2, [Claim("big", 0), Claim("small", 0)], reserved=Reserve("big", 5, alone=True))
+    assert alone.next_pass() == {"big": 5}
+    alone.took("big", 5, 5)
+    assert alone.next_pass() == {}
+
+
+def test_one_reservation_a_pool_and_a_higher_priority_lane_takes_it_over() -> None:
+    """The first short job is kept; an equal lane's waits behind it; a higher lane's replaces it."""
+    kept = reservation_after(None, {"a": ("big", 5), "b": ("wide", 4)}, {"a": 0, "b": 0}, 10.0)
+    assert kept == Reservation("a", "big", 5, 10.0)
+    assert reservation_after(kept, {"b": ("wide", 4)}, {"a": 0, "b": 0}, 20.0) == kept
+    assert reservation_after(kept, {"c": ("huge", 8)}, {"a": 0, "c": 1}, 30.0) == Reservation(
+        "c", "huge", 8, 30.0
+    )
+
+
+def test_a_reserved_jobs_size_is_held_from_the_others_until_it_is_admitted() -> None:
+    """Room 6, the reserved 4-slot job received after two small ones: they take only 2, then it goes."""
+    messages = [_message("a", None), _message("b", None), _message("c", None), _message("big", "4")]
+    admission = admit(messages, 6, hold=("big", 4))
+    assert [start.name for start in admission.starts] == ["a", "b", "big"]
