@@ -123,6 +123,8 @@ class Picked:
 
     chosen: frozenset[int]
     held_for_group: tuple[QueuedMessage, ...]
+    short: tuple[Start, ...] = ()
+    """The starts that found some free slots but fewer than their size (`Admission.short`)."""
 
 
 def group_full(share: Share, holding: int) -> bool:
@@ -135,6 +137,11 @@ def _advance(heads: dict[str, int], group: str, length: int) -> None:
     heads[group] += 1
     if heads[group] == length:
         del heads[group]
+
+
+def _at_limit(decision: Start | DeadLetter, needs: int, share: Share, holding: int) -> bool:
+    """Whether a start would take its group (holding ``holding``) past its limit."""
+    return isinstance(decision, Start) and needs > 0 and group_full(share, holding)
 
 
 def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
@@ -155,19 +162,18 @@ def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
     given: Counter[str] = Counter()
     chosen: set[int] = set()
     held_for_group: list[QueuedMessage] = []
+    short: list[Start] = []
     slots = 0
     heads = dict.fromkeys(queues, 0)
     while heads:
         group = _next_group(heads, queues, running, given, fair=share.fair_share)
         index, message, decision = queues[group][heads[group]]
         needs = slots_needed(decision, takes_slot)
-        at_limit = (
-            isinstance(decision, Start) and needs and group_full(share, running.get(group, 0) + given[group])
-        )
-        rated = within_starts(decision, max_starts, sum(given.values())) is None
-        if at_limit or rated or not fits(needs, slots, free - held_for(hold, decision)):
-            if at_limit:
-                held_for_group.append(message)
+        at_limit = _at_limit(decision, needs, share, running.get(group, 0) + given[group])
+        refused = at_limit or within_starts(decision, max_starts, sum(given.values())) is None
+        if refused or not fits(needs, slots, free - held_for(hold, decision)):
+            short += [decision] if isinstance(decision, Start) and not refused and slots < free else []
+            held_for_group += [message] if at_limit else []
             del heads[group]  # the group's later jobs wait behind this one
             continue
         chosen.add(index)
@@ -175,7 +181,7 @@ def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
         hold = after_hold(hold, decision)
         given[group] += isinstance(decision, Start) and needs > 0
         _advance(heads, group, len(queues[group]))
-    return Picked(frozenset(chosen), tuple(held_for_group))
+    return Picked(frozenset(chosen), tuple(held_for_group), tuple(short))
 
 
 def admit_shared(  # noqa: PLR0913 — each is one input of the decision
@@ -220,6 +226,7 @@ def _admission(
         tuple(decision for _, decision in decisions if isinstance(decision, Start)),
         tuple(decision for _, decision in decisions if isinstance(decision, DeadLetter)),
         _waits(messages, picked),
+        picked.short,
     )
 
 

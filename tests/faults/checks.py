@@ -14,7 +14,7 @@ from dispatcher.core.jobs import EXPIRED_PREFIX
 from dispatcher.core.rerun import RESTART, restart_name
 from tests.faults.ending import dead_letters, visible_messages
 from tests.faults.following import follow_figures
-from tests.faults.jobs import POISON_KINDS
+from tests.faults.jobs import REASONS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -201,7 +201,7 @@ def _check_dead_letters(run: ScenarioRun, letters: dict[str, list[dict[str, Any]
                 f"poison {job.key} of lane {job.lane or 'default'} in {wrong}'s DLQ"
             )
         reason = letter.get("MessageAttributes", {}).get("DispatchError", {}).get("StringValue", "")
-        if POISON_KINDS[job.poison] not in reason or letter["Body"] != job.body:
+        if REASONS[job.poison] not in reason or letter["Body"] != job.body:
             run.outcome.violations.append(f"poison {job.key} ({job.poison}) dead-lettered as {reason!r}")
     for dedup_id in letters:
         run.outcome.violations.append(f"DLQ holds a message that was never sent as poison: {dedup_id}")

@@ -67,6 +67,7 @@ def drain(run: ScenarioRun) -> None:
     if run.adaptive_run is not None:
         # After `reset-limit`, pool default's L is its `initial`: each tick may start that few.
         bound *= run.adaptive_run.quiet_slowdown()
+    crossing += _sized_waits(run, left)
     bound += crossing
     waited = 0
     if tenants is not None and (tenants.default_limit or tenants.lane_limit or tenants.gate_limit):
@@ -112,14 +113,23 @@ def settle_gate(run: ScenarioRun) -> None:
         )
 
 
+def _sized_waits(run: ScenarioRun, left: int) -> int:
+    """Quiet ticks that may stop "waiting" for jobs' sizes: one a job left, with sizes drawn.
+
+    A large job received after smaller ones of its tick waits for the next (the pool
+    empties in between): that tick may stop "waiting", and start fewer.
+    """
+    return 0 if run.scenario.sizes is None else left
+
+
 def truly_running(run: ScenarioRun) -> int:
-    """What a quiet tick must count: the lanes' executions, and who is inside the gate (not who waits)."""
+    """What a quiet tick counts, in slots: the lanes' executions, who is inside the gate (not who waits)."""
     if run.gate_run is None:
-        return len(run.world.running())
+        return sum(execution.slots for execution in run.world.running())
     lanes = [
         execution for execution in run.world.running() if not execution.arn.startswith(run.gate_run.prefix)
     ]
-    return len(lanes) + run.gate_run.inside()
+    return sum(execution.slots for execution in lanes) + run.gate_run.inside()
 
 
 def queues(run: ScenarioRun) -> list[tuple[str, str]]:

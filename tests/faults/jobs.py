@@ -28,6 +28,8 @@ POISON_KINDS: dict[str, str] = {
     "rejected input": "Step Functions rejected the start: InvalidExecutionInput",
     "name collision": "name collision",
 }
+REASONS: dict[str, str] = {**POISON_KINDS, "too many slots": "too large: "}
+"""Each poison kind's reason: the drawn ones, and a job too large for any MAX (`tests.faults.sizes`)."""
 
 
 @dataclass

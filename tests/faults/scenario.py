@@ -19,6 +19,7 @@ from tests.faults.gate_plans import GatePlan, plan_gate
 from tests.faults.jobs import MAX_DURATION_SECONDS, Job, backlog
 from tests.faults.lanes import LanePlan, plan_lane
 from tests.faults.operator import RERUN_CRASH_POINTS
+from tests.faults.sizes import SizePlan, plan_sizes
 from tests.faults.tenants import TenantPlan, plan_tenants
 from tests.faults.waking import WakePlan, plan_wakes
 from tests.support.crashes import CRASH_POINTS, CrashPlan
@@ -111,6 +112,8 @@ class Scenario:
     """Pool default's adaptive settings and the downstream's capacity (`tests.faults.adaptive`)."""
     wakes: WakePlan | None = None
     """The producer's wakes and how they fare (`tests.faults.waking`); None: it sends none."""
+    sizes: SizePlan | None = None
+    """Jobs of several slots, and jobs too large for any MAX (`tests.faults.sizes`)."""
 
     @classmethod
     def generate(cls, seed: int, *, faults: bool = True) -> Scenario:
@@ -189,7 +192,7 @@ class Scenario:
             for tick in range(1, fault_ticks)
             if rng.random() < 0.25
         }
-        return cls(
+        scenario = cls(
             seed,
             max_concurrency,
             jobs,
@@ -221,6 +224,14 @@ class Scenario:
             ),
             wakes=plan_wakes(random.Random(f"{seed}:wakes"), faults=faults),
         )
+        scenario.sizes = plan_sizes(
+            random.Random(f"{seed}:sizes"),
+            jobs,
+            _size_limit(max_concurrency, tenants),
+            max_concurrency * CONTROL_OVERRIDE + 1,
+            second_lane=lane is not None,
+        )
+        return scenario
 
     @classmethod
     def empty(cls, max_concurrency: int, faults: FaultPlan | None = None, seed: int = 0) -> Scenario:
@@ -246,11 +257,18 @@ class Scenario:
             + ("" if self.follow is None else f" {self.follow.describe()}")
             + ("" if self.adaptive is None else f" {self.adaptive.describe()}")
             + ("" if self.wakes is None else f" {self.wakes.describe()}")
+            + ("" if self.sizes is None else f" {self.sizes.describe()}")
         )
 
 
 STALE_SHARE = 0.15
 """Scenarios whose operator leaves a stale key in the control parameter."""
+
+
+def _size_limit(max_concurrency: int, tenants: TenantPlan | None) -> int:
+    """The largest job lane default can start: its pool's MAX, and its groups' limit."""
+    group = None if tenants is None else tenants.default_limit
+    return max_concurrency if group is None else min(max_concurrency, group)
 
 
 def _stale(rng: random.Random, fault_ticks: int) -> dict[int, str]:

@@ -134,6 +134,12 @@ class Tally:
     """Scenarios with an adaptive pool default."""
     waking: int = 0
     """Scenarios whose producer wakes the dispatcher after queueing (`tests.faults.waking`)."""
+    sized: int = 0
+    """Scenarios whose jobs have sizes (`tests.faults.sizes`)."""
+    sized_jobs: int = 0
+    """Their valid jobs of more than one slot."""
+    too_large: int = 0
+    """Their jobs larger than any MAX (dead-lettered ``too large:``)."""
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
 
@@ -208,6 +214,10 @@ class Tally:
         self.followed += scenario.follow is not None
         self.adapting += scenario.adaptive is not None
         self.waking += scenario.wakes is not None
+        if scenario.sizes is not None:
+            self.sized += 1
+            self.sized_jobs += scenario.sizes.sized
+            self.too_large += scenario.sizes.too_large
 
     def as_dict(self) -> dict[str, Any]:
         """The tally as JSON-ready data (a pytest-xdist worker sends it to the controller)."""
@@ -273,6 +283,9 @@ class Tally:
             "followed",
             "adapting",
             "waking",
+            "sized",
+            "sized_jobs",
+            "too_large",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.largest_blind_wave = max(self.largest_blind_wave, other.largest_blind_wave)
@@ -335,6 +348,9 @@ class Tally:
             *(f"    {what:<44} {self.adaptive[what]:>9,}" for what in ADAPTIVE_FIGURES),
             f"  scenarios whose producer wakes the dispatcher{'':<3} {self.waking:>9,}",
             *(f"    {what:<44} {self.injected[what]:>9,}" for what in WAKE_FIGURES),
+            f"  scenarios with jobs of several slots{'':<12} {self.sized:>9,}",
+            f"    {'jobs of more than one slot':<44} {self.sized_jobs:>9,}",
+            f"    {'jobs larger than any MAX (too large)':<44} {self.too_large:>9,}",
             f"  what the ticks said of their messages{'':<11} {sum(self.reported.values()):>9,}",
             *(f"    {key:<44} {self.reported[key]:>9,}" for key in total_keys((LANE, GATE))),
             f"  faults injected{'':<33} {self.faults():>9,}",

@@ -47,12 +47,17 @@ class AdaptiveWatch:
     checking: bool = True
     """Whether starts are checked against L (not once the operator has turned adaptive off: L is MAX then)."""
 
-    def check_start(self, machine: str, counted: Callable[[frozenset[str]], int], what: str) -> list[str]:
-        """RUNNING against L at a start in the pool (before the first write L is MAX: the pool's check)."""
+    def check_start(
+        self, machine: str, counted: Callable[[frozenset[str]], int], what: str, started_slots: int = 1
+    ) -> list[str]:
+        """RUNNING (in slots) against L at a start in the pool (before the first write L is MAX: the pool's).
+
+        A job larger than L may start alone: then the pool runs it and nothing else.
+        """
         if not self.checking or machine not in self.machines or self.limit is None:
             return []
         running = counted(self.machines) + self.inside()
-        if running > self.limit:
+        if running > self.limit and not (started_slots > self.limit and running == started_slots):
             return [f"adaptive: {running} RUNNING > limit {self.limit} in pool {self.pool} after {what}"]
         return []
 

@@ -55,6 +55,8 @@ class Execution:
     by_dispatcher: bool
     describe_after: float
     runs: list[Run]
+    slots: int = 1
+    """How many of its pool's slots it takes (its job's size; the input says so, `planned_slots`)."""
 
     @property
     def started_at(self) -> float:
@@ -143,3 +145,13 @@ def planned_seconds(execution_input: str) -> float:
         return 0.0
     seconds = document.get("seconds", 0.0) if isinstance(document, dict) else 0.0
     return float(seconds) if isinstance(seconds, int | float) else 0.0
+
+
+def planned_slots(execution_input: str) -> int:
+    """How many slots the job says it takes (its ``Slots``, repeated in its input; 1: it doesn't say)."""
+    try:
+        document = json.loads(execution_input)
+    except ValueError:
+        return 1
+    slots = document.get("slots", 1) if isinstance(document, dict) else 1
+    return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 1 else 1

@@ -37,6 +37,7 @@ from tests.support.runs import (
     calls_downstream,
     execution_event,
     planned_seconds,
+    planned_slots,
 )
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class World(LaggingReads, DownstreamCapacity):
         self._open_in: defaultdict[str, dict[str, Execution]] = defaultdict(dict)
         """State machine ARN → its open executions."""
         self._open_by_machine: Counter[str] = Counter()
-        """State machine ARN → how many of the open executions are its."""
+        """State machine ARN → the slots its open executions take (a job's size each; someone else's 1)."""
         self._ends: list[tuple[float, int, str, int]] = []
         """A heap of (planned end, sequence, ARN, run index) of the runs not ended."""
         self._ended: deque[tuple[float, str]] = deque()
@@ -178,7 +179,7 @@ class World(LaggingReads, DownstreamCapacity):
         run = execution.runs[-1]
         machine = state_machine_of(execution.arn)
         if execution.arn not in self._open:
-            self._open_by_machine[machine] += 1
+            self._open_by_machine[machine] += execution.slots
         self._open[execution.arn] = execution
         self._open_in[machine][execution.arn] = execution
         if not execution.by_dispatcher:
@@ -191,7 +192,7 @@ class World(LaggingReads, DownstreamCapacity):
     def _close(self, execution: Execution) -> None:
         machine = state_machine_of(execution.arn)
         if self._open.pop(execution.arn, None) is not None:
-            self._open_by_machine[machine] -= 1
+            self._open_by_machine[machine] -= execution.slots
             del self._open_in[machine][execution.arn]
         if self._open_foreign.pop(execution.arn, None) is not None:
             del self._foreign_by_machine[machine][execution.arn]
@@ -264,7 +265,9 @@ class World(LaggingReads, DownstreamCapacity):
             self._open_run(execution)
             if by_dispatcher:
                 self.dispatcher_redrives.append((execution.name, len(execution.runs) - 2))
-                self._check_cap(f"the dispatcher redrove {execution.name}", state_machine_of(arn))
+                self._check_cap(
+                    f"the dispatcher redrove {execution.name}", state_machine_of(arn), execution.slots
+                )
                 self._check_group(execution.name, f"the dispatcher redrove {execution.name}")
 
     def expired_in_flight(self) -> list[str]:
@@ -304,22 +307,24 @@ class World(LaggingReads, DownstreamCapacity):
                 by_dispatcher=by_dispatcher,
                 describe_after=self.lag_rng.uniform(0, lag.describe),
                 runs=[run],
+                slots=planned_slots(execution_input),
             )
             self._throttle(self.executions[arn])
             self._open_run(self.executions[arn])
             if by_dispatcher:
-                self._check_cap(f"the dispatcher started {name}", state_machine_of(arn))
+                started = self.executions[arn]
+                self._check_cap(f"the dispatcher started {name}", state_machine_of(arn), started.slots)
                 self._check_group(name, f"the dispatcher started {name}")
 
-    def _check_cap(self, what: str, machine: str) -> None:
+    def _check_cap(self, what: str, machine: str, started_slots: int = 1) -> None:
         if self.adaptive is not None:
-            self.violations += self.adaptive.check_start(machine, self._counted, what)
+            self.violations += self.adaptive.check_start(machine, self._counted, what, started_slots)
         for pool, (machines, _) in self.pool_caps.items():
             if machine in machines:
                 self.check_pool(pool, what)
         if self.max_concurrency is None:
             return
-        ours = len(self._open) - len(self._open_foreign)
+        ours = sum(self._open_by_machine.values()) - len(self._open_foreign)  # someone else's: 1 each
         counted = ours + sum(self._accountable(execution) for execution in self._open_foreign.values())
         if counted > self.max_concurrency:
             self.violations.append(f"cap: {counted} RUNNING > MAX {self.max_concurrency} after {what}")
