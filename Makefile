@@ -21,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 
 LAMBDA_PLATFORM := --platform manylinux2014_aarch64 --implementation cp --python-version 3.13 --only-binary=:all:
 
-.PHONY: demo demo-lanes demo-gates demo-tenants demo-adaptive local test bench lint typecheck template-lint complexity unit integration infra soak validate build clean
+.PHONY: demo demo-lanes demo-gates demo-tenants demo-adaptive demo-sizes local test bench lint typecheck template-lint complexity unit integration infra soak validate build clean
 
 $(DEV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,10 @@ demo-gates: $(LANES_DEMO_STAMP)
 ## demo-adaptive: an adaptive pool learns a downstream's hidden capacity, drawn to adaptive.png
 demo-adaptive: $(LANES_DEMO_STAMP)
 	$(BIN)/python -m tools.adaptive_demo --plot adaptive.png $(DEMO_ARGS)
+
+## demo-sizes: a large job gets its room in a pool kept busy by small ones, drawn to sizes.png
+demo-sizes: $(LANES_DEMO_STAMP)
+	$(BIN)/python -m tools.sizes_demo --plot sizes.png $(DEMO_ARGS)
 
 ## demo-tenants: one noisy tenant and twenty quiet ones, without and with fair share, drawn to tenants.png
 demo-tenants: $(LANES_DEMO_STAMP)

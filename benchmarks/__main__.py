@@ -11,6 +11,7 @@
     make bench BENCH_ARGS="--only-jobs"       # section 13 alone: what cancelled and expired jobs cost
     make bench BENCH_ARGS="--only-adaptive"   # section 14 alone: an adaptive pool against a hidden capacity
     make bench BENCH_ARGS="--only-arrival"    # section 15 alone: start on arrival, with wakes and without
+    make bench BENCH_ARGS="--only-sizes"      # section 16 alone: jobs of several slots, no starvation
 
 Each section runs in its own process (its own emulator and environment); the two
 refill modes run side by side, as they only wait. Every figure is printed next to
@@ -41,6 +42,7 @@ from benchmarks import (
     quota,
     refill,
     rosters,
+    sizes,
     tenants,
     throughput,
 )
@@ -210,6 +212,24 @@ def arrival_section(quick: bool, report: Report, results: dict[str, Any]) -> Non
     report.say()
 
 
+def sizes_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
+    """Section 16: jobs of several slots at a pool of 3,000, beside Airflow's rule and a static MAX."""
+    seconds = 1200.0 if quick else sizes.RUN_SECONDS
+    runs = side_by_side(sizes.run, [(*each, seconds) for each in sizes.RUNS])
+    results["sizes"] = [{key: value for key, value in run.items() if key != "samples"} for run in runs]
+    report.say(
+        f"16. A job's size (us-east-1 quotas, the template's settings, {seconds / 60:.0f} min measured after"
+        f" 1 min, the first {sizes.SETTLING_SECONDS / 60:.0f} min left out): pool default of"
+        f" {sizes.MAX_SLOTS:,} slots, a backlog in {sizes.GROUPS} groups of jobs sized like Glue runs"
+        f" ({1 - sizes.LARGE_SHARE:.0%} of {sizes.SMALL[0]}-{sizes.SMALL[1]} slots,"
+        f" {sizes.LARGE_SHARE:.0%} of {sizes.LARGE[0]}-{sizes.LARGE[1]}), runs of"
+        f" {sizes.SHORTEST:.0f}-{sizes.LONGEST:.0f} s; beside Airflow's rule (no reservation), a static"
+        f" MAX of slots ÷ largest, and the backlog without sizes (the bill's baseline)"
+    )
+    report.figures(sizes.lines(runs), sizes.targets(runs))
+    report.say()
+
+
 def rosters_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
     """Section 11: the gate and the lane at long sections, side by side; a lost end to its place freed."""
     measured = 600.0 if quick else rosters.MEASURED_SECONDS
@@ -346,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only section 15: start on arrival, with wakes and without",
     )
+    parser.add_argument(
+        "--only-sizes", action="store_true", help="only section 16: jobs of several slots, no starvation"
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     arguments = parser.parse_args(argv)
     quick = arguments.quick
@@ -353,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     report.say(
         "dispatcher benchmark — sections 1-7 on the embedded emulator (moto behind the fault harness's"
-        " lag and a latency wire), 8 to 15 on the in-memory AWS;"
+        " lag and a latency wire), 8 to 16 on the in-memory AWS;"
         f" {multiprocessing.cpu_count()} cores, Python {platform.python_version()}"
     )
     report.say()
@@ -368,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         or arguments.only_jobs
         or arguments.only_adaptive
         or arguments.only_arrival
+        or arguments.only_sizes
     )
     if not only:
         emulator_sections(quick, report, results)
@@ -402,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         adaptive_section(quick, report, results)
     if not (arguments.skip_full_scale or (only and not arguments.only_arrival)):
         arrival_section(quick, report, results)
+    if not (arguments.skip_full_scale or (only and not arguments.only_sizes)):
+        sizes_section(quick, report, results)
 
     met = sum(verdict for _, verdict, _ in report.targets)
     report.say(f"targets met: {met} of {len(report.targets)}  ({time.monotonic() - began:.0f} s)")

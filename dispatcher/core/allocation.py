@@ -90,6 +90,8 @@ class Allocation:
     """Whether a pass offered the reserved member its size (its job started then, or didn't come)."""
     held: int = 0
     """Free slots kept idle for the reservation when the passes ended (fewer than its size)."""
+    went_alone: bool = False
+    """A job above the pool's limit had its pass alone: nothing else starts this tick, started or not."""
 
     def next_pass(self) -> dict[str, int]:
         """The shares of the next pass: members of the highest priority that can still start.
@@ -98,7 +100,7 @@ class Allocation:
         """
         if self.reserved is not None and self.reserved.alone:
             return self._alone(self.reserved)
-        if self.free <= 0:
+        if self.free <= 0 or self.went_alone:
             return {}
         reserve = self._reserve()
         for priority in sorted({claim.priority for claim in self.claims}, reverse=True):
@@ -139,7 +141,7 @@ class Allocation:
         self.reserved = None
         if reserved.member in self.spent:
             return {}
-        self.free, self.reserve_offered = reserved.slots, True
+        self.free, self.reserve_offered, self.went_alone = reserved.slots, True, True
         return {reserved.member: reserved.slots}
 
     def _rooms_at(self, priority: int) -> dict[str, int]:

@@ -29,7 +29,7 @@ from dispatcher.core.jobs import (
     screen,
 )
 from dispatcher.core.messages import QueuedMessage
-from dispatcher.core.outcomes import Outcome
+from dispatcher.core.outcomes import Counts, Outcome
 from dispatcher.core.pacing import Pace
 from dispatcher.core.sizes import Reservation, too_large
 from dispatcher.core.tenants import admit_shared
@@ -144,13 +144,28 @@ class LaneRound(MemberRound):
         return admission
 
     def _note_sizes(self, admission: Admission) -> None:
-        """Note the reserved job admitted, and the first large job found short (for a reservation)."""
+        """Note the reserved job admitted, and the first large job found short (for a reservation).
+
+        Its room stays held until it has started (`settle`): admitted, its start may still
+        not happen this round (a throttle, its size not kept), and nothing else may take it.
+        """
         reserved = self.reservation
         if reserved is not None and any(start.name == reserved.name for start in admission.starts):
-            self.reserved_admitted, self.reservation = True, None
+            self.reserved_admitted = True
         if self.short is None:
             large = [start for start in admission.short if start.slots > 1]
             self.short = None if not large else (large[0].name, large[0].slots)
+
+    def settle(self, part: Prepared) -> Counts:
+        """`MemberRound.settle`; the reserved job's room is let go once it started."""
+        counts = super().settle(part)
+        reserved = self.reservation
+        if reserved is not None and any(
+            start.name == reserved.name and start.message in part.outcome.of(Outcome.STARTED)
+            for start in part.admission.starts
+        ):
+            self.reservation = None
+        return counts
 
     def screen(self, part: Prepared, cancellations: Cancellations) -> None:
         """Drop the part's jobs that ``cancellations`` name: its admitted ones never start, what waits leaves.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import adaptive_demo, demo, gates_demo, lanes_demo, tenants_demo
+from tools import adaptive_demo, demo, gates_demo, lanes_demo, sizes_demo, tenants_demo
 
 pytestmark = pytest.mark.no_cover
 """Journeys, not line tests: the demos run the dispatcher's lines that its own tests measure
@@ -143,5 +143,19 @@ def test_the_adaptive_demo_cuts_the_limit_on_throttles_and_draws_it(
     assert "✔ cap held: highest RUNNING " in printed
     assert "✔ L was cut below MAX by throttles (lowest " in printed
     assert "✔ L stayed within [1, 6]" in printed
+    assert "✘" not in printed
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_sizes_demo_keeps_a_large_jobs_room_and_starts_it_and_draws_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MAX 4 slots kept full by one-slot jobs: a 3-slot job queued behind them starts; the cap holds."""
+    plot = tmp_path / "sizes.png"
+    arguments = ["--max", "4", "--large", "3", "--duration", "2", "--after", "1", "--seconds", "9"]
+    assert sizes_demo.main([*arguments, "--interval", "0.5", "--plot", str(plot)]) == 0
+    printed = capsys.readouterr().out
+    assert "✔ cap held in slots: most in use " in printed
+    assert "✔ the 3-slot job started" in printed
     assert "✘" not in printed
     assert plot.read_bytes().startswith(b"\x89PNG")

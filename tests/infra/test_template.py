@@ -322,6 +322,13 @@ def test_alarm_metrics_are_the_ones_the_handler_emits() -> None:
     assert ("PoolsAtMinimum", 0) in emitted_adaptive, "at its min, but not for 15 minutes yet"
     assert '"PoolLimit"' in body
     assert "PoolsAtMinimum" not in emitted, "only a dispatcher with an adaptive pool emits it"
+    sized = TickReport(stopped=StopReason.CAPACITY)
+    sized.pools[DEFAULT] = PoolFigures(max_concurrency=5, running=4, free=0, reserved=1)
+    sized.pools["glue"] = PoolFigures(max_concurrency=3, running=3, free=0)
+    emitted_sized = {(figure.name, figure.value) for figure in figures(sized, topology)}
+    assert {("RunningSlots", 4), ("RunningSlots", 3), ("ReservedSlots", 1)} <= emitted_sized
+    for metric in ("RunningSlots", "ReservedSlots"):
+        assert f'MetricName=\\"{metric}\\"' in body
     for metric in ("CancelledJobs", "ExpiredJobs"):  # a tick's totals, whatever it did
         assert f'"{metric}"' in body
         assert metric in {figure.name for figure in figures(TickReport(stopped=StopReason.DRAINED), topology)}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dispatcher.adapters.item_keys import sort_key
@@ -23,6 +23,7 @@ from dispatcher.adapters.job_items import kept_item, kept_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit
 from dispatcher.adapters.member_items import members_item
 from dispatcher.adapters.roster_items import inside_partition
+from dispatcher.adapters.size_items import SIZES_KIND, sizes_key
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
@@ -42,11 +43,13 @@ from dispatcher.core.events import EndedExecution
 from dispatcher.core.jobs import Dropped, JobRecord
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.quotas import DYNAMODB_PARTITION_READS, DYNAMODB_PARTITION_WRITES
+from dispatcher.core.sizes import Reservation, SizeEntry
 from tests.support.sim.api import Client, LiveBucket, Usage
 from tests.support.sim.inside import InsidePartition
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES, Stored, write_units
 from tests.support.sim.lease import Lease
 from tests.support.sim.scheduler import Scheduler
+from tests.support.sim.sized import reserved_item, sized_item
 
 if TYPE_CHECKING:
     from tests.support.sim.jobs import JobPartitions
@@ -214,6 +217,33 @@ class LedgerView:
 
         action = f"PutItem on state table {self._table.partition} (limit of pool {pool})"
         return self._client.call("PutItem", action, admit, put, role="limit")
+
+    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]) -> None:
+        """One `UpdateItem` of a pool's sized executions (as the adapter): added ones set, ended gone."""
+        self._update_sizes(pool, lambda item: sized_item(item, added, removed), "sizes")
+
+    def record_reservation(self, pool: str, reservation: Reservation | None) -> None:
+        """One `UpdateItem` of a pool's reservation (as the adapter)."""
+        self._update_sizes(pool, lambda item: reserved_item(item, reservation), "reservation")
+
+    def _update_sizes(self, pool: str, change: Callable[[dict[str, Any]], dict[str, Any]], role: str) -> None:
+        key = sizes_key(pool)
+        before = self._table.item(key) or {
+            "pk": {"S": self._table.partition},
+            "sk": {"S": key},
+            "kind": {"S": SIZES_KIND},
+            "pool": {"S": pool},
+        }
+        after = change(dict(before))
+
+        def admit() -> bool:
+            # An update is billed for the larger of the item before and after it.
+            return self._table.write(max(write_units(before), write_units(after))) > 0
+
+        def put() -> None:
+            self._table.put(key, Stored(after))
+
+        self._client.call("UpdateItem", f"UpdateItem on state table ({role})", admit, put, role=role)
 
     def limit(self, pool: str) -> LimitState | None:
         """One `GetItem` of a pool's limit (None: never written)."""

@@ -49,6 +49,8 @@ class Message:
     sent_at: float
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     receive_count: int = 0
+    first_received_at: float | None = None
+    """When a receive first handed it out (the head of its group reached a tick)."""
     receipt: str | None = None
     """The receipt handle of its latest receive, while it is in flight."""
     hidden_until: float = 0.0
@@ -134,6 +136,8 @@ class FifoQueue:
             message = self._waiting[group].popleft()
             self._flying[group] += 1
             message.receive_count += 1
+            if message.first_received_at is None:
+                message.first_received_at = self._scheduler.now
             message.receipt = f"{message.message_id}#{message.receive_count}"
             message.hidden_until = now + VISIBILITY_TIMEOUT_SECONDS
             self._in_flight[message.receipt] = message
