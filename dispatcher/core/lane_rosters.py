@@ -32,20 +32,30 @@ PLACE = "|"
 """Between a pack's key and an entry's place in it (no execution name holds it)."""
 
 
-def pack_key(recorded_at: float, first: str) -> str:
-    """The key of a pack: when its entries were recorded, and the first one's name (one round's own)."""
-    return f"{recorded_at:017.6f}#{first}"
+def pack_key(recorded_at: float, first: str, write: str) -> str:
+    """The key of a pack: when its entries were recorded, the first one's name, and its write's own token.
+
+    The time and the name alone are not unique: a round whose first job didn't start
+    records it again the next tick, and a clock that stood still (or stepped back) gives
+    that tick the same reading. Its pack would then replace the earlier one whole, and the
+    executions it held would stop counting in their groups. ``write`` (unique to one round's
+    write, as the ledger's) keeps the two apart.
+    """
+    return f"{recorded_at:017.6f}#{first}#{write}"
 
 
-def packed(entries: Iterable[RosterEntry]) -> list[RosterEntry]:
-    """Entries with their keys: packed by member and moment recorded, `PACK_LIMIT` a pack, in order."""
+def packed(entries: Iterable[RosterEntry], *, write: str) -> list[RosterEntry]:
+    """Entries with their keys: packed by member and moment recorded, `PACK_LIMIT` a pack, in order.
+
+    ``write``: a token unique to this write (`pack_key`).
+    """
     by_pack: dict[tuple[str, float], list[RosterEntry]] = {}
     for entry in entries:
         by_pack.setdefault((entry.member, entry.recorded_at), []).append(entry)
     keyed: list[RosterEntry] = []
     for group in by_pack.values():
         for chunk in chunks(group, PACK_LIMIT):
-            key = pack_key(chunk[0].recorded_at, chunk[0].name)
+            key = pack_key(chunk[0].recorded_at, chunk[0].name, write)
             keyed += [
                 entry.model_copy(update={"key": f"{key}{PLACE}{place}"}) for place, entry in enumerate(chunk)
             ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -66,9 +67,12 @@ class LaneStarts:
             if start.slots > 1:
                 slots.setdefault(start.name, start.slots)
         entries = packed(
-            RosterEntry(member=self.lane, name=name, recorded_at=now, state_machine_arn=arn, group=group)
-            for name, group in groups.items()
-            if self.roster
+            (
+                RosterEntry(member=self.lane, name=name, recorded_at=now, state_machine_arn=arn, group=group)
+                for name, group in groups.items()
+                if self.roster
+            ),
+            write=uuid.uuid4().hex[:12],
         )
         return Recording(LedgerRequest(arn, groups, redrives, lane=self.lane, slots=slots), entries)
 
