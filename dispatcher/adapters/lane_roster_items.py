@@ -42,7 +42,15 @@ def pack_item(own: str, entries: Sequence[RosterEntry]) -> dict[str, Any]:
         "expires_at": {"N": str(int(first.recorded_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
         "names": {"L": [{"S": entry.name} for entry in entries]},
         "groups": {"L": [{"NULL": True} if entry.group is None else {"S": entry.group} for entry in entries]},
+        **_sizes(entries),
     }
+
+
+def _sizes(entries: Sequence[RosterEntry]) -> dict[str, Any]:
+    """A pack's sizes, place by place, when one of its jobs takes more than one slot (else nothing)."""
+    if all(entry.slots == 1 for entry in entries):
+        return {}
+    return {"slots": {"L": [{"N": str(entry.slots)} for entry in entries]}}
 
 
 def packs_of(entries: Iterable[RosterEntry]) -> list[list[RosterEntry]]:
@@ -82,6 +90,26 @@ def item_key(own: str, member: str, key: str) -> dict[str, Any]:
     return {"pk": {"S": inside_partition(own, member)}, "sk": {"S": key}}
 
 
+def _pack_entries(item: Mapping[str, Any], member: str, state_machine_arn: str) -> list[RosterEntry]:
+    """The entries one pack holds, keyed by its key and their places (sizes: 1 where it stores none)."""
+    key = item["sk"]["S"]
+    recorded_at = float(item["recorded_at"]["N"])
+    names = item["names"]["L"]
+    sizes = item.get("slots", {}).get("L") or [{"N": "1"}] * len(names)
+    return [
+        RosterEntry(
+            member=member,
+            name=name["S"],
+            recorded_at=recorded_at,
+            state_machine_arn=state_machine_arn,
+            group=group.get("S"),
+            slots=int(size["N"]),
+            key=f"{key}{PLACE}{place}",
+        )
+        for place, (name, group, size) in enumerate(zip(names, item["groups"]["L"], sizes, strict=True))
+    ]
+
+
 def read_packed(
     items: Iterable[Mapping[str, Any]], member: str, state_machine_arn: str
 ) -> tuple[list[RosterEntry], dict[str, dict[str, list[int]]], list[Hold], str | None]:
@@ -94,20 +122,7 @@ def read_packed(
         kind = item.get("kind", {}).get("S")
         key = item["sk"]["S"]
         if kind == ENTRIES_KIND:
-            recorded_at = float(item["recorded_at"]["N"])
-            entries += [
-                RosterEntry(
-                    member=member,
-                    name=name["S"],
-                    recorded_at=recorded_at,
-                    state_machine_arn=state_machine_arn,
-                    group=group.get("S"),
-                    key=f"{key}{PLACE}{place}",
-                )
-                for place, (name, group) in enumerate(
-                    zip(item["names"]["L"], item["groups"]["L"], strict=True)
-                )
-            ]
+            entries += _pack_entries(item, member, state_machine_arn)
         elif kind == GONE_KIND:
             gone[key] = {
                 pack: [int(place) for place in places["NS"]] for pack, places in item["left"]["M"].items()

@@ -35,6 +35,7 @@ def held_item(own: str, member: str, hold: Hold) -> dict[str, Any]:
         "recorded_at": number(hold.held_at),
         "expires_at": {"N": str(int(hold.held_at) + INSIDE_RECORD_LIFETIME_SECONDS)},
         **({} if hold.name is None else {"name": {"S": hold.name}}),
+        **({} if hold.slots == 1 else {"slots": {"N": str(hold.slots)}}),
     }
 
 
@@ -46,4 +47,5 @@ def hold_of(item: Mapping[str, Any]) -> Hold:
         receipt_handle=item["receipt_handle"]["S"],
         held_at=float(item["recorded_at"]["N"]),
         name=item["name"]["S"] if "name" in item else None,
+        slots=int(item["slots"]["N"]) if "slots" in item else 1,
     )

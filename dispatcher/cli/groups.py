@@ -1,5 +1,8 @@
 """`dispatcher status --groups`: each member's message groups, RUNNING as the tick counts it, held jobs.
 
+RUNNING is in slots (a job's ``Slots``, 1 without; a gate's admission 1), with the count of
+executions beside it, as `status` shows a pool.
+
 A lane that counts by group (``max_per_group`` or ``fair_share``) and every gate keep a
 roster in the state table: an item per execution (started from the lane, or inside the
 gate) until it ends, and an item per group whose job is held for the group's limit. This
@@ -26,12 +29,15 @@ from dispatcher.core.topology import Member
 
 @dataclass(frozen=True)
 class GroupRow:
-    """One member's message group: its executions holding the member's places, its held jobs."""
+    """One member's message group: the slots its executions hold of the member's, its held jobs."""
 
     member: str
     group: str
     running: int
+    """Slots its executions hold (the sum of their sizes)."""
     held: int
+    executions: int
+    """Its executions holding them."""
 
 
 def _wanted(chosen: tuple[str, str] | None) -> Callable[[Member], bool]:
@@ -55,9 +61,10 @@ def read_groups(aws: Aws, resources: Resources, chosen: tuple[str, str] | None) 
     for kind in CLI_KINDS:
         for member, roster in kind.rosters(aws, resources, topology, _wanted(chosen)):
             running = group_counts(roster.entries)
+            executions = Counter(entry.group for entry in roster.entries if entry.group is not None)
             held = Counter(hold.group for hold in roster.held)
             rows += [
-                GroupRow(member.name, group, running.get(group, 0), held.get(group, 0))
+                GroupRow(member.name, group, running[group], held[group], executions[group])
                 for group in sorted(running.keys() | held.keys())
             ]
     return sorted(rows, key=lambda row: (-row.running, -row.held, row.member, row.group))
@@ -88,7 +95,14 @@ def print_groups(args: argparse.Namespace, aws: Aws, resources: Resources, out: 
         )
         return 0
     headers = ["MEMBER", "GROUP", "RUNNING", "HELD"]
-    out.write(
-        table(headers, [[row.member, row.group, str(row.running), str(row.held)] for row in rows]) + "\n"
-    )
+    cells = [[row.member, row.group, _running(row), str(row.held)] for row in rows]
+    out.write(table(headers, cells) + "\n")
     return 0
+
+
+def _running(row: GroupRow) -> str:
+    """A group's RUNNING cell: its slots, and its executions when they differ (``7 (3 executions)``)."""
+    if row.running == row.executions:
+        return str(row.running)
+    plural = "" if row.executions == 1 else "s"
+    return f"{row.running} ({row.executions} execution{plural})"

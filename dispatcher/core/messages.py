@@ -118,6 +118,14 @@ def parse_slots(attribute: dict[str, str] | None) -> int:
     return int(text)
 
 
+def size_of(message: QueuedMessage) -> int:
+    """A received job's size (its ``Slots``; 1 when absent or malformed: a malformed one is poison)."""
+    try:
+        return parse_slots(message.attributes.get(SLOTS_ATTRIBUTE))
+    except ValueError:
+        return 1
+
+
 def group_problem(group: str) -> str | None:
     """Why a string can't be a FIFO ``MessageGroupId`` (1-128 printable ASCII, no space), or None."""
     if not 1 <= len(group) <= MAX_GROUP_ID_LENGTH:

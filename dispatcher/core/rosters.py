@@ -52,6 +52,8 @@ class RosterEntry(BaseModel):
     state_machine_arn: str
     group: str | None = None
     """Its job's message group (None: not recorded)."""
+    slots: int = 1
+    """Its job's size: the slots of its group it holds (a gate's admission: 1)."""
     key: str = ""
     """Where a tenant lane's roster keeps it: its pack and place in it, or an item of its own (the
     name). A gate keeps each admission as an item named by the execution."""
@@ -142,5 +144,9 @@ def oldest_inside_seconds(inside: Collection[RosterEntry], now: float) -> float 
 
 
 def group_counts(entries: Iterable[RosterEntry]) -> Counter[str]:
-    """Each message group's executions in a roster (an entry without a group counts for none)."""
-    return Counter(entry.group for entry in entries if entry.group is not None)
+    """Each message group's slots held in a roster: its entries' sizes (an entry without a group: none)."""
+    counts: Counter[str] = Counter()
+    for entry in entries:
+        if entry.group is not None:
+            counts[entry.group] += entry.slots
+    return counts

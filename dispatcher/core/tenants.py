@@ -1,15 +1,17 @@
 """Tenants: a member's slots shared among message groups — a limit per group, and fair share.
 
 In a FIFO lane a message group is a tenant. A member with ``max_per_group`` never has more
-than that many executions of one group holding its slots (for a gate: inside it); one
-with ``fair_share`` hands scarce free slots first to the groups holding fewest. Each group's
-count comes from the member's roster (its executions, kept until Step Functions or an
-event says they ended), never from a window that expires.
+than that many slots of one group held by its executions (for a gate: inside it, each 1;
+a lane's job takes its size, `dispatcher.core.sizes`); one with ``fair_share`` hands scarce
+free slots first to the groups holding fewest. Each group's slots come from the member's
+roster (its executions and their sizes, kept until Step Functions or an event says they
+ended), never from a window that expires.
 
-A job whose group is at its limit is *held*: its message stays in flight for
+A job whose group lacks room for it is *held*: its message stays in flight for
 `HOLD_SECONDS`, which blocks its group (FIFO hands out nothing of a group while one of its
 messages is in flight) without touching the others, and is made visible again as soon as
-its group is below its limit. So its receive count grows by one per `HOLD_SECONDS` at
+its group has room for its size (so the group's freed slots are kept for it: its later
+jobs wait behind it). So its receive count grows by one per `HOLD_SECONDS` at
 most while its group stays at its limit. Pure: no I/O, no clock.
 """
 
@@ -74,6 +76,8 @@ class Hold:
     held_at: float
     name: str | None = None
     """The job's execution name (None: a gate's request, or a name it can't have)."""
+    slots: int = 1
+    """The job's size: it is shown again once its group has room for all of it."""
 
 
 def held_key(group: str) -> str:
@@ -82,8 +86,12 @@ def held_key(group: str) -> str:
 
 
 def due_to_show(holds: Iterable[Hold], running: Mapping[str, int], share: Share) -> list[Hold]:
-    """The held jobs whose group is below its limit now (or has no limit any more): show them again."""
-    return [hold for hold in holds if not group_full(share, running.get(hold.group, 0))]
+    """The held jobs whose group has room for them now (or has no limit any more): show them again.
+
+    ``running``: each group's slots held. One shown before its group has room for its size
+    would only be received and held again, a receive spent for nothing.
+    """
+    return [hold for hold in holds if not group_full(share, running.get(hold.group, 0), hold.slots)]
 
 
 Queued = tuple[int, QueuedMessage, "Start | DeadLetter"]
@@ -127,9 +135,9 @@ class Picked:
     """The starts that found some free slots but fewer than their size (`Admission.short`)."""
 
 
-def group_full(share: Share, holding: int) -> bool:
-    """Whether a group holding ``holding`` slots is at its limit."""
-    return share.max_per_group is not None and holding >= share.max_per_group
+def group_full(share: Share, holding: int, needs: int = 1) -> bool:
+    """Whether a group holding ``holding`` slots lacks room for ``needs`` more (1: it is at its limit)."""
+    return share.max_per_group is not None and holding + needs > share.max_per_group
 
 
 def _advance(heads: dict[str, int], group: str, length: int) -> None:
@@ -139,9 +147,14 @@ def _advance(heads: dict[str, int], group: str, length: int) -> None:
         del heads[group]
 
 
+def _group_slots(decision: Start | DeadLetter, needs: int) -> int:
+    """The slots of its group a decision takes: a start's size (poison: none; a start already holding: 0)."""
+    return needs if isinstance(decision, Start) else 0
+
+
 def _at_limit(decision: Start | DeadLetter, needs: int, share: Share, holding: int) -> bool:
-    """Whether a start would take its group (holding ``holding``) past its limit."""
-    return isinstance(decision, Start) and needs > 0 and group_full(share, holding)
+    """Whether a start of ``needs`` slots would take its group (holding ``holding``) past its limit."""
+    return isinstance(decision, Start) and needs > 0 and group_full(share, holding, needs)
 
 
 def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
@@ -157,9 +170,11 @@ def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
 
     A group's head that would take it past its limit is held for the group (its later jobs
     wait behind it); a head that needs a slot when none is left ends its group's turn. Poison
-    and a request for an execution inside need no slot.
+    and a request for an execution inside need no slot. ``running`` and what is given are
+    in slots; ``max_starts`` counts starts.
     """
     given: Counter[str] = Counter()
+    made = 0
     chosen: set[int] = set()
     held_for_group: list[QueuedMessage] = []
     short: list[Start] = []
@@ -170,7 +185,7 @@ def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
         index, message, decision = queues[group][heads[group]]
         needs = slots_needed(decision, takes_slot)
         at_limit = _at_limit(decision, needs, share, running.get(group, 0) + given[group])
-        refused = at_limit or within_starts(decision, max_starts, sum(given.values())) is None
+        refused = at_limit or within_starts(decision, max_starts, made) is None
         if refused or not fits(needs, slots, free - held_for(hold, decision)):
             short += [decision] if isinstance(decision, Start) and not refused and slots < free else []
             held_for_group += [message] if at_limit else []
@@ -179,7 +194,9 @@ def pick(  # noqa: PLR0913, PLR0917 — each is one input of the pick
         chosen.add(index)
         slots += needs
         hold = after_hold(hold, decision)
-        given[group] += isinstance(decision, Start) and needs > 0
+        taken = _group_slots(decision, needs)
+        given[group] += taken
+        made += taken > 0
         _advance(heads, group, len(queues[group]))
     return Picked(frozenset(chosen), tuple(held_for_group), tuple(short))
 
@@ -197,7 +214,7 @@ def admit_shared(  # noqa: PLR0913 — each is one input of the decision
 ) -> Admission:
     """`admit`, with each group's limit, and with fair share the free slots to the groups holding fewest.
 
-    ``running``: each group's executions holding the member's slots now (this tick's
+    ``running``: each group's slots held by the member's executions now (this tick's
     starts included). The messages of one group keep their receive (send) order: a
     group's job that waits holds back its later ones. Without fair share, the slots go
     in receive order; with it, one at a time to the group with fewest (running and given

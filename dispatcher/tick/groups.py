@@ -24,7 +24,7 @@ from dispatcher.core.errors import TransientError
 from dispatcher.core.events import EndedExecution
 from dispatcher.core.executions import execution_arn
 from dispatcher.core.jobs import hold_seconds, job_name
-from dispatcher.core.messages import QueuedMessage
+from dispatcher.core.messages import QueuedMessage, size_of
 from dispatcher.core.pacing import LISTING_MAX_AGE_SECONDS
 from dispatcher.core.rosters import (
     RECONCILE_MAX_AGE_SECONDS,
@@ -92,7 +92,7 @@ class GroupBook:
     member: Member
     share: Share
     running: Counter[str]
-    """Group → its executions holding the member's places (this tick's starts added)."""
+    """Group → the slots its executions hold of the member's (this tick's starts added)."""
     holds: dict[str, Hold] = field(default_factory=dict)
     """Group → its job held for the group's limit."""
     roster: Roster | None = None
@@ -106,17 +106,22 @@ class GroupBook:
 
     @property
     def largest_share(self) -> float | None:
-        """The share of the member's executions that its largest group holds (None: it holds none)."""
+        """The share of the member's slots held that its largest group holds (None: it holds none)."""
         total = sum(self.running.values())
         return None if not total else round(max(self.running.values()) / total, 4)
 
     def at_limit_of(self, messages: Iterable[QueuedMessage]) -> list[QueuedMessage]:
-        """Of these jobs, those whose group is at its limit now."""
-        return [message for message in messages if group_full(self.share, self.running[message.group_id])]
+        """Of these jobs, those whose group lacks room for their size now."""
+        return [
+            message
+            for message in messages
+            if group_full(self.share, self.running[message.group_id], size_of(message))
+        ]
 
     def started(self, messages: Iterable[QueuedMessage]) -> None:
-        """Executions of these jobs hold places from now on."""
-        self.running.update(message.group_id for message in messages)
+        """Executions of these jobs hold their sizes from now on."""
+        for message in messages:
+            self.running[message.group_id] += size_of(message)
 
     def show_due(self, queue: JobQueue) -> int:
         """Show again the held jobs whose group is below its limit now; how many (best effort).
@@ -160,7 +165,14 @@ class GroupBook:
             return list(messages)
         now = self.clock()
         holds = [
-            Hold(message.group_id, message.message_id, message.receipt_handle, now, job_name(message))
+            Hold(
+                message.group_id,
+                message.message_id,
+                message.receipt_handle,
+                now,
+                job_name(message),
+                slots=size_of(message),
+            )
             for message in messages
         ]
         try:

@@ -68,7 +68,14 @@ class LaneStarts:
                 slots.setdefault(start.name, start.slots)
         entries = packed(
             (
-                RosterEntry(member=self.lane, name=name, recorded_at=now, state_machine_arn=arn, group=group)
+                RosterEntry(
+                    member=self.lane,
+                    name=name,
+                    recorded_at=now,
+                    state_machine_arn=arn,
+                    group=group,
+                    slots=slots.get(name, 1),
+                )
                 for name, group in groups.items()
                 if self.roster
             ),

@@ -12,12 +12,15 @@ from dispatcher.local.stack import send_jobs
 from tests.support.cli_runner import Cli
 
 
-def limit_groups(cli: Cli, limit: int) -> None:
-    """Sets the default lane's ``max_per_group`` in the control parameter."""
+def limit_groups(cli: Cli, limit: int, max_concurrency: int | None = None) -> None:
+    """Sets the default lane's ``max_per_group`` in the control parameter (and MAX, when given)."""
+    control: dict[str, object] = {"lanes": {"default": {"max_per_group": limit}}}
+    if max_concurrency is not None:
+        control["max_concurrency"] = max_concurrency
     with pointed_at(cli.endpoint_url):
         boto3.client("ssm", region_name=REGION).put_parameter(
             Name=cli.stack.control_parameter,
-            Value=json.dumps({"lanes": {"default": {"max_per_group": limit}}}),
+            Value=json.dumps(control),
             Type="String",
             Overwrite=True,
         )
@@ -45,8 +48,8 @@ def test_status_groups_shows_running_and_held_per_group_most_running_first(cli: 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "groups": [
-            {"member": "default", "group": "noisy", "running": 2, "held": 1},
-            {"member": "default", "group": "quiet", "running": 1, "held": 0},
+            {"member": "default", "group": "noisy", "running": 2, "held": 1, "executions": 2},
+            {"member": "default", "group": "quiet", "running": 1, "held": 0, "executions": 1},
         ]
     }
     text = cli.run("status", "--groups").stdout.splitlines()
@@ -54,6 +57,30 @@ def test_status_groups_shows_running_and_held_per_group_most_running_first(cli: 
     assert text[1].split() == ["default", "noisy", "2", "1"]
     top = json.loads(cli.run("status", "--groups", "--top", "1", "--lane", "default", "--json").stdout)
     assert [row["group"] for row in top["groups"]] == ["noisy"]
+
+
+def test_a_groups_running_is_in_slots_and_its_job_waits_until_the_group_has_room_for_its_size(
+    cli: Cli,
+) -> None:
+    """A group limit of 5 slots: jobs of 3 and 2 start, the next of 3 is held until 3 are free.
+
+    `status --groups` shows the group's 5 slots of 2 executions; the held job is not
+    shown again (nor started) while the group's room is short of its size.
+    """
+    limit_groups(cli, 5, max_concurrency=20)
+    for size in (3, 2, 3):
+        sent = cli.run("enqueue", '{"job": 1}', "--group", "heavy", "--slots", str(size))
+        assert sent.returncode == 0, sent.stderr
+    report = cli.tick_in_process()
+    assert (report["started"], report["tenants"]["held"]) == (2, 1)
+
+    rows = json.loads(cli.run("status", "--groups", "--json").stdout)["groups"]
+    assert rows == [{"member": "default", "group": "heavy", "running": 5, "held": 1, "executions": 2}]
+    text = cli.run("status", "--groups").stdout.splitlines()
+    assert text[1].split() == ["default", "heavy", "5", "(2", "executions)", "1"]
+
+    again = cli.tick_in_process()
+    assert (again["started"], again["tenants"]["held"]) == (0, 1), "5 of 5 held: no room for 3 yet"
 
 
 def test_status_groups_with_no_member_counting_by_group_says_so(cli: Cli) -> None:

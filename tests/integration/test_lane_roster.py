@@ -157,3 +157,28 @@ def test_two_rounds_at_one_clock_reading_with_one_first_job_both_hold_their_plac
     second = lane_starts(harness, "again", "d").to_record(set(), 1_000.0)
     assert roster.enter(second.entries) == []
     assert names(table(harness), harness) == ["again", "again", "b", "c", "d"], "read whole, as the CLI does"
+
+
+def test_a_sized_jobs_entry_and_hold_keep_their_size_and_a_pack_of_ones_stores_none(harness: Harness) -> None:
+    """Entries of 4 and 1 slots, and a hold of 3, read back whole with their sizes; ones store no sizes."""
+    roster = table(harness, {})
+    roster.read(lane(harness))
+    written = [
+        entry.model_copy(update={"slots": 4 if entry.name == "big" else 1})
+        for entry in entries(harness, "big", "one")
+    ]
+    assert roster.enter(written) == []
+    assert roster.enter(entries(harness, "plain", at=2_000.0)) == []
+    roster.hold(lane(harness), [Hold("g-x", "m-1", "r-1", 5.0, "next", slots=3)])
+
+    read = table(harness).read(lane(harness))
+    assert sorted((entry.name, entry.slots) for entry in read.entries) == [
+        ("big", 4),
+        ("one", 1),
+        ("plain", 1),
+    ]
+    assert [hold.slots for hold in read.held] == [3]
+    packs = [item for item in items(harness) if item["kind"]["S"] == ENTRIES_KIND]
+    assert sorted("slots" in item for item in packs) == [False, True], (
+        "only the sized round's pack stores sizes"
+    )

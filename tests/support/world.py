@@ -330,19 +330,19 @@ class World(LaggingReads, DownstreamCapacity):
             self.violations.append(f"cap: {counted} RUNNING > MAX {self.max_concurrency} after {what}")
 
     def _check_group(self, name: str, what: str) -> None:
-        """A lane's limit per group, now: the RUNNING executions of ``name``'s group that the lane started."""
+        """A lane's limit per group, now: the slots of the RUNNING executions of ``name``'s group."""
         key = self.groups.of.get(name)
         if key is None or key[0] not in self.groups.limits:
             return
         running = sum(
-            1
+            execution.slots
             for execution in self._open.values()
             if execution.by_dispatcher and self.groups.of.get(execution.name) == key
         )
         limit = self.groups.limits[key[0]]
         if running > limit:
             self.violations.append(
-                f"group: {running} RUNNING of group {key[1]} from lane {key[0]}"
+                f"group: {running} slots RUNNING of group {key[1]} from lane {key[0]}"
                 f" > max_per_group {limit} after {what}"
             )
 
