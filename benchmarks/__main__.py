@@ -222,7 +222,8 @@ def sizes_section(quick: bool, report: Report, results: dict[str, Any]) -> None:
         f" 1 min, the first {sizes.SETTLING_SECONDS / 60:.0f} min left out): pool default of"
         f" {sizes.MAX_SLOTS:,} slots, a backlog in {sizes.GROUPS} groups of jobs sized like Glue runs"
         f" ({1 - sizes.LARGE_SHARE:.0%} of {sizes.SMALL[0]}-{sizes.SMALL[1]} slots,"
-        f" {sizes.LARGE_SHARE:.0%} of {sizes.LARGE[0]}-{sizes.LARGE[1]}), runs of"
+        f" {sizes.LARGE_SHARE:.0%} of {sizes.LARGE[0]}-{sizes.LARGE[1]} in {sizes.LARGE_GROUPS} groups of"
+        f" their own), runs of"
         f" {sizes.SHORTEST:.0f}-{sizes.LONGEST:.0f} s; beside Airflow's rule (no reservation), a static"
         f" MAX of slots ÷ largest, and the backlog without sizes (the bill's baseline)"
     )

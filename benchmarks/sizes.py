@@ -3,7 +3,8 @@
 The unchanged tick service on the in-memory AWS (tests/support/sim), in virtual time, at
 us-east-1's quotas, deployed as the template deploys it (schedule every minute, batched end
 events). Pool default has MAX 3,000 slots; a producer keeps a deep backlog in 100 groups: 80 %
-of the jobs take 1-2 slots, 20 % take 10-40 (a Glue run's DPUs), each runs 60-600 s. Four
+of the jobs take 1-2 slots, 20 % take 10-40 (a Glue run's DPUs, sent in 20 groups of their
+own), each runs 60-600 s. Four
 runs side by side, the same jobs (one seed):
 
 - **sizes**: the jobs carry ``Slots``; the dispatcher keeps each large job that found too few
@@ -11,13 +12,16 @@ runs side by side, the same jobs (one seed):
 - **Airflow's rule**: the same, with the reservation taken out of the tick (what `pool_slots`
   does: a freed slot goes to whichever job fits first, so a large job waits for a lull);
 - **static MAX = 3,000 ÷ 40 = 75**: no sizes, a MAX that can't over-commit whatever runs;
-- **no sizes**: the same backlog without ``Slots`` and MAX 3,000 executions — the bill's
-  baseline (what a start costs without sizes).
+- **no sizes**: the same backlog without ``Slots``, at a MAX of executions that runs as many
+  as the sized run does (3,000 slots ÷ the mean size, 6.2: 484) — the bill's baseline, what
+  the same starts cost without sizes (a tick's cost is per tick, so a baseline that starts
+  six times as many jobs would bill each start a sixth of it).
 
 Measured after the first 10 minutes (the pool fills once and the first runs end): the slots
 in use over MAX; a large job's wait from its first receive (the head of its group, where the
-tick first sees it) to its start, p95, and how many never started; the slots kept idle while a
-reservation held them; the bill per million executions.
+tick first sees it) to its start, p95, and how many never started (with the longest such wait:
+one received in the run's last minutes has not started yet, one starved has waited long); the
+slots kept idle while a reservation held them; the bill per million executions.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ SMALL, LARGE = (1, 2), (10, 40)
 LARGE_SHARE = 0.2
 SHORTEST, LONGEST = 60.0, 600.0
 GROUPS = 100
+LARGE_GROUPS = 20
+"""Of the groups, those the large jobs are sent in (the small ones go in the other 80): a large
+job's own producers, as a team's Glue runs are, so small jobs don't queue behind it."""
 WAITING = 1500
 """Jobs kept queued: more than a tick can start, however they are sized."""
 SETTLING_SECONDS = 600.0
@@ -48,11 +55,14 @@ SETTLING_SECONDS = 600.0
 SAMPLE_SECONDS = 5.0
 RUN_SECONDS = 3000.0
 STATIC_MAX = MAX_SLOTS // LARGE[1]
+MEAN_SIZE = (1 - LARGE_SHARE) * sum(SMALL) / 2 + LARGE_SHARE * sum(LARGE) / 2
+SAME_STARTS_MAX = round(MAX_SLOTS / MEAN_SIZE)
+"""The MAX of executions at which the backlog without sizes runs as many as with them (484)."""
 RUNS = (
     ("sizes", MAX_SLOTS, True, True),
     ("Airflow's rule (no reservation)", MAX_SLOTS, True, False),
     (f"static MAX {STATIC_MAX} (slots ÷ largest)", STATIC_MAX, False, True),
-    ("no sizes (MAX 3,000 executions)", MAX_SLOTS, False, True),
+    (f"no sizes (MAX {SAME_STARTS_MAX}: slots ÷ mean size)", SAME_STARTS_MAX, False, True),
 )
 """(label, MAX, whether jobs carry ``Slots``, whether the tick reserves)."""
 TARGETS = {"used": 0.90, "wait_p95": 2 * LONGEST, "reserved_idle": 0.05, "bill": 0.02}
@@ -72,7 +82,8 @@ def _keep_backlog(aws: InMemoryAws, rng: random.Random, until: float, *, sized: 
             seconds = round(rng.uniform(SHORTEST, LONGEST), 3)
             body = {"job": job, "seconds": seconds, **({"slots": slots} if weigh else {})}
             attributes = {SLOTS_ATTRIBUTE: {"DataType": "Number", "StringValue": str(slots)}} if sized else {}
-            aws.queue.send(json.dumps(body), f"g{job % GROUPS}", attributes=attributes)
+            group = job % LARGE_GROUPS if low == LARGE[0] else LARGE_GROUPS + job % (GROUPS - LARGE_GROUPS)
+            aws.queue.send(json.dumps(body), f"g{group}", attributes=attributes)
         if aws.scheduler.now + 1 < until:
             aws.scheduler.call_at(aws.scheduler.now + 1, top_up)
 
@@ -125,6 +136,7 @@ def run(
         "samples": samples,
         "waits": waits,
         "never": never,
+        "weighed": weigh,
     }
 
 
@@ -177,6 +189,11 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} s"
 
 
+def _used(result: dict[str, Any]) -> str:
+    """The slots-used cell: none for the run whose jobs carry no size at all."""
+    return f"{used_share(result):.1%}" if result["weighed"] else "-"
+
+
 def lines(results: list[dict[str, Any]]) -> list[str]:
     """Each run's row: slots in use, large jobs' wait p95 (and never started), idle for reservations, bill."""
     out = [
@@ -186,7 +203,7 @@ def lines(results: list[dict[str, Any]]) -> list[str]:
     for result in results:
         never = result["never"]
         out.append(
-            f"   {result['label']:<38} {used_share(result):>10.1%} {_seconds(p95(result['waits'])):>15}"
+            f"   {result['label']:<38} {_used(result):>10} {_seconds(p95(result['waits'])):>15}"
             f" {len(never):>6} ({_seconds(max(never, default=None)):>6})"
             f" {reserved_idle(result):>14.1%} {'$' + format(billing.total(result), '.3f'):>10}"
             f" {result['starts']:>8,}"
@@ -207,9 +224,11 @@ def targets(results: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
             f"{used_share(sized):.1%}",
         ),
         (
-            f"a large job's wait p95 at most {TARGETS['wait_p95']:.0f} s (2 × the longest run)",
-            wait is not None and wait <= TARGETS["wait_p95"] and not sized["never"],
-            f"{_seconds(wait)}, {len(sized['never'])} never started",
+            f"a large job's wait p95 at most {TARGETS['wait_p95']:.0f} s (2 × the longest run),"
+            " none left waiting longer",
+            wait is not None and max([wait, *sized["never"]]) <= TARGETS["wait_p95"],
+            f"{_seconds(wait)}; {len(sized['never'])} not started by the end,"
+            f" the longest waiting {_seconds(max(sized['never'], default=None))}",
         ),
         (
             f"at most {TARGETS['reserved_idle']:.0%} of the slots idle for reservations",
