@@ -30,7 +30,7 @@ from dispatcher.adapters.size_items import (
     read_sizes,
     reservation_update,
     sizes_key,
-    sizes_update,
+    sizes_pack,
 )
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
@@ -176,14 +176,23 @@ class StartLedgerTable:
         }
         return read_items(self._query(request), self._own)
 
-    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]) -> None:
-        """Keep ``pool``'s sized executions: add these (before they start), drop those that ended.
+    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], gone: Collection[str]) -> None:
+        """Keep ``pool``'s sized executions: a pack of these (before they start); delete packs all ended.
 
-        One `UpdateItem` (`dispatcher.adapters.size_items`); a failure raises `TransientError`.
+        One `BatchWriteItem` (`dispatcher.adapters.size_items`): the new pack, and the ``gone``
+        packs (at most 24). A failure, or the new pack left unprocessed, raises
+        `TransientError`; a delete left unprocessed is made by a later write.
         """
-        key = {"pk": {"S": self._partition}, "sk": {"S": sizes_key(pool)}}
-        with translated(f"UpdateItem on state table {self.table} (sizes)"):
-            self._client.update_item(TableName=self.table, **sizes_update(key, pool, added, removed))
+        requests: list[WriteRequestTypeDef] = [
+            {"PutRequest": {"Item": sizes_pack(self._partition, pool, added)}}
+        ]
+        for pack in gone:
+            requests.append({"DeleteRequest": {"Key": {"pk": {"S": self._partition}, "sk": {"S": pack}}}})
+        with translated(f"BatchWriteItem on state table {self.table} (sizes)"):
+            response = self._client.batch_write_item(RequestItems={self.table: requests})
+        left = response.get("UnprocessedItems", {}).get(self.table, [])
+        if any("PutRequest" in request for request in left):
+            raise TransientError(f"the state table left the sizes of pool {pool}'s sized jobs unprocessed")
 
     def record_reservation(self, pool: str, reservation: Reservation | None) -> None:
         """Set ``pool``'s reservation (None: remove it), one `UpdateItem`; raise `TransientError`."""
@@ -207,7 +216,7 @@ class StartLedgerTable:
         reservations: dict[str, Reservation] = {}
         for item in self._query(request):
             pool, entries = read_sizes(item)
-            sizes[pool] = entries
+            sizes.setdefault(pool, {}).update(entries)
             reservation = read_reservation(item)
             if reservation is not None:
                 reservations[pool] = reservation

@@ -1,16 +1,21 @@
-"""The item of a pool's sized executions (`dispatcher.core.sizes`), one per pool.
+"""The items of a pool's sized executions (`dispatcher.core.sizes`): packs, and the reservation.
 
-It lives in the ledger's partition under sort key ``~slots#<pool>``: after every record, so
-the window each tick reads anyway brings it (no call of its own). Each sized execution is
-an attribute of its own, ``s:<state machine name>:<execution name>`` → ``[slots, written
-at]``, so a write is one `UpdateItem` that sets the round's and removes the ended ones,
-whatever else another writer added: no read before it, no condition. No TTL: an execution
-may run for a year; an entry goes once its execution is known to have ended.
+They live in the ledger's partition under sort keys beginning ``~slots#<pool>``: after every
+record, so the window each tick reads anyway brings them (no call of their own).
+
+- A **pack** (``~slots#<pool>#<written at>#<token>``): a round's sized starts of the pool,
+  each an attribute ``s:<state machine name>:<execution name>`` → ``[slots, written at]``,
+  put before the round's calls. Small (a round's few sized starts), so its write costs one
+  write unit, where one item of every sized execution cost its whole size at each write. It
+  is deleted whole once every execution it names is known to have ended. No TTL: an
+  execution may run for a year.
+- The pool's item (``~slots#<pool>``) holds its reservation, when it has one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from dispatcher.adapters.item_keys import number
@@ -24,17 +29,38 @@ RESERVED = "reserved"
 
 
 def sizes_key(pool: str) -> str:
-    """The sort key of ``pool``'s sized executions."""
+    """The sort key of ``pool``'s item (its reservation)."""
     return f"{SIZES_PREFIX}{pool}"
 
 
+def pack_key(pool: str, written_at: float) -> str:
+    """A new pack's sort key: the pool's, when it was written, and a token unique to the write."""
+    return f"{sizes_key(pool)}#{written_at:017.6f}#{uuid.uuid4().hex[:12]}"
+
+
+def sizes_pack(partition: str, pool: str, added: Mapping[str, SizeEntry]) -> dict[str, Any]:
+    """One round's sized executions of ``pool`` (key → entry) as a new pack item."""
+    written_at = min(entry.recorded_at for entry in added.values())
+    return {
+        "pk": {"S": partition},
+        "sk": {"S": pack_key(pool, written_at)},
+        "kind": {"S": SIZES_KIND},
+        "pool": {"S": pool},
+        **{
+            ENTRY_PREFIX + key: {"L": [{"N": str(entry.slots)}, number(entry.recorded_at)]}
+            for key, entry in added.items()
+        },
+    }
+
+
 def read_sizes(item: Mapping[str, Any]) -> tuple[str, dict[str, SizeEntry]]:
-    """The pool and its sized executions (key → entry) an item holds."""
+    """The pool and the sized executions (key → entry, with its pack) an item holds."""
     entries: dict[str, SizeEntry] = {}
+    pack = item["sk"]["S"]
     for attribute, value in item.items():
         if attribute.startswith(ENTRY_PREFIX):
             slots, at = value["L"]
-            entries[attribute.removeprefix(ENTRY_PREFIX)] = SizeEntry(int(slots["N"]), float(at["N"]))
+            entries[attribute.removeprefix(ENTRY_PREFIX)] = SizeEntry(int(slots["N"]), float(at["N"]), pack)
     return item["pool"]["S"], entries
 
 
@@ -71,29 +97,4 @@ def reservation_update(key: Mapping[str, Any], pool: str, reservation: Reservati
             ":kind": {"S": SIZES_KIND},
             ":pool": {"S": pool},
         },
-    }
-
-
-def sizes_update(
-    key: Mapping[str, Any], pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]
-) -> dict[str, Any]:
-    """The `UpdateItem` request that adds ``added`` to ``pool``'s item and removes ``removed``."""
-    names: dict[str, str] = {"#kind": "kind", "#pool": "pool"}
-    values: dict[str, Any] = {":kind": {"S": SIZES_KIND}, ":pool": {"S": pool}}
-    sets = ["#kind = :kind", "#pool = :pool"]
-    for index, (entry_key, entry) in enumerate(added.items()):
-        names[f"#a{index}"] = ENTRY_PREFIX + entry_key
-        values[f":a{index}"] = {"L": [{"N": str(entry.slots)}, number(entry.recorded_at)]}
-        sets.append(f"#a{index} = :a{index}")
-    gone = [entry_key for entry_key in removed if entry_key not in added]
-    for index, entry_key in enumerate(gone):
-        names[f"#r{index}"] = ENTRY_PREFIX + entry_key
-    expression = "SET " + ", ".join(sets)
-    if gone:
-        expression += " REMOVE " + ", ".join(f"#r{index}" for index in range(len(gone)))
-    return {
-        "Key": dict(key),
-        "UpdateExpression": expression,
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
     }

@@ -48,7 +48,7 @@ class _Read:
 
 def _sizes_item(item: Mapping[str, Any], _own: str, read: _Read) -> None:
     pool, entries = read_sizes(item)
-    read.sizes[pool] = entries
+    read.sizes.setdefault(pool, {}).update(entries)
     reservation = read_reservation(item)
     if reservation is not None:
         read.reservations[pool] = reservation

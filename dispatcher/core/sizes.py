@@ -1,24 +1,27 @@
 """A job's size: how many of its pool's slots it takes, and what the dispatcher keeps of it.
 
 Step Functions doesn't know a job's size, so the dispatcher keeps each sized execution's
-(a size above 1) in its pool's item of the state table from just before its start until it
-is known to have ended: every count weighs the executions it counts with it. A job without
+(a size above 1) in the state table from just before its start until it is known to have
+ended: every count weighs the executions it counts with it. A round's sized starts of one
+pool are one small item, a *pack*, deleted whole once all of them ended. A job without
 ``Slots`` takes one slot and is kept nowhere. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class SizeEntry:
-    """One sized execution as its pool's item keeps it."""
+    """One sized execution as its pool's packs keep it."""
 
     slots: int
     recorded_at: float
     """When it was written, just before its start (a start that never happened stops mattering)."""
+    pack: str = field(default="", compare=False)
+    """The key of the pack that holds it, as read back ("" before it is written)."""
 
 
 def machine_name(state_machine_arn: str) -> str:
@@ -73,6 +76,16 @@ def stale_keys(
         if entry.recorded_at < oldest:
             stale.append(key)
     return stale
+
+
+def stale_packs(entries: Mapping[str, SizeEntry], stale: Collection[str]) -> list[str]:
+    """The packs whose every entry is stale (`stale_keys`): each goes whole, one delete.
+
+    A pack with an entry still running, or not known to have ended, stays: its stale entries
+    weigh nothing meanwhile (a count weighs only the executions it finds running).
+    """
+    kept = {entry.pack for key, entry in entries.items() if key not in stale}
+    return sorted({entry.pack for key, entry in entries.items() if entry.pack and entry.pack not in kept})
 
 
 def too_large(slots: int, limits: Iterable[tuple[int | None, str]]) -> str | None:

@@ -171,8 +171,8 @@ class LimitRecords(Protocol):
 class SizeRecords(Protocol):
     """The state table's pools' sized executions (`dispatcher.core.sizes`), kept for their whole lives."""
 
-    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]) -> None:
-        """Add these sized executions (before they start), drop those that ended; raise `TransientError`."""
+    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], gone: Collection[str]) -> None:
+        """Add these sized executions (before they start), drop packs all ended; raise `TransientError`."""
         ...
 
     def record_reservation(self, pool: str, reservation: Reservation | None) -> None:

@@ -1,10 +1,10 @@
 """Keeping the sizes of a round's sized jobs (`dispatcher.core.sizes`) before they start.
 
-A round writes each pool's sized starts in one `UpdateItem` of the pool's item, before the
-calls, and takes the chance to drop the entries of executions this tick knows ended. A
-write that fails leaves those jobs unstarted (they wait, in order, as a start record left
-unprocessed does): a sized execution Step Functions runs but the dispatcher can't weigh
-would over-commit its pool.
+A round writes each pool's sized starts as one pack, before the calls, and in the same
+`BatchWriteItem` deletes the packs whose executions this tick knows all ended. A write that
+fails leaves those jobs unstarted (they wait, in order, as a start record left unprocessed
+does): a sized execution Step Functions runs but the dispatcher can't weigh would
+over-commit its pool.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from dispatcher.core.admission import Cancelled
 from dispatcher.core.counting import RECENT_START_WINDOW_SECONDS, Count
 from dispatcher.core.errors import TransientError
-from dispatcher.core.sizes import SizeEntry, size_key, stale_keys
+from dispatcher.core.sizes import SizeEntry, size_key, stale_keys, stale_packs
 from dispatcher.core.topology import Lane, Topology
 from dispatcher.telemetry import logger
 from dispatcher.tick.ports import SizeRecords
 from dispatcher.tick.starts import MemberStarts
 
-REMOVALS_PER_WRITE = 200
-"""Ended entries one write drops at most (an expression stays far below DynamoDB's 4 KB)."""
+PACKS_GONE_PER_WRITE = 24
+"""Ended packs one write deletes at most (beside its own pack: `BatchWriteItem` takes 25)."""
 
 
 def stale_sizes(
@@ -30,10 +30,10 @@ def stale_sizes(
     counts: Mapping[str, Count],
     now: float,
 ) -> dict[str, list[str]]:
-    """Each pool's entries whose executions this tick's count knows not to run (`stale_keys`).
+    """Each pool's packs whose executions this tick's count knows all not to run (`stale_packs`).
 
-    Only an entry older than twice the review window goes: a listing may be reused for a
-    while, and a start may not show for a minute.
+    Only an entry older than twice the review window counts as ended: a listing may be
+    reused for a while, and a start may not show for a minute.
     """
     stale: dict[str, list[str]] = {}
     for pool, entries in sizes.items():
@@ -42,14 +42,14 @@ def stale_sizes(
             for lane in topology.members_of(pool, Lane)
             if lane.state_machine_arn in counts
         }
-        keys = stale_keys(entries, counted, now - 2 * RECENT_START_WINDOW_SECONDS)
-        if keys:
-            stale[pool] = keys[:REMOVALS_PER_WRITE]
+        packs = stale_packs(entries, stale_keys(entries, counted, now - 2 * RECENT_START_WINDOW_SECONDS))
+        if packs:
+            stale[pool] = packs[:PACKS_GONE_PER_WRITE]
     return stale
 
 
 class SizeKeeper:
-    """Writes a round's sized starts into their pools' items before the calls."""
+    """Writes a round's sized starts as their pools' packs before the calls."""
 
     def __init__(
         self,
@@ -57,7 +57,7 @@ class SizeKeeper:
         pool_of: Mapping[str, str],
         stale: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        """``pool_of``: member → its pool; ``stale``: each pool's ended entries to drop with a write."""
+        """``pool_of``: member → its pool; ``stale``: each pool's ended packs to delete with a write."""
         self._records = records
         self._pool_of = pool_of
         self._stale = dict(stale or {})

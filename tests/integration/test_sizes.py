@@ -16,6 +16,7 @@ from freezegun import freeze_time
 
 from dispatcher.adapters.ledger import StartLedgerTable
 from dispatcher.core.messages import DISPATCH_ERROR_ATTRIBUTE, SLOTS_ATTRIBUTE
+from dispatcher.core.sizes import Reservation, SizeEntry
 from dispatcher.producer import JobRejectedError, Producer
 from tests.support.clock import advance
 from tests.support.harness import lanes
@@ -86,7 +87,7 @@ def test_a_sized_execution_weighs_its_size_long_after_its_start_record_left_the_
 
 
 def test_an_ended_sized_execution_leaves_the_pools_item_with_a_later_sized_start(harness: Harness) -> None:
-    """The entries of executions known to have ended go with the next write, not one more call."""
+    """The pack of executions known to have ended goes with the next write, not one more call."""
     harness.configure(10)
     producer = Producer(harness.stack.queue_url)
     machine = harness.stack.state_machine_arn.rpartition(":")[2]
@@ -98,6 +99,26 @@ def test_an_ended_sized_execution_leaves_the_pools_item_with_a_later_sized_start
         producer.send({}, group="g", name="second", slots=2)
         assert harness.tick()["started"] == 1
         assert _sizes(harness) == {f"{machine}:second": 2}
+
+
+def test_a_rounds_sized_starts_are_one_small_pack_and_a_pack_goes_whole_in_a_later_write(
+    harness: Harness,
+) -> None:
+    """Two rounds, two packs (read back as one pool's entries); a third write deletes the first pack."""
+    ledger = StartLedgerTable(harness.dynamodb, harness.stack.state_table, harness.stack.state_machine_arn)
+    ledger.record_sizes("default", {"m:a": SizeEntry(3, 1.0), "m:b": SizeEntry(2, 1.0)}, ())
+    ledger.record_sizes("default", {"m:c": SizeEntry(4, 2.0)}, ())
+    ledger.record_reservation("default", Reservation("default", "big", 9, 2.0))
+    kept, reservations = ledger.slot_items()
+    entries = kept["default"]
+    assert {key: entry.slots for key, entry in entries.items()} == {"m:a": 3, "m:b": 2, "m:c": 4}
+    assert entries["m:a"].pack == entries["m:b"].pack != entries["m:c"].pack
+    assert all(entry.pack.startswith("~slots#default#") for entry in entries.values())
+    assert reservations["default"].name == "big"
+
+    ledger.record_sizes("default", {"m:d": SizeEntry(5, 3.0)}, [entries["m:a"].pack])
+    assert sorted(ledger.sizes()["default"]) == ["m:c", "m:d"]
+    assert ledger.slot_items()[1]["default"].name == "big", "the reservation's item is not a pack"
 
 
 def test_a_malformed_slots_is_poison_and_a_job_larger_than_its_pool_is_dead_lettered_too_large(
@@ -176,11 +197,15 @@ def test_a_large_job_that_found_too_few_slots_keeps_the_freed_ones_until_it_fits
     for index in range(6):
         producer.send({}, group=f"x{index}", name=f"x{index}")
     capsys.readouterr()
+    reports = []
     for name in ("s0", "s1"):
         harness.sfn.stop_execution(executionArn=harness.arn_of(name))
         held = harness.tick()  # 1, then 2 free, small jobs visible: kept for the large one
         assert held["started"] == 0, held
         assert _reservation(harness).name == "big"
+        reports.append(held)
+    # With 2 of the 3 free, the lane is offered nothing: it receives nothing, none put back.
+    assert (reports[1]["released"], reports[1]["stopped"]) == (0, "capacity"), reports[1]
     # The first of them found it short (its reservation written after); the second kept 2 for it.
     assert _reserved_slots(capsys.readouterr().out) == [[2.0]]
     harness.sfn.stop_execution(executionArn=harness.arn_of("s2"))

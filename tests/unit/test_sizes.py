@@ -15,6 +15,7 @@ from dispatcher.core.sizes import (
     size_key,
     sizes_of,
     stale_keys,
+    stale_packs,
     too_large,
     weight,
 )
@@ -96,6 +97,20 @@ def test_weights_and_the_entries_that_may_go() -> None:
     assert weight(sizes, ["running", "plain"]) == 6
     assert stale_keys(entries, {ARN: frozenset({"running"})}, 500.0) == [size_key(ARN, "ended")]
     assert stale_keys(entries, {ARN: None}, 500.0) == []
+
+
+def test_a_pack_goes_whole_once_every_entry_of_it_is_stale_and_not_before() -> None:
+    """Pack p1's two entries ended: it goes; p2 has one still running: it stays; one not yet written: none."""
+    entries = {
+        "m:a": SizeEntry(5, 1.0, "p1"),
+        "m:b": SizeEntry(3, 1.0, "p1"),
+        "m:c": SizeEntry(2, 1.0, "p2"),
+        "m:d": SizeEntry(4, 1.0, "p2"),
+        "m:e": SizeEntry(2, 1.0),
+    }
+    assert stale_packs(entries, {"m:a", "m:b", "m:c", "m:e"}) == ["p1"]
+    assert stale_packs(entries, {"m:a"}) == []
+    assert SizeEntry(5, 1.0, "p1") == SizeEntry(5, 1.0), "where it is kept is not part of an entry's value"
 
 
 def test_the_cli_reads_a_size_from_its_option_and_from_a_lines_slots_field() -> None:

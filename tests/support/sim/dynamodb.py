@@ -23,7 +23,7 @@ from dispatcher.adapters.job_items import kept_item, kept_key
 from dispatcher.adapters.limit_items import limit_item, limit_key, read_limit
 from dispatcher.adapters.member_items import members_item
 from dispatcher.adapters.roster_items import inside_partition
-from dispatcher.adapters.size_items import SIZES_KIND, sizes_key
+from dispatcher.adapters.size_items import SIZES_KIND, sizes_key, sizes_pack
 from dispatcher.adapters.state_items import (
     PACK_LIMIT,
     end_packs,
@@ -49,7 +49,7 @@ from tests.support.sim.inside import InsidePartition
 from tests.support.sim.items import QUERY_PAGE_BYTES, READ_UNIT_BYTES, Stored, write_units
 from tests.support.sim.lease import Lease
 from tests.support.sim.scheduler import Scheduler
-from tests.support.sim.sized import reserved_item, sized_item
+from tests.support.sim.sized import reserved_item
 
 if TYPE_CHECKING:
     from tests.support.sim.jobs import JobPartitions
@@ -218,9 +218,26 @@ class LedgerView:
         action = f"PutItem on state table {self._table.partition} (limit of pool {pool})"
         return self._client.call("PutItem", action, admit, put, role="limit")
 
-    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], removed: Collection[str]) -> None:
-        """One `UpdateItem` of a pool's sized executions (as the adapter): added ones set, ended gone."""
-        self._update_sizes(pool, lambda item: sized_item(item, added, removed), "sizes")
+    def record_sizes(self, pool: str, added: Mapping[str, SizeEntry], gone: Collection[str]) -> None:
+        """One `BatchWriteItem` (as the adapter): the round's pack put, the ``gone`` packs deleted.
+
+        Billed as DynamoDB bills it: each item a unit per KB (a delete: the deleted item's size).
+        """
+        item = sizes_pack(self._table.partition, pool, added)
+        units = write_units(item) + sum(
+            write_units(kept) for pack in gone if (kept := self._table.item(pack)) is not None
+        )
+
+        def admit() -> bool:
+            return self._table.write(units) > 0
+
+        def write() -> None:
+            self._table.put(item["sk"]["S"], Stored(item))
+            for pack in gone:
+                self._table.delete(pack)
+
+        action = f"BatchWriteItem on state table {self._table.partition} (sizes)"
+        self._client.call("BatchWriteItem", action, admit, write, role="sizes")
 
     def record_reservation(self, pool: str, reservation: Reservation | None) -> None:
         """One `UpdateItem` of a pool's reservation (as the adapter)."""
