@@ -97,6 +97,8 @@ class GroupBook:
     """Group → its job held for the group's limit."""
     roster: Roster | None = None
     clock: Callable[[], float] = lambda: 0.0
+    sized: bool = False
+    """Whether its jobs weigh their ``Slots`` (a lane's); a gate's requests take one place each."""
 
     @property
     def at_limit(self) -> int:
@@ -115,13 +117,17 @@ class GroupBook:
         return [
             message
             for message in messages
-            if group_full(self.share, self.running[message.group_id], size_of(message))
+            if group_full(self.share, self.running[message.group_id], self._size(message))
         ]
 
     def started(self, messages: Iterable[QueuedMessage]) -> None:
         """Executions of these jobs hold their sizes from now on."""
         for message in messages:
-            self.running[message.group_id] += size_of(message)
+            self.running[message.group_id] += self._size(message)
+
+    def _size(self, message: QueuedMessage) -> int:
+        """The places of its group a job takes: its size in a lane, one in a gate."""
+        return size_of(message) if self.sized else 1
 
     def show_due(self, queue: JobQueue) -> int:
         """Show again the held jobs whose group is below its limit now; how many (best effort).
@@ -171,7 +177,7 @@ class GroupBook:
                 message.receipt_handle,
                 now,
                 job_name(message),
-                slots=size_of(message),
+                slots=self._size(message),
             )
             for message in messages
         ]
@@ -260,7 +266,13 @@ class LaneRoster:
         gone = {record.name for record in left}
         running = group_counts(record for record in planned.inside if record.name not in gone)
         return GroupBook(
-            self._lane, share, running, {hold.group: hold for hold in read.held}, self._roster, self._clock
+            self._lane,
+            share,
+            running,
+            {hold.group: hold for hold in read.held},
+            self._roster,
+            self._clock,
+            sized=True,
         )
 
 

@@ -1,4 +1,4 @@
-"""A job's size among message groups, pure: a group's limit and fair share in slots, held jobs."""
+"""A job's size among message groups: a group's limit and fair share in slots, held jobs, the books."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dispatcher.core.admission import HoldForGroup, Start
 from dispatcher.core.messages import SLOTS_ATTRIBUTE, QueuedMessage, size_of
 from dispatcher.core.rosters import RosterEntry, group_counts
 from dispatcher.core.tenants import Hold, Share, admit_shared, due_to_show, group_full
+from dispatcher.core.topology import DEFAULT, Lane
+from dispatcher.tick.groups import GroupBook
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:glue-runs"
 
@@ -90,3 +92,17 @@ def test_a_received_jobs_size_is_its_slots_and_one_when_absent_or_malformed() ->
         update={"attributes": {SLOTS_ATTRIBUTE: {"DataType": "String", "StringValue": "many"}}}
     )
     assert size_of(malformed) == 1
+
+
+def test_a_lanes_book_weighs_a_jobs_slots_and_a_gates_book_counts_each_request_once() -> None:
+    """A lane's group at 2 of 5 holds a job of 4 back and counts a started job of 3 as 3; a gate counts 1."""
+    lane = Lane(DEFAULT, DEFAULT, "jobs.fifo", "dead-letters.fifo", ARN)
+    share = Share(max_per_group=5)
+    lanes = GroupBook(lane, share, Counter({"g": 2}), sized=True)
+    gates = GroupBook(lane, share, Counter({"g": 2}))
+    four = _message("four", "g", 4)
+    assert lanes.at_limit_of([four]) == [four]
+    assert gates.at_limit_of([four]) == []
+    lanes.started([_message("three", "g", 3)])
+    gates.started([_message("three", "g", 3)])
+    assert (lanes.running["g"], gates.running["g"]) == (5, 3)
