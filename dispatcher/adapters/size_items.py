@@ -4,11 +4,12 @@ They live in the ledger's partition under sort keys beginning ``~slots#<pool>``:
 record, so the window each tick reads anyway brings them (no call of their own).
 
 - A **pack** (``~slots#<pool>#<written at>#<token>``): a round's sized starts of the pool,
-  each an attribute ``s:<state machine name>:<execution name>`` → ``[slots, written at]``,
-  put before the round's calls. Small (a round's few sized starts), so its write costs one
-  write unit, where one item of every sized execution cost its whole size at each write. It
-  is deleted whole once every execution it names is known to have ended. No TTL: an
-  execution may run for a year.
+  put before the round's calls: when it was written (``at``) and, for each state machine, a
+  map ``m:<state machine name>`` → execution name → slots (about 40 bytes an execution, read
+  by every tick). Small (a round's few sized starts), so its write costs one write unit,
+  where one item of every sized execution cost its whole size at each write. It is deleted
+  whole once every execution it names is known to have ended. No TTL: an execution may run
+  for a year.
 - The pool's item (``~slots#<pool>``) holds its reservation, when it has one.
 """
 
@@ -23,7 +24,7 @@ from dispatcher.core.sizes import Reservation, SizeEntry
 
 SIZES_KIND = "slots"
 SIZES_PREFIX = "~slots#"
-ENTRY_PREFIX = "s:"
+MACHINE_PREFIX = "m:"
 RESERVED = "reserved"
 """The attribute of the pool's reservation: the large job its freed slots are kept for."""
 
@@ -41,26 +42,30 @@ def pack_key(pool: str, written_at: float) -> str:
 def sizes_pack(partition: str, pool: str, added: Mapping[str, SizeEntry]) -> dict[str, Any]:
     """One round's sized executions of ``pool`` (key → entry) as a new pack item."""
     written_at = min(entry.recorded_at for entry in added.values())
+    machines: dict[str, dict[str, Any]] = {}
+    for key, entry in added.items():
+        machine, _, name = key.partition(":")
+        machines.setdefault(MACHINE_PREFIX + machine, {})[name] = {"N": str(entry.slots)}
     return {
         "pk": {"S": partition},
         "sk": {"S": pack_key(pool, written_at)},
         "kind": {"S": SIZES_KIND},
         "pool": {"S": pool},
-        **{
-            ENTRY_PREFIX + key: {"L": [{"N": str(entry.slots)}, number(entry.recorded_at)]}
-            for key, entry in added.items()
-        },
+        "at": number(written_at),
+        **{attribute: {"M": names} for attribute, names in machines.items()},
     }
 
 
 def read_sizes(item: Mapping[str, Any]) -> tuple[str, dict[str, SizeEntry]]:
-    """The pool and the sized executions (key → entry, with its pack) an item holds."""
+    """The pool and the sized executions (key → entry, with its pack) an item holds (a reservation: none)."""
     entries: dict[str, SizeEntry] = {}
     pack = item["sk"]["S"]
     for attribute, value in item.items():
-        if attribute.startswith(ENTRY_PREFIX):
-            slots, at = value["L"]
-            entries[attribute.removeprefix(ENTRY_PREFIX)] = SizeEntry(int(slots["N"]), float(at["N"]), pack)
+        if attribute.startswith(MACHINE_PREFIX):
+            machine = attribute.removeprefix(MACHINE_PREFIX)
+            at = float(item["at"]["N"])
+            for name, slots in value["M"].items():
+                entries[f"{machine}:{name}"] = SizeEntry(int(slots["N"]), at, pack)
     return item["pool"]["S"], entries
 
 
