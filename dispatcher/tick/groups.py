@@ -130,7 +130,7 @@ class GroupBook:
         return size_of(message) if self.sized else 1
 
     def show_due(self, queue: JobQueue) -> int:
-        """Show again the held jobs whose group is below its limit now; how many (best effort).
+        """Show again the held jobs whose group has room for their size now; how many (best effort).
 
         A job shown whose item can't be deleted is shown again next tick: by then its
         receipt handle is stale, which changes nothing.
